@@ -1,0 +1,278 @@
+"""NegEx test kit card: is the named clinical concept negated in its sentence?
+
+Data: ``Annotations-1-120-random.txt`` of GenNegEx 1.2 (chapmanbe/negex at a pinned commit): TAB-separated
+with Excel-style quoting, CRLF, no header; columns number, concept, sentence, decision. 2,376 rows
+(491 Negated / 1,885 Affirmed). The 11 rows whose stripped concept does not occur (case-insensitively) in
+the sentence are dropped, leaving 2,365 items, ``item_id = "negex-%04d" % number``.
+
+Normalisation and marking
+-------------------------
+- ``clean(text)``: every run of whitespace (spaces, tabs, CR/LF) becomes one space; ends stripped.
+  Report headers inside sentences are kept verbatim.
+- The model input wraps the target occurrence: ``... or [entity] AIR HUNGER [entity].``. Among the
+  case-insensitive occurrences of the cleaned concept in the cleaned sentence, the first one written in
+  upper case (its text equals its upper-cased text and has a letter) is the target; when none is upper
+  case, the first occurrence.
+- ``sentence_key = sha256(NFKC(clean(sentence)).casefold())``: rows that share a sentence (the kit
+  upper-cases a different concept in each copy) share a key, so a sentence never sits on both sides of
+  a split.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import re
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import splits as _splits
+from ..sources import PinnedFile, resolve, sha256_file
+from . import Card
+
+SEED = 20261006
+ROWS_EXPECTED = 2376
+ITEMS_EXPECTED = 2365
+
+KIT_URL_BASE = ("https://raw.githubusercontent.com/chapmanbe/negex/"
+                "d136b972b5d214959807ad5de1881a3225541fe7/GeneralNegEx.Java.v.1.2.05092009/")
+ANNOTATIONS = PinnedFile(
+    "negex/Annotations-1-120-random.txt", KIT_URL_BASE + "Annotations-1-120-random.txt",
+    "e2f652f663617ff661c7863c76075be9ae492c6ef5070d44d2d023bdf6d35b71",
+)
+TRIGGERS = PinnedFile(
+    "negex/negex_triggers.txt", KIT_URL_BASE + "negex_triggers.txt",
+    "78c268f6c753faa9b58d6a00b3bf948ad8f074082793cf9000369f883c171333",
+)
+
+MARK = "[entity]"
+POSITIVE = "negated"
+LABELS = ("affirmed", "negated")
+ASSERTION_TO_DECISION = {"ABSENT": "negated", "PRESENT": "affirmed", "POSSIBLE": "affirmed"}
+OPTION_PROMPT = 'Sentence: {sentence}\nQuestion: In this sentence, is "{concept}" negated (stated as absent)?\nAnswer:'
+OPTIONS = (" yes", " no")  # " yes" = negated
+
+# GenNegEx 1.2 on the whole kit (chapmanbe/negex TestSet.md): negated = positive class.
+GENNEGEX = {"tp": 471, "tn": 1851, "fp": 34, "fn": 20,
+            "sensitivity": 0.959, "specificity": 0.982, "precision": 0.933}
+
+VERSIONS = ("atlas-n100-v1", "atlas-full-v1")
+METRIC_BASES = ("macro_f1", "sensitivity", "specificity", "precision", "roc_auc")
+
+CARD = Card(
+    name="negex",
+    title="NegEx test kit: is the concept negated?",
+    notebook="notebooks/negex.md",
+    versions=VERSIONS,
+    protocols=("zero_shot", "probe"),
+    metrics=METRIC_BASES,
+    default_matrix=tuple(
+        (v, m, p) for v in VERSIONS for m, p in (
+            ("majority", "zero_shot"), ("medspacy-context", "zero_shot"), ("negspacy-negex-kit", "zero_shot"),
+            ("all-minilm-l6-v2", "probe"), ("bvanaken/clinical-assertion-negation-bert", "zero_shot"),
+        )
+    ),
+    licence_confirmed=False,
+    licence_note=("The kit's Apache-2.0 is declared only by the package README beside the file; the repository "
+                  "has no licence file. Local evaluation only until the terms are confirmed."),
+    task="binary assertion: negated vs affirmed concept",
+    data="NegEx test kit, 2,376 sentences from 120 de-identified reports",
+)
+
+
+class NegexDataError(ValueError):
+    """The annotation file does not have the expected shape."""
+
+
+_WS = re.compile(r"\s+")
+
+
+def clean(text: str) -> str:
+    """Collapse every whitespace run to one space and strip the ends."""
+    return _WS.sub(" ", text).strip()
+
+
+def sentence_key(sentence: str) -> str:
+    """sha256 of ``NFKC(clean(sentence)).casefold()`` (see module docstring)."""
+    norm = unicodedata.normalize("NFKC", clean(sentence)).casefold()
+    return hashlib.sha256(norm.encode("utf-8")).hexdigest()
+
+
+def find_target(sentence: str, concept: str) -> tuple[int, int] | None:
+    """(start, end) of the target occurrence of ``concept`` in ``sentence`` (both cleaned), or None."""
+    s, c = clean(sentence), clean(concept)
+    if not c:
+        return None
+    hits = [m.start() for m in re.finditer(re.escape(c.casefold()), s.casefold())]
+    if not hits:
+        return None
+    for start in hits:
+        text = s[start:start + len(c)]
+        if text == text.upper() and any(ch.isalpha() for ch in text):
+            return start, start + len(c)
+    return hits[0], hits[0] + len(c)
+
+
+def mark(sentence: str, concept: str) -> str:
+    """The model input: the cleaned sentence with the target wrapped as ``[entity] X [entity]``."""
+    s = clean(sentence)
+    span = find_target(s, concept)
+    if span is None:
+        raise NegexDataError(f"concept {concept!r} does not occur in sentence {s[:80]!r}")
+    a, b = span
+    return f"{s[:a]}{MARK} {s[a:b]} {MARK}{s[b:]}"
+
+
+def read_rows(path: str | Path) -> pd.DataFrame:
+    """All rows of the kit file as a frame (number, concept, sentence, decision, row), CSV-unquoted."""
+    path = Path(path)
+    text = path.read_bytes().decode("utf-8")
+    rows = []
+    for lineno, rec in enumerate(csv.reader(io.StringIO(text, newline=""), delimiter="\t"), 1):
+        if not rec:
+            continue
+        if len(rec) != 4:
+            raise NegexDataError(f"{path}: row {lineno}: expected 4 TAB-separated columns "
+                                 f"(number, concept, sentence, decision), got {len(rec)}")
+        number, concept, sentence, decision = rec
+        if not number.strip().isdigit():
+            raise NegexDataError(f"{path}: row {lineno}: column 1 (number) should be an integer, got {number!r}")
+        if decision.strip() not in ("Negated", "Affirmed"):
+            raise NegexDataError(f"{path}: row {lineno}: column 4 (decision) should be Negated or Affirmed, "
+                                 f"got {decision!r}")
+        rows.append({"row": lineno, "number": int(number), "concept": concept, "sentence": sentence,
+                     "decision": decision.strip().lower()})
+    frame = pd.DataFrame(rows)
+    dup = frame["number"].duplicated()
+    if dup.any():
+        raise NegexDataError(f"{path}: row {int(frame.loc[dup, 'row'].iloc[0])}: duplicate number "
+                             f"{int(frame.loc[dup, 'number'].iloc[0])}")
+    frame["item_id"] = frame["number"].map(lambda n: f"negex-{n:04d}")
+    frame["concept_found"] = [c.strip().casefold() in s.casefold()
+                              for c, s in zip(frame["concept"], frame["sentence"])]
+    return frame
+
+
+def load_rows(data_dir=None) -> pd.DataFrame:
+    return read_rows(resolve(ANNOTATIONS, data_dir))
+
+
+def items_from_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Items: rows whose concept occurs in the sentence, with the model inputs and keys."""
+    kept = rows[rows["concept_found"]].copy()
+    kept["concept"] = kept["concept"].map(clean)
+    kept["text"] = [mark(s, c) for s, c in zip(kept["sentence"], kept["concept"])]
+    kept["sentence_clean"] = kept["sentence"].map(clean)
+    kept["sentence_key"] = kept["sentence"].map(sentence_key)
+    kept["label"] = (kept["decision"] == POSITIVE).astype(int)
+    cols = ["item_id", "number", "concept", "sentence_clean", "text", "decision", "label", "sentence_key"]
+    return kept[cols].rename(columns={"sentence_clean": "sentence"}).reset_index(drop=True)
+
+
+def load_items(data_dir=None) -> pd.DataFrame:
+    return items_from_rows(load_rows(data_dir))
+
+
+def data_sha256(data_dir=None) -> dict:
+    return {ANNOTATIONS.name: sha256_file(resolve(ANNOTATIONS, data_dir))}
+
+
+# -- audit -------------------------------------------------------------------------------------------
+
+HEADER_RE = re.compile(r"\b([A-Z][A-Z /&-]{2,}[A-Z]):")
+
+
+def audit(rows: pd.DataFrame, items: pd.DataFrame) -> dict:
+    """Counts for the data audit: rows, label balance, dropped rows, sentence lengths, header fragments."""
+    lengths = items["sentence"].str.len()
+    headers = items["sentence"].str.findall(HEADER_RE)
+    return {
+        "counts": pd.DataFrame({
+            "rows": rows["decision"].value_counts(),
+            "items": items["decision"].value_counts(),
+        }).rename_axis("decision").reindex(["negated", "affirmed"]).assign(
+            dropped=lambda d: d["rows"] - d["items"]),
+        "dropped": rows.loc[~rows["concept_found"], ["item_id", "concept", "sentence", "decision"]]
+                       .assign(sentence=lambda d: d["sentence"].str.slice(0, 120)),
+        "sentence_length": lengths.describe().round(1),
+        "long_sentences": int((lengths > 300).sum()),
+        "distinct_sentences": int(items["sentence_key"].nunique()),
+        "items_with_header_fragment": int((headers.str.len() > 0).sum()),
+        "top_headers": headers.explode().dropna().value_counts().head(10),
+    }
+
+
+# -- splits ------------------------------------------------------------------------------------------
+
+def split(items: pd.DataFrame, version: str, seed: int = SEED) -> _splits.SplitManifest:
+    """The frozen split of one version (see issue 2 / the card):
+
+    - ``atlas-n100-v1``: 100 test items stratified by decision; then 500 train items stratified the same
+      way from the items whose sentence_key is not a test sentence's; the rest excluded.
+    - ``atlas-full-v1``: the same 500 train items; test = every item whose sentence_key is not a train
+      sentence's; the rest (sharing a sentence with a train item) excluded.
+    """
+    if version not in VERSIONS:
+        raise ValueError(f"unknown NegEx split version {version!r}; expected one of {', '.join(VERSIONS)}")
+    test100 = _splits.stratified_draw(items, 100, "decision", seed)
+    test_keys = set(items.loc[items["item_id"].isin(test100), "sentence_key"])
+    pool = items[~items["sentence_key"].isin(test_keys)]
+    train = _splits.stratified_draw(pool, 500, "decision", seed)
+    if version == "atlas-n100-v1":
+        test = test100
+    else:
+        train_keys = set(items.loc[items["item_id"].isin(train), "sentence_key"])
+        test = items.loc[~items["sentence_key"].isin(train_keys), "item_id"].tolist()
+    used = set(train) | set(test)
+    excluded = [i for i in items["item_id"] if i not in used]
+    return _splits.SplitManifest("negex", version, seed, train, test, excluded,
+                                 rules=split.__doc__ or "")
+
+
+def split_frames(items: pd.DataFrame, manifest: _splits.SplitManifest) -> tuple[pd.DataFrame, pd.DataFrame]:
+    idx = items.set_index("item_id")
+    return (idx.loc[manifest.train].reset_index(), idx.loc[manifest.test].reset_index())
+
+
+def split_summary(items: pd.DataFrame, manifest: _splits.SplitManifest) -> dict:
+    """Counts per label and split, and the disjointness checks, for the page and the result cell."""
+    side = pd.Series("excluded", index=items["item_id"])
+    side[manifest.train] = "train"
+    side[manifest.test] = "test"
+    table = pd.crosstab(items.set_index("item_id")["decision"], side).reindex(
+        index=["negated", "affirmed"], columns=["train", "test", "excluded"], fill_value=0)
+    shared = _splits.group_disjoint_check(items, manifest.train, manifest.test, "sentence_key")
+    test_counts = items.set_index("item_id").loc[manifest.test, "decision"].value_counts()
+    return {
+        "table": table,
+        "shared_sentence_keys": len(shared),
+        "hash": manifest.hash,
+        "cell": {"hash": manifest.hash, "n_train": len(manifest.train), "n_test": len(manifest.test),
+                 "n_excluded": len(manifest.excluded),
+                 "test_label_counts": {k: int(test_counts.get(k, 0)) for k in ("negated", "affirmed")}},
+    }
+
+
+# -- protocols and metrics ---------------------------------------------------------------------------
+
+def option_prompts(frame: pd.DataFrame) -> list[str]:
+    """The score.options prompt per item (unmarked, cleaned sentence)."""
+    return [OPTION_PROMPT.format(sentence=s, concept=c) for s, c in zip(frame["sentence"], frame["concept"])]
+
+
+def metric_names(protocol: str) -> list[str]:
+    return [f"{b}_{protocol}" for b in METRIC_BASES]
+
+
+def rows_for_reproduction(rows: pd.DataFrame) -> pd.DataFrame:
+    """All 2,376 kit rows as model inputs: found concepts marked as usual; for the 11 rows whose concept is
+    missing the sentence is passed unmarked, which every assertion system reads as 'no target', i.e.
+    affirmed (what NegEx itself reports when the phrase is not in the sentence)."""
+    out = rows.copy()
+    out["text"] = [mark(s, c) if f else clean(s)
+                   for s, c, f in zip(out["sentence"], out["concept"], out["concept_found"])]
+    out["label"] = (out["decision"] == POSITIVE).astype(int)
+    return out

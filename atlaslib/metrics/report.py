@@ -1,0 +1,32 @@
+"""Metric tables with bootstrap intervals, for item-level binary tasks."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..results import metric
+from . import bootstrap
+from .classification import BINARY_LABEL_METRICS, BINARY_SCORE_METRICS, confusion
+
+
+def binary_metrics(y_true, y_pred, y_score, protocol: str, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,
+                   seed: int = bootstrap.DEFAULT_SEED, no_score_reason: str = "labels only: no scores") -> dict:
+    """``{<metric>_<protocol>: {value, ci_low, ci_high}}`` for macro F1, sensitivity, specificity, precision
+    and ROC-AUC (null with ``no_score_reason`` when ``y_score`` is None). One set of stratified resample
+    indices serves every metric, so the intervals are paired."""
+    y_true = np.asarray(y_true, dtype=int)
+    y_pred = np.asarray(y_pred, dtype=int)
+    idx = bootstrap.stratified_indices(y_true, n_resamples, seed)
+    out = {}
+    for name, fn in BINARY_LABEL_METRICS.items():
+        out[f"{name}_{protocol}"] = metric(**bootstrap.metric_with_ci(fn, idx, y_true, y_pred))
+    for name, fn in BINARY_SCORE_METRICS.items():
+        if y_score is None:
+            out[f"{name}_{protocol}"] = metric(None, reason=no_score_reason)
+        else:
+            out[f"{name}_{protocol}"] = metric(**bootstrap.metric_with_ci(fn, idx, y_true, np.asarray(y_score, float)))
+    return out
+
+
+def confusion_counts(y_true, y_pred) -> dict:
+    c = confusion(np.asarray(y_true, int), np.asarray(y_pred, int))
+    return {k: int(v) for k, v in c.items()}

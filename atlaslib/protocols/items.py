@@ -1,0 +1,71 @@
+"""Item-level protocols: zero-shot (native assertion head, or option scoring) and the logistic probe.
+
+Each function returns a dict with ``pred`` (0/1 per item, 1 = positive class), ``score`` (a probability
+of the positive class, or None when the capability gives labels only) and ``details`` (what the run
+spec must record: option strings and token ids, probe hyper-parameters, the adapter's info).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+PROBE_SETTINGS = {
+    "model": "sklearn.linear_model.LogisticRegression",
+    "solver": "lbfgs",
+    "C": 1.0,
+    "max_iter": 2000,
+    "penalty": "l2",
+    "scaling": "sklearn.preprocessing.StandardScaler fit on the train features",
+    "class_weight": None,
+    "decision": "positive when P(positive) >= 0.5 (LogisticRegression.predict)",
+}
+
+
+def zero_shot_assertion(adapter, texts: Sequence[str], label_map: dict[str, int]) -> dict:
+    """``predict.assertion`` on marked texts; ``label_map`` maps the adapter's labels (e.g. ABSENT) to 0/1."""
+    labels = adapter.predict_assertion(list(texts))
+    unknown = sorted(set(labels) - set(label_map))
+    if unknown:
+        raise ValueError(f"assertion adapter returned labels {unknown}; the card maps only {sorted(label_map)}")
+    pred = np.array([label_map[lab] for lab in labels], dtype=int)
+    return {"pred": pred, "score": None, "native": list(labels),
+            "details": {"capability": "predict.assertion", "label_map": label_map, "adapter": adapter.info}}
+
+
+def softmax_first(loglik: np.ndarray) -> np.ndarray:
+    """P(option 0) under a softmax over the options' log-likelihoods (numerically stable)."""
+    z = loglik - loglik.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e[:, 0] / e.sum(axis=1)
+
+
+def zero_shot_options(adapter, prompts: Sequence[str], options: Sequence[str]) -> dict:
+    """``score.options``: the positive class is ``options[0]``; predicted positive when its log-likelihood
+    is the larger one (ties go to the other option); score = softmax over the log-likelihoods."""
+    out = adapter.score_options(list(prompts), list(options))
+    ll = np.asarray(out["loglik"], dtype=float)
+    pred = (ll[:, 0] > ll[:, 1:].max(axis=1)).astype(int)
+    return {"pred": pred, "score": softmax_first(ll), "loglik": ll,
+            "details": {"capability": "score.options", "options": list(options),
+                        "option_token_ids": out.get("option_token_ids"), "adapter": adapter.info}}
+
+
+def probe(adapter, train_texts: Sequence[str], train_y: Sequence[int], test_texts: Sequence[str],
+          seed: int = 0) -> dict:
+    """``embed.text.pooled`` features (frozen) + a logistic head fit on the train items."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x_train = adapter.embed(list(train_texts))
+    x_test = adapter.embed(list(test_texts))
+    clf = make_pipeline(StandardScaler(), LogisticRegression(
+        solver=PROBE_SETTINGS["solver"], C=PROBE_SETTINGS["C"], max_iter=PROBE_SETTINGS["max_iter"],
+        random_state=seed))
+    clf.fit(x_train, np.asarray(train_y, dtype=int))
+    proba = clf.predict_proba(x_test)[:, list(clf.classes_).index(1)]
+    return {"pred": clf.predict(x_test).astype(int), "score": proba,
+            "details": {"capability": "embed.text.pooled", "probe": PROBE_SETTINGS,
+                        "n_iter": int(clf[-1].n_iter_[0]), "feature_dim": int(x_train.shape[1]),
+                        "adapter": adapter.info}}
