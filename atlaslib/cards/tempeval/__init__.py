@@ -1,0 +1,88 @@
+"""Clinical TempEval 2015 card (SemEval-2015 Task 6; Bethard et al. 2015) on the THYME colon-cancer notes.
+
+Data: the THYME temporal annotation layer (Anafora XML) of ``coloncancer/Train`` (293 documents) and
+``coloncancer/Dev`` (147 documents, the Clinical TempEval 2015 *test* set) from stylerw/thymedata at a
+pinned commit; 440 ``*.Temporal-{Relation,Entity}.gold.completed.xml`` files, each pinned by sha256 in
+``thyme_sources.sha256`` beside this module. The note text is under a Mayo Clinic data use agreement and
+is not public: the card audits the annotations, runs the text-free phase-2 baselines on them, runs the
+whole task on a synthetic PHI-free corpus (:mod:`.synthetic`), and runs it on the real text when a DUA
+holder sets the notebook parameter ``thyme_text_dir`` (outputs then hold no note text).
+
+Modules: :mod:`.anafora_io` (XML read/write, schema), :mod:`.scoring` (anaforatools wrapper),
+:mod:`.audit` (counts, distributions, distances, closure), :mod:`.baselines` (closest, majority
+DocTimeRel, memorize adapter), :mod:`.synthetic` (demo corpus), :mod:`.runs` (one call per run).
+
+Versions: ``thyme-dev-2015`` (train on Train, score on Dev, as in 2015) and ``synthetic-v1`` (the
+synthetic corpus' Train -> Dev). Protocols: ``phase1`` (raw text in) and ``phase2`` (gold EVENT and
+TIMEX3 with their attributes given; relations to predict).
+Leaderboard metrics (cell names carry the protocol, e.g. ``contains_closure_f1_phase2``):
+``event_span_f1``, ``timex_span_f1``, ``doctimerel_f1`` (in phase 2 = accuracy), ``contains_f1``,
+``contains_closure_f1``; all official-scorer F1, no bootstrap (CIs null, reason given).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ...sources import PinnedFile, read_sha256sums, resolve
+from .. import Card
+
+THYME_COMMIT = "1e00060bb24fcaa2a833d20e4625694b3d15ac13"
+THYME_URL = "https://raw.githubusercontent.com/stylerw/thymedata/" + THYME_COMMIT + "/{path}"
+SOURCES_FILE = Path(__file__).with_name("thyme_sources.sha256")
+THYME_FILES: list[PinnedFile] = read_sha256sums(SOURCES_FILE.read_text(), "thyme/", THYME_URL)
+SPLITS = ("Train", "Dev")
+
+#: Clinical TempEval 2015 numbers the card reproduces (official scorer's set semantics, see audit.py)
+EXPECTED_COUNTS = {
+    "Train": {"documents": 293, "EVENT": 38890, "TIMEX3": 3833, "CONTAINS": 11176},
+    "Dev": {"documents": 147, "EVENT": 20974, "TIMEX3": 2078, "CONTAINS": 6173},
+}
+EXPECTED_RAW = {"Train": {"EVENT": 39002, "CONTAINS": 11248}, "Dev": {"EVENT": 20974, "CONTAINS": 6226}}
+
+METRICS = ("contains_closure_f1", "contains_f1", "doctimerel_f1", "event_span_f1", "timex_span_f1")
+CI_REASON = "no bootstrap: official scorer counts"
+
+CARD = Card(
+    name="tempeval",
+    title="Clinical TempEval 2015: times, events, attributes and narrative containers",
+    notebook="notebooks/tempeval.md",
+    versions=("thyme-dev-2015", "synthetic-v1"),
+    protocols=("phase1", "phase2"),
+    metrics=METRICS,
+    default_matrix=(
+        ("thyme-dev-2015", "closest", "phase2"),
+        ("thyme-dev-2015", "majority-doctimerel", "phase2"),
+        ("synthetic-v1", "memorize", "phase1"),
+        ("synthetic-v1", "memorize", "phase2"),
+        ("synthetic-v1", "closest", "phase1"),
+        ("synthetic-v1", "closest", "phase2"),
+    ),
+    higher_is_better={m: True for m in METRICS},
+    licence_confirmed=False,
+    licence_note=("THYME annotations: the source repository states no licence (it asks for acknowledgement of "
+                  "Mayo Clinic and a citation of Styler et al. 2014); the note text needs a Mayo Clinic DUA. "
+                  "The synthetic corpus is written for this project."),
+    gated=True,
+    task=("SemEval-2015 Task 6: find TIMEX3 and EVENT spans and attributes, each EVENT's relation to the "
+          "document time, and narrative-container (CONTAINS) relations; official anaforatools scoring."),
+    data="THYME colon cancer Train (293 docs) / Dev (147 docs = 2015 test set), Anafora XML; text gated (DUA).",
+)
+
+
+def thyme_dir(split: str, data_dir: str | os.PathLike | None = None) -> Path:
+    """The verified folder ``.../thyme/coloncancer/<split>``: every pinned file of the split resolved
+    (local data dir, else cache, else download from the pinned commit) and its sha256 checked."""
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r}: expected one of {SPLITS}")
+    files = [pf for pf in THYME_FILES if pf.name.startswith(f"thyme/coloncancer/{split}/")]
+    roots = {resolve(pf, data_dir).parents[1] for pf in files}
+    if len(roots) != 1:
+        raise ValueError(f"THYME {split} files resolved into several folders {sorted(map(str, roots))}; "
+                         f"place all of them in one data directory")
+    return roots.pop()
+
+
+def data_sha256(split: str) -> dict:
+    """``{file name: sha256}`` of a split's pinned files, for result cells."""
+    return {pf.name: pf.sha256 for pf in THYME_FILES if pf.name.startswith(f"thyme/coloncancer/{split}/")}

@@ -1,0 +1,229 @@
+"""Clinical TempEval scoring through the official scorer, anaforatools 1.2.0 (``anafora.evaluate``).
+
+Nothing here re-implements a match rule: :func:`score_directories` calls ``anafora.evaluate.score_dirs``
+(the function behind ``python -m anafora.evaluate``) and arranges its counts into one table per run, in
+the paper's layout:
+
+============================  ======================================  ===========================
+row                           scorer view                             what counts as an item
+============================  ======================================  ===========================
+``timex3_span``               ``TIMEX3:<span>``                       (begin, end)
+``timex3_class``              ``TIMEX3:Class``                        (begin, end, Class)
+``event_span``                ``EVENT:<span>``                        (begin, end)
+``event_modality``            ``EVENT:ContextualModality``            (begin, end, value)
+``event_degree``              ``EVENT:Degree``                        (begin, end, value)
+``event_polarity``            ``EVENT:Polarity``                      (begin, end, value)
+``event_type``                ``EVENT:Type``                          (begin, end, value)
+``doctimerel``                ``EVENT:DocTimeRel``                    (begin, end, value)
+``contains``                  ``TLINK:Type:CONTAINS``                 ((b1, e1), (b2, e2))
+``contains_closure``          same, ``TemporalClosureScores``         closure-verified pairs
+============================  ======================================  ===========================
+
+P = correct / predicted, R = correct / reference, F1 = 2PR / (P + R) (the scorer's own methods, with its
+conventions: P = 1 when nothing is predicted, R = 1 when nothing is in the reference). For the attribute
+rows A = attribute F1 / span F1 of the same entity type (the paper's accuracy on the items a system found;
+None when the span F1 is 0). With closure, P = |S ∩ closure(H)| / |S| and R = |closure(S) ∩ H| / |H|.
+
+The stray ``venv/`` folder of the anaforatools wheel
+----------------------------------------------------
+The anaforatools 1.2.0 wheel ships a leftover ``venv/lib/python3.10/site-packages/...`` tree (wheel,
+_distutils_hack, _virtualenv.py: 1,114 RECORD entries) and a top-level ``print_sets.py``; pip installs
+them into ``site-packages``. ``site-packages/venv`` has no ``__init__.py``, so it can only ever become a
+*namespace* package, and Python's import system returns a namespace package only if no regular module or
+package of that name exists on any ``sys.path`` entry; the standard library's ``venv`` (a regular package,
+and earlier on ``sys.path`` anyway) therefore always wins, and the nested ``venv/lib/python3.10/...``
+folders are on no path, so the ``wheel``/``_distutils_hack`` copies inside cannot be imported either.
+The one way it can bite is an interpreter whose stdlib lacks ``venv`` (some distro builds): then
+``import venv`` would silently yield an empty namespace package. :func:`check_import_shadowing` (run on
+import of this module, and in the tests) refuses that case with a clear error, and checks that
+``anafora`` itself is the anaforatools package. We never put ``site-packages/venv/...`` on ``sys.path``.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import json
+import logging
+import os
+import sys
+import sysconfig
+import xml.etree.ElementTree as ET
+from importlib import metadata
+from pathlib import Path
+
+from .anafora_io import TEMPORAL_FILE_RE, AnaforaError
+
+
+def check_import_shadowing() -> dict:
+    """Where ``venv`` and ``anafora`` resolve; raises ImportError if ``venv`` is not the stdlib package or
+    ``anafora`` is not the one anaforatools installed."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    spec = importlib.util.find_spec("venv")
+    origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+    if origin is None or stdlib not in origin.parents:
+        raise ImportError(
+            f"'import venv' resolves to {origin or 'a namespace package'} "
+            f"({list(spec.submodule_search_locations or []) if spec else 'not found'}), not the standard library "
+            f"under {stdlib}: the stray venv/ folder that the anaforatools 1.2.0 wheel leaves in site-packages is "
+            f"shadowing it. Use a Python whose standard library has venv, or delete site-packages/venv.")
+    aspec = importlib.util.find_spec("anafora")
+    dist_files = {str(f) for f in (metadata.distribution("anaforatools").files or [])}
+    if aspec is None or "anafora/__init__.py" not in dist_files:
+        raise ImportError("module 'anafora' is not the one installed by anaforatools")
+    where = Path(metadata.distribution("anaforatools").locate_file("anafora/__init__.py")).resolve()
+    if Path(aspec.origin).resolve() != where:
+        raise ImportError(f"'import anafora' resolves to {aspec.origin}, not anaforatools' {where}")
+    return {"venv": str(origin), "anafora": str(where), "anaforatools": metadata.version("anaforatools")}
+
+
+IMPORTS = check_import_shadowing()
+
+import anafora  # noqa: E402  (after the guard)
+import anafora.evaluate as _evaluate  # noqa: E402
+
+#: row name -> (scorer view, entity type whose span row gives A, label in the paper's tables)
+ROWS = {
+    "timex3_span": (("TIMEX3", "<span>"), None, "TIMEX3 span"),
+    "timex3_class": (("TIMEX3", "Class"), "timex3_span", "TIMEX3 span + class"),
+    "event_span": (("EVENT", "<span>"), None, "EVENT span"),
+    "event_modality": (("EVENT", "ContextualModality"), "event_span", "EVENT span + modality"),
+    "event_degree": (("EVENT", "Degree"), "event_span", "EVENT span + degree"),
+    "event_polarity": (("EVENT", "Polarity"), "event_span", "EVENT span + polarity"),
+    "event_type": (("EVENT", "Type"), "event_span", "EVENT span + type"),
+    "doctimerel": (("EVENT", "DocTimeRel"), "event_span", "DOCTIMEREL"),
+    "contains": (("TLINK", "Type", "CONTAINS"), None, "CONTAINS"),
+}
+CLOSURE_ROW = ("contains_closure", ("TLINK", "Type", "CONTAINS"), "CONTAINS (closure)")
+
+
+class ScoringError(ValueError):
+    """Scorer input is missing or malformed."""
+
+
+def view_name(view) -> str:
+    """The scorer's printed name of a view: ``("TLINK", "Type", "CONTAINS")`` -> ``TLINK:Type:CONTAINS``."""
+    return ":".join(view) if isinstance(view, tuple) else view
+
+
+def _check_dir(path, what: str, xml_name_regex: str) -> Path:
+    path = Path(path)
+    if not path.is_dir():
+        raise ScoringError(f"{what} directory {path} does not exist (expected <dir>/<doc>/<doc>.*.xml)")
+    import re
+
+    n = 0
+    for f in sorted(path.rglob("*.xml")):
+        if not re.search(xml_name_regex, f.name):
+            continue
+        n += 1
+        try:
+            ET.parse(f)
+        except ET.ParseError as exc:
+            line, col = exc.position
+            raise ScoringError(f"{f}: malformed XML at line {line}, column {col + 1} ({what} file)") from None
+    if what == "reference" and n == 0:
+        raise ScoringError(f"reference directory {path} has no files matching {xml_name_regex!r}")
+    return path
+
+
+def _merge(file_named_scores, scores_type):
+    total = collections.defaultdict(scores_type)
+    n_docs = 0
+    for _name, named in file_named_scores:
+        n_docs += 1
+        for view, scores in named.items():
+            total[view].update(scores)
+    return total, n_docs
+
+
+def _row(name, label, view, s) -> dict:
+    correct = s.correct
+    row = {"row": name, "label": label, "view": view_name(view), "reference": s.reference,
+           "predicted": s.predicted}
+    if isinstance(correct, tuple):
+        row["correct"] = None
+        row["precision_correct"], row["recall_correct"] = correct
+    else:
+        row["correct"] = correct
+    row.update(precision=s.precision(), recall=s.recall(), f1=s.f1(), A=None)
+    return row
+
+
+def score_directories(reference_dir, predicted_dir, closure: bool = False, *,
+                      xml_name_regex: str = TEMPORAL_FILE_RE) -> dict:
+    """Score ``predicted_dir`` against ``reference_dir`` (both ``<dir>/<doc>/<doc>.*.xml``) with
+    anaforatools; returns ``{"rows": [...], "n_documents", "closure", "scorer"}``, one row per sub-task
+    (see module docstring). ``closure=True`` adds the ``contains_closure`` row."""
+    ref = _check_dir(reference_dir, "reference", xml_name_regex)
+    pred = _check_dir(predicted_dir, "predicted", xml_name_regex)
+    views = [v for v, _, _ in ROWS.values()]
+    logger = logging.getLogger()
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # the scorer warns once per document without predictions
+    try:
+        total, n_docs = _merge(_evaluate.score_dirs(str(ref), str(pred), xml_name_regex=xml_name_regex,
+                                                    include=set(views)), _evaluate.Scores)
+        closure_total = None
+        if closure:
+            closure_total, _ = _merge(_evaluate.score_dirs(
+                str(ref), str(pred), xml_name_regex=xml_name_regex, include={CLOSURE_ROW[1]},
+                scores_type=_evaluate.TemporalClosureScores), _evaluate.TemporalClosureScores)
+    finally:
+        logger.setLevel(level)
+    rows = {}
+    for name, (view, span_row, label) in ROWS.items():
+        rows[name] = _row(name, label, view, total.get(view, _evaluate.Scores()))
+    for name, (view, span_row, label) in ROWS.items():
+        if span_row is not None:
+            span_f1 = rows[span_row]["f1"]
+            rows[name]["A"] = rows[name]["f1"] / span_f1 if span_f1 > 0 else None
+    if closure:
+        name, view, label = CLOSURE_ROW
+        rows[name] = _row(name, label, view, closure_total.get(view, _evaluate.TemporalClosureScores()))
+    return {"rows": list(rows.values()), "n_documents": n_docs, "closure": bool(closure),
+            "scorer": f"anaforatools {IMPORTS['anaforatools']} (anafora.evaluate.score_dirs)",
+            "xml_name_regex": xml_name_regex}
+
+
+def closure_scores(reference_dir, predicted_dir, include, *, xml_name_regex: str = "[.]xml$") -> dict:
+    """Temporal-closure P/R/F1 over any relation view (e.g. ``{("TLINK", "Type")}`` for every TLINK type),
+    as ``python -m anafora.evaluate --temporal-closure -i TLINK:Type`` computes it."""
+    total, n = _merge(_evaluate.score_dirs(str(reference_dir), str(predicted_dir), xml_name_regex=xml_name_regex,
+                                           include=set(include), scores_type=_evaluate.TemporalClosureScores),
+                      _evaluate.TemporalClosureScores)
+    return {view_name(v): _row(view_name(v), view_name(v), v, s) for v, s in total.items()}
+
+
+def table_frame(table: dict):
+    """The table as a DataFrame in the paper's layout: one line per sub-task, columns P, R, F1, A."""
+    import pandas as pd
+
+    df = pd.DataFrame(table["rows"]).set_index("label")
+    return df[["reference", "predicted", "precision", "recall", "f1", "A"]].rename(
+        columns={"precision": "P", "recall": "R", "f1": "F1"})
+
+
+def main(argv=None) -> int:
+    """``atlas score tempeval -r REF -p PRED [--closure]``: print the table as JSON."""
+    parser = argparse.ArgumentParser(prog="atlas score tempeval", description=(
+        "Score Anafora XML predictions against a reference with the official Clinical TempEval scorer "
+        "(anaforatools) and print one JSON table: P/R/F1 (and A) per sub-task."))
+    parser.add_argument("-r", "--reference", required=True, help="reference root: <dir>/<doc>/<doc>.*.xml")
+    parser.add_argument("-p", "--predicted", required=True, help="predicted root, same layout")
+    parser.add_argument("--closure", action="store_true", help="add CONTAINS scored with temporal closure")
+    parser.add_argument("-x", "--xml-name-regex", default=TEMPORAL_FILE_RE,
+                        help="which XML files to score (default: %(default)r)")
+    args = parser.parse_args(argv)
+    try:
+        table = score_directories(args.reference, args.predicted, closure=args.closure,
+                                  xml_name_regex=args.xml_name_regex)
+    except (ScoringError, AnaforaError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(table, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
