@@ -1,0 +1,420 @@
+"""Scoring the NLI negation challenge: predictions, rates with exact intervals, gates, reports.
+
+Definitions (overall and per pattern):
+
+- ``aggregate_accuracy`` = #(prediction == gold) / #cases. An abstention (``None`` or
+  ``"abstention"``) is never correct and stays in the denominator.
+- ``false_entailment_rate`` = #(prediction == entailment) / #(gold ∈ {contradiction, neutral}).
+  An abstention is never a false entailment. Undefined (``None``) when the case set has no
+  contradiction or neutral gold case.
+
+Each rate carries an exact Clopper–Pearson interval at level 1 − α (α = 0.05): for k successes in
+n trials, ``lower = Beta.ppf(α/2; k, n − k + 1)`` (0 when k = 0) and ``upper = Beta.ppf(1 − α/2;
+k + 1, n − k)`` (1 when k = n) — the bounds p where P(X ≥ k | p) = α/2 and P(X ≤ k | p) = α/2.
+
+Gates, kept separate:
+
+- false-entailment ceiling: passes when ``false_entailment_rate <= max_false_entailment_rate``
+  (default 0.0: a single false entailment fails it). An undefined rate fails it (fail closed).
+- accuracy floor: passes when ``aggregate_accuracy >= minimum_aggregate_accuracy``. It is ON by
+  default at :data:`DEFAULT_MINIMUM_AGGREGATE_ACCURACY` = 0.5 (see there); ``None`` switches it off.
+- combined: both configured gates pass.
+
+Reports hold counts, pattern names, rates with intervals, gate values, the schema version and two
+sha256 digests (case set; predictions bound to the case set) — no case text, id or output.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scipy.stats import beta
+
+from .corpus import ABSTENTION, LABELS, PATTERNS, NliNegationCase, case_set_sha256, default_nli_negation_cases, \
+    validate_cases
+from .errors import FalseEntailmentGateError, NliNegationError, NliNegationGateError, NliNegationInputError, \
+    NliNegationPredictorError
+
+REPORT_SCHEMA_VERSION = "atlas.nli_negation.report.v1"
+CONFIDENCE_LEVEL = 0.95
+DEFAULT_MAX_FALSE_ENTAILMENT_RATE = 0.0
+#: The accuracy floor that is on by default. 0.5 is (a) above the accuracy of every constant-label
+#: predictor on the built-in corpus — the largest gold-label share there is 75/207 = 0.362 (entailment and contradiction each), so
+#: "always entailment", "always contradiction", "always neutral" and "always abstain" all fail it
+#: (a test pins this) — and (b) the simplest round floor meaning "right on at least half of the
+#: challenge". It is a sanity floor against degenerate predictors, not a quality target.
+DEFAULT_MINIMUM_AGGREGATE_ACCURACY = 0.5
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact intervals
+
+
+def clopper_pearson(k: int, n: int, level: float = CONFIDENCE_LEVEL) -> tuple[float | None, float | None]:
+    """Exact (Clopper–Pearson) two-sided interval for a binomial proportion k/n.
+
+    ``lower = Beta.ppf(α/2; k, n−k+1)`` (0 if k = 0), ``upper = Beta.ppf(1−α/2; k+1, n−k)`` (1 if
+    k = n), α = 1 − level. Closed forms at the edges: k = 0 gives upper = 1 − (α/2)^(1/n); k = n gives
+    lower = (α/2)^(1/n). With n = 0 the proportion is undefined: ``(None, None)``.
+    """
+    for name, v in (("k", k), ("n", n)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise NliNegationInputError(f"clopper_pearson: {name} must be a non-negative integer")
+    if k > n:
+        raise NliNegationInputError("clopper_pearson: k must not exceed n")
+    if not (isinstance(level, float) and 0.0 < level < 1.0):
+        raise NliNegationInputError("clopper_pearson: level must be a float strictly between 0 and 1")
+    if n == 0:
+        return None, None
+    alpha = 1.0 - level
+    lo = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class RateEstimate:
+    """k successes out of n trials, the rate k/n (``None`` when n = 0) and its exact interval."""
+
+    successes: int
+    trials: int
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+    @classmethod
+    def of(cls, k: int, n: int) -> "RateEstimate":
+        lo, hi = clopper_pearson(k, n)
+        return cls(k, n, (k / n) if n else None, lo, hi)
+
+    def to_dict(self) -> dict:
+        return {"successes": self.successes, "trials": self.trials, "value": self.value,
+                "ci_low": self.ci_low, "ci_high": self.ci_high}
+
+
+@dataclass(frozen=True)
+class PatternScores:
+    pattern: str
+    n_cases: int
+    n_abstentions: int
+    aggregate_accuracy: RateEstimate
+    false_entailment_rate: RateEstimate
+
+    def to_dict(self) -> dict:
+        return {"pattern": self.pattern, "n_cases": self.n_cases, "n_abstentions": self.n_abstentions,
+                "aggregate_accuracy": self.aggregate_accuracy.to_dict(),
+                "false_entailment_rate": self.false_entailment_rate.to_dict()}
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """The configured thresholds and the three decisions (``minimum_aggregate_accuracy=None``:
+    the accuracy gate is off and counts as passed)."""
+
+    max_false_entailment_rate: float
+    minimum_aggregate_accuracy: float | None
+    false_entailment_gate_passed: bool
+    accuracy_gate_passed: bool
+    passed: bool
+
+    @property
+    def accuracy_gate_enabled(self) -> bool:
+        return self.minimum_aggregate_accuracy is not None
+
+    def to_dict(self) -> dict:
+        return {"max_false_entailment_rate": self.max_false_entailment_rate,
+                "minimum_aggregate_accuracy": self.minimum_aggregate_accuracy,
+                "accuracy_gate_enabled": self.accuracy_gate_enabled,
+                "false_entailment_gate_passed": self.false_entailment_gate_passed,
+                "accuracy_gate_passed": self.accuracy_gate_passed,
+                "passed": self.passed}
+
+
+@dataclass(frozen=True)
+class NliNegationReport:
+    """The value-free outcome of one challenge run."""
+
+    n_cases: int
+    n_abstentions: int
+    aggregate_accuracy: RateEstimate
+    false_entailment_rate: RateEstimate
+    patterns: tuple[PatternScores, ...]
+    gate: GateDecision
+    case_set_sha256: str
+    predictions_sha256: str
+    confidence_level: float = CONFIDENCE_LEVEL
+    schema_version: str = REPORT_SCHEMA_VERSION
+
+    def pattern(self, name: str) -> PatternScores:
+        for p in self.patterns:
+            if p.pattern == name:
+                return p
+        raise KeyError(name)
+
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": self.schema_version,
+            "confidence_level": self.confidence_level,
+            "interval_method": "clopper-pearson",
+            "n_cases": self.n_cases,
+            "n_abstentions": self.n_abstentions,
+            "aggregate_accuracy": self.aggregate_accuracy.to_dict(),
+            "false_entailment_rate": self.false_entailment_rate.to_dict(),
+            "patterns": [p.to_dict() for p in self.patterns],
+            "gate": self.gate.to_dict(),
+            "case_set_sha256": self.case_set_sha256,
+            "predictions_sha256": self.predictions_sha256,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    def to_markdown(self) -> str:
+        def rate(r: RateEstimate) -> str:
+            if r.value is None:
+                return "n/a (0 of 0)"
+            return f"{r.value:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] ({r.successes}/{r.trials})"
+
+        def ok(b: bool) -> str:
+            return "pass" if b else "FAIL"
+
+        g = self.gate
+        lines = [
+            "| Pattern | Cases | Abstentions | Accuracy [95% CI] | False-entailment rate [95% CI] |",
+            "|---|---:|---:|---|---|",
+        ]
+        for p in self.patterns:
+            lines.append(f"| {p.pattern} | {p.n_cases} | {p.n_abstentions} | {rate(p.aggregate_accuracy)} | "
+                         f"{rate(p.false_entailment_rate)} |")
+        lines.append(f"| **all** | {self.n_cases} | {self.n_abstentions} | {rate(self.aggregate_accuracy)} | "
+                     f"{rate(self.false_entailment_rate)} |")
+        floor = "off" if g.minimum_aggregate_accuracy is None else f"≥ {g.minimum_aggregate_accuracy:.3f}"
+        lines += [
+            "",
+            "| Gate | Threshold | Decision |",
+            "|---|---|---|",
+            f"| False-entailment ceiling | ≤ {g.max_false_entailment_rate:.3f} | {ok(g.false_entailment_gate_passed)} |",
+            f"| Accuracy floor | {floor} | {ok(g.accuracy_gate_passed)} |",
+            f"| Combined | both | {ok(g.passed)} |",
+            "",
+            f"Intervals: exact Clopper-Pearson, {self.confidence_level:.0%}. Schema: `{self.schema_version}`.",
+            f"Case set sha256: `{self.case_set_sha256}`. Predictions sha256: `{self.predictions_sha256}`.",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+
+# ---------------------------------------------------------------------------------------------
+# Predictions
+
+
+def normalise_label(value: Any, position: int) -> str | None:
+    """A prediction → one of :data:`LABELS` or ``None`` (abstention). Case and surrounding space
+    are ignored; anything else raises (without echoing the value)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise NliNegationInputError(f"prediction at position {position} is not a string label or None")
+    v = value.strip().lower()
+    if v == ABSTENTION:
+        return None
+    if v not in LABELS:
+        raise NliNegationInputError(
+            f"prediction at position {position} is not a known label "
+            f"(expected one of {', '.join(LABELS)}, '{ABSTENTION}' or None)")
+    return v
+
+
+def _calls_with_case(fn: Callable) -> bool:
+    """True when ``fn`` takes exactly one required positional argument (a case); otherwise it is
+    called as ``fn(premise, hypothesis)``."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    required = [p for p in sig.parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    has_var = any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values())
+    return len(required) == 1 and not has_var
+
+
+def _run_predictor(predictor, cases: tuple[NliNegationCase, ...]) -> list:
+    batch = getattr(predictor, "predict_batch", None)
+    if callable(batch):
+        try:
+            out = batch([c.premise for c in cases], [c.hypothesis for c in cases])
+        except NliNegationError:  # the atlas's own errors are value-free already
+            raise
+        except Exception as exc:
+            raise NliNegationPredictorError(
+                f"the predictor raised {type(exc).__name__} on the batch of {len(cases)} cases "
+                "(message withheld: it may quote case text)") from None
+        if isinstance(out, (str, bytes)) or not hasattr(out, "__iter__"):
+            raise NliNegationInputError("the predictor's batch output is not a list of labels")
+        out = list(out)
+        if len(out) != len(cases):
+            raise NliNegationInputError(
+                f"the predictor's batch returned {len(out)} labels for {len(cases)} cases")
+        return out
+    if not callable(predictor):
+        raise NliNegationInputError("predictor must be callable (premise, hypothesis) or (case)")
+    with_case = _calls_with_case(predictor)
+    out = []
+    for i, c in enumerate(cases, 1):
+        try:
+            out.append(predictor(c) if with_case else predictor(c.premise, c.hypothesis))
+        except NliNegationError:
+            raise
+        except Exception as exc:
+            raise NliNegationPredictorError(
+                f"the predictor raised {type(exc).__name__} on the case at position {i} "
+                "(message withheld: it may quote case text)") from None
+    return out
+
+
+def collect_predictions(cases=None, *, predictions=None, predictor=None) -> list[str | None]:
+    """Resolve the prediction source into one normalised label (or ``None``) per case, case order.
+
+    Exactly one of ``predictions`` (an iterable in case order, or a mapping keyed by case id whose
+    keys equal the case ids) and ``predictor`` (a callable on ``(premise, hypothesis)`` or on one
+    case; an object with ``predict_batch(premises, hypotheses)`` is called once) must be given.
+    """
+    cases = validate_cases(default_nli_negation_cases() if cases is None else cases)
+    if (predictions is None) == (predictor is None):
+        raise NliNegationInputError("give exactly one of predictions= and predictor=")
+    if predictor is not None:
+        raw = _run_predictor(predictor, cases)
+    elif isinstance(predictions, Mapping):
+        ids = [c.case_id for c in cases]
+        keys = set(predictions.keys())
+        missing = sum(1 for i in ids if i not in keys)
+        extra = len(keys - set(ids))
+        if missing or extra:
+            raise NliNegationInputError(
+                f"prediction mapping keys do not equal the case ids: {missing} case(s) without a "
+                f"prediction, {extra} key(s) that are not case ids")
+        raw = [predictions[i] for i in ids]
+    elif isinstance(predictions, (str, bytes)) or not isinstance(predictions, Iterable):
+        raise NliNegationInputError("predictions must be an iterable in case order or a mapping by case id")
+    else:
+        raw = list(predictions)
+        if len(raw) != len(cases):
+            raise NliNegationInputError(f"got {len(raw)} predictions for {len(cases)} cases")
+    return [normalise_label(v, i) for i, v in enumerate(raw, 1)]
+
+
+def predictions_sha256(labels: list[str | None], case_digest: str) -> str:
+    """sha256 of the canonical JSON ``{"case_set_sha256": ..., "labels": [...]}`` (None = abstention)."""
+    text = json.dumps({"case_set_sha256": case_digest, "labels": list(labels)}, sort_keys=True,
+                      separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring and gates
+
+
+def _check_threshold(name: str, v, allow_none: bool) -> float | None:
+    if v is None and allow_none:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0.0 <= v <= 1.0:
+        raise NliNegationInputError(f"parameter {name} must be a number in [0, 1]"
+                                    + (" or None" if allow_none else ""))
+    return float(v)
+
+
+def _scores(cases, labels) -> tuple[int, int, RateEstimate, RateEstimate]:
+    n = len(cases)
+    correct = sum(1 for c, p in zip(cases, labels) if p == c.gold_label)
+    non_ent = [p for c, p in zip(cases, labels) if c.gold_label != "entailment"]
+    fe = sum(1 for p in non_ent if p == "entailment")
+    abst = sum(1 for p in labels if p is None)
+    return n, abst, RateEstimate.of(correct, n), RateEstimate.of(fe, len(non_ent))
+
+
+def score_predictions(cases, labels: list[str | None], *,
+                      max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
+                      minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY
+                      ) -> NliNegationReport:
+    """Score normalised labels (see :func:`collect_predictions`) against the cases' gold labels."""
+    cases = validate_cases(cases)
+    max_fe = _check_threshold("max_false_entailment_rate", max_false_entailment_rate, False)
+    min_acc = _check_threshold("minimum_aggregate_accuracy", minimum_aggregate_accuracy, True)
+    labels = [normalise_label(v, i) for i, v in enumerate(labels, 1)]
+    if len(labels) != len(cases):
+        raise NliNegationInputError(f"got {len(labels)} predictions for {len(cases)} cases")
+    n, abst, acc, fer = _scores(cases, labels)
+    per = []
+    for pat in PATTERNS:
+        idx = [i for i, c in enumerate(cases) if c.pattern == pat]
+        if not idx:
+            continue
+        pn, pabst, pacc, pfer = _scores([cases[i] for i in idx], [labels[i] for i in idx])
+        per.append(PatternScores(pat, pn, pabst, pacc, pfer))
+    fe_ok = fer.value is not None and fer.value <= max_fe
+    acc_ok = True if min_acc is None else acc.value >= min_acc
+    gate = GateDecision(max_fe, min_acc, fe_ok, acc_ok, fe_ok and acc_ok)
+    digest = case_set_sha256(cases)
+    return NliNegationReport(n, abst, acc, fer, tuple(per), gate, digest, predictions_sha256(labels, digest))
+
+
+def run_nli_negation_challenge(predictions=None, *, predictor=None, cases=None,
+                               max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
+                               minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY
+                               ) -> NliNegationReport:
+    """Run the challenge on ``cases`` (default: the built-in corpus) and return the report.
+
+    ``predictions``: labels in case order or a mapping keyed by case id; ``predictor``: a callable
+    on ``(premise, hypothesis)`` or on one :class:`NliNegationCase` (or an object with
+    ``predict_batch``). ``None`` / ``"abstention"`` abstain. Thresholds: see the module docstring.
+    """
+    cases = validate_cases(default_nli_negation_cases() if cases is None else cases)
+    _check_threshold("max_false_entailment_rate", max_false_entailment_rate, False)
+    _check_threshold("minimum_aggregate_accuracy", minimum_aggregate_accuracy, True)
+    labels = collect_predictions(cases, predictions=predictions, predictor=predictor)
+    return score_predictions(cases, labels, max_false_entailment_rate=max_false_entailment_rate,
+                             minimum_aggregate_accuracy=minimum_aggregate_accuracy)
+
+
+def _check_report(report) -> NliNegationReport:
+    if not isinstance(report, NliNegationReport):
+        raise NliNegationInputError("expected an NliNegationReport")
+    return report
+
+
+def assert_false_entailment_gate(report: NliNegationReport) -> None:
+    """Raise :class:`FalseEntailmentGateError` unless the false-entailment ceiling passed (the
+    accuracy floor is not consulted)."""
+    g = _check_report(report).gate
+    if not g.false_entailment_gate_passed:
+        r = report.false_entailment_rate
+        shown = "undefined (no contradiction or neutral case)" if r.value is None else f"{r.value:.4f}"
+        raise FalseEntailmentGateError(
+            f"false-entailment gate failed: rate {shown} ({r.successes} of {r.trials} non-entailment "
+            f"cases predicted entailment) exceeds the ceiling {g.max_false_entailment_rate:.4f}")
+
+
+def assert_nli_negation_gate(report: NliNegationReport) -> None:
+    """Raise :class:`NliNegationGateError` unless both configured gates passed; the message lists
+    every failing gate (a failing safety ceiling raises the :class:`FalseEntailmentGateError`
+    subclass)."""
+    g = _check_report(report).gate
+    if g.passed:
+        return
+    failed = []
+    if not g.false_entailment_gate_passed:
+        r = report.false_entailment_rate
+        failed.append(f"false-entailment ceiling ({r.successes} of {r.trials} non-entailment cases "
+                      f"predicted entailment; ceiling {g.max_false_entailment_rate:.4f})")
+    if not g.accuracy_gate_passed:
+        a = report.aggregate_accuracy
+        failed.append(f"accuracy floor (accuracy {a.value:.4f} < floor {g.minimum_aggregate_accuracy:.4f})")
+    cls = FalseEntailmentGateError if not g.false_entailment_gate_passed else NliNegationGateError
+    raise cls("NLI negation gate failed: " + "; ".join(failed))
