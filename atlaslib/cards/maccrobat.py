@@ -1,0 +1,704 @@
+"""MACCROBAT card: problems, treatments and tests in sentences of clinical case reports.
+
+Data
+----
+200 PubMed Central case reports of MACCROBAT2020 (Caufield et al.) as brat standoff, ``<PMID>.txt``
+(one sentence per line) and ``<PMID>.ann``, pinned file by file (:data:`FILES`, sha256 list in
+``maccrobat_sha256.txt``) at commit :data:`SOURCE_COMMIT` of github.com/Saieiei/NLP (the only complete
+copy reachable; the reference conversion singh-aditya/MACCROBAT_biomedical_ner is not).
+
+Conversion (reproduces the reference conversion's counts exactly)
+-----------------------------------------------------------------
+1. Entities are the T-lines of a report; discontinuous ones (offsets with ``;``) are dropped.
+2. Overlap rule, per report, over the entities of *all 41 types*: sort by start offset with a stable
+   sort, so entities with the same start keep their order of appearance in the ``.ann`` file (not
+   their T-number); walk that list and keep an entity when it starts at or after the end of the last
+   kept one, else drop it. (This is Python's ``sorted(key=start)`` greedy of the reference
+   ``create_dataset.py``; sorting ties by T-number instead gives 4,654 / 2,098 / 4,575.)
+3. Types are mapped (:data:`TYPE_MAP`): Sign_symptom, Disease_disorder → problem; Medication,
+   Therapeutic_procedure → treatment; Diagnostic_procedure → test; the 36 other types → O.
+   Result: 4,656 problem, 2,098 treatment, 4,574 test mentions (:data:`REFERENCE_COUNTS`).
+4. Sentences are the non-empty lines (4,541). A kept mention belongs to the line holding its start;
+   none crosses a line break in this release (checked by the audit; one that did would be an error).
+5. Words: each sentence is cut at its mentions' boundaries, then each piece into runs of letters/
+   digits and single other non-space characters (:func:`words_of`); gold tags are IOB2 over the
+   7 tags :data:`TAGS`.
+
+Items: one per sentence, ``item_id = maccrobat-d<doc:03d>-s<sent:03d>`` (doc = index of the report in
+PMID order, sent = index among the report's non-empty lines).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import results as _results
+from ..metrics.spans import mentions as tag_mentions, span_metrics_with_ci, tags_from_mentions
+from ..sources import PinnedFile, read_sha256sums, resolve, sha256_bytes
+from ..splits import SplitManifest, group_disjoint_check, rank
+from . import Card
+
+# --------------------------------------------------------------------------------------------- source
+SOURCE_REPO = "Saieiei/NLP"
+SOURCE_COMMIT = "f2b522984cc621d5c7e00fbce02ddeee2a5b8077"
+URL_TEMPLATE = f"https://raw.githubusercontent.com/{SOURCE_REPO}/{SOURCE_COMMIT}/MACCROBAT2020/{{path}}"
+DATA_PREFIX = "maccrobat/brat/"
+_SUMS_PATH = Path(__file__).with_name("maccrobat_sha256.txt")
+SHA256SUMS_TEXT = _SUMS_PATH.read_text(encoding="utf-8")
+#: sha256 of the pinned list itself (= sha256 of the data directory's SHA256SUMS)
+SHA256SUMS_DIGEST = sha256_bytes(SHA256SUMS_TEXT.encode("utf-8"))
+FILES: list[PinnedFile] = read_sha256sums(SHA256SUMS_TEXT, DATA_PREFIX, URL_TEMPLATE)
+PMIDS: list[str] = sorted({Path(f.name).stem for f in FILES})
+REFERENCE = ("hf_dataset singh-aditya/MACCROBAT_biomedical_ner at revision "
+             "1470ebf27c9fdf65850ceb841ccd757e4aa79aa5 (MACCROBAT2020-V2.json)")
+
+# --------------------------------------------------------------------------------------------- labels
+TYPE_MAP = {
+    "Sign_symptom": "problem",
+    "Disease_disorder": "problem",
+    "Medication": "treatment",
+    "Therapeutic_procedure": "treatment",
+    "Diagnostic_procedure": "test",
+}
+TYPES = ("problem", "treatment", "test")
+TAGS = ("O", "B-problem", "I-problem", "B-treatment", "I-treatment", "B-test", "I-test")
+#: zero-shot mapping of native NER types: identity for i2b2-style heads, TYPE_MAP for MACCROBAT heads
+NER_LABEL_TABLE = {**{t: t for t in TYPES}, **TYPE_MAP}
+REFERENCE_COUNTS = {"sentences": 4541, "problem": 4656, "treatment": 2098, "test": 4574}
+
+# --------------------------------------------------------------------------------------------- split
+SEED = 20261006
+VERSIONS = {"atlas-n100-v1": {"n_test": 100, "n_train": 500}}
+BOOTSTRAP_RESAMPLES = 1000
+METRIC_BASES = ("entity_f1", "entity_precision", "entity_recall", "entity_macro_f1")
+PROTOCOL_CAPABILITY = {"zero_shot": "predict.ner", "probe": "embed.text.tokens"}
+BASELINES = ("memorize",)
+
+CARD = Card(
+    name="maccrobat",
+    title="Clinical entity recognition (MACCROBAT)",
+    notebook="notebooks/maccrobat.md",
+    versions=("atlas-n100-v1",),
+    protocols=("zero_shot", "probe"),
+    metrics=METRIC_BASES,
+    default_matrix=(
+        ("atlas-n100-v1", "memorize", "zero_shot"),
+        ("atlas-n100-v1", "all-minilm-l6-v2", "probe"),
+        ("atlas-n100-v1", "samrawal/bert-base-uncased_clinical-ner", "zero_shot"),
+        ("atlas-n100-v1", "d4data/biomedical-ner-all", "zero_shot"),
+    ),
+    higher_is_better={m: True for m in METRIC_BASES},
+    licence_confirmed=True,
+    licence_note=("MACCROBAT2020 on figshare is reported as CC BY 4.0 (the project brief's statement, not "
+                  "independently confirmed here); the HF conversion used as reference is tagged MIT; the "
+                  "GitHub copy pinned here (Saieiei/NLP) states no licence."),
+    task="entity recognition with exact word boundaries (problem / treatment / test), IOB2 over words",
+    data="MACCROBAT2020, 200 case reports, 4,541 sentences (brat standoff)",
+)
+
+
+class MaccrobatFormatError(ValueError):
+    """A brat file does not have the expected shape (names file, line and what was expected)."""
+
+
+# ------------------------------------------------------------------------------------------ parsing
+@dataclass
+class Entity:
+    tid: str
+    type: str
+    start: int
+    end: int
+    text: str
+    line: int            # 1-based line in the .ann file
+    order: int           # position among the file's T-lines (0-based)
+
+
+def parse_ann(text: str, source: str = "<ann>", txt: str | None = None) -> tuple[list[Entity], list[dict]]:
+    """T-lines of one ``.ann`` file → (continuous entities, discontinuous ones as dicts).
+
+    Other annotation lines (E, R, A, *, #, ...) are ignored. When ``txt`` is given, each entity's
+    text must equal ``txt[start:end]``. Raises :class:`MaccrobatFormatError` naming ``source`` and the
+    line for a malformed T-line."""
+    ents, disc = [], []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.startswith("T"):
+            continue
+        parts = line.split("\t")
+        if len(parts) < 3:
+            raise MaccrobatFormatError(f"{source} line {lineno}: expected 'T<n>\\t<type> <start> <end>\\t<text>', "
+                                       f"got {line!r}")
+        tid, middle, span_text = parts[0], parts[1], parts[2]
+        head = middle.split(" ", 1)
+        if len(head) != 2 or not re.fullmatch(r"T\d+", tid):
+            raise MaccrobatFormatError(f"{source} line {lineno}: expected 'T<n>\\t<type> <start> <end>', got {line!r}")
+        typ, offsets = head
+        if ";" in offsets:
+            disc.append({"tid": tid, "type": typ, "offsets": offsets, "text": span_text, "line": lineno})
+            continue
+        m = re.fullmatch(r"(\d+) (\d+)", offsets)
+        if not m or int(m.group(1)) >= int(m.group(2)):
+            raise MaccrobatFormatError(f"{source} line {lineno}: offsets {offsets!r} are not '<start> <end>' "
+                                       f"with start < end")
+        start, end = int(m.group(1)), int(m.group(2))
+        if txt is not None:
+            if end > len(txt):
+                raise MaccrobatFormatError(f"{source} line {lineno}: end offset {end} beyond the text "
+                                           f"({len(txt)} characters)")
+            if txt[start:end] != span_text:
+                raise MaccrobatFormatError(f"{source} line {lineno}: span text {span_text!r} differs from the "
+                                           f"text at {start}-{end}: {txt[start:end]!r}")
+        ents.append(Entity(tid, typ, start, end, span_text, lineno, len(ents) + len(disc)))
+    return ents, disc
+
+
+def remove_overlaps(entities: Sequence[Entity]) -> list[Entity]:
+    """The reference overlap rule: stable sort by start (ties keep file order), keep an entity when it
+    starts at or after the end of the last kept entity. Returns the kept entities in start order."""
+    kept: list[Entity] = []
+    for e in sorted(entities, key=lambda e: e.start):
+        if not kept or e.start >= kept[-1].end:
+            kept.append(e)
+    return kept
+
+
+_WORD = re.compile(r"[^\W_]+|\S")
+
+
+def words_of(text: str, cuts: Sequence[int] = ()) -> list[tuple[int, int]]:
+    """Word spans ``(start, end)`` of ``text``: runs of letters/digits and single other non-space
+    characters, with a cut forced at every offset in ``cuts`` (mention boundaries)."""
+    bounds = sorted({0, len(text), *[c for c in cuts if 0 < c < len(text)]})
+    spans = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        spans.extend((a + m.start(), a + m.end()) for m in _WORD.finditer(text[a:b]))
+    return spans
+
+
+def convert_document(pmid: str, doc_index: int, txt: str, ann: str, source: str = "") -> tuple[list[dict], list[dict]]:
+    """One report → (sentence records, entity records). See the module docstring for the rules."""
+    source = source or f"{pmid}.ann"
+    ents, disc = parse_ann(ann, source, txt)
+    kept_ids = {e.tid for e in remove_overlaps(ents)}
+    # sentences: non-empty lines with their offsets
+    lines, offset = [], 0
+    for raw in txt.split("\n"):
+        if raw.strip():
+            lines.append((offset, raw))
+        offset += len(raw) + 1
+    starts = np.array([o for o, _ in lines])
+
+    def sentence_of(pos: int) -> int:
+        return int(np.searchsorted(starts, pos, side="right") - 1)
+
+    per_sentence: dict[int, list[Entity]] = {}
+    records = []
+    for e in ents:
+        s = sentence_of(e.start)
+        kept = e.tid in kept_ids
+        group = TYPE_MAP.get(e.type)
+        if kept and group:
+            so, stext = lines[s]
+            if s < 0 or e.end > so + len(stext):
+                raise MaccrobatFormatError(f"{source} line {e.line}: mention {e.tid} ({e.start}-{e.end}) "
+                                           f"crosses a sentence (line) boundary")
+            per_sentence.setdefault(s, []).append(e)
+        records.append({"document": pmid, "tid": e.tid, "type": e.type, "start": e.start, "end": e.end,
+                        "text": e.text, "kept": kept, "group": group or "O", "discontinuous": False,
+                        "sentence": s, "ann_line": e.line})
+    for d in disc:
+        records.append({"document": pmid, "tid": d["tid"], "type": d["type"], "start": None, "end": None,
+                        "text": d["text"], "kept": False, "group": TYPE_MAP.get(d["type"], "O"),
+                        "discontinuous": True, "sentence": None, "ann_line": d["line"]})
+    sentences = []
+    for s, (so, stext) in enumerate(lines):
+        ms = sorted(per_sentence.get(s, []), key=lambda e: e.start)
+        rel = [(e.start - so, e.end - so, TYPE_MAP[e.type]) for e in ms]
+        spans = words_of(stext, [c for a, b, _ in rel for c in (a, b)])
+        wstart = {a: k for k, (a, _) in enumerate(spans)}
+        wend = {b: k for k, (_, b) in enumerate(spans)}
+        mlist = []
+        for (a, b, typ), e in zip(rel, ms):
+            # mention text may carry outer spaces; snap to the words inside it
+            inside = [k for k, (x, y) in enumerate(spans) if x >= a and y <= b]
+            if not inside:
+                raise MaccrobatFormatError(f"{source} line {e.line}: mention {e.tid} {e.text!r} holds no word")
+            first, last = inside[0], inside[-1]
+            if spans[first][0] not in wstart or spans[last][1] not in wend:
+                raise MaccrobatFormatError(f"{source} line {e.line}: mention {e.tid} does not align to words")
+            mlist.append((typ, first, last))
+        words = [stext[x:y] for x, y in spans]
+        sentences.append({
+            "item_id": f"maccrobat-d{doc_index:03d}-s{s:03d}", "document": pmid, "doc_index": doc_index,
+            "sent_index": s, "text": stext, "offset": so, "words": words, "word_spans": spans,
+            "tags": tags_from_mentions(len(words), mlist), "mentions": mlist,
+        })
+    return sentences, records
+
+
+@dataclass
+class Corpus:
+    items: pd.DataFrame                    # one row per sentence
+    entities: pd.DataFrame                 # one row per T-line (kept / dropped, mapped group)
+    files: dict = field(default_factory=dict)  # pinned name -> sha256
+
+
+def load_corpus(data_dir=None) -> Corpus:
+    """Resolve the 400 pinned files (local dir, cache or download, sha256-checked) and convert them."""
+    items, ents, files = [], [], {}
+    for d, pmid in enumerate(PMIDS):
+        pair = {}
+        for ext in ("txt", "ann"):
+            pf = next(f for f in FILES if f.name == f"{DATA_PREFIX}{pmid}.{ext}")
+            path = resolve(pf, data_dir)
+            files[pf.name] = pf.sha256
+            try:
+                pair[ext] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise MaccrobatFormatError(f"{path}: not UTF-8 ({exc})") from None
+        s, r = convert_document(pmid, d, pair["txt"], pair["ann"], source=f"{DATA_PREFIX}{pmid}.ann")
+        items.extend(s)
+        ents.extend(r)
+    frame = pd.DataFrame(items)
+    if not frame["item_id"].is_unique:
+        raise MaccrobatFormatError("item ids are not unique")
+    return Corpus(frame, pd.DataFrame(ents), files)
+
+
+def load_items(data_dir=None) -> pd.DataFrame:
+    """Items frame: ``item_id, document, doc_index, sent_index, text, offset, words, word_spans,
+    tags, mentions`` (one row per non-empty line; ``mentions`` = ``(type, first word, last word)``)."""
+    return load_corpus(data_dir).items
+
+
+# ------------------------------------------------------------------------------------------- audit
+def type_counts(entities: pd.DataFrame) -> pd.DataFrame:
+    """Per MACCROBAT type: all T-lines, discontinuous, continuous, kept by the overlap rule, mapped group."""
+    e = entities
+    t = pd.DataFrame({
+        "all": e.groupby("type").size(),
+        "discontinuous": e[e.discontinuous].groupby("type").size(),
+        "continuous": e[~e.discontinuous].groupby("type").size(),
+        "kept": e[e.kept].groupby("type").size(),
+    }).fillna(0).astype(int)
+    t["dropped_by_overlap"] = t["continuous"] - t["kept"]
+    t["group"] = [TYPE_MAP.get(x, "O") for x in t.index]
+    return t.sort_values(["group", "kept"], ascending=[True, False])
+
+
+def group_counts(entities: pd.DataFrame, items: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mapped groups before/after the overlap rule, next to the reference counts (and, with ``items``,
+    the mentions actually present in the IOB2 tags)."""
+    e = entities[entities.group != "O"]
+    rows = []
+    for g in TYPES:
+        eg = e[e.group == g]
+        row = {"group": g, "all_T_lines": len(eg), "discontinuous_dropped": int(eg.discontinuous.sum()),
+               "before_overlap_rule": int((~eg.discontinuous).sum()), "after_overlap_rule": int(eg.kept.sum()),
+               "reference": REFERENCE_COUNTS[g]}
+        if items is not None:
+            row["in_tags"] = int(sum(sum(1 for m in ms if m[0] == g) for ms in items["mentions"]))
+        row["difference"] = row["after_overlap_rule"] - row["reference"]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("group")
+
+
+def mention_lengths(items: pd.DataFrame) -> pd.DataFrame:
+    """Mention length in words per type: count, mean, median, max and share of one-word mentions."""
+    rows = [(m[0], m[2] - m[1] + 1) for ms in items["mentions"] for m in ms]
+    f = pd.DataFrame(rows, columns=["type", "words"])
+    g = f.groupby("type")["words"]
+    out = pd.DataFrame({"mentions": g.size(), "mean": g.mean().round(2), "median": g.median(),
+                        "max": g.max(), "one_word_share": g.apply(lambda s: round(float((s == 1).mean()), 3))})
+    return out.loc[[t for t in TYPES if t in out.index]]
+
+
+def sentences_per_report(items: pd.DataFrame) -> pd.Series:
+    """Distribution (describe) of the number of sentences per report."""
+    return items.groupby("document").size().describe().round(2)
+
+
+def audit(corpus: Corpus) -> dict:
+    """All audit tables: ``summary`` (reference vs found), ``groups``, ``types``, ``lengths``,
+    ``sentences_per_report``."""
+    items, ents = corpus.items, corpus.entities
+    groups = group_counts(ents, items)
+    summary = pd.DataFrame([
+        {"check": "reports", "reference": 200, "found": items["document"].nunique()},
+        {"check": "sentences (non-empty lines)", "reference": REFERENCE_COUNTS["sentences"], "found": len(items)},
+        *[{"check": f"{g} mentions", "reference": REFERENCE_COUNTS[g], "found": int(groups.loc[g, "in_tags"])}
+          for g in TYPES],
+        {"check": "words", "reference": None, "found": int(items["words"].map(len).sum())},
+    ])
+    summary["match"] = [r is None or r != r or int(r) == f for r, f in zip(summary.reference, summary.found)]
+    return {"summary": summary, "groups": groups, "types": type_counts(ents),
+            "lengths": mention_lengths(items), "sentences_per_report": sentences_per_report(items)}
+
+
+# ------------------------------------------------------------------------------------------- split
+def split(items: pd.DataFrame, version: str = "atlas-n100-v1") -> SplitManifest:
+    """Report-disjoint split (see ``atlaslib.splits``): the first ``n_test`` sentences by seed-hash rank
+    over all sentences are the test set; every sentence of a report holding a test sentence leaves
+    the train pool; the first ``n_train`` sentences of the remaining pool by the same rank train."""
+    if version not in VERSIONS:
+        raise ValueError(f"maccrobat: unknown split version {version!r}; known: {', '.join(VERSIONS)}")
+    for col in ("item_id", "document"):
+        if col not in items.columns:
+            raise ValueError(f"maccrobat.split: items frame lacks column {col!r}")
+    n_test, n_train = VERSIONS[version]["n_test"], VERSIONS[version]["n_train"]
+    order = rank(items["item_id"].tolist(), SEED)
+    if len(order) < n_test:
+        raise ValueError(f"maccrobat.split: {len(order)} items, fewer than the {n_test} test items of {version}")
+    test = order[:n_test]
+    doc = items.set_index("item_id")["document"]
+    test_docs = set(doc.loc[test])
+    pool = [i for i in order if doc.loc[i] not in test_docs]
+    if len(pool) < n_train:
+        raise ValueError(f"maccrobat.split: only {len(pool)} sentences outside the test reports, "
+                         f"{n_train} needed for {version}")
+    train = pool[:n_train]
+    chosen = set(test) | set(train)
+    excluded = [i for i in items["item_id"] if i not in chosen]
+    manifest = SplitManifest(
+        card="maccrobat", version=version, seed=SEED, train=train, test=test, excluded=excluded,
+        rules=(f"test: first {n_test} sentences by seed-hash rank (seed {SEED}) over all sentences; "
+               f"train pool: sentences of reports without a test sentence ({len(pool)}); train: first "
+               f"{n_train} of the pool by the same rank; excluded: all other sentences."))
+    shared = group_disjoint_check(items, manifest.train, manifest.test, "document")
+    if shared:  # cannot happen by construction; guards future edits
+        raise AssertionError(f"reports on both sides: {sorted(shared)}")
+    return manifest
+
+
+def split_summary(items: pd.DataFrame, manifest: SplitManifest) -> pd.DataFrame:
+    """Per side: sentences, reports, words, mentions per type; last row: reports on both sides."""
+    idx = items.set_index("item_id")
+    rows = []
+    for side in ("train", "test", "excluded"):
+        sub = idx.loc[getattr(manifest, side)]
+        row = {"side": side, "sentences": len(sub), "reports": sub["document"].nunique(),
+               "words": int(sub["words"].map(len).sum())}
+        for t in TYPES:
+            row[t] = int(sum(1 for ms in sub["mentions"] for m in ms if m[0] == t))
+        rows.append(row)
+    out = pd.DataFrame(rows).set_index("side")
+    out.attrs["reports_on_both_sides"] = len(group_disjoint_check(items, manifest.train, manifest.test, "document"))
+    return out
+
+
+# ------------------------------------------------------------------------------------- protocols
+def words_to_text(words: Sequence[str]) -> tuple[str, list[int], list[int]]:
+    """Words joined by single spaces, with each word's start and end offset in that text."""
+    starts, ends, pos = [], [], 0
+    for w in words:
+        starts.append(pos)
+        ends.append(pos + len(w))
+        pos += len(w) + 1
+    return " ".join(words), starts, ends
+
+
+def memorize_tags(train: pd.DataFrame, test: pd.DataFrame, casefold: bool = False) -> tuple[list[list[str]], object]:
+    """The memorize baseline on the card's words: fit on train sentences (words joined by spaces,
+    mentions as character spans), predict test sentences, map matches back to words."""
+    from ..models.memorize import PhraseMemorizer
+
+    docs = []
+    for words, ms in zip(train["words"], train["mentions"]):
+        text, st, en = words_to_text(words)
+        docs.append((text, [(st[a], en[b], t) for t, a, b in ms]))
+    mem = PhraseMemorizer(casefold=casefold).fit(docs)
+    out = []
+    for words in test["words"]:
+        text, st, en = words_to_text(words)
+        first = {s: k for k, s in enumerate(st)}
+        last = {e: k for k, e in enumerate(en)}
+        spans = [(t, first[s], last[e]) for s, e, t in mem.predict(text) if s in first and e in last]
+        out.append(tags_from_mentions(len(words), spans))
+    return out, mem
+
+
+@dataclass
+class Outcome:
+    """One run's outcome: predictions + metrics, or why it did not run."""
+    model: str
+    protocol: str
+    version: str
+    status: str                                    # "ok" | "not_run"
+    reason: str | None = None
+    capability: str | None = None
+    item_ids: list = field(default_factory=list)
+    documents: list = field(default_factory=list)
+    gold: list = field(default_factory=list)
+    pred: list = field(default_factory=list)
+    scores: dict = field(default_factory=dict)     # span_metrics_with_ci output
+    details: dict = field(default_factory=dict)
+    overlap: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def metrics(self) -> dict:
+        """Cell metrics ``entity_*_<protocol>`` → ``results.metric(...)`` (null with reason when not run)."""
+        out = {}
+        for base, key in zip(METRIC_BASES, ("f1", "precision", "recall", "macro_f1")):
+            name = CARD.metric_name(base, self.protocol)
+            if self.status != "ok":
+                out[name] = _results.metric(None, reason=f"not run: {self.reason}")
+            else:
+                s = self.scores[key]
+                out[name] = _results.metric(s["value"], s["ci_low"], s["ci_high"])
+        return out
+
+    def table(self) -> pd.DataFrame:
+        """Metric table: value and 95 % CI per metric."""
+        m = self.metrics()
+        return pd.DataFrame([{"metric": k, "value": v["value"], "ci_low": v["ci_low"], "ci_high": v["ci_high"],
+                              "reason": v.get("reason")} for k, v in m.items()]).set_index("metric")
+
+    def per_type(self) -> pd.DataFrame:
+        """Per-type precision / recall / F1 with CIs and gold support."""
+        if self.status != "ok":
+            return pd.DataFrame({"status": [f"not run: {self.reason}"]})
+        rows = []
+        for t, e in self.scores["per_type"].items():
+            row = {"type": t, "support": e["support"]}
+            for k in ("precision", "recall", "f1"):
+                row[k], row[f"{k}_low"], row[f"{k}_high"] = e[k]["value"], e[k]["ci_low"], e[k]["ci_high"]
+            rows.append(row)
+        return pd.DataFrame(rows).set_index("type")
+
+
+def profile_info(model: str) -> dict:
+    """The registry profile of ``model`` as a dict (``{}`` for the card's own baselines or a name the
+    registry cannot resolve)."""
+    if model in BASELINES:
+        return {}
+    try:
+        from .. import models
+
+        return models.get_profile(model).to_dict()
+    except Exception:
+        return {}
+
+
+def overlap_of(model: str, info: dict | None = None) -> list:
+    """``["maccrobat"]`` when the model's profile (or adapter info) declares it was trained on MACCROBAT."""
+    prof = profile_info(model)
+    trained = list(prof.get("trained_on") or [])
+    if info:
+        trained += list(info.get("trained_on") or (info.get("profile") or {}).get("trained_on") or [])
+    return ["maccrobat"] if any(str(t).lower().startswith("maccrobat") for t in trained) else []
+
+
+def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str,
+                 n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED, adapter=None) -> Outcome:
+    """Run one (model, protocol) on the split: ``memorize`` is the card's own baseline (zero_shot slot);
+    any other name goes through ``atlaslib.models.load_adapter``. Absent weights or a missing
+    capability give an Outcome with status ``not_run`` and the reason (never an exception)."""
+    import time
+
+    if protocol not in CARD.protocols:
+        raise ValueError(f"maccrobat: protocol {protocol!r} unknown; expected one of {CARD.protocols}")
+    t0 = time.perf_counter()
+    idx = items.set_index("item_id")
+    missing = [i for i in manifest.train + manifest.test if i not in idx.index]
+    if missing:
+        raise ValueError(f"maccrobat: split {manifest.version} names {len(missing)} items absent from the "
+                         f"items frame, e.g. {missing[:3]}")
+    train, test = idx.loc[manifest.train], idx.loc[manifest.test]
+    out = Outcome(model=model, protocol=protocol, version=manifest.version, status="ok",
+                  capability=None if model in BASELINES else PROTOCOL_CAPABILITY[protocol],
+                  item_ids=list(manifest.test), documents=test["document"].tolist(),
+                  gold=[list(t) for t in test["tags"]])
+    if model == "memorize":
+        if protocol != "zero_shot":
+            raise ValueError("maccrobat: the memorize baseline fills the zero_shot slot only (no features to probe)")
+        pred, mem = memorize_tags(train, test)
+        out.details = {"baseline": "atlaslib.models.memorize.PhraseMemorizer", "casefold": False,
+                       "threshold": "annotated in > 1/2 of occurrences", "match": "longest first, word boundaries",
+                       "n_phrases": len(mem.phrases), "n_candidate_phrases": len(mem.stats)}
+    else:
+        from ..protocols import tokens as tok
+
+        if adapter is None:
+            from .. import models
+
+            try:
+                adapter = models.load_adapter(model, PROTOCOL_CAPABILITY[protocol])
+            except models.WeightsUnavailable as exc:
+                out.status, out.reason = "not_run", "weights unavailable"
+                out.details = {"error": str(exc)}
+                out.overlap = overlap_of(model)
+                return out
+            except models.CapabilityMissing as exc:
+                out.status, out.reason = "not_run", f"capability missing: {PROTOCOL_CAPABILITY[protocol]}"
+                out.details = {"error": str(exc)}
+                return out
+        info = dict(getattr(adapter, "info", {}) or {})
+        out.overlap = overlap_of(model, info)
+        if protocol == "zero_shot":
+            res = tok.zero_shot_ner(adapter, test["words"].tolist(), NER_LABEL_TABLE)
+        else:
+            res = tok.probe_ner(adapter, train["words"].tolist(), train["tags"].tolist(), test["words"].tolist())
+        pred, out.details = res["tags"], res["details"]
+    out.pred = [list(p) for p in pred]
+    out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES,
+                                      n_resamples=n_resamples, seed=seed)
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def predictions_frame(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:
+    """One row per test sentence: words, gold and predicted mentions as text, TP/FP/FN counts."""
+    idx = items.set_index("item_id")
+    rows = []
+    for iid, g, p in zip(out.item_ids, out.gold, out.pred):
+        words = idx.loc[iid, "words"]
+        gm, pm = set(tag_mentions(g)), set(tag_mentions(p))
+
+        def show(ms):
+            return "; ".join(f"{t}: {' '.join(words[a:b + 1])}" for t, a, b in sorted(ms, key=lambda m: m[1]))
+
+        rows.append({"item_id": iid, "text": idx.loc[iid, "text"], "gold": show(gm), "pred": show(pm),
+                     "tp": len(gm & pm), "fp": len(pm - gm), "fn": len(gm - pm)})
+    return pd.DataFrame(rows).set_index("item_id")
+
+
+def error_table(out: Outcome, items: pd.DataFrame, limit: int = 30) -> pd.DataFrame:
+    """Each error mention with its kind: ``boundary`` (same type, overlapping gold span),
+    ``type`` (same span, other type), ``spurious`` (FP, no overlap), ``missed`` (FN, no overlap)."""
+    idx = items.set_index("item_id")
+    rows = []
+    for iid, g, p in zip(out.item_ids, out.gold, out.pred):
+        words = idx.loc[iid, "words"]
+        gm, pm = set(tag_mentions(g)), set(tag_mentions(p))
+        for side, errs, other in (("predicted", pm - gm, gm), ("gold", gm - pm, pm)):
+            for t, a, b in sorted(errs, key=lambda m: m[1]):
+                ov = [m for m in other if m[1] <= b and a <= m[2]]
+                if any(m[1:] == (a, b) for m in ov):
+                    kind = "type"
+                elif any(m[0] == t for m in ov):
+                    kind = "boundary"
+                elif ov:
+                    kind = "type+boundary"
+                else:
+                    kind = "spurious" if side == "predicted" else "missed"
+                rows.append({"item_id": iid, "side": side, "type": t, "mention": " ".join(words[a:b + 1]),
+                             "kind": kind,
+                             "overlaps": "; ".join(f"{m[0]}: {' '.join(words[m[1]:m[2] + 1])}" for m in ov)})
+    f = pd.DataFrame(rows, columns=["item_id", "side", "type", "mention", "kind", "overlaps"])
+    f.attrs["kind_counts"] = f.groupby(["side", "kind"]).size().to_dict() if len(f) else {}
+    return f.head(limit) if limit else f
+
+
+def error_kinds(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:
+    """Counts of error kinds (see :func:`error_table`) per side."""
+    f = error_table(out, items, limit=0)
+    if not len(f):
+        return pd.DataFrame(columns=["side", "kind", "count"])
+    return f.groupby(["side", "kind"]).size().rename("count").reset_index()
+
+
+def guideline_examples(items: pd.DataFrame, entities: pd.DataFrame, item_ids: Sequence[str] = (
+        "maccrobat-d002-s005", "maccrobat-d002-s016", "maccrobat-d000-s005")) -> pd.DataFrame:
+    """For the given sentences: every kept MACCROBAT entity with its type and mapped group, showing
+    what the three-type view keeps (e.g. anatomy and "pain" as separate entities)."""
+    idx = items.set_index("item_id")
+    rows = []
+    for iid in item_ids:
+        r = idx.loc[iid]
+        ents = entities[(entities.document == r["document"]) & (entities.sentence == r["sent_index"]) & entities.kept]
+        for e in ents.sort_values("start").itertuples():
+            rows.append({"item_id": iid, "text": e.text, "MACCROBAT type": e.type, "card type": e.group})
+    return pd.DataFrame(rows)
+
+
+CAVEATS = pd.DataFrame([
+    {"model": "d4data/biomedical-ner-all", "caveat": "trained on MACCROBAT",
+     "effect": "zero-shot numbers are on its own training data: an upper bound, not transfer; cells carry "
+               "the overlap marker"},
+    {"model": "samrawal/bert-base-uncased_clinical-ner", "caveat": "i2b2/VA 2010 guideline",
+     "effect": "i2b2 marks one problem span ('abdominal pain') where MACCROBAT splits anatomy + 'pain'; strict "
+               "F1 counts such spans as errors, so it understates concept recall"},
+    {"model": "memorize", "caveat": "sees only the 500 train sentences",
+     "effect": "a floor: exact phrases seen as mentions; no generalisation"},
+    {"model": "all-minilm-l6-v2 (probe)", "caveat": "sentence-embedding model, independent word tags",
+     "effect": "no sequence model: B/I consistency comes only from the conlleval repair"},
+]).set_index("model")
+
+
+# ------------------------------------------------------------------------------------------- cells
+def run_spec(out: Outcome, **parameters) -> _results.RunSpec:
+    prof = profile_info(out.model)
+    if out.model in BASELINES:
+        prof = {"name": out.model, "source": "builtin", "location": "atlaslib.models.memorize.PhraseMemorizer",
+                "description": "card baseline, fit on the split's train sentences only"}
+    return _results.RunSpec(card="maccrobat", version=out.version, model=out.model, protocol=out.protocol,
+                            profile=prof, revision=prof.get("revision"), capability=out.capability,
+                            parameters={**parameters, "details": out.details})
+
+
+def build_cell(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **parameters) -> dict:
+    """The result cell (``results.make_cell`` or ``results.not_run_cell``) for one outcome."""
+    spec = run_spec(out, **parameters)
+    test = items.set_index("item_id").loc[manifest.test]
+    split_info = {"hash": manifest.hash, "n_train": len(manifest.train), "n_test": len(manifest.test),
+                  "test_label_counts": {t: int(sum(1 for ms in test["mentions"] for m in ms if m[0] == t))
+                                        for t in TYPES},
+                  "test_reports": int(test["document"].nunique())}
+    common = dict(split=split_info, data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST},
+                  seeds={"split": SEED, "bootstrap": SEED, "bootstrap_resamples": BOOTSTRAP_RESAMPLES},
+                  overlap=out.overlap)
+    if out.status != "ok":
+        return _results.not_run_cell(spec, out.reason, [CARD.metric_name(b, out.protocol) for b in METRIC_BASES],
+                                     **common)
+    per_type = {t: {k: e[k] for k in ("precision", "recall", "f1")} | {"support": e["support"]}
+                for t, e in out.scores["per_type"].items()}
+    preds = [{"item_id": i, "document": d, "gold": g, "pred": p}
+             for i, d, g, p in zip(out.item_ids, out.documents, out.gold, out.pred)]
+    return _results.make_cell(spec, metrics=out.metrics(), predictions=preds,
+                              extra={"per_type": per_type, "bootstrap": "cluster by document (case report)"},
+                              timing={"wall_seconds": round(out.seconds, 3),
+                                      "peak_rss_mb": round(_results.peak_rss_mb(), 1)},
+                              **common)
+
+
+# ------------------------------------------------------------------------------------------- plots
+def plot_bootstrap(out: Outcome, ax=None):
+    """Histograms of the bootstrap distributions of the four metrics, point estimate and CI marked.
+    (Kept here until a shared ``atlaslib.plots`` offers the same.)"""
+    import matplotlib.pyplot as plt
+
+    if out.status != "ok":
+        fig, ax = plt.subplots(figsize=(6, 1.2))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"{out.model} / {out.protocol}: not run: {out.reason}", ha="center", va="center")
+        return fig
+    names = ("f1", "precision", "recall", "macro_f1")
+    fig, axes = plt.subplots(1, 4, figsize=(13, 2.8), sharey=True)
+    for a, n in zip(axes, names):
+        vals = out.scores["resamples"][n]
+        s = out.scores[n]
+        a.hist(vals, bins=30, color="#7a9cc6")
+        a.axvline(s["value"], color="black")
+        for c in (s["ci_low"], s["ci_high"]):
+            a.axvline(c, color="black", linestyle="--")
+        a.set_title(f"entity_{n}_{out.protocol}" if n != "f1" else f"entity_f1_{out.protocol}", fontsize=9)
+        a.set_xlabel("value")
+    axes[0].set_ylabel(f"resamples (of {len(out.scores['resamples']['f1'])})")
+    fig.suptitle(f"{out.model}: cluster bootstrap over case reports", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_sentences_per_report(items: pd.DataFrame):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 2.6))
+    items.groupby("document").size().plot.hist(bins=30, ax=ax, color="#8fbf8f")
+    ax.set_xlabel("sentences per case report")
+    ax.set_ylabel("reports")
+    fig.tight_layout()
+    return fig
