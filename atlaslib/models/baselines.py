@@ -1,0 +1,36 @@
+"""Baselines that need no model: they give every leaderboard a floor."""
+from __future__ import annotations
+
+from atlaslib.models import Profile
+
+
+class Majority:
+    """``predict.assertion`` that always answers PRESENT ("affirmed"), the NegEx kit's majority class.
+
+    Its macro F1 follows from the test set's label balance alone: with n_neg negated and n_aff affirmed
+    items, F1(affirmed) = 2 n_aff / (2 n_aff + n_neg), F1(negated) = 0, macro F1 = F1(affirmed) / 2.
+    """
+
+    capability = "predict.assertion"
+    answer = "PRESENT"
+
+    def __init__(self, profile: Profile, progress: bool = True, **unknown):
+        if unknown:
+            raise TypeError(f"Majority ({profile.name}): unknown option(s) {sorted(unknown)}; allowed: progress")
+        self.profile = profile
+
+    def predict_assertion(self, marked_texts) -> list[str]:
+        if isinstance(marked_texts, str) or not hasattr(marked_texts, "__iter__"):
+            raise TypeError(f"marked_texts: expected a list of strings, got {type(marked_texts).__name__}")
+        texts = list(marked_texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"marked_texts[{i}]: expected a string, got {type(t).__name__}")
+        return [self.answer] * len(texts)
+
+    @property
+    def info(self) -> dict:
+        return {"profile": self.profile.name, "source": self.profile.source, "revision": self.profile.revision,
+                "capability": self.capability, "adapter": "atlaslib.models.baselines.Majority",
+                "rule": f"always {self.answer}", "batch_size": None, "dtype": None, "device": None,
+                "max_length": None, "torch_threads": None, "pooling": None}

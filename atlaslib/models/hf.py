@@ -1,0 +1,515 @@
+"""Hugging Face adapters: one class per capability, all frozen, CPU float32 by default.
+
+Shared behaviour (:class:`_HFAdapter`):
+
+- weights through :func:`atlaslib.models.from_pretrained` (local cache first; WeightsUnavailable else);
+- ``model.eval()`` and ``torch.inference_mode()``; no dropout, no gradient;
+- inputs are sorted by token length for batching (less padding) and outputs are put back in input order;
+- ``max_length``: option, else the model folder's ``sentence_bert_config.json`` ``max_seq_length`` (what
+  sentence-transformers uses), else ``min(tokenizer.model_max_length, config.max_position_embeddings)``;
+- a progress bar per call (:func:`progress_bar`): tqdm.auto in terminals and live notebooks, a plain bar
+  that updates at most every 30 s in logs and CI (tqdm prints a line per refresh there); the environment
+  variable ``ATLAS_PROGRESS`` = ``off`` | ``plain`` | ``auto`` overrides;
+- ``.info``: profile, revision, capability, batch size, dtype, device, max_length, torch threads, pooling
+  and the adapter's own fields, for the run spec.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from atlaslib.models import (ASSERTION_LABELS, NLI_LABELS, Profile, ProfileError, from_pretrained,
+                             resolve_weights)
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def progress_bar(total: int, desc: str, enabled: bool = True):
+    """A tqdm bar that behaves in terminals, notebooks and logs (see module docstring)."""
+    from tqdm import std
+
+    mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()
+    if not enabled or mode in ("0", "off", "false", "no", "none"):
+        return std.tqdm(total=total, desc=desc, disable=True)
+    interactive = sys.stderr.isatty() or "ipykernel" in sys.modules
+    if mode == "plain" or not interactive:
+        return std.tqdm(total=total, desc=desc, mininterval=30.0, maxinterval=300.0, ascii=True,
+                        file=sys.stderr, dynamic_ncols=False, ncols=80)
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc)
+
+
+def _check_texts(texts, what: str) -> list[str]:
+    if isinstance(texts, str) or not hasattr(texts, "__iter__"):
+        raise TypeError(f"{what}: expected a list of strings, got {type(texts).__name__}")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"{what}[{i}]: expected a string, got {type(t).__name__}")
+    return texts
+
+
+def map_label_names(id2label: dict, label_map: dict, targets, model: str) -> dict[int, str]:
+    """Native class index -> atlas label, via ``label_map`` (case-insensitive keys) or equal names.
+
+    ``targets`` are the atlas labels (e.g. PRESENT/ABSENT/POSSIBLE); a native name that is neither a
+    ``label_map`` key nor (case-insensitively) a target raises naming the model and every such name.
+    """
+    canon = {t.lower(): t for t in targets}
+    lmap = {}
+    for k, v in (label_map or {}).items():
+        if str(v).lower() not in canon:
+            raise ProfileError(f"model {model!r}: label_map value {v!r} is not one of {list(targets)}")
+        lmap[str(k).strip().lower()] = canon[str(v).lower()]
+    out, unknown = {}, []
+    for idx, name in sorted(((int(i), str(n)) for i, n in id2label.items())):
+        key = name.strip().lower()
+        if key in lmap:
+            out[idx] = lmap[key]
+        elif key in canon:
+            out[idx] = canon[key]
+        else:
+            unknown.append(name)
+    if unknown:
+        raise ProfileError(
+            f"model {model!r}: label name(s) {unknown} in config.id2label cannot be mapped to "
+            f"{list(targets)}; add them to the profile's label_map")
+    return out
+
+
+class _HFAdapter:
+    capability = ""
+    auto_class = "AutoModel"
+    pooling = None
+
+    def __init__(self, profile: Profile, *, batch_size: int = 32, max_length: int | None = None,
+                 device: str = "cpu", dtype: str = "float32", torch_threads: int | None = None,
+                 progress: bool = True, **unknown):
+        if unknown:
+            raise TypeError(f"{type(self).__name__} ({profile.name}): unknown option(s) {sorted(unknown)}; "
+                            "allowed: batch_size, max_length, device, dtype, torch_threads, progress")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"{profile.name}: batch_size must be a positive integer, got {batch_size!r}")
+        if dtype not in _DTYPES:
+            raise ValueError(f"{profile.name}: dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+        import transformers
+        from transformers import AutoTokenizer
+
+        if torch_threads:
+            torch.set_num_threads(int(torch_threads))
+        self.profile = profile
+        self.batch_size = batch_size
+        self.device = device
+        self.dtype = dtype
+        self.progress = progress
+        self.tokenizer = from_pretrained(AutoTokenizer, profile)
+        self.model = from_pretrained(getattr(transformers, self.auto_class), profile, dtype=_DTYPES[dtype])
+        self.model.to(device).eval()
+        self.max_length = int(max_length) if max_length else self._default_max_length()
+        self.stats: dict = {}
+
+    def _default_max_length(self) -> int:
+        loc, _ = resolve_weights(self.profile)
+        st = Path(loc) / "sentence_bert_config.json"
+        if st.is_file():
+            try:
+                v = json.loads(st.read_text()).get("max_seq_length")
+                if v:
+                    return int(v)
+            except (ValueError, OSError):
+                pass
+        cands = [getattr(self.model.config, "max_position_embeddings", None),
+                 getattr(self.model.config, "n_positions", None)]
+        tml = getattr(self.tokenizer, "model_max_length", None)
+        if tml and tml < 1_000_000:
+            cands.append(tml)
+        cands = [int(c) for c in cands if c]
+        return min(cands) if cands else 512
+
+    @property
+    def info(self) -> dict:
+        return {
+            "profile": self.profile.name,
+            "source": self.profile.source,
+            "location": self.profile.location,
+            "revision": self.profile.revision,
+            "capability": self.capability,
+            "adapter": f"atlaslib.models.hf.{type(self).__name__}",
+            "model_class": type(self.model).__name__,
+            "batch_size": self.batch_size,
+            "dtype": self.dtype,
+            "device": self.device,
+            "max_length": self.max_length,
+            "torch_threads": torch.get_num_threads(),
+            "pooling": self.pooling,
+            "stats": dict(self.stats),
+        }
+
+    # -- helpers
+    def _order(self, lengths) -> list[list[int]]:
+        """Batches of input indices, longest first (stable), so padding stays small."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+
+    def _to(self, enc):
+        return {k: v.to(self.device) for k, v in enc.items()}
+
+
+# ============================================================================ item-level classifiers
+
+class _SequenceClassifier(_HFAdapter):
+    auto_class = "AutoModelForSequenceClassification"
+    targets: tuple = ()
+
+    def __init__(self, profile, **options):
+        super().__init__(profile, **options)
+        self.label_of = map_label_names(self.model.config.id2label, profile.label_map, self.targets,
+                                        profile.name)
+
+    def _logits(self, first: list[str], second: list[str] | None, desc: str) -> np.ndarray:
+        n = len(first)
+        if n == 0:
+            return np.zeros((0, len(self.label_of)), dtype=np.float32)
+        args = (first,) if second is None else (first, second)
+        full = self.tokenizer(*args, truncation=False)["input_ids"]
+        lengths = [min(len(x), self.max_length) for x in full]
+        self.stats["n_truncated"] = self.stats.get("n_truncated", 0) + sum(len(x) > self.max_length for x in full)
+        out = np.zeros((n, self.model.config.num_labels), dtype=np.float32)
+        bar = progress_bar(n, desc, self.progress)
+        with torch.inference_mode():
+            for idx in self._order(lengths):
+                a = [first[i] for i in idx]
+                b = None if second is None else [second[i] for i in idx]
+                enc = self.tokenizer(a, b, padding=True, truncation=True, max_length=self.max_length,
+                                     return_tensors="pt")
+                out[idx] = self.model(**self._to(enc)).logits.float().cpu().numpy()
+                bar.update(len(idx))
+        bar.close()
+        return out
+
+    def _labels(self, logits: np.ndarray) -> list[str]:
+        return [self.label_of[int(j)] for j in logits.argmax(axis=1)]
+
+    @property
+    def info(self) -> dict:
+        return {**super().info, "id2label": {int(k): v for k, v in self.model.config.id2label.items()},
+                "label_of": dict(self.label_of)}
+
+
+class AssertionClassifier(_SequenceClassifier):
+    """``predict.assertion`` with a sequence-classification head on the marked sentence
+    (``... [entity] AIR HUNGER [entity] ...``, passed as is)."""
+
+    capability = "predict.assertion"
+    targets = ASSERTION_LABELS
+
+    def predict_assertion(self, marked_texts) -> list[str]:
+        texts = _check_texts(marked_texts, "marked_texts")
+        return self._labels(self._logits(texts, None, "assertion"))
+
+    def assertion_proba(self, marked_texts) -> np.ndarray:
+        """Softmax over the native classes, columns ordered PRESENT, ABSENT, POSSIBLE (summed when
+        several native classes map to one label)."""
+        logits = self._logits(_check_texts(marked_texts, "marked_texts"), None, "assertion")
+        p = torch.softmax(torch.from_numpy(logits), dim=1).numpy()
+        out = np.zeros((len(p), len(self.targets)), dtype=np.float32)
+        for j, lab in self.label_of.items():
+            out[:, self.targets.index(lab)] += p[:, j]
+        return out
+
+
+class NliClassifier(_SequenceClassifier):
+    """``predict.nli``: a sequence-pair head on (premise, hypothesis); labels from config.id2label mapped
+    to entailment / neutral / contradiction (profile label_map, else case-insensitive equal names)."""
+
+    capability = "predict.nli"
+    targets = NLI_LABELS
+
+    def predict_nli(self, premises, hypotheses) -> list[str]:
+        p = _check_texts(premises, "premises")
+        h = _check_texts(hypotheses, "hypotheses")
+        if len(p) != len(h):
+            raise ValueError(f"predict_nli: {len(p)} premises but {len(h)} hypotheses; expected equal lengths")
+        return self._labels(self._logits(p, h, "nli"))
+
+
+# ============================================================================ option scoring
+
+class OptionScorer(_HFAdapter):
+    """``score.options``: log-likelihood of each option continuing each prompt under a causal LM.
+
+    Tokenisation (recorded in the output and ``info``): the prompt and ``prompt + option`` are tokenised
+    without special tokens (a BOS id is put first when the tokenizer is configured to add one); when the
+    prompt's ids are a prefix of the joint ids, the option's ids are the rest ("joint": exactly the text
+    the model would read). Otherwise (a merge across the boundary) the option is tokenised on its own and
+    its ids appended to the prompt's ("separate"). ``loglik[i, k]`` = sum over the option's tokens of
+    log_softmax(logits) at the preceding position.
+    """
+
+    capability = "score.options"
+    auto_class = "AutoModelForCausalLM"
+
+    def _prefix(self) -> list[int]:
+        tok = self.tokenizer
+        if getattr(tok, "add_bos_token", False) and tok.bos_token_id is not None:
+            return [tok.bos_token_id]
+        return []
+
+    def score_options(self, prompts, options) -> dict:
+        prompts = _check_texts(prompts, "prompts")
+        options = _check_texts(options, "options")
+        if not options:
+            raise ValueError("score_options: options is empty; expected at least one option string")
+        if len(set(options)) != len(options):
+            raise ValueError(f"score_options: options {options} contain duplicates")
+        tok = self.tokenizer
+        prefix = self._prefix()
+        standalone = [tok(o, add_special_tokens=False)["input_ids"] for o in options]
+        for k, ids in enumerate(standalone):
+            if not ids:
+                raise ValueError(f"score_options: option {k} ({options[k]!r}) tokenises to no tokens")
+        seqs, methods = [], []
+        by_prompt = [[None] * len(options) for _ in prompts]
+        for i, p in enumerate(prompts):
+            p_ids = prefix + tok(p, add_special_tokens=False)["input_ids"]
+            if not p_ids:
+                raise ValueError(f"score_options: prompt {i} is empty and the tokenizer adds no BOS token; "
+                                 "expected a non-empty prompt")
+            for k, o in enumerate(options):
+                full = prefix + tok(p + o, add_special_tokens=False)["input_ids"]
+                if len(full) > len(p_ids) and full[:len(p_ids)] == p_ids:
+                    o_ids, m = full[len(p_ids):], "joint"
+                else:
+                    o_ids, m = list(standalone[k]), "separate"
+                    full = p_ids + o_ids
+                if len(full) > self.max_length:
+                    raise ValueError(f"score_options: prompt {i} + option {k} is {len(full)} tokens, more than "
+                                     f"max_length {self.max_length}")
+                by_prompt[i][k] = o_ids
+                methods.append(m)
+                seqs.append((i, k, full, len(p_ids)))
+        loglik = np.zeros((len(prompts), len(options)), dtype=np.float64)
+        pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+        bar = progress_bar(len(seqs), "options", self.progress)
+        with torch.inference_mode():
+            for idx in self._order([len(s[2]) for s in seqs]):
+                L = max(len(seqs[j][2]) for j in idx)
+                ids = torch.full((len(idx), L), pad, dtype=torch.long)
+                mask = torch.zeros((len(idx), L), dtype=torch.long)
+                for r, j in enumerate(idx):
+                    full = seqs[j][2]
+                    ids[r, :len(full)] = torch.tensor(full)
+                    mask[r, :len(full)] = 1
+                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+                logp = torch.log_softmax(logits.float(), dim=-1).cpu()
+                for r, j in enumerate(idx):
+                    i, k, full, n_p = seqs[j]
+                    pos = torch.arange(n_p - 1, len(full) - 1)
+                    tgt = torch.tensor(full[n_p:])
+                    loglik[i, k] = float(logp[r, pos, tgt].double().sum())
+                bar.update(len(idx))
+        bar.close()
+        first = by_prompt[0] if prompts else standalone
+        varies = any(row != first for row in by_prompt)
+        kinds = set(methods)
+        out = {
+            "loglik": loglik,
+            "options": list(options),
+            "option_token_ids": [list(x) for x in first],
+            "tokenization": kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "joint"),
+            "n_separate": methods.count("separate"),
+        }
+        if varies:
+            out["option_token_ids_by_prompt"] = by_prompt
+        self.stats.update(last_options=list(options), last_option_token_ids=out["option_token_ids"],
+                          last_tokenization=out["tokenization"])
+        return out
+
+    @property
+    def info(self) -> dict:
+        return {**super().info, "bos_prefix": self._prefix(),
+                "pad_token_id": self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None
+                else self.tokenizer.eos_token_id}
+
+
+# ============================================================================ embeddings
+
+class PooledEmbedder(_HFAdapter):
+    """``embed.text.pooled``: frozen last layer, attention-masked mean over tokens, no normalisation
+    (sentence-transformers' Pooling(mean) before its Normalize module)."""
+
+    capability = "embed.text.pooled"
+    pooling = "mean"
+
+    def embed(self, texts, batch_size: int | None = None) -> np.ndarray:
+        texts = _check_texts(texts, "texts")
+        bs = batch_size or self.batch_size
+        d = self.model.config.hidden_size
+        out = np.zeros((len(texts), d), dtype=np.float32)
+        if not texts:
+            return out
+        full = self.tokenizer(texts, truncation=False)["input_ids"]
+        lengths = [min(len(x), self.max_length) for x in full]
+        self.stats["n_truncated"] = self.stats.get("n_truncated", 0) + sum(len(x) > self.max_length for x in full)
+        saved, self.batch_size = self.batch_size, bs
+        try:
+            batches = self._order(lengths)
+        finally:
+            self.batch_size = saved
+        bar = progress_bar(len(texts), "embed", self.progress)
+        with torch.inference_mode():
+            for idx in batches:
+                enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                     max_length=self.max_length, return_tensors="pt")
+                enc = self._to(enc)
+                h = self.model(**enc).last_hidden_state.float()
+                m = enc["attention_mask"].unsqueeze(-1).float()
+                pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+                out[idx] = pooled.cpu().numpy()
+                bar.update(len(idx))
+        bar.close()
+        return out
+
+
+class _WordAdapter(_HFAdapter):
+    """Word-level inputs (``list[list[str]]``, the card's words) through ``is_split_into_words=True``.
+
+    Handling of awkward words, recorded in ``stats``:
+
+    - a word that yields no sub-word at all (e.g. only control or zero-width characters) is replaced by
+      the tokenizer's unknown token, so it still gets a vector / tag (``n_unk_words``);
+    - a sentence longer than ``max_length`` sub-words is cut into consecutive chunks of whole words that
+      fit, each encoded on its own (``n_chunked_sentences``); no word is ever truncated away;
+    - one word longer than ``max_length`` on its own raises ValueError naming the sentence and word.
+    """
+
+    def _segments(self, sentences):
+        if isinstance(sentences, str) or not hasattr(sentences, "__iter__"):
+            raise TypeError(f"words: expected a list of word lists, got {type(sentences).__name__}")
+        sentences = [list(s) if not isinstance(s, str) else s for s in sentences]
+        for i, s in enumerate(sentences):
+            if isinstance(s, str):
+                raise TypeError(f"words[{i}]: expected a list of words, got a string")
+            for j, w in enumerate(s):
+                if not isinstance(w, str):
+                    raise TypeError(f"words[{i}][{j}]: expected a string, got {type(w).__name__}")
+        tok = self.tokenizer
+        budget = self.max_length - tok.num_special_tokens_to_add(pair=False)
+        nonempty = [i for i, s in enumerate(sentences) if s]
+        enc = tok([sentences[i] for i in nonempty], is_split_into_words=True, add_special_tokens=False) \
+            if nonempty else None
+        segs, n_unk, n_chunked = [], 0, 0
+        for r, i in enumerate(nonempty):
+            words = list(sentences[i])
+            counts = Counter(w for w in enc.word_ids(r) if w is not None)
+            for j in range(len(words)):
+                if counts[j] == 0:
+                    words[j] = tok.unk_token
+                    counts[j] = max(1, len(tok.tokenize(tok.unk_token)))
+                    n_unk += 1
+            start, used, pieces = 0, 0, []
+            for j in range(len(words)):
+                c = counts[j]
+                if c > budget:
+                    raise ValueError(f"words[{i}][{j}] is {c} sub-words long, more than max_length "
+                                     f"{self.max_length} allows; cannot encode it")
+                if used + c > budget:
+                    pieces.append((start, j))
+                    start, used = j, 0
+                used += c
+            pieces.append((start, len(words)))
+            n_chunked += len(pieces) > 1
+            for a, b in pieces:
+                segs.append((i, a, b, words[a:b], sum(counts[j] for j in range(a, b))))
+        self.stats["n_unk_words"] = self.stats.get("n_unk_words", 0) + n_unk
+        self.stats["n_chunked_sentences"] = self.stats.get("n_chunked_sentences", 0) + n_chunked
+        return sentences, segs
+
+    def _run(self, sentences, batch_size, desc, per_word):
+        """Encode segments in length-sorted batches; ``per_word(hidden_or_logits[b], word_ids)`` returns
+        one row per word of the segment."""
+        sentences, segs = self._segments(sentences)
+        results = {}
+        saved, self.batch_size = self.batch_size, batch_size or self.batch_size
+        try:
+            batches = self._order([s[4] for s in segs])
+        finally:
+            self.batch_size = saved
+        bar = progress_bar(len(segs), desc, self.progress)
+        with torch.inference_mode():
+            for idx in batches:
+                enc = self.tokenizer([segs[j][3] for j in idx], is_split_into_words=True, padding=True,
+                                     truncation=False, return_tensors="pt")
+                out = self._forward(self._to(enc))
+                for r, j in enumerate(idx):
+                    n_words = segs[j][2] - segs[j][1]
+                    results[j] = per_word(out[r], enc.word_ids(r), n_words)
+                bar.update(len(idx))
+        bar.close()
+        per_sentence = [[] for _ in sentences]
+        for j, seg in enumerate(segs):
+            per_sentence[seg[0]].append(results[j])
+        return sentences, per_sentence
+
+
+class TokenEmbedder(_WordAdapter):
+    """``embed.text.tokens`` with pooling ``word_mean``: each word's vector is the mean of the
+    last-layer states of its sub-words (special tokens excluded). See :class:`_WordAdapter` for long
+    sentences and words without sub-words."""
+
+    capability = "embed.text.tokens"
+    pooling = "word_mean"
+
+    def _forward(self, enc):
+        return self.model(**enc).last_hidden_state.float()
+
+    def embed_words(self, words, batch_size: int | None = None) -> list[np.ndarray]:
+        d = self.model.config.hidden_size
+
+        def per_word(h, wids, n_words):
+            sel = [(t, w) for t, w in enumerate(wids) if w is not None]
+            pos = torch.tensor([t for t, _ in sel], dtype=torch.long)
+            wid = torch.tensor([w for _, w in sel], dtype=torch.long)
+            sums = torch.zeros((n_words, h.shape[-1]), dtype=torch.float32)
+            sums.index_add_(0, wid, h[pos].cpu())
+            cnt = torch.bincount(wid, minlength=n_words).clamp(min=1).unsqueeze(1).float()
+            return (sums / cnt).numpy()
+
+        sentences, parts = self._run(words, batch_size, "embed words", per_word)
+        return [np.concatenate(p, axis=0).astype(np.float32) if p else np.zeros((0, d), dtype=np.float32)
+                for p in parts]
+
+
+class NerTagger(_WordAdapter):
+    """``predict.ner``: the model's native label (config.id2label) of each word's first sub-word."""
+
+    capability = "predict.ner"
+    auto_class = "AutoModelForTokenClassification"
+
+    def _forward(self, enc):
+        return self.model(**enc).logits.float().argmax(-1).cpu()
+
+    def predict_words(self, words, batch_size: int | None = None) -> list[list[str]]:
+        id2label = {int(k): v for k, v in self.model.config.id2label.items()}
+
+        def per_word(pred, wids, n_words):
+            first = {}
+            for t, w in enumerate(wids):
+                if w is not None and w not in first:
+                    first[w] = t
+            return [id2label[int(pred[first[w]])] for w in range(n_words)]
+
+        sentences, parts = self._run(words, batch_size, "tag words", per_word)
+        return [[lab for part in p for lab in part] for p in parts]
+
+    @property
+    def info(self) -> dict:
+        return {**super().info, "id2label": {int(k): v for k, v in self.model.config.id2label.items()},
+                "word_label": "first sub-word"}

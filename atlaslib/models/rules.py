@@ -1,0 +1,239 @@
+"""Rule-based ``predict.assertion`` adapters: medspaCy ConText and negspacy NegEx.
+
+Both read the atlas' marked input (``Denies stridor or [entity] AIR HUNGER [entity].``): the two markers
+are removed (:func:`split_marked`), the text between them becomes the target span, which is put on the
+spaCy ``Doc`` as its only entity (label ``TARGET``) before the rule component runs. Sentences are split
+first, because both algorithms limit a trigger's scope to its sentence, and the kit's rows often hold
+a report header or several sentences; a trigger in one sentence must not reach a concept in the next.
+
+ConText (:class:`ConTextAssertion`)
+    medspaCy 1.3.1 as ``medspacy.load`` builds it by default, minus the components not needed here:
+    medspaCy's tokenizer, its PyRuSH sentence splitter, and ConText with the packaged default rules.
+    Mapping: ``is_negated`` -> ABSENT; else ``is_uncertain`` (POSSIBLE_EXISTENCE) or ``is_hypothetical``
+    (HYPOTHETICAL) -> POSSIBLE; else PRESENT (historical and family modifiers do not change existence).
+    PyRuSH logs every sentence at DEBUG level through loguru; that logger is disabled here.
+
+negspacy (:class:`NegspacyAssertion`)
+    negspacy 1.0.4 ``negex`` with the trigger file of the NegEx kit itself (GenNegEx 1.2
+    ``negex_triggers.txt``, a pinned file resolved through :mod:`atlaslib.sources`), spaCy's blank English
+    tokenizer and its rule-based ``sentencizer``. The file's lines are ``phrase<TAB><TAB>[TAG]``; the tags
+    map to negspacy's termset as
+
+    ========  ======================================  ===============================
+    tag       GenNegEx meaning                        negspacy termset key
+    ========  ======================================  ===============================
+    [PREN]    negation before the concept             preceding_negations
+    [POST]    negation after the concept              following_negations
+    [PSEU]    pseudo-negation (looks like, is not)    pseudo_negations
+    [CONJ]    conjunction ending a trigger's scope    termination
+    [PREP]    "possible" before the concept           termination (see below)
+    [POSP]    "possible" after the concept            termination (see below)
+    ========  ======================================  ===============================
+
+    GenNegEx also stops a negation's scope at a possibility trigger, so [PREP]/[POSP] phrases are
+    termination terms of the negation pass. A second negex pass (extension ``negex_possible``) uses
+    [PREP] as preceding and [POSP] as following triggers, [PSEU] as pseudo and [CONJ]/[PREN]/[POST] as
+    termination, which mirrors GenNegEx's "possible" tag. Output: negated -> ABSENT, else possible ->
+    POSSIBLE, else PRESENT. (The NegEx card counts POSSIBLE as affirmed, as GenNegEx's evaluation does.)
+"""
+from __future__ import annotations
+
+from atlaslib import sources
+from atlaslib.models import Profile
+
+MARKER = "[entity]"
+
+NEGEX_TRIGGERS = sources.PinnedFile(
+    name="negex/negex_triggers.txt",
+    url="https://raw.githubusercontent.com/chapmanbe/negex/d136b972b5d214959807ad5de1881a3225541fe7/"
+        "GeneralNegEx.Java.v.1.2.05092009/negex_triggers.txt",
+    sha256="78c268f6c753faa9b58d6a00b3bf948ad8f074082793cf9000369f883c171333",
+)
+TRIGGER_TAGS = ("[PREN]", "[POST]", "[PSEU]", "[CONJ]", "[PREP]", "[POSP]")
+
+
+def split_marked(text: str, index: int | None = None) -> tuple[str, int, int]:
+    """``"No [entity] WEAKNESS [entity]."`` -> ``("No WEAKNESS.", 3, 11)``: the unmarked sentence and the
+    character offsets of the target. The marker convention puts one space inside each marker
+    (``[entity] X [entity]``); the target is the text between the markers, stripped."""
+    where = f"marked_texts[{index}]" if index is not None else "marked text"
+    if not isinstance(text, str):
+        raise TypeError(f"{where}: expected a string, got {type(text).__name__}")
+    n = text.count(MARKER)
+    if n != 2:
+        raise ValueError(f"{where}: expected exactly two {MARKER!r} markers around the target, found {n}: "
+                         f"{text[:120]!r}")
+    pre, mid, post = text.split(MARKER)
+    core = mid.strip()
+    if not core:
+        raise ValueError(f"{where}: the target between the {MARKER!r} markers is empty: {text[:120]!r}")
+    return pre + core + post, len(pre), len(pre) + len(core)
+
+
+def parse_negex_triggers(text: str, source: str = "negex_triggers.txt") -> dict[str, list[str]]:
+    """Trigger phrases by tag from the GenNegEx file format (``phrase<TAB><TAB>[TAG]`` per line)."""
+    out: dict[str, list[str]] = {t: [] for t in TRIGGER_TAGS}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip("\r\n")
+        if not line.strip():
+            continue
+        parts = [p for p in line.split("\t") if p.strip()]
+        if len(parts) != 2 or parts[1].strip() not in out:
+            raise ValueError(f"{source} line {lineno}: expected 'phrase<TAB><TAB>[TAG]' with TAG in "
+                             f"{TRIGGER_TAGS}, got {raw!r}")
+        phrase = " ".join(parts[0].split())
+        if phrase not in out[parts[1].strip()]:
+            out[parts[1].strip()].append(phrase)
+    return out
+
+
+def negex_termsets(triggers: dict[str, list[str]]) -> tuple[dict, dict]:
+    """negspacy termsets ``(negation, possible)`` from parsed GenNegEx triggers (mapping in the module
+    docstring)."""
+    negation = {
+        "pseudo_negations": list(triggers["[PSEU]"]),
+        "preceding_negations": list(triggers["[PREN]"]),
+        "following_negations": list(triggers["[POST]"]),
+        "termination": list(triggers["[CONJ]"]) + list(triggers["[PREP]"]) + list(triggers["[POSP]"]),
+    }
+    possible = {
+        "pseudo_negations": list(triggers["[PSEU]"]),
+        "preceding_negations": list(triggers["[PREP]"]),
+        "following_negations": list(triggers["[POSP]"]),
+        "termination": list(triggers["[CONJ]"]) + list(triggers["[PREN]"]) + list(triggers["[POST]"]),
+    }
+    return negation, possible
+
+
+class _RuleAssertion:
+    capability = "predict.assertion"
+
+    def __init__(self, profile: Profile, progress: bool = True):
+        self.profile = profile
+        self.progress = progress
+
+    def _docs(self, marked_texts):
+        from atlaslib.models.hf import progress_bar
+
+        if isinstance(marked_texts, str) or not hasattr(marked_texts, "__iter__"):
+            raise TypeError(f"marked_texts: expected a list of strings, got {type(marked_texts).__name__}")
+        texts = list(marked_texts)
+        parsed = [split_marked(t, i) for i, t in enumerate(texts)]
+        bar = progress_bar(len(parsed), self.profile.name, self.progress)
+        for i, (sentence, start, end) in enumerate(parsed):
+            doc = self.nlp.make_doc(sentence)
+            for name, pipe in self.nlp.pipeline:
+                if name == self._first_rule_pipe:
+                    span = doc.char_span(start, end, label="TARGET", alignment_mode="expand")
+                    if span is None or len(span) == 0:
+                        raise ValueError(f"marked_texts[{i}]: target {sentence[start:end]!r} does not align "
+                                         "with any token")
+                    doc.ents = [span]
+                doc = pipe(doc)
+            bar.update(1)
+            yield doc.ents[0]
+        bar.close()
+
+    def predict_assertion(self, marked_texts) -> list[str]:
+        return [self._label(ent) for ent in self._docs(marked_texts)]
+
+    @property
+    def info(self) -> dict:
+        return {"profile": self.profile.name, "source": self.profile.source, "revision": self.profile.revision,
+                "capability": self.capability, "adapter": f"atlaslib.models.rules.{type(self).__name__}",
+                "pipeline": list(self.nlp.pipe_names), "tokenizer": self._tokenizer_name,
+                "batch_size": 1, "device": "cpu", "dtype": None, "max_length": None, "pooling": None,
+                "torch_threads": None}
+
+
+class ConTextAssertion(_RuleAssertion):
+    """medspaCy ConText with its default rules (see module docstring)."""
+
+    _first_rule_pipe = "medspacy_context"
+    _tokenizer_name = "medspacy_tokenizer"
+
+    def __init__(self, profile: Profile, *, sentences: str = "pyrush", progress: bool = True, **unknown):
+        if unknown:
+            raise TypeError(f"ConTextAssertion ({profile.name}): unknown option(s) {sorted(unknown)}; "
+                            "allowed: sentences ('pyrush' | 'sentencizer'), progress")
+        if sentences not in ("pyrush", "sentencizer"):
+            raise ValueError(f"{profile.name}: sentences must be 'pyrush' or 'sentencizer', got {sentences!r}")
+        super().__init__(profile, progress)
+        import medspacy
+        from loguru import logger
+
+        logger.disable("PyRuSH")
+        enable = ["medspacy_tokenizer", "medspacy_context"]
+        if sentences == "pyrush":
+            enable.append("medspacy_pyrush")
+        self.nlp = medspacy.load(medspacy_enable=enable)
+        if sentences == "sentencizer":
+            self.nlp.add_pipe("sentencizer", before="medspacy_context")
+        self.sentences = sentences
+        self.medspacy_version = medspacy.__version__
+
+    @staticmethod
+    def _label(ent) -> str:
+        if ent._.is_negated:
+            return "ABSENT"
+        if ent._.is_uncertain or ent._.is_hypothetical:
+            return "POSSIBLE"
+        return "PRESENT"
+
+    @property
+    def info(self) -> dict:
+        return {**super().info, "medspacy": self.medspacy_version, "rules": "medspacy default ConText rules",
+                "sentence_splitter": self.sentences,
+                "label_rule": "negated->ABSENT; uncertain|hypothetical->POSSIBLE; else PRESENT"}
+
+
+class NegspacyAssertion(_RuleAssertion):
+    """negspacy Negex with the NegEx kit's trigger file (see module docstring for the tag mapping)."""
+
+    _first_rule_pipe = "negex"
+    _tokenizer_name = "spacy.blank('en')"
+
+    def __init__(self, profile: Profile, *, data_dir=None, triggers_path=None, progress: bool = True,
+                 **unknown):
+        if unknown:
+            raise TypeError(f"NegspacyAssertion ({profile.name}): unknown option(s) {sorted(unknown)}; "
+                            "allowed: data_dir, triggers_path, progress")
+        super().__init__(profile, progress)
+        import negspacy.negation  # noqa: F401  (registers the "negex" factory)
+        import spacy
+
+        if triggers_path is None:
+            triggers_path = sources.resolve(NEGEX_TRIGGERS, data_dir)
+            self.triggers_sha256 = NEGEX_TRIGGERS.sha256
+        else:
+            self.triggers_sha256 = sources.sha256_file(triggers_path)
+        self.triggers_path = str(triggers_path)
+        with open(triggers_path, encoding="utf-8", newline="") as fh:
+            self.triggers = parse_negex_triggers(fh.read(), str(triggers_path))
+        negation, possible = negex_termsets(self.triggers)
+        self.nlp = spacy.blank("en")
+        self.nlp.add_pipe("sentencizer")
+        self.nlp.add_pipe("negex", name="negex", config={"neg_termset": negation, "ent_types": [],
+                                                         "extension_name": "negex", "chunk_prefix": []})
+        self.nlp.add_pipe("negex", name="negex_possible",
+                          config={"neg_termset": possible, "ent_types": [], "extension_name": "negex_possible",
+                                  "chunk_prefix": []})
+        from importlib.metadata import version
+
+        self.negspacy_version = version("negspacy")
+
+    @staticmethod
+    def _label(ent) -> str:
+        if ent._.negex:
+            return "ABSENT"
+        if ent._.negex_possible:
+            return "POSSIBLE"
+        return "PRESENT"
+
+    @property
+    def info(self) -> dict:
+        return {**super().info, "negspacy": self.negspacy_version, "triggers": NEGEX_TRIGGERS.name,
+                "triggers_sha256": self.triggers_sha256, "triggers_url": NEGEX_TRIGGERS.url,
+                "trigger_counts": {k: len(v) for k, v in self.triggers.items()},
+                "sentence_splitter": "spacy sentencizer",
+                "label_rule": "negex->ABSENT; negex_possible->POSSIBLE; else PRESENT"}
