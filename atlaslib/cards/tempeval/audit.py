@@ -1,0 +1,195 @@
+"""Audit of the THYME temporal annotations (no text needed).
+
+Two ways to count, kept apart on purpose:
+
+- **scorer counts** (:func:`scorer_counts`): what the official scorer (anaforatools 1.2.0) counts as the
+  reference: per document, the *set* of items of the views ``EVENT`` (span + every property),
+  ``TIMEX3``, ``TLINK:Type:CONTAINS`` (pair of argument spans); exact duplicates collapse. These are the
+  Clinical TempEval 2015 Table 1 numbers: Train 293 / 38,890 / 3,833 / 11,176, Dev 147 / 20,974 / 2,078 /
+  6,173. ``EVENT:<span>`` (distinct spans) is given beside them.
+- **raw element counts** (:func:`raw_counts`): ``<entity>`` / ``<relation>`` elements in the XML.
+
+Train's files hold 39,002 EVENT elements but the scorer sees 38,890 items. Two causes, 65 + 47 = 112:
+
+1. one file, ``ID090_path_266a.Temporal-Entity.gold.completed.xml``, keeps an ``<adjudication>`` block
+   after ``</annotations>`` with 65 EVENT (and 1 DOCTIME) elements of the adjudication bookkeeping; the
+   scorer (and :mod:`.anafora_io`) reads only ``<annotations>``, which holds 38,937 EVENT elements;
+2. 47 of those repeat another EVENT of the same document exactly (same span, same attribute values,
+   another id), and the scorer's sets collapse them (18 spans carry two different attribute sets and count
+   twice in ``EVENT`` but once in ``EVENT:<span>``: 38,872).
+
+11,248 CONTAINS elements give 11,176 distinct (source span, target span) pairs: 72 repeat a pair (often
+through a duplicated EVENT). :func:`duplicates` and :func:`raw_counts` give these per split.
+"""
+from __future__ import annotations
+
+import collections
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from .anafora_io import EVENT_ATTRIBUTES, Document, read_corpus
+from .scoring import _evaluate, anafora
+
+CONTAINS_VIEW = ("TLINK", "Type", "CONTAINS")
+COUNT_INCLUDE = {"EVENT", "TIMEX3", CONTAINS_VIEW}
+
+#: Table 1 of Bethard et al. (2015). Train: the figures issue 5 gives as the paper's Train row (the
+#: transcription lost the table's numbers; not re-checked against the PDF). Dev: not found in any search
+#: corpus -> None (unverified); the scorer's Dev counts are shown without a paper figure beside them.
+PAPER_TABLE1 = {
+    "Train": {"documents": 293, "EVENT": 38890, "TIMEX3": 3833, "CONTAINS": 11176,
+              "source": "issue 5 (stated as the paper's Table 1 Train row); not verified against the PDF"},
+    "Dev": {"documents": None, "EVENT": None, "TIMEX3": None, "CONTAINS": None,
+            "source": "not verified: the transcription lost the numbers and no search corpus holds them"},
+}
+
+
+class _ClosureCounter(_evaluate.TemporalClosureScores):
+    """The scorer's own closure, counting how many CONTAINS relations closure(reference) holds."""
+
+    def __init__(self):
+        super().__init__()
+        self.closed = 0
+
+    def add(self, reference, predicted):
+        reference = {a for a in reference if self._is_valid(a)}
+        reference = self._remove_duplicate_relations(reference)
+        self.reference += len(reference)
+        self.closed += sum(1 for (_, _, (_, value)) in self._closure(reference) if value == "CONTAINS")
+
+    def update(self, other):
+        super().update(other)
+        self.closed += other.closed
+
+
+def scorer_counts(split_dir: str | os.PathLike, *, closure: bool = True) -> dict:
+    """Reference counts as the official scorer sees them (per-document sets, summed), plus, with
+    ``closure``, how many CONTAINS relations temporal closure (the scorer's) yields."""
+    split_dir = Path(split_dir)
+    totals = collections.Counter()
+    closed = reference_pairs = 0
+    for sub_dir, _text_name, xml_names in anafora.walk(str(split_dir), r"[.]Temporal-(Relation|Entity)[.].*[.]xml$"):
+        [xml_name] = xml_names
+        data = anafora.AnaforaData.from_file(str(split_dir / sub_dir / xml_name))
+        totals["documents"] += 1
+        named = _evaluate.score_data(data, None, include=COUNT_INCLUDE | {("EVENT", "<span>")})
+        for key, view in (("EVENT", "EVENT"), ("EVENT_spans", ("EVENT", "<span>")), ("TIMEX3", "TIMEX3"),
+                          ("CONTAINS", CONTAINS_VIEW)):
+            totals[key] += named[view].reference if view in named else 0
+        if closure:
+            c = _evaluate.score_data(data, None, include={CONTAINS_VIEW}, scores_type=_ClosureCounter)
+            if CONTAINS_VIEW in c:
+                closed += c[CONTAINS_VIEW].closed
+                reference_pairs += c[CONTAINS_VIEW].reference
+    out = dict(totals)
+    if closure:
+        out.update(CONTAINS_closure_input=reference_pairs, CONTAINS_after_closure=closed,
+                   CONTAINS_added_by_closure=closed - reference_pairs)
+    return out
+
+
+def file_element_counts(docs: list[Document]) -> dict:
+    """Elements anywhere in the files (``<annotations>`` and any ``<adjudication>`` block), by type, as a
+    text search for ``<type>EVENT</type>`` would count them."""
+    import xml.etree.ElementTree as ET
+
+    c = collections.Counter(documents=len(docs))
+    for d in docs:
+        root = ET.parse(d.path).getroot()
+        for el in root.iter():
+            if el.tag in ("entity", "relation"):
+                c[(el.findtext("type") or "").strip()] += 1
+                props = el.find("properties")
+                if props is not None and (props.findtext("Type") or "").strip() == "CONTAINS":
+                    c["CONTAINS"] += 1
+    return {k: c[k] for k in ("documents", "EVENT", "TIMEX3", "CONTAINS", "TLINK", "ALINK", "DOCTIME", "SECTIONTIME")}
+
+
+def raw_counts(docs: list[Document]) -> dict:
+    """Element counts inside ``<annotations>``: documents, EVENT, TIMEX3, TLINK with Type=CONTAINS, all TLINK,
+    ALINK, DOCTIME, SECTIONTIME."""
+    c = collections.Counter(documents=len(docs))
+    for d in docs:
+        for e in d.entities:
+            c[e.type] += 1
+        for r in d.relations:
+            c[r.type] += 1
+            if r.type == "TLINK" and r.properties.get("Type") == "CONTAINS":
+                c["CONTAINS"] += 1
+    return {k: c[k] for k in ("documents", "EVENT", "TIMEX3", "CONTAINS", "TLINK", "ALINK", "DOCTIME", "SECTIONTIME")}
+
+
+def duplicates(docs: list[Document]) -> dict:
+    """Why raw and scorer counts differ: EVENT elements repeating another exactly, EVENT spans carrying two
+    different attribute sets, CONTAINS elements repeating another (source span, target span) pair."""
+    exact = same_span_diff = contains_dup = 0
+    for d in docs:
+        events = [(e.spans, tuple(sorted(e.properties.items()))) for e in d.of_type("EVENT")]
+        exact += len(events) - len(set(events))
+        distinct = set(events)
+        same_span_diff += len(distinct) - len({s for s, _ in distinct})
+        ids = d.by_id()
+        pairs = [(ids[r.source].spans, ids[r.target].spans) for r in d.tlinks("CONTAINS")]
+        contains_dup += len(pairs) - len(set(pairs))
+    return {"EVENT_exact_duplicates": exact, "EVENT_spans_with_two_attribute_sets": same_span_diff,
+            "CONTAINS_duplicate_pairs": contains_dup}
+
+
+def table1(scorer: dict[str, dict], raw: dict[str, dict], file_elements: dict[str, dict] | None = None) -> pd.DataFrame:
+    """Table 1 reproduction: per split the paper's row (where known), the scorer's counts, the elements in
+    ``<annotations>`` and (optionally) the elements anywhere in the files."""
+    rows = []
+    for split in scorer:
+        for what in ("documents", "EVENT", "TIMEX3", "CONTAINS"):
+            row = {"split": split, "count": what, "paper": PAPER_TABLE1.get(split, {}).get(what),
+                   "official scorer": scorer[split].get(what), "elements in <annotations>": raw[split].get(what)}
+            if file_elements is not None:
+                row["elements in file"] = file_elements[split].get(what)
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["split", "count"])
+
+
+def attribute_distribution(docs_by_split: dict[str, list[Document]]) -> pd.DataFrame:
+    """Long table (split, type, attribute, value, count, share) over EVENT (ContextualModality, Degree,
+    Polarity, Type, DocTimeRel) and TIMEX3 (Class) elements."""
+    rows = collections.Counter()
+    for split, docs in docs_by_split.items():
+        for d in docs:
+            for e in d.entities:
+                attrs = (*EVENT_ATTRIBUTES, "DocTimeRel") if e.type == "EVENT" else ("Class",) if e.type == "TIMEX3" else ()
+                for a in attrs:
+                    rows[(split, e.type, a, e.properties.get(a, "(missing)"))] += 1
+    df = pd.DataFrame([(*k, v) for k, v in rows.items()], columns=["split", "type", "attribute", "value", "count"])
+    df["share"] = df["count"] / df.groupby(["split", "type", "attribute"])["count"].transform("sum")
+    return df.sort_values(["split", "type", "attribute", "count"], ascending=[True, True, True, False]).reset_index(drop=True)
+
+
+def span_gap(a, b) -> int:
+    """Characters between two annotations' extents (min start .. max end over their spans); 0 if they overlap."""
+    return max(0, max(a.start, b.start) - min(a.end, b.end))
+
+
+def contains_distances(docs_by_split: dict[str, list[Document]]) -> pd.DataFrame:
+    """One row per CONTAINS element: split, doc, argument types (e.g. TIMEX3->EVENT), character gap between
+    the arguments' extents, and whether the target lies after the source."""
+    rows = []
+    for split, docs in docs_by_split.items():
+        for d in docs:
+            ids = d.by_id()
+            for r in d.tlinks("CONTAINS"):
+                s, t = ids[r.source], ids[r.target]
+                rows.append({"split": split, "doc_id": d.doc_id, "pair": f"{s.type}->{t.type}",
+                             "gap": span_gap(s, t), "target_after_source": t.start >= s.end})
+    return pd.DataFrame(rows)
+
+
+def distance_summary(distances: pd.DataFrame) -> pd.DataFrame:
+    q = distances.groupby(["split", "pair"])["gap"]
+    return pd.DataFrame({"n": q.size(), "median": q.median(), "p90": q.quantile(0.9), "max": q.max(),
+                         "share_within_50_chars": q.apply(lambda g: (g <= 50).mean())})
+
+
+def load_splits(dirs: dict[str, str | os.PathLike]) -> dict[str, list[Document]]:
+    return {split: read_corpus(path) for split, path in dirs.items()}
