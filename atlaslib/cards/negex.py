@@ -268,11 +268,104 @@ def metric_names(protocol: str) -> list[str]:
 
 
 def rows_for_reproduction(rows: pd.DataFrame) -> pd.DataFrame:
-    """All 2,376 kit rows as model inputs: found concepts marked as usual; for the 11 rows whose concept is
-    missing the sentence is passed unmarked, which every assertion system reads as 'no target', i.e.
-    affirmed (what NegEx itself reports when the phrase is not in the sentence)."""
+    """All 2,376 kit rows for the reproduction table: found concepts marked as usual (``text``); the 11
+    rows whose concept is missing from the sentence have ``text = None``: no system can be pointed at a
+    target that is not there, and NegEx itself reports such a phrase as not negated, so they count as
+    predicted affirmed."""
     out = rows.copy()
-    out["text"] = [mark(s, c) if f else clean(s)
+    out["text"] = [mark(s, c) if f else None
                    for s, c, f in zip(out["sentence"], out["concept"], out["concept_found"])]
     out["label"] = (out["decision"] == POSITIVE).astype(int)
     return out
+
+
+class NotRun(Exception):
+    """The run cannot happen here (weights unavailable, capability missing); the reason goes in the cell."""
+
+
+ZERO_SHOT_CAPABILITIES = ("predict.assertion", "score.options")
+
+
+def assertion_label_map() -> dict:
+    """Adapter assertion labels → 1 (negated) / 0 (affirmed)."""
+    return {k: int(v == POSITIVE) for k, v in ASSERTION_TO_DECISION.items()}
+
+
+def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFrame, *, seed: int = SEED) -> dict:
+    """Run ``model`` under ``protocol`` on the split; returns ``{pred, score, capability, details, profile}``.
+
+    zero_shot uses ``predict.assertion`` when the profile has it, else ``score.options``; probe uses
+    ``embed.text.pooled``. A missing capability or absent weights raise :class:`NotRun` with the reason.
+    """
+    from ..models import CapabilityMissing, WeightsUnavailable, get_profile, load_adapter
+    from ..protocols import items as P
+
+    profile = get_profile(model)
+    wanted = ZERO_SHOT_CAPABILITIES if protocol == "zero_shot" else ("embed.text.pooled",)
+    if protocol not in CARD.protocols:
+        raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
+    capability = next((c for c in wanted if c in profile.capabilities), None)
+    if capability is None:
+        raise NotRun(f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
+                     f"{model} has {', '.join(profile.capabilities) or 'none'}")
+    try:
+        adapter = load_adapter(profile, capability)
+    except (WeightsUnavailable, CapabilityMissing) as exc:
+        msg = str(exc).split(" (")[0]  # the adapter's sentence without the library's traceback text
+        if isinstance(exc, WeightsUnavailable) and not msg.startswith("weights unavailable"):
+            msg = f"weights unavailable: {msg}"
+        raise NotRun(msg) from None
+    if capability == "predict.assertion":
+        out = P.zero_shot_assertion(adapter, test["text"].tolist(), assertion_label_map())
+    elif capability == "score.options":
+        out = P.zero_shot_options(adapter, option_prompts(test), OPTIONS)
+    else:
+        out = P.probe(adapter, train["text"].tolist(), train["label"].tolist(), test["text"].tolist(), seed=seed)
+    out.update(capability=capability, profile=profile.to_dict(), adapter=adapter)
+    return out
+
+
+def predictions(test: pd.DataFrame, out: dict) -> list[dict]:
+    """Per-item predictions for the result cell (labels as words, score = P(negated) or None)."""
+    scores = out.get("score")
+    native = out.get("native")
+    rows = []
+    for i, (iid, gold, pred) in enumerate(zip(test["item_id"], test["decision"], out["pred"])):
+        row = {"item_id": iid, "gold": gold, "pred": LABELS[int(pred)],
+               "score": None if scores is None else round(float(scores[i]), 6)}
+        if native is not None:
+            row["native"] = native[i]
+        rows.append(row)
+    return rows
+
+
+def error_table(test: pd.DataFrame, out: dict, kind: str = "fn", n: int = 10) -> pd.DataFrame:
+    """Up to ``n`` false negatives (``fn``: negated called affirmed) or false positives (``fp``)."""
+    pred = np.asarray(out["pred"])
+    gold = test["label"].to_numpy()
+    mask = (gold == 1) & (pred == 0) if kind == "fn" else (gold == 0) & (pred == 1)
+    cols = ["item_id", "concept", "text"]
+    return test.loc[mask, cols].head(n).reset_index(drop=True)
+
+
+def reproduction(adapter, rows: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+    """Confusion counts and rates of an assertion system on all 2,365 items and on all 2,376 rows, beside
+    GenNegEx 1.2's published figures on the whole kit (negated = positive)."""
+    from ..metrics.classification import precision, sensitivity, specificity
+    from ..metrics.report import confusion_counts
+
+    all_rows = rows_for_reproduction(rows)
+    lm = assertion_label_map()
+    table = {}
+    for name, frame in (("2,365 items", items), ("2,376 rows", all_rows)):
+        found = frame["text"].notna().to_numpy()
+        pred = np.zeros(len(frame), dtype=int)  # a missing concept counts as affirmed
+        pred[found] = [lm[x] for x in adapter.predict_assertion(frame.loc[found, "text"].tolist())]
+        y = frame["label"].to_numpy()
+        c = confusion_counts(y, pred)
+        table[name] = {**c, "sensitivity": round(float(sensitivity(y, pred)), 3),
+                       "specificity": round(float(specificity(y, pred)), 3),
+                       "precision": round(float(precision(y, pred)), 3)}
+    table["GenNegEx 1.2 (published, 2,376 rows)"] = dict(GENNEGEX)
+    cols = ["tp", "tn", "fp", "fn", "sensitivity", "specificity", "precision"]
+    return pd.DataFrame.from_dict(table, orient="index")[cols].rename_axis("system")

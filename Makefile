@@ -1,0 +1,34 @@
+# Two commands do all set-up on a fresh machine with Python 3.11:
+#   make book   creates .venv if absent (pinned), runs the default model matrix, builds the HTML book
+#   make test   creates .venv if absent (pinned), runs the whole test suite
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+# The pinned data beside the checkout when it is there; otherwise loaders download and verify.
+ATLAS_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
+# Offline by default (hub weights come from the local cache); `make book HF_HUB_OFFLINE=0` allows downloads.
+HF_HUB_OFFLINE ?= 1
+export ATLAS_DATA_DIR HF_HUB_OFFLINE
+# torch 2.13.0 CPU build: a local wheel directory when the machine has one, else PyTorch's CPU index.
+TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-2.13.0*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu)
+
+.PHONY: book publish test env clean
+env: $(VENV)/.installed
+
+$(VENV)/.installed: requirements-lock.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --use-pep517 $(TORCH_SOURCE) -r requirements-lock.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+book: env
+	$(BIN)/atlas book
+
+publish: env
+	$(BIN)/atlas book --publish
+
+test: env
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf _build results book/runs

@@ -1,0 +1,427 @@
+"""The book: result cells → card pages and leaderboards → Jupyter Book HTML.
+
+``atlas book`` runs the default matrix (cached, see :mod:`atlaslib.runner`), then renders a site tree in
+``_build/site-src`` from the sources in ``book/``, ``_config.yml`` and ``_toc.yml``:
+
+- each card page ``book/cards/<card>.md`` gets its leaderboards (one per split version, never merged),
+  forest plots and reproduction tables where the line ``<!-- leaderboard -->`` stands, all read from the
+  result cells; unlicensed cards get a "local evaluation only" banner;
+- executed notebooks are copied in as sub-pages of their card, result JSON files as downloads;
+- a build-report page lists every run with wall time, peak memory and cache status.
+
+Then Jupyter Book 1.x builds HTML with execution off (notebooks arrive executed), warnings as errors and
+``--keep-going`` so every warning is reported. A failed run is never rendered as a result: its row says
+"failed" and the command exits non-zero naming the notebook and the cell.
+
+``--publish`` renders the same site without the cards whose licence is unconfirmed and without cells
+whose data are gated, and writes a "withheld" page saying what was left out and why.
+"""
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from . import plots, results
+from .cards import Card, available_cards
+from .runner import REPO, RunFailed, RunOutcome, RunRequest, run
+
+LEADERBOARD_MARK = "<!-- leaderboard -->"
+
+
+@dataclass
+class BuildPaths:
+    repo: Path = REPO
+    results: Path = REPO / "results"
+    runs: Path = REPO / "book" / "runs"
+    build: Path = REPO / "_build"
+
+    def src(self, publish: bool) -> Path:
+        return self.build / ("publish-src" if publish else "site-src")
+
+    def html_out(self, publish: bool) -> Path:
+        return self.build / ("publish" if publish else "site")
+
+
+@dataclass
+class MatrixReport:
+    outcomes: list[RunOutcome] = field(default_factory=list)
+    failures: list[RunFailed] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+# -- running the matrix --------------------------------------------------------------------------------
+
+def default_requests(cards: list[Card] | None = None) -> list[RunRequest]:
+    cards = cards if cards is not None else available_cards()
+    return [RunRequest(c.name, v, m, p) for c in cards for (v, m, p) in c.default_matrix]
+
+
+def run_matrix(requests: list[RunRequest], paths: BuildPaths, *, data_dir=None, force: bool = False,
+               log=print) -> MatrixReport:
+    """Run every request serially (cached); collect failures instead of stopping at the first."""
+    report = MatrixReport()
+    start = time.perf_counter()
+    for i, req in enumerate(requests, 1):
+        log(f"[{i}/{len(requests)}] {req.label} ...", end=" ", flush=True) if log is print else log(req.label)
+        try:
+            out = run(req, results_dir=paths.results, runs_dir=paths.runs, data_dir=data_dir,
+                      failed_dir=paths.build / "failed", force=force)
+            report.outcomes.append(out)
+            if log is print:
+                print(f"{out.status} ({out.cell_status}, {out.seconds:.1f} s)", flush=True)
+        except RunFailed as exc:
+            report.failures.append(exc)
+            report.outcomes.append(RunOutcome(req, "failed", error=str(exc)))
+            if log is print:
+                print("FAILED", flush=True)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+# -- formatting ----------------------------------------------------------------------------------------
+
+def fmt_metric(entry: dict | None) -> str:
+    """``0.912 [0.880, 0.940]``; ``n/a (<reason>)`` when the metric has no value."""
+    if entry is None:
+        return "n/a"
+    if entry.get("value") is None:
+        reason = entry.get("reason") or "not applicable"
+        return "—" if reason.startswith("not run") else f"n/a ({reason})"
+    v, lo, hi = entry["value"], entry.get("ci_low"), entry.get("ci_high")
+    if lo is None or hi is None:
+        return f"{v:.3f}"
+    return f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _primary_value(cell: dict, card: Card) -> float:
+    base = card.metrics[0]
+    e = cell["metrics"].get(f"{base}_{cell['protocol']}") or {}
+    v = e.get("value")
+    return -1.0 if v is None else (v if card.higher_is_better.get(base, True) else -v)
+
+
+def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: Path, src: Path,
+                         failed: list[RunRequest] = ()) -> str:
+    """A MyST table for one (card, version): one row per (model, protocol), best primary metric first."""
+    rows = [c for c in cells if c["card"] == card.name and c["version"] == version]
+    rows.sort(key=lambda c: (c["status"] != "ok", -_primary_value(c, card), c["model"], c["protocol"]))
+    head = ["model", "protocol"] + list(card.metrics) + ["run"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    overlap_seen = False
+    for c in rows:
+        name = _md_escape(c["model"])
+        if c.get("overlap"):
+            name += " †"
+            overlap_seen = True
+        if c["status"] != "ok":
+            vals = [f"not run: {_md_escape(c.get('reason') or 'unknown reason')}"] + [""] * (len(card.metrics) - 1)
+        else:
+            vals = [_md_escape(fmt_metric(c["metrics"].get(f"{b}_{c['protocol']}"))) for b in card.metrics]
+        links = []
+        nb = c.get("_notebook_rel")
+        if nb:
+            links.append(f"[notebook]({os.path.relpath(src / nb, page_dir)})")
+        js = c.get("_json_rel")
+        if js:
+            links.append(f"{{download}}`JSON <{os.path.relpath(src / js, page_dir)}>`")
+        lines.append("| " + " | ".join([name, c["protocol"]] + vals + [" · ".join(links)]) + " |")
+    for req in failed:
+        if req.card == card.name and req.version == version:
+            lines.append("| " + " | ".join([_md_escape(req.model), req.protocol, "**failed**: see the build log"]
+                                           + [""] * len(card.metrics)) + " |")
+    if len(lines) == 2:
+        return f"*No result cells for `{version}` yet.*\n"
+    out = "\n".join(lines) + "\n"
+    if overlap_seen:
+        out += "\n† trained on data that overlaps this card: not comparable with the other rows.\n"
+    return out
+
+
+# -- rendering the site tree -----------------------------------------------------------------------------
+
+def _copy_sources(paths: BuildPaths, src: Path) -> None:
+    if src.exists():
+        shutil.rmtree(src)
+    src.mkdir(parents=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copyfile(paths.repo / name, src / name)
+    shutil.copytree(paths.repo / "book", src / "book", ignore=shutil.ignore_patterns("runs", "_generated"))
+
+
+def collect_cells(paths: BuildPaths, card: Card, publish: bool, failed: list[RunRequest]) -> list[dict]:
+    """Result cells of a card that have an executed notebook, minus failed runs (and gated ones when
+    publishing)."""
+    failed_keys = {(r.card, r.version, results.slug(r.model), r.protocol) for r in failed}
+    cells = []
+    for cell in results.read_cells(paths.results, card.name):
+        key = (cell["card"], cell["version"], results.slug(cell["model"]), cell["protocol"])
+        if key in failed_keys:
+            continue
+        if publish and (cell.get("extra", {}).get("gated") or cell.get("spec", {}).get("parameters", {}).get("gated")):
+            continue
+        nb = paths.runs / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.ipynb"
+        if not nb.is_file():
+            continue
+        cell["_notebook_src"] = nb
+        cells.append(cell)
+    return cells
+
+
+def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunRequest]) -> list[str]:
+    """Copy the card's executed notebooks and JSON into the site tree and fill its page; return the
+    notebooks' doc paths (for the toc)."""
+    docs = []
+    for cell in cells:
+        rel = Path("book/runs") / card.name / cell["version"] / results.slug(cell["model"])
+        (src / rel).mkdir(parents=True, exist_ok=True)
+        nb_rel = rel / f"{cell['protocol']}.ipynb"
+        shutil.copyfile(cell["_notebook_src"], src / nb_rel)
+        json_rel = Path("book/results") / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.json"
+        (src / json_rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cell["_path"], src / json_rel)
+        cell["_notebook_rel"], cell["_json_rel"] = str(nb_rel), str(json_rel)
+        docs.append(str(nb_rel.with_suffix("")))
+    page = src / card.page
+    if not page.is_file():
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(f"# {card.title}\n\n{LEADERBOARD_MARK}\n", encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
+    block = card_results_markdown(card, cells, page.parent, src, failed)
+    if LEADERBOARD_MARK in text:
+        text = text.replace(LEADERBOARD_MARK, block)
+    else:
+        text = text.rstrip() + "\n\n" + block
+    if not card.licence_confirmed:
+        text = _insert_after_title(text, (
+            "```{warning}\n**Local evaluation only.** " + card.licence_note +
+            " `atlas book --publish` leaves this card out.\n```\n"))
+    page.write_text(text, encoding="utf-8")
+    return sorted(docs)
+
+
+def _insert_after_title(text: str, block: str) -> str:
+    m = re.search(r"^# .*\n", text, flags=re.M)
+    if not m:
+        return block + "\n" + text
+    return text[:m.end()] + "\n" + block + "\n" + text[m.end():]
+
+
+def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Path,
+                          failed: list[RunRequest]) -> str:
+    parts = []
+    fig_dir = page_dir / "_figures"
+    for version in card.versions:
+        parts.append(f"### Leaderboard: `{version}`\n")
+        vcells = [c for c in cells if c["version"] == version]
+        if vcells and vcells[0].get("split"):
+            s = vcells[0]["split"]
+            parts.append(f"Split `{version}`: {s.get('n_test', '?')} test items, {s.get('n_train', '?')} train "
+                         f"items; manifest sha256 `{str(s.get('hash', ''))[:12]}…`.\n")
+        parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed))
+        frame = forest_frame(card, vcells)
+        if len(frame.dropna(subset=["value"])):
+            fig_dir.mkdir(parents=True, exist_ok=True)
+            base = card.metrics[0]
+            fig = plots.forest(frame, "value", "ci_low", "ci_high", "label", title=f"{base} · {version}",
+                               higher_is_better=card.higher_is_better.get(base, True))
+            name = f"forest-{card.name}-{version}-{base}.png"
+            fig.savefig(fig_dir / name, dpi=110)
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
+            parts.append(f"```{{figure}} _figures/{name}\n:alt: forest plot of {base} on {version}\n\n"
+                         f"{base} with 95 % intervals, models ordered by the point estimate.\n```\n")
+    repro = reproduction_markdown(cells)
+    if repro:
+        parts.append(repro)
+    return "\n".join(parts)
+
+
+def forest_frame(card: Card, cells: list[dict]) -> pd.DataFrame:
+    base = card.metrics[0]
+    rows = []
+    for c in cells:
+        e = c["metrics"].get(f"{base}_{c['protocol']}") or {}
+        rows.append({"label": f"{c['model']} ({c['protocol']})", "value": e.get("value"),
+                     "ci_low": e.get("ci_low"), "ci_high": e.get("ci_high")})
+    return pd.DataFrame(rows, columns=["label", "value", "ci_low", "ci_high"])
+
+
+def reproduction_markdown(cells: list[dict]) -> str:
+    blocks = []
+    for c in cells:
+        rep = c.get("extra", {}).get("reproduction")
+        if not rep:
+            continue
+        frame = pd.DataFrame(rep)
+        blocks.append(f"#### {c['model']} on the whole kit\n\n" + frame.to_markdown(index=False) + "\n")
+    if not blocks:
+        return ""
+    return "### Reproduction\n\n" + "\n".join(blocks)
+
+
+def render_build_report(src: Path, report: MatrixReport | None) -> None:
+    page = src / "book" / "build_report.md"
+    lines = ["# Build report", "",
+             "Every run of the last `atlas book`: whether it executed or came from the run cache, its wall "
+             "time and the peak memory of the notebook's kernel.", ""]
+    if report is None or not report.outcomes:
+        lines.append("*This build rendered existing result cells without running the matrix.*")
+    else:
+        lines += ["| run | status | result | wall time (s) | peak memory (MiB) |", "|---|---|---|---|---|"]
+        for o in report.outcomes:
+            lines.append(f"| `{o.request.label}` | {o.status} | {o.cell_status or '—'} | "
+                         f"{o.seconds:.1f} | {o.peak_rss_mb if o.peak_rss_mb is not None else '—'} |")
+        ran = sum(o.status == "ran" for o in report.outcomes)
+        cached = sum(o.status == "cached" for o in report.outcomes)
+        lines += ["", f"{len(report.outcomes)} runs: {ran} executed, {cached} from the cache, "
+                      f"{len(report.failures)} failed; matrix wall time {report.seconds:.1f} s."]
+    page.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def render_withheld(src: Path, withheld: list[tuple[str, str]]) -> None:
+    lines = ["# Withheld from this publication", "",
+             "This published build leaves out what may not be published yet. A local build "
+             "(`atlas book`) shows everything.", ""]
+    if withheld:
+        lines += ["| withheld | why |", "|---|---|"] + [f"| {w} | {_md_escape(why)} |" for w, why in withheld]
+    else:
+        lines.append("Nothing was withheld.")
+    (src / "book" / "withheld.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def render_toc(src: Path, card_docs: dict[str, list[str]], dropped: set[str], extra_docs: list[str]) -> None:
+    """Rewrite the site's _toc.yml: drop withheld/missing card pages, add run notebooks under their card."""
+    toc = yaml.safe_load((src / "_toc.yml").read_text())
+
+    def walk(entries):
+        keep = []
+        for e in entries:
+            f = e.get("file")
+            if f and (f in dropped or not _doc_exists(src, f)):
+                continue
+            card = Path(f).name if f and f.startswith("book/cards/") else None
+            if card in card_docs and card_docs[card]:
+                e = dict(e)
+                e["sections"] = [{"file": d} for d in card_docs[card]]
+            for k in ("chapters", "sections"):
+                if k in e and not (card in card_docs and k == "sections"):
+                    e[k] = walk(e[k])
+            keep.append(e)
+        return keep
+
+    toc["parts"] = [dict(p, chapters=walk(p.get("chapters", []))) for p in toc.get("parts", [])]
+    toc["parts"] = [p for p in toc["parts"] if p["chapters"]]
+    if extra_docs:
+        toc["parts"].append({"caption": "About this build", "chapters": [{"file": d} for d in extra_docs]})
+    (src / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False), encoding="utf-8")
+
+
+def _doc_exists(src: Path, doc: str) -> bool:
+    return any((src / f"{doc}{ext}").is_file() for ext in (".md", ".ipynb", ".rst"))
+
+
+def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixReport | None = None,
+                cards: list[Card] | None = None) -> tuple[Path, list[tuple[str, str]]]:
+    src = paths.src(publish)
+    _copy_sources(paths, src)
+    cards = cards if cards is not None else available_cards()
+    failed = [f.request for f in (report.failures if report else [])]
+    card_docs, dropped, withheld = {}, set(), []
+    known = {c.name for c in cards}
+    for page in (src / "book" / "cards").glob("*.md"):
+        if page.stem not in known:
+            dropped.add(f"book/cards/{page.stem}")
+    for card in cards:
+        if publish and not card.licence_confirmed:
+            dropped.add(f"book/cards/{card.name}")
+            withheld.append((f"card `{card.name}`: page, runs and result cells",
+                             f"licence unconfirmed. {card.licence_note}"))
+            continue
+        cells = collect_cells(paths, card, publish, failed)
+        if publish:
+            gated = [c for c in results.read_cells(paths.results, card.name)
+                     if c.get("extra", {}).get("gated") or c.get("spec", {}).get("parameters", {}).get("gated")]
+            for c in gated:
+                withheld.append((f"run `{card.name}/{c['version']}/{c['model']}/{c['protocol']}`",
+                                 "computed on gated data (data use agreement): outputs stay local"))
+        card_docs[card.name] = render_card(card, cells, src, failed)
+    render_build_report(src, report)
+    extra = ["book/build_report"]
+    if publish:
+        render_withheld(src, withheld)
+        extra.append("book/withheld")
+    render_toc(src, card_docs, dropped, extra)
+    return src, withheld
+
+
+# -- building ---------------------------------------------------------------------------------------------
+
+def jupyter_book_build(src: Path, out: Path, log=print) -> tuple[int, list[str]]:
+    """``jupyter-book build`` with warnings as errors and --keep-going; returns (exit code, warnings)."""
+    if out.exists():
+        shutil.rmtree(out)
+    exe = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(src), "--path-output", str(out),
+           "-W", "-n", "--keep-going", "--all"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    text = proc.stdout + proc.stderr
+    warnings = [ln for ln in text.splitlines() if re.search(r"WARNING|ERROR", ln)]
+    (out.parent / f"{out.name}-build.log").write_text(text, encoding="utf-8")
+    return proc.returncode, warnings
+
+
+def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool = False, run_runs: bool = True,
+          data_dir=None, requests: list[RunRequest] | None = None, cards: list[Card] | None = None,
+          log=print) -> int:
+    """Run the matrix, render, build. Returns the process exit code (0 only when everything succeeded)."""
+    paths = paths or BuildPaths()
+    report = None
+    if run_runs:
+        reqs = requests if requests is not None else default_requests(cards)
+        report = run_matrix(reqs, paths, data_dir=data_dir, force=force, log=log)
+        print_timing(report, log)
+    src, withheld = render_site(paths, publish=publish, report=report, cards=cards)
+    out = paths.html_out(publish)
+    code, warnings = jupyter_book_build(src, out, log)
+    html_dir = out / "_build" / "html"
+    for w in warnings:
+        log(w)
+    status = 0
+    if code != 0 or warnings:
+        log(f"Jupyter Book build failed ({len(warnings)} warnings/errors; warnings are errors); "
+            f"log: {out.parent / (out.name + '-build.log')}")
+        status = 1
+    if report and report.failures:
+        log(f"{len(report.failures)} run(s) failed and are not rendered as results:")
+        for f in report.failures:
+            log(f"  {f}")
+        status = 1
+    if publish:
+        log(f"publish build: withheld {len(withheld)} item(s): " + "; ".join(w for w, _ in withheld))
+    if status == 0:
+        log(f"book built: {html_dir / 'index.html'}")
+    return status
+
+
+def print_timing(report: MatrixReport, log=print) -> None:
+    log("")
+    log(f"{'run':70s} {'status':8s} {'wall s':>8s} {'peak MiB':>9s}")
+    for o in report.outcomes:
+        peak = f"{o.peak_rss_mb:.0f}" if o.peak_rss_mb else "—"
+        log(f"{o.request.label[:70]:70s} {o.status:8s} {o.seconds:8.1f} {peak:>9s}")
+    log(f"matrix wall time: {report.seconds:.1f} s")

@@ -1,0 +1,128 @@
+"""The ``atlas`` command.
+
+    atlas split --card negex --version atlas-n100-v1         print the split manifest (JSON)
+    atlas run   --card negex --model M --protocol P --version V [--force]
+    atlas book  [--publish] [--force] [--no-run] [--card C ...]
+    atlas list                                               cards, versions, default matrix, profiles
+    atlas score tempeval -r REF -p PRED [--closure]          official Clinical TempEval scores as JSON
+
+Every command takes ``--data-dir`` (default ``$ATLAS_DATA_DIR``; else the sha256-verified download cache).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from . import runner
+from .cards import CARD_MODULES, available_cards, get_card
+
+
+def _add_data_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", default=None,
+                   help="local data directory holding the pinned files (default: $ATLAS_DATA_DIR, else the "
+                        "download cache)")
+
+
+def cmd_split(args) -> int:
+    card = get_card(args.card)
+    if args.version not in card.versions:
+        print(f"atlas split: card {card.name} has no version {args.version!r}; expected one of "
+              f"{', '.join(card.versions)}", file=sys.stderr)
+        return 2
+    mod = importlib.import_module(CARD_MODULES[card.name])
+    items = mod.load_items(args.data_dir)
+    print(mod.split(items, args.version).to_json())
+    return 0
+
+
+def cmd_run(args) -> int:
+    req = runner.RunRequest(args.card, args.version, args.model, args.protocol)
+    try:
+        out = runner.run(req, data_dir=args.data_dir, force=args.force)
+    except runner.RunFailed as exc:
+        print(f"atlas run: {exc}", file=sys.stderr)
+        return 1
+    except (runner.NotebookError, ValueError, KeyError) as exc:
+        print(f"atlas run: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"run": req.label, "status": out.status, "result": out.cell_status,
+                      "notebook": out.notebook, "result_cell": out.result, "seconds": out.seconds}, indent=1))
+    return 0
+
+
+def cmd_book(args) -> int:
+    from . import book
+
+    cards = [get_card(c) for c in args.card] if args.card else None
+    return book.build(publish=args.publish, force=args.force, run_runs=not args.no_run, data_dir=args.data_dir,
+                      cards=cards)
+
+
+def cmd_list(args) -> int:
+    from .models import load_profiles
+
+    for card in available_cards():
+        print(f"{card.name}: {card.title}")
+        print(f"  versions: {', '.join(card.versions)}; protocols: {', '.join(card.protocols)}"
+              + ("" if card.licence_confirmed else "; licence unconfirmed (local only)"))
+        for v, m, p in card.default_matrix:
+            print(f"  default run: {v} / {m} / {p}")
+    print("profiles:")
+    for name, prof in load_profiles().items():
+        print(f"  {name}: {prof.source}, capabilities {', '.join(prof.capabilities)}")
+    return 0
+
+
+def cmd_score(args) -> int:
+    if args.task != "tempeval":
+        print(f"atlas score: unknown task {args.task!r}; expected tempeval", file=sys.stderr)
+        return 2
+    from .cards.tempeval import scoring
+
+    return scoring.main(args.rest)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="atlas", description="Clinical NLP Evaluation Atlas")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("split", help="print a split manifest as JSON")
+    p.add_argument("--card", required=True)
+    p.add_argument("--version", required=True)
+    _add_data_dir(p)
+    p.set_defaults(func=cmd_split)
+
+    p = sub.add_parser("run", help="execute a card notebook for one model/protocol/version")
+    p.add_argument("--card", required=True)
+    p.add_argument("--model", required=True, help="profile name, hub id or local model directory")
+    p.add_argument("--protocol", required=True)
+    p.add_argument("--version", required=True)
+    p.add_argument("--force", action="store_true", help="ignore the run cache")
+    _add_data_dir(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("book", help="run the default matrix and build the HTML book")
+    p.add_argument("--publish", action="store_true",
+                   help="the site meant for upload: leaves out unlicensed cards and gated data")
+    p.add_argument("--force", action="store_true", help="ignore the run cache")
+    p.add_argument("--no-run", action="store_true", help="render existing result cells only")
+    p.add_argument("--card", action="append", help="limit to these cards (repeatable)")
+    _add_data_dir(p)
+    p.set_defaults(func=cmd_book)
+
+    p = sub.add_parser("list", help="cards, versions, default runs and model profiles")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("score", help="score predictions with a card's official scorer")
+    p.add_argument("task")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_score)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
