@@ -8,3 +8,8 @@ from .corpus import (ABSTENTION, ADMISSIBLE_LABELS, FINDINGS, LABELS, PATTERNS, 
                      case_set_sha256, default_nli_negation_cases, load_nli_negation_cases, validate_cases)
 from .errors import (FalseEntailmentGateError, NliNegationError, NliNegationGateError, NliNegationInputError,
                      NliNegationPredictorError)
+from .predictors import (ALWAYS_ABSTAIN, ALWAYS_ENTAILMENT, CONTEXT_PREDICTOR, HUB_NLI_PROFILE, OFFLINE_PREDICTORS,
+                         SIMILARITY_PREDICTOR, ContextRulePredictor, EmbeddingSimilarityPredictor,
+                         NliAdapterPredictor, always_abstain, always_entailment, build_predictor)
+from .card import (CARD, METRICS, PROTOCOL, NliNegationRun, audit_table, depth_table, example_cases,
+                   false_entailment_cases, gate_table, pattern_frame, plot_pattern_rates, run_card)

@@ -1,0 +1,299 @@
+"""Predictors shown in the NLI negation card's book.
+
+Every predictor follows the challenge's contract: calling it on ``(premise, hypothesis)`` returns
+``"entailment"``, ``"neutral"``, ``"contradiction"`` or ``None`` (abstention); those that are
+faster in bulk also have ``predict_batch(premises, hypotheses)``, which the challenge uses.
+
+- :class:`ContextRulePredictor` (``medspacy-context-nli``): medspaCy ConText rules, no learning.
+- :class:`EmbeddingSimilarityPredictor` (``minilm-similarity``): cosine of pooled sentence
+  embeddings (all-MiniLM-L6-v2), entailment above a threshold, else neutral — deliberately naive:
+  it never says contradiction, and negation barely moves a sentence embedding.
+- :class:`NliAdapterPredictor`: any ``predict.nli`` adapter of :mod:`atlaslib.models` (a Hugging Face
+  sequence-pair NLI head such as ``cross-encoder/nli-deberta-v3-xsmall``).
+- :func:`always_entailment`, :func:`always_abstain`: the two trivial rows that show each gate at
+  work (the first fails the safety ceiling, the second the accuracy floor).
+
+:func:`build_predictor` maps a matrix model name to one of these.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .corpus import FINDINGS
+from .errors import NliNegationInputError
+
+CONTEXT_PREDICTOR = "medspacy-context-nli"
+SIMILARITY_PREDICTOR = "minilm-similarity"
+ALWAYS_ENTAILMENT = "always-entailment"
+ALWAYS_ABSTAIN = "always-abstain"
+HUB_NLI_PROFILE = "cross-encoder/nli-deberta-v3-xsmall"
+SIMILARITY_PROFILE = "all-minilm-l6-v2"
+OFFLINE_PREDICTORS = (CONTEXT_PREDICTOR, SIMILARITY_PREDICTOR, ALWAYS_ENTAILMENT, ALWAYS_ABSTAIN)
+
+
+def always_entailment(premise: str, hypothesis: str) -> str:
+    """Says entailment to everything: fails the false-entailment ceiling on any case set that has a
+    contradiction or neutral case."""
+    return "entailment"
+
+
+def always_abstain(premise: str, hypothesis: str) -> None:
+    """Abstains on everything: never a false entailment, accuracy 0 — fails the accuracy floor."""
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# medspaCy ConText rule predictor
+
+
+class ContextRulePredictor:
+    """NLI by ConText assertion status of the finding the hypothesis names.
+
+    Pipeline: spaCy blank English with medspaCy's tokenizer, spaCy's rule sentencizer, a
+    ``TargetMatcher`` holding the finding lexicon (default: the corpus's :data:`FINDINGS`; the rule
+    system has to be told what a finding is), ConText with medspaCy's default rules, and the
+    sectionizer with its default rules. The same pipeline reads premise and hypothesis.
+
+    Decision, for the first finding mention in the hypothesis (its polarity: negated by ConText or
+    not; its section: the hypothesis's section header, if it has one):
+
+    1. no finding in the hypothesis → ``None`` (abstain: the rule has nothing to judge);
+    2. the premise's mentions of the same finding, restricted to that section when the hypothesis
+       names one; none → ``neutral`` (not mentioned);
+    3. the mentions disagree (some negated, some not) → ``neutral``;
+    4. premise polarity equals hypothesis polarity → ``entailment``, otherwise ``contradiction``.
+
+    It inherits ConText's blind spots on purpose (they are what the card measures): e.g. "was
+    negative for x" is not negated by the default rules (medspaCy issue #232), a backward negation
+    such as "x is not present" is missed, and stacked negations are read as one.
+    """
+
+    name = CONTEXT_PREDICTOR
+
+    def __init__(self, findings: Sequence[str] = FINDINGS):
+        if isinstance(findings, str) or not findings or not all(isinstance(f, str) and f.strip()
+                                                                 for f in findings):
+            raise NliNegationInputError("ContextRulePredictor: findings must be a non-empty list of strings")
+        self.findings = tuple(dict.fromkeys(f.strip().lower() for f in findings))
+        self._nlp = None
+
+    @property
+    def nlp(self):
+        if self._nlp is None:
+            import medspacy
+            from medspacy.ner import TargetRule
+
+            nlp = medspacy.load(medspacy_enable=["medspacy_tokenizer", "medspacy_target_matcher",
+                                                 "medspacy_context", "medspacy_sectionizer"])
+            nlp.add_pipe("sentencizer", first=True)
+            nlp.get_pipe("medspacy_target_matcher").add([TargetRule(f, "FINDING") for f in self.findings])
+            self._nlp = nlp
+        return self._nlp
+
+    @property
+    def info(self) -> dict:
+        from importlib import metadata
+
+        return {"profile": self.name, "source": "builtin", "capability": "predict.nli",
+                "adapter": f"{__name__}.ContextRulePredictor",
+                "revision": f"medspacy=={metadata.version('medspacy')}; spacy=={metadata.version('spacy')}",
+                "findings": list(self.findings), "context_rules": "medspaCy default",
+                "section_rules": "medspaCy default"}
+
+    @staticmethod
+    def _decide(pdoc, hdoc) -> str | None:
+        hents = list(hdoc.ents)
+        if not hents:
+            return None
+        h = hents[0]
+        finding = h.text.lower()
+        hsec = h._.section_category
+        mentions = [e for e in pdoc.ents
+                    if e.text.lower() == finding and (hsec is None or e._.section_category == hsec)]
+        if not mentions:
+            return "neutral"
+        polarity = {bool(e._.is_negated) for e in mentions}
+        if len(polarity) > 1:
+            return "neutral"
+        return "entailment" if polarity.pop() == bool(h._.is_negated) else "contradiction"
+
+    def predict_batch(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[str | None]:
+        premises, hypotheses = list(premises), list(hypotheses)
+        if len(premises) != len(hypotheses):
+            raise NliNegationInputError(
+                f"ContextRulePredictor: {len(premises)} premises but {len(hypotheses)} hypotheses")
+        pdocs = list(self.nlp.pipe(premises))
+        hdocs = list(self.nlp.pipe(hypotheses))
+        return [self._decide(p, h) for p, h in zip(pdocs, hdocs)]
+
+    def __call__(self, premise: str, hypothesis: str) -> str | None:
+        return self.predict_batch([premise], [hypothesis])[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding-similarity predictor
+
+#: Findings used only to calibrate the similarity threshold; disjoint from :data:`FINDINGS`.
+CALIBRATION_FINDINGS = ("fatigue", "back pain", "wheezing", "vomiting", "palpitations", "sore throat",
+                        "joint pain", "night sweats")
+#: Same-finding paraphrase pairs and different-finding pairs, all affirmative (no negation at all).
+_PARAPHRASES = (("The patient has {f}.", "The patient is experiencing {f}."),
+                ("The patient presents with {f}.", "{F} was noted in the patient."))
+_DIFFERENT = (("The patient has {f}.", "The patient has {g}."),
+              ("The patient presents with {f}.", "{G} was noted in the patient."))
+
+
+def calibration_pairs() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(same-finding paraphrase pairs, different-finding pairs) over :data:`CALIBRATION_FINDINGS`;
+    the g of each pair is the next calibration finding."""
+    same, diff = [], []
+    n = len(CALIBRATION_FINDINGS)
+    for i, f in enumerate(CALIBRATION_FINDINGS):
+        g = CALIBRATION_FINDINGS[(i + 1) % n]
+        kw = dict(f=f, F=f[0].upper() + f[1:], g=g, G=g[0].upper() + g[1:])
+        same += [(a.format(**kw), b.format(**kw)) for a, b in _PARAPHRASES]
+        diff += [(a.format(**kw), b.format(**kw)) for a, b in _DIFFERENT]
+    return same, diff
+
+
+def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of two (n, d) arrays (a zero row gives 0)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    na = np.linalg.norm(a, axis=1)
+    nb = np.linalg.norm(b, axis=1)
+    den = na * nb
+    return np.where(den > 0, (a * b).sum(1) / np.where(den > 0, den, 1.0), 0.0)
+
+
+class EmbeddingSimilarityPredictor:
+    """Entailment when cos(embed(premise), embed(hypothesis)) > threshold, else neutral.
+
+    ``adapter`` is an ``embed.text.pooled`` adapter (``embed(texts, batch_size=...) -> (n, d)``).
+    Threshold rule when none is given (:meth:`calibrate`): the midpoint between the mean cosine of
+    same-finding paraphrase pairs and the mean cosine of different-finding pairs, both built from
+    :data:`CALIBRATION_FINDINGS`, which share no finding with the challenge corpus. No challenge
+    case, and no gold label, enters the threshold. The predictor is negation-blind by design: the
+    naive "similar means entailed" reading the challenge exists to catch.
+    """
+
+    name = SIMILARITY_PREDICTOR
+
+    def __init__(self, adapter, threshold: float | None = None, batch_size: int = 32):
+        if not callable(getattr(adapter, "embed", None)):
+            raise NliNegationInputError("EmbeddingSimilarityPredictor: adapter must have embed(texts)")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise NliNegationInputError("EmbeddingSimilarityPredictor: batch_size must be a positive integer")
+        self.adapter = adapter
+        self.batch_size = batch_size
+        self.calibration: dict | None = None
+        if threshold is None:
+            threshold = self.calibrate()
+        elif isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
+                or not -1.0 <= float(threshold) <= 1.0:
+            raise NliNegationInputError("EmbeddingSimilarityPredictor: threshold must be a number in [-1, 1]")
+        self.threshold = float(threshold)
+
+    def similarities(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
+        premises, hypotheses = list(premises), list(hypotheses)
+        if len(premises) != len(hypotheses):
+            raise NliNegationInputError(
+                f"EmbeddingSimilarityPredictor: {len(premises)} premises but {len(hypotheses)} hypotheses")
+        if not premises:
+            return np.zeros(0)
+        emb = np.asarray(self.adapter.embed(premises + hypotheses, batch_size=self.batch_size))
+        if emb.ndim != 2 or emb.shape[0] != 2 * len(premises):
+            raise NliNegationInputError("EmbeddingSimilarityPredictor: the adapter returned a wrongly shaped array")
+        return cosine_rows(emb[:len(premises)], emb[len(premises):])
+
+    def calibrate(self) -> float:
+        same, diff = calibration_pairs()
+        s_same = self.similarities([a for a, _ in same], [b for _, b in same])
+        s_diff = self.similarities([a for a, _ in diff], [b for _, b in diff])
+        m_same, m_diff = float(s_same.mean()), float(s_diff.mean())
+        self.calibration = {"rule": "midpoint of mean cosine: same-finding paraphrases vs different findings",
+                            "findings": list(CALIBRATION_FINDINGS), "n_same": len(same), "n_diff": len(diff),
+                            "mean_cos_same": m_same, "mean_cos_diff": m_diff}
+        return (m_same + m_diff) / 2
+
+    @property
+    def info(self) -> dict:
+        base = dict(getattr(self.adapter, "info", {}) or {})
+        return {**base, "predictor": self.name, "adapter": f"{__name__}.EmbeddingSimilarityPredictor",
+                "embedding_capability": "embed.text.pooled", "threshold": self.threshold,
+                "calibration": self.calibration}
+
+    def predict_batch(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[str]:
+        sims = self.similarities(premises, hypotheses)
+        return ["entailment" if s > self.threshold else "neutral" for s in sims]
+
+    def __call__(self, premise: str, hypothesis: str) -> str:
+        return self.predict_batch([premise], [hypothesis])[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# predict.nli adapters
+
+
+class NliAdapterPredictor:
+    """Wraps a ``predict.nli`` adapter (``predict_nli(premises, hypotheses) -> labels``)."""
+
+    def __init__(self, adapter, name: str | None = None):
+        if not callable(getattr(adapter, "predict_nli", None)):
+            raise NliNegationInputError("NliAdapterPredictor: adapter must have predict_nli(premises, hypotheses)")
+        self.adapter = adapter
+        self.name = name or (getattr(adapter, "info", {}) or {}).get("profile", "predict.nli")
+
+    @property
+    def info(self) -> dict:
+        return dict(getattr(self.adapter, "info", {}) or {})
+
+    def predict_batch(self, premises, hypotheses) -> list[str]:
+        return list(self.adapter.predict_nli(list(premises), list(hypotheses)))
+
+    def __call__(self, premise: str, hypothesis: str) -> str:
+        return self.predict_batch([premise], [hypothesis])[0]
+
+
+class _Trivial:
+    def __init__(self, name, fn):
+        self.name, self._fn = name, fn
+
+    @property
+    def info(self) -> dict:
+        return {"profile": self.name, "source": "builtin", "capability": "predict.nli",
+                "adapter": f"{__name__}.{self._fn.__name__}"}
+
+    def __call__(self, premise, hypothesis):
+        return self._fn(premise, hypothesis)
+
+
+def build_predictor(model: str, **options):
+    """The predictor for a matrix model name.
+
+    ``medspacy-context-nli``, ``minilm-similarity`` (``all-minilm-l6-v2`` through
+    ``load_adapter(..., "embed.text.pooled")``; ``threshold=`` and ``profile=`` may override),
+    ``always-entailment``, ``always-abstain``; any other name is a model for
+    ``load_adapter(name, "predict.nli")`` (registry name, local directory or hub id), whose
+    ``CapabilityMissing`` / ``WeightsUnavailable`` propagate to the caller. Every returned object
+    has ``.name`` and ``.info``.
+    """
+    if not isinstance(model, str) or not model.strip():
+        raise NliNegationInputError("parameter model must be a non-empty string")
+    if model == ALWAYS_ENTAILMENT:
+        return _Trivial(model, always_entailment)
+    if model == ALWAYS_ABSTAIN:
+        return _Trivial(model, always_abstain)
+    if model == CONTEXT_PREDICTOR:
+        return ContextRulePredictor(**options)
+    from atlaslib.models import load_adapter
+
+    if model == SIMILARITY_PREDICTOR:
+        profile = options.pop("profile", SIMILARITY_PROFILE)
+        threshold = options.pop("threshold", None)
+        adapter = load_adapter(profile, "embed.text.pooled", progress=False, **options)
+        return EmbeddingSimilarityPredictor(adapter, threshold=threshold)
+    adapter = load_adapter(model, "predict.nli", progress=False, **options)
+    return NliAdapterPredictor(adapter, name=model)
