@@ -122,7 +122,8 @@ def parse_ann(text: str, source: str = "<ann>", txt: str | None = None) -> tuple
     """T-lines of one ``.ann`` file → (continuous entities, discontinuous ones as dicts).
 
     Other annotation lines (E, R, A, *, #, ...) are ignored. When ``txt`` is given, each entity's
-    text must equal ``txt[start:end]``. Raises :class:`MaccrobatFormatError` naming ``source`` and the
+    text must equal ``txt[start:end]`` (a line break inside the span may
+    appear as a space). Raises :class:`MaccrobatFormatError` naming ``source`` and the
     line for a malformed T-line."""
     ents, disc = [], []
     for lineno, line in enumerate(text.split("\n"), 1):
@@ -149,7 +150,7 @@ def parse_ann(text: str, source: str = "<ann>", txt: str | None = None) -> tuple
             if end > len(txt):
                 raise MaccrobatFormatError(f"{source} line {lineno}: end offset {end} beyond the text "
                                            f"({len(txt)} characters)")
-            if txt[start:end] != span_text:
+            if txt[start:end] != span_text and txt[start:end].replace("\n", " ") != span_text:
                 raise MaccrobatFormatError(f"{source} line {lineno}: span text {span_text!r} differs from the "
                                            f"text at {start}-{end}: {txt[start:end]!r}")
         ents.append(Entity(tid, typ, start, end, span_text, lineno, len(ents) + len(disc)))
@@ -488,7 +489,9 @@ def overlap_of(model: str, info: dict | None = None) -> list:
     prof = profile_info(model)
     trained = list(prof.get("trained_on") or [])
     if info:
-        trained += list(info.get("trained_on") or (info.get("profile") or {}).get("trained_on") or [])
+        trained += list(info.get("trained_on") or [])
+        if isinstance(info.get("profile"), dict):
+            trained += list(info["profile"].get("trained_on") or [])
     return ["maccrobat"] if any(str(t).lower().startswith("maccrobat") for t in trained) else []
 
 

@@ -1,0 +1,243 @@
+"""MACCROBAT card: brat conversion (hand-made snippets and the real 200 reports), words, IOB2, split,
+protocol orchestration and result cells."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from seqeval.metrics import f1_score
+
+from atlaslib import results
+from atlaslib.cards import maccrobat as mc
+from atlaslib.metrics.spans import mentions
+from atlaslib.splits import SplitManifest, group_disjoint_check, seed_hash
+
+
+# ------------------------------------------------------------------------------- hand-made brat
+TXT = "Severe abdominal pain.\n\nCT-guided biopsy was painless.\nNo fever\n"
+#      0123456789012345678901 2 3456789012345678901234567890123 456789012
+# line 0: 0-22 "Severe abdominal pain." ; line 1 empty (23) ; line 2: 24-54 ; line 3: 55-63
+ANN = "\n".join([
+    "T1\tSeverity 0 6\tSevere",
+    "T2\tBiological_structure 7 16\tabdominal",
+    "E1\tSign_symptom:T3 ",
+    "T3\tSign_symptom 7 21\tabdominal pain",       # overlaps T2, starts at the same offset, later in file
+    "T4\tSign_symptom 17 21\tpain",                 # inside T3
+    "T5\tDiagnostic_procedure 24 26\tCT",
+    "T6\tTherapeutic_procedure 34 40\tbiopsy",
+    "T7\tSign_symptom 45 49\tpain",                 # cuts the word 'painless'
+    "T8\tDisease_disorder 0 6;17 21\tSevere pain",  # discontinuous: dropped
+    "T9\tSign_symptom 58 63\tfever",
+    "R1\tMODIFY Arg1:T2 Arg2:E1\t",
+    "A1\tPolarity E1 NEG",
+    "#1\tAnnotatorNotes T1\tnote",
+    "",
+])
+
+
+def test_parse_ann_drops_discontinuous_and_ignores_other_lines():
+    ents, disc = mc.parse_ann(ANN, "x.ann", TXT)
+    assert [e.tid for e in ents] == ["T1", "T2", "T3", "T4", "T5", "T6", "T7", "T9"]
+    assert [d["tid"] for d in disc] == ["T8"]
+    assert ents[2].line == 4 and ents[2].order == 2
+
+
+def test_parse_ann_errors_name_file_and_line():
+    with pytest.raises(mc.MaccrobatFormatError, match=r"x\.ann line 2: offsets 'a 5'"):
+        mc.parse_ann("T1\tAge 0 1\tS\nT2\tAge a 5\tx", "x.ann")
+    with pytest.raises(mc.MaccrobatFormatError, match=r"x\.ann line 1: span text 'Savere' differs"):
+        mc.parse_ann("T1\tSeverity 0 6\tSavere", "x.ann", TXT)
+    with pytest.raises(mc.MaccrobatFormatError, match=r"x\.ann line 1: expected"):
+        mc.parse_ann("T1 Severity 0 6 Severe", "x.ann")
+
+
+def test_overlap_rule_keeps_earliest_start_ties_in_file_order():
+    ents, _ = mc.parse_ann(ANN, "x.ann", TXT)
+    kept = [e.tid for e in mc.remove_overlaps(ents)]
+    # T2 (anatomy) and T3 start together: T2 comes first in the file and wins, T3 overlaps it and is
+    # dropped; T4 'pain' starts after T2 ends and stays (MACCROBAT's anatomy + 'pain' split)
+    assert kept == ["T1", "T2", "T4", "T5", "T6", "T7", "T9"]
+    # ties are by file order, not by T-number
+    swapped = "\n".join(["T3\tSign_symptom 7 21\tabdominal pain", "T2\tBiological_structure 7 16\tabdominal"])
+    assert [e.tid for e in mc.remove_overlaps(mc.parse_ann(swapped, "y.ann", TXT)[0])] == ["T3"]
+    # adjacent (end == start) entities do not overlap
+    adj = "T1\tSign_symptom 0 2\tSe\nT2\tSign_symptom 2 6\tvere"
+    assert [e.tid for e in mc.remove_overlaps(mc.parse_ann(adj, "z.ann", TXT)[0])] == ["T1", "T2"]
+
+
+def test_words_cut_at_runs_punctuation_and_mention_boundaries():
+    text = "CT-guided biopsy (2x), painless"
+    words = [text[a:b] for a, b in mc.words_of(text)]
+    assert words == ["CT", "-", "guided", "biopsy", "(", "2x", ")", ",", "painless"]
+    k = text.index("painless")
+    words = [text[a:b] for a, b in mc.words_of(text, [k, k + 4])]
+    assert words[-2:] == ["pain", "less"]
+    odd = "a_b–c  d"
+    assert [odd[a:b] for a, b in mc.words_of(odd)] == ["a", "_", "b", "–", "c", "d"]
+
+
+def test_convert_document_sentences_ids_words_and_iob2():
+    sents, ents = mc.convert_document("123", 7, TXT, ANN)
+    assert [s["item_id"] for s in sents] == ["maccrobat-d007-s000", "maccrobat-d007-s001", "maccrobat-d007-s002"]
+    assert [s["text"] for s in sents] == ["Severe abdominal pain.", "CT-guided biopsy was painless.", "No fever"]
+    assert [s["offset"] for s in sents] == [0, 24, 55]
+    s0, s1, s2 = sents
+    # T3 'abdominal pain' lost to the anatomy entity T2 (unmapped -> O); only 'pain' (T4) is a problem
+    assert s0["words"] == ["Severe", "abdominal", "pain", "."]
+    assert s0["tags"] == ["O", "O", "B-problem", "O"]
+    assert s1["words"] == ["CT", "-", "guided", "biopsy", "was", "pain", "less", "."]
+    assert s1["tags"] == ["B-test", "O", "O", "B-treatment", "O", "B-problem", "O", "O"]
+    assert s1["mentions"] == [("test", 0, 0), ("treatment", 3, 3), ("problem", 5, 5)]
+    assert s2["tags"] == ["O", "B-problem"]
+    f = pd.DataFrame(ents)
+    assert f.set_index("tid").loc["T8", "discontinuous"]
+    assert list(f[f.kept].tid) == ["T1", "T2", "T4", "T5", "T6", "T7", "T9"]
+    assert f.set_index("tid").loc["T7", "sentence"] == 1
+
+
+def test_multiword_mention_iob2_and_crossing_line_is_an_error():
+    txt = "urine analysis normal\n"
+    sents, _ = mc.convert_document("1", 0, txt, "T1\tDiagnostic_procedure 0 14\turine analysis")
+    assert sents[0]["tags"] == ["B-test", "I-test", "O"]
+    with pytest.raises(mc.MaccrobatFormatError, match="line 1: mention T1 .* crosses a sentence"):
+        mc.convert_document("1", 0, "ab\ncd\n", "T1\tSign_symptom 0 5\tab cd")
+
+
+# ------------------------------------------------------------------------------- the real data
+@pytest.fixture(scope="module")
+def corpus(data_dir):
+    return mc.load_corpus(data_dir)
+
+
+@pytest.fixture(scope="module")
+def manifest(corpus):
+    return mc.split(corpus.items, "atlas-n100-v1")
+
+
+def test_pinned_files():
+    assert len(mc.FILES) == 400 and len(mc.PMIDS) == 200
+    assert mc.SHA256SUMS_DIGEST == "ec6efc081d435abe9d06144dcf987b7af31bedc0e8c898de76e6744d2950331a"
+    f = next(f for f in mc.FILES if f.name.endswith("15939911.txt"))
+    assert f.sha256 == "117f9cba85ff7a90129c2245436058823247556b67e435417d66ea65f83133cb"
+    assert f.url == ("https://raw.githubusercontent.com/Saieiei/NLP/f2b522984cc621d5c7e00fbce02ddeee2a5b8077/"
+                     "MACCROBAT2020/15939911.txt")
+
+
+def test_real_counts_reproduce_the_reference(corpus):
+    items = corpus.items
+    assert len(items) == 4541
+    assert items["item_id"].is_unique and items["document"].nunique() == 200
+    counts = {t: sum(1 for ms in items["mentions"] for m in ms if m[0] == t) for t in mc.TYPES}
+    assert counts == {"problem": 4656, "treatment": 2098, "test": 4574}
+    a = mc.audit(corpus)
+    assert a["summary"]["match"].all()
+    g = a["groups"]
+    assert list(g["before_overlap_rule"]) == [4738, 2116, 4587]      # PROVENANCE raw counts
+    assert list(g["discontinuous_dropped"]) == [6, 0, 11]
+    assert set(items["tags"].explode().dropna()) == set(mc.TAGS)
+    # tags and mentions agree everywhere
+    assert all(mentions(t) == m for t, m in zip(items["tags"], items["mentions"]))
+
+
+def test_item_id_convention_and_card_examples(corpus):
+    idx = corpus.items.set_index("item_id")
+    assert idx.loc["maccrobat-d002-s005", "text"].startswith("One month earlier he had undergone a laparotomy")
+    assert idx.loc["maccrobat-d000-s005", "text"].startswith("The anterior tricuspid valve leaflet")
+    assert idx.loc["maccrobat-d000-s000", "document"] == mc.PMIDS[0] == "15939911"
+
+    def shown(iid):
+        w = idx.loc[iid, "words"]
+        return [(t, " ".join(w[a:b + 1])) for t, a, b in idx.loc[iid, "mentions"]]
+
+    assert shown("maccrobat-d002-s005") == [("treatment", "laparotomy"), ("problem", "fistula"),
+                                            ("treatment", "ileostomy"), ("problem", "pain")]
+    assert shown("maccrobat-d002-s016") == [("test", "Urea"), ("test", "electrolytes"), ("test", "complement"),
+                                            ("test", "urine analysis"), ("test", "microscopy")]
+    assert shown("maccrobat-d000-s005") == [("problem", "elongated"), ("problem", "rudimentary")]
+
+
+def test_split_invariants(corpus, manifest):
+    items = corpus.items
+    assert len(manifest.test) == 100 and len(manifest.train) == 500
+    assert len(manifest.excluded) == len(items) - 600
+    assert not group_disjoint_check(items, manifest.train, manifest.test, "document")
+    assert all(i.startswith("maccrobat-d") for i in manifest.train + manifest.test)
+    key = {i: seed_hash(mc.SEED, i) for i in items["item_id"]}
+    # test = the 100 smallest keys over all sentences
+    assert max(key[i] for i in manifest.test) < min(key[i] for i in items["item_id"] if i not in manifest.test)
+    # train = the 500 smallest keys among sentences of reports without a test sentence
+    doc = items.set_index("item_id")["document"]
+    test_docs = set(doc.loc[manifest.test])
+    pool = [i for i in items["item_id"] if doc[i] not in test_docs]
+    rest = [i for i in pool if i not in set(manifest.train)]
+    assert max(key[i] for i in manifest.train) < min(key[i] for i in rest)
+    assert mc.split(items, "atlas-n100-v1").hash == manifest.hash
+    s = mc.split_summary(items, manifest)
+    assert s.attrs["reports_on_both_sides"] == 0
+    assert s.loc["test", "sentences"] == 100 and s.loc["train", "sentences"] == 500
+    with pytest.raises(ValueError, match="unknown split version 'atlas-full-v9'"):
+        mc.split(items, "atlas-full-v9")
+
+
+def test_memorize_run_and_cell(corpus, manifest):
+    out = mc.run_protocol(corpus.items, manifest, "memorize", "zero_shot", n_resamples=200)
+    assert out.status == "ok" and len(out.pred) == 100
+    # the card's scorer equals seqeval on the run's own tag sequences
+    assert out.scores["f1"]["value"] == pytest.approx(f1_score(out.gold, out.pred))
+    assert out.scores["macro_f1"]["value"] == pytest.approx(f1_score(out.gold, out.pred, average="macro"))
+    for k in ("f1", "precision", "recall", "macro_f1"):
+        assert out.scores[k]["ci_low"] <= out.scores[k]["value"] <= out.scores[k]["ci_high"]
+    cell = mc.build_cell(out, manifest, corpus.items)
+    assert set(cell["metrics"]) == {"entity_f1_zero_shot", "entity_precision_zero_shot",
+                                    "entity_recall_zero_shot", "entity_macro_f1_zero_shot"}
+    assert cell["split"]["hash"] == manifest.hash and cell["overlap"] == []
+    assert set(cell["extra"]["per_type"]) == set(mc.TYPES)
+    json.dumps(cell)
+    with pytest.raises(ValueError, match="zero_shot slot only"):
+        mc.run_protocol(corpus.items, manifest, "memorize", "probe")
+
+
+def test_hub_model_without_weights_is_not_run_with_overlap_marker(corpus, manifest, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = mc.run_protocol(corpus.items, manifest, "d4data/biomedical-ner-all", "zero_shot")
+    assert (out.status, out.reason) == ("not_run", "weights unavailable")
+    assert out.overlap == ["maccrobat"]
+    cell = mc.build_cell(out, manifest, corpus.items)
+    assert cell["status"] == "not_run" and cell["overlap"] == ["maccrobat"]
+    assert {m["reason"] for m in cell["metrics"].values()} == {"not run: weights unavailable"}
+    assert len(cell["metrics"]) == 4
+
+
+def small_manifest(items, n_train=12, n_test=6):
+    ids = items["item_id"].tolist()
+    test = [i for i in ids if i.startswith("maccrobat-d000-")][:n_test]
+    train = [i for i in ids if i.startswith("maccrobat-d001-")][:n_train]
+    return SplitManifest(card="maccrobat", version="atlas-n100-v1", seed=mc.SEED, train=train, test=test)
+
+
+def test_real_adapters_on_tiny_models(corpus, tmp_path):
+    from tests.tiny_models import MACCROBAT_LABELS, tiny_encoder, tiny_token_classifier
+
+    items = corpus.items
+    m = small_manifest(items)
+    ner = mc.run_protocol(items, m, str(tiny_token_classifier(tmp_path, MACCROBAT_LABELS)), "zero_shot",
+                          n_resamples=50)
+    assert ner.status == "ok" and len(ner.pred) == 6
+    assert all(set(p) <= set(mc.TAGS) for p in ner.pred)
+    assert ner.scores["f1"]["value"] == pytest.approx(f1_score(ner.gold, ner.pred))
+    probe = mc.run_protocol(items, m, str(tiny_encoder(tmp_path)), "probe", n_resamples=50)
+    assert probe.status == "ok" and probe.details["n_train_words"] == sum(
+        len(w) for w in items.set_index("item_id").loc[m.train, "words"])
+    cell = mc.build_cell(probe, m, items)
+    assert set(cell["metrics"]) == {f"{b}_probe" for b in mc.METRIC_BASES}
+    assert cell["spec"]["capability"] == "embed.text.tokens"
+
+
+def test_card_definition():
+    c = mc.CARD
+    assert c.name == "maccrobat" and c.versions == ("atlas-n100-v1",)
+    assert c.metrics == ("entity_f1", "entity_precision", "entity_recall", "entity_macro_f1")
+    assert ("atlas-n100-v1", "memorize", "zero_shot") in c.default_matrix
+    assert c.notebook == "notebooks/maccrobat.md"
+    assert results.metric(0.5, 0.4, 0.6)["value"] == 0.5
