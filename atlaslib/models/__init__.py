@@ -145,11 +145,18 @@ def _validate(name: str, entry: Any, where: str) -> Profile:
 
 def load_profiles(path: str | os.PathLike | None = None) -> dict[str, Profile]:
     """All registry profiles from ``profiles.yml`` (validated: unknown keys or capabilities raise)."""
-    return {k: Profile(**v.to_dict()) for k, v in _load_profiles_cached(str(path or PROFILES_FILE)).items()}
+    p = str(path or PROFILES_FILE)
+    try:
+        st = os.stat(p)
+        stamp = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = None
+    return {k: Profile(**v.to_dict()) for k, v in _load_profiles_cached(p, stamp).items()}
 
 
-@lru_cache(maxsize=8)
-def _load_profiles_cached(path: str) -> dict[str, Profile]:
+@lru_cache(maxsize=16)
+def _load_profiles_cached(path: str, stamp) -> dict[str, Profile]:
+    """Parsed registry, cached per (path, mtime, size): an edited file is read again."""
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -178,7 +178,7 @@ class _SequenceClassifier(_HFAdapter):
         if n == 0:
             return np.zeros((0, len(self.label_of)), dtype=np.float32)
         args = (first,) if second is None else (first, second)
-        full = self.tokenizer(*args, truncation=False)["input_ids"]
+        full = self.tokenizer(*args, truncation=False, verbose=False)["input_ids"]
         lengths = [min(len(x), self.max_length) for x in full]
         self.stats["n_truncated"] = self.stats.get("n_truncated", 0) + sum(len(x) > self.max_length for x in full)
         out = np.zeros((n, self.model.config.num_labels), dtype=np.float32)
@@ -355,7 +355,7 @@ class PooledEmbedder(_HFAdapter):
         out = np.zeros((len(texts), d), dtype=np.float32)
         if not texts:
             return out
-        full = self.tokenizer(texts, truncation=False)["input_ids"]
+        full = self.tokenizer(texts, truncation=False, verbose=False)["input_ids"]
         lengths = [min(len(x), self.max_length) for x in full]
         self.stats["n_truncated"] = self.stats.get("n_truncated", 0) + sum(len(x) > self.max_length for x in full)
         saved, self.batch_size = self.batch_size, bs
@@ -403,7 +403,8 @@ class _WordAdapter(_HFAdapter):
         tok = self.tokenizer
         budget = self.max_length - tok.num_special_tokens_to_add(pair=False)
         nonempty = [i for i, s in enumerate(sentences) if s]
-        enc = tok([sentences[i] for i in nonempty], is_split_into_words=True, add_special_tokens=False) \
+        enc = tok([sentences[i] for i in nonempty], is_split_into_words=True, add_special_tokens=False,
+                  verbose=False) \
             if nonempty else None
         segs, n_unk, n_chunked = [], 0, 0
         for r, i in enumerate(nonempty):

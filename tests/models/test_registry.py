@@ -1,0 +1,140 @@
+"""The profile registry, name resolution, and the two failure modes cards rely on."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from atlaslib.models import (CAPABILITIES, CapabilityMissing, Profile, ProfileError, WeightsUnavailable,
+                             capabilities_from_config, get_profile, load_adapter, load_profiles)
+from tests import tiny_models as tm
+
+EXPECTED = {
+    "majority": ("builtin", ["predict.assertion"]),
+    "medspacy-context": ("builtin", ["predict.assertion"]),
+    "negspacy-negex-kit": ("builtin", ["predict.assertion"]),
+    "all-minilm-l6-v2": ("pypi", ["embed.text.pooled", "embed.text.tokens"]),
+    "bvanaken/clinical-assertion-negation-bert": ("hub", ["predict.assertion"]),
+    "samrawal/bert-base-uncased_clinical-ner": ("hub", ["predict.ner"]),
+    "d4data/biomedical-ner-all": ("hub", ["predict.ner"]),
+}
+
+
+def test_registry_has_the_issue_profiles():
+    profiles = load_profiles()
+    for name, (source, caps) in EXPECTED.items():
+        p = profiles[name]
+        assert (p.source, p.capabilities) == (source, caps), name
+        assert p.description
+    assert any("predict.nli" in p.capabilities and p.source == "hub" for p in profiles.values())
+    assert any("score.options" in p.capabilities and p.source == "hub" for p in profiles.values())
+    for p in profiles.values():
+        if p.source == "hub":
+            assert re.fullmatch(r"[0-9a-f]{40}", p.revision), p.name   # pinned commit, never "main"
+    assert profiles["bvanaken/clinical-assertion-negation-bert"].trained_on == ["i2b2-2010"]
+    assert profiles["d4data/biomedical-ner-all"].trained_on == ["maccrobat"]
+    assert profiles["negspacy-negex-kit"].trained_on == ["negex-kit-triggers"]
+    assert profiles["all-minilm-l6-v2"].revision == \
+        "0872f5d7d0e806c443e588b6dd6b933e9200cf589b0e757e85e3afd57539c592"
+    d = profiles["majority"].to_dict()
+    assert set(d) == {"name", "source", "location", "revision", "capabilities", "label_map", "trained_on",
+                      "description", "options"}
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "profiles.yml"
+    p.write_text(text)
+    return p
+
+
+def test_registry_validation_names_profile_and_key(tmp_path):
+    base = ("m1:\n  source: builtin\n  location: majority\n  revision: null\n  capabilities: [predict.assertion]\n"
+            "  label_map: {}\n  trained_on: []\n  description: x\n")
+    assert list(load_profiles(_write(tmp_path, base))) == ["m1"]
+    with pytest.raises(ProfileError, match=r"'m1'.*unknown key.*'weights'"):
+        load_profiles(_write(tmp_path, base + "  weights: here\n"))
+    with pytest.raises(ProfileError, match=r"'m1'.*unknown capability.*predict\.magic"):
+        load_profiles(_write(tmp_path, base.replace("[predict.assertion]", "[predict.magic]")))
+    with pytest.raises(ProfileError, match=r"'m1'.*lacks.*trained_on"):
+        load_profiles(_write(tmp_path, base.replace("  trained_on: []\n", "")))
+    with pytest.raises(ProfileError, match=r"'m1'.*needs a pinned 'revision'"):
+        load_profiles(_write(tmp_path, base.replace("source: builtin", "source: hub")))
+    with pytest.raises(ProfileError, match=r"'m1'.*'source'"):
+        load_profiles(_write(tmp_path, base.replace("source: builtin", "source: ftp")))
+
+
+def test_unknown_name_lists_registry():
+    with pytest.raises(ProfileError, match=r"unknown model 'no such model'.*majority.*medspacy-context"):
+        get_profile("no such model")
+
+
+def test_hub_id_outside_registry():
+    p = get_profile("someorg/some-model")
+    assert (p.source, p.location, p.capabilities) == ("hub", "someorg/some-model", [])
+    assert get_profile("someorg/some-model", ["predict.nli"]).capabilities == ["predict.nli"]
+    with pytest.raises(WeightsUnavailable, match="someorg/some-model"):   # capabilities need its config
+        load_adapter("someorg/some-model", "predict.nli")
+
+
+def test_hub_profile_without_weights_raises_weights_unavailable():
+    with pytest.raises(WeightsUnavailable,
+                       match=r"weights unavailable: bvanaken/clinical-assertion-negation-bert@bc4f03ba"):
+        load_adapter("bvanaken/clinical-assertion-negation-bert", "predict.assertion")
+
+
+def test_missing_capability_raises_capability_missing():
+    with pytest.raises(CapabilityMissing, match=r"'majority' has no capability 'embed\.text\.pooled'"):
+        load_adapter("majority", "embed.text.pooled")
+    with pytest.raises(CapabilityMissing, match="score.options"):   # checked before any weights load
+        load_adapter("bvanaken/clinical-assertion-negation-bert", "score.options")
+    with pytest.raises(ValueError, match="unknown capability"):
+        load_adapter("majority", "predict.everything")
+
+
+def test_local_directory_capabilities_inferred_from_config(tmp_path):
+    assert get_profile(str(tm.tiny_causal_lm(tmp_path))).capabilities == ["score.options"]
+    enc = get_profile(str(tm.tiny_encoder(tmp_path)))
+    assert enc.source == "path" and enc.capabilities == ["embed.text.pooled", "embed.text.tokens"]
+    assert enc.revision.startswith("sha256:")
+    assert get_profile(str(tm.tiny_token_classifier(tmp_path)))
+    assert "predict.ner" in get_profile(str(tm.tiny_token_classifier(tmp_path))).capabilities
+    assert "predict.nli" in get_profile(str(tm.tiny_nli_classifier(tmp_path))).capabilities
+    assert "predict.assertion" in get_profile(str(tm.tiny_assertion_classifier(tmp_path))).capabilities
+    with pytest.raises(CapabilityMissing):
+        load_adapter(str(tm.tiny_encoder(tmp_path)), "predict.ner")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ProfileError, match="no config.json"):
+        get_profile(str(tmp_path / "empty"))
+
+
+def test_capabilities_from_config_cases():
+    assert capabilities_from_config({"architectures": ["GPT2LMHeadModel"]}) == ["score.options"]
+    assert capabilities_from_config({"architectures": ["LlamaForCausalLM"]}) == ["score.options"]
+    assert capabilities_from_config({"architectures": ["DebertaV2ForSequenceClassification"],
+                                     "id2label": {0: "contradiction", 1: "entailment", 2: "neutral"}})[0] \
+        == "predict.nli"
+    assert capabilities_from_config({"architectures": ["BertForSequenceClassification"],
+                                     "id2label": {0: "LABEL_0", 1: "LABEL_1"}}) == \
+        ["embed.text.pooled", "embed.text.tokens"]
+    assert set(capabilities_from_config({"architectures": ["DistilBertForTokenClassification"]})) <= \
+        set(CAPABILITIES)
+
+
+def test_majority_baseline_and_its_closed_form_macro_f1():
+    from sklearn.metrics import f1_score
+
+    m = load_adapter("majority", "predict.assertion")
+    pred = m.predict_assertion(["No [entity] X [entity]."] * 100)
+    assert set(pred) == {"PRESENT"} and m.info["rule"] == "always PRESENT"
+    gold = ["ABSENT"] * 21 + ["PRESENT"] * 79                    # the NegEx n100 test balance
+    closed = (2 * 79 / (2 * 79 + 21)) / 2
+    assert f1_score(gold, pred, average="macro", labels=["ABSENT", "PRESENT"]) == pytest.approx(closed)
+    assert round(closed, 2) == 0.44
+    with pytest.raises(TypeError, match=r"marked_texts\[1\]"):
+        m.predict_assertion(["a", None])
+
+
+def test_profile_object_passes_through():
+    p = Profile(name="x", source="builtin", location="majority", capabilities=["predict.assertion"])
+    assert get_profile(p) is p
+    assert load_adapter(p, "predict.assertion").predict_assertion(["a [entity] b [entity]"]) == ["PRESENT"]
