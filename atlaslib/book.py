@@ -36,6 +36,7 @@ from .cards import Card, available_cards
 from .runner import REPO, RunFailed, RunOutcome, RunRequest, run
 
 LEADERBOARD_MARK = "<!-- leaderboard -->"
+CARDS_MARK = "<!-- cards -->"
 
 
 @dataclass
@@ -225,7 +226,7 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
     parts = []
     fig_dir = page_dir / "_figures"
     for version in card.versions:
-        parts.append(f"### Leaderboard: `{version}`\n")
+        parts.append(f"## Leaderboard: `{version}`\n")
         vcells = [c for c in cells if c["version"] == version]
         if vcells and vcells[0].get("split"):
             s = vcells[0]["split"]
@@ -268,10 +269,24 @@ def reproduction_markdown(cells: list[dict]) -> str:
         if not rep:
             continue
         frame = pd.DataFrame(rep)
-        blocks.append(f"#### {c['model']} on the whole kit\n\n" + frame.to_markdown(index=False) + "\n")
+        blocks.append(f"### {c['model']} on the whole kit\n\n" + frame.to_markdown(index=False) + "\n")
     if not blocks:
         return ""
-    return "### Reproduction\n\n" + "\n".join(blocks)
+    return "## Reproduction\n\n" + "\n".join(blocks)
+
+
+def render_intro(src: Path, cards: list[Card]) -> None:
+    """The home page's 'cards at a glance' table, from the card registry."""
+    page = src / "book" / "intro.md"
+    lines = ["| card | task | data | licence | versions |", "|---|---|---|---|---|"]
+    for c in cards:
+        lic = "confirmed" if c.licence_confirmed else "unconfirmed: local evaluation only"
+        if c.gated:
+            lic += "; data gated"
+        lines.append(f"| [{_md_escape(c.title)}](cards/{c.name}.md) | {_md_escape(c.task)} | {_md_escape(c.data)} "
+                     f"| {lic} | {', '.join(f'`{v}`' for v in c.versions)} |")
+    text = page.read_text(encoding="utf-8").replace(CARDS_MARK, "\n".join(lines))
+    page.write_text(text, encoding="utf-8")
 
 
 def render_build_report(src: Path, report: MatrixReport | None) -> None:
@@ -360,6 +375,7 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
                 withheld.append((f"run `{card.name}/{c['version']}/{c['model']}/{c['protocol']}`",
                                  "computed on gated data (data use agreement): outputs stay local"))
         card_docs[card.name] = render_card(card, cells, src, failed)
+    render_intro(src, [c for c in cards if f"book/cards/{c.name}" not in dropped])
     render_build_report(src, report)
     extra = ["book/build_report"]
     if publish:

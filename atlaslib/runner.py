@@ -108,6 +108,8 @@ def _card_data_pins(card_name: str) -> list:
     from .cards import CARD_MODULES
     from .sources import PinnedFile
 
+    if card_name not in CARD_MODULES:
+        return []
     mod = importlib.import_module(CARD_MODULES[card_name])
     if hasattr(mod, "PINNED_FILES"):  # a card may list its pinned files explicitly (packages do)
         return sorted([pf.name, pf.sha256] for pf in mod.PINNED_FILES)

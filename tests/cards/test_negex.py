@@ -1,0 +1,126 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from atlaslib.cards import negex
+from atlaslib.metrics.classification import majority_macro_f1
+
+
+@pytest.fixture(scope="module")
+def rows(data_dir):
+    return negex.load_rows(data_dir)
+
+
+@pytest.fixture(scope="module")
+def items(rows):
+    return negex.items_from_rows(rows)
+
+
+def test_counts_and_dropped_rows(rows, items):
+    assert len(rows) == 2376
+    assert rows["decision"].value_counts().to_dict() == {"affirmed": 1885, "negated": 491}
+    dropped = rows.loc[~rows["concept_found"], "number"].tolist()
+    assert dropped == [562, 627, 700, 795, 831, 860, 1290, 1376, 2080, 2186, 2281]
+    assert len(items) == 2365 and items["item_id"].is_unique
+
+
+def test_card_examples(items):
+    by_id = items.set_index("item_id")
+    assert by_id.loc["negex-0003", "concept"] == "air hunger"
+    assert by_id.loc["negex-0003", "text"] == "Denies shortness of breath, stridor, or [entity] AIR HUNGER [entity]."
+    assert by_id.loc["negex-1663", "text"] == "No [entity] WEAKNESS [entity]."          # kit: 'No   WEAKNESS.'
+    assert by_id.loc["negex-0002", "text"] == "There is trace [entity] PULMONIC REGURGITATION [entity]."
+    assert negex.option_prompts(by_id.loc[["negex-0003"]].reset_index())[0] == (
+        'Sentence: Denies shortness of breath, stridor, or AIR HUNGER.\n'
+        'Question: In this sentence, is "air hunger" negated (stated as absent)?\nAnswer:')
+
+
+@pytest.mark.parametrize("sentence,concept,expected", [
+    # the upper-case occurrence wins over an earlier lower-case one
+    ("pain in chest; no CHEST PAIN now", "chest pain", "pain in chest; no [entity] CHEST PAIN [entity] now"),
+    ("chest pain, then no CHEST PAIN", "chest pain", "chest pain, then no [entity] CHEST PAIN [entity]"),
+    # no upper-case occurrence: the first one
+    ("Fever and fever again", "fever", "[entity] Fever [entity] and fever again"),
+    # whitespace runs (incl. tabs/newlines) collapse, also inside the concept
+    ("No \t  ACUTE\n  DISTRESS .", "acute  distress", "No [entity] ACUTE DISTRESS [entity] ."),
+    # digits/punctuation only count as upper case when a letter is present
+    ("T4 and t4", "t4", "[entity] T4 [entity] and t4"),
+    # report headers stay
+    ("IMPRESSION: No EFFUSION.", "effusion", "IMPRESSION: No [entity] EFFUSION [entity]."),
+])
+def test_marking_rule(sentence, concept, expected):
+    assert negex.mark(sentence, concept) == expected
+
+
+def test_marking_refuses_missing_concept():
+    with pytest.raises(negex.NegexDataError, match="does not occur"):
+        negex.mark("No fever.", "cough")
+
+
+def test_sentence_key_groups_copies_of_a_sentence():
+    a = negex.sentence_key("Denies SHORTNESS OF BREATH, stridor, or air hunger.")
+    b = negex.sentence_key("Denies shortness of  breath, stridor, or AIR HUNGER. ")
+    assert a == b != negex.sentence_key("Denies stridor.")
+
+
+def test_bad_file_names_row_and_expectation(tmp_path):
+    p = tmp_path / "kit.txt"
+    p.write_text('1\tfever\tNo FEVER.\tNegated\r\n2\tcough\tCOUGH.\tMaybe\r\n', newline="")
+    with pytest.raises(negex.NegexDataError, match=r"kit.txt: row 2: column 4 \(decision\).*'Maybe'"):
+        negex.read_rows(p)
+    p.write_text('1\tfever\tNo FEVER.\r\n', newline="")
+    with pytest.raises(negex.NegexDataError, match="row 1: expected 4 TAB-separated columns"):
+        negex.read_rows(p)
+
+
+def test_quoted_fields_are_unquoted(tmp_path):
+    p = tmp_path / "kit.txt"
+    p.write_text('7\t"a ""quoted"" thing"\t"He said ""no A ""QUOTED"" THING""\tthen"\tAffirmed\r\n', newline="")
+    r = negex.read_rows(p)
+    assert r.loc[0, "concept"] == 'a "quoted" thing' and r.loc[0, "sentence"].endswith("\tthen")
+
+
+@pytest.mark.parametrize("version", negex.VERSIONS)
+def test_split_invariants(items, version):
+    m = negex.split(items, version)
+    keys = items.set_index("item_id")["sentence_key"]
+    assert len(m.train) == 500
+    assert not set(keys[m.train]) & set(keys[m.test])
+    assert len(m.train) + len(m.test) + len(m.excluded) == 2365
+    assert len(set(m.train) | set(m.test) | set(m.excluded)) == 2365
+    train_counts = items.set_index("item_id").loc[m.train, "decision"].value_counts()
+    assert abs(train_counts["negated"] / 500 - 491 / 2365) < 0.01  # stratified
+
+
+def test_versions_relate_as_specified(items):
+    n100, full = negex.split(items, "atlas-n100-v1"), negex.split(items, "atlas-full-v1")
+    test_counts = items.set_index("item_id").loc[n100.test, "decision"].value_counts().to_dict()
+    assert test_counts == {"negated": 21, "affirmed": 79}
+    assert n100.train == full.train
+    assert set(n100.test) <= set(full.test)
+    keys = items.set_index("item_id")["sentence_key"]
+    train_keys = set(keys[full.train])
+    assert set(full.test) == {i for i in items["item_id"] if keys[i] not in train_keys}
+    # frozen: the hashes of this implementation's draws
+    assert (len(full.test), len(full.excluded)) == (1432, 433)
+
+
+def test_majority_macro_f1_equals_closed_form(items):
+    from atlaslib.metrics.classification import macro_f1
+    import numpy as np
+
+    for version in negex.VERSIONS:
+        m = negex.split(items, version)
+        y = items.set_index("item_id").loc[m.test, "label"].to_numpy()
+        assert macro_f1(y, np.zeros_like(y)) == pytest.approx(majority_macro_f1(int(y.sum()), int(len(y) - y.sum())))
+    assert round(majority_macro_f1(21, 79), 2) == 0.44
+
+
+def test_atlas_split_cli_prints_manifest(data_dir):
+    out = subprocess.run([sys.executable, "-m", "atlaslib.cli", "split", "--card", "negex", "--version",
+                          "atlas-n100-v1", "--data-dir", str(data_dir)], capture_output=True, text=True, check=True)
+    m = json.loads(out.stdout)
+    assert set(m) == {"card", "version", "seed", "hash", "train", "test", "excluded"}
+    assert (m["card"], m["version"], m["seed"], len(m["test"]), len(m["train"])) == ("negex", "atlas-n100-v1", 20261006, 100, 500)

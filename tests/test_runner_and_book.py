@@ -1,0 +1,96 @@
+"""The run → result cell → page → HTML path, on real notebooks and a small book."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from atlaslib import book, runner
+from atlaslib.cards import Card, get_card
+
+PARAMS_CELL = "```{code-cell} python\n:tags: [parameters]\nmodel = 'm'\nprotocol = 'p'\nversion = 'v'\n" \
+              "data_dir = None\nresult_path = None\nrun_key = None\n```\n"
+HEADER = "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n" \
+         "kernelspec:\n  name: python3\n  display_name: Python 3\n  language: python\n---\n\n# Test\n\n"
+
+
+def _fake_card(monkeypatch, tmp_path, body: str, with_params: bool = True) -> Card:
+    nb = tmp_path / "fake.md"
+    nb.write_text(HEADER + (PARAMS_CELL if with_params else "") + body)
+    card = Card(name="fake", title="Fake card", notebook=str(nb), versions=("v",), protocols=("p",),
+                metrics=("acc",), default_matrix=(("v", "m", "p"),))
+    monkeypatch.setattr(runner, "get_card", lambda name: card)
+    return card
+
+
+def _paths(tmp_path) -> book.BuildPaths:
+    return book.BuildPaths(results=tmp_path / "results", runs=tmp_path / "runs", build=tmp_path / "_build")
+
+
+def test_notebook_without_parameters_cell_is_refused(monkeypatch, tmp_path):
+    _fake_card(monkeypatch, tmp_path, "```{code-cell} python\nx = 1\n```\n", with_params=False)
+    with pytest.raises(runner.NotebookError, match="no code cell is tagged 'parameters'"):
+        runner.run(runner.RunRequest("fake", "v", "m", "p"), results_dir=tmp_path / "r", runs_dir=tmp_path / "n")
+
+
+def test_failing_notebook_names_cell_and_leaves_no_result(monkeypatch, tmp_path):
+    _fake_card(monkeypatch, tmp_path, "```{code-cell} python\nx = 1\n```\n\n```{code-cell} python\n"
+                                      "raise RuntimeError('boom')\n```\n")
+    p = _paths(tmp_path)
+    with pytest.raises(runner.RunFailed) as e:
+        runner.run(runner.RunRequest("fake", "v", "m", "p"), results_dir=p.results, runs_dir=p.runs,
+                   failed_dir=p.build / "failed")
+    assert "fake.md failed in cell" in str(e.value) and "RuntimeError: boom" in str(e.value)
+    assert not list(p.results.rglob("*.json")) and not list(p.runs.rglob("*.ipynb"))
+    assert list((p.build / "failed").rglob("*.ipynb"))  # the execution report is kept for reading
+
+
+def test_failing_run_fails_the_build_and_never_renders(monkeypatch, tmp_path):
+    card = _fake_card(monkeypatch, tmp_path, "```{code-cell} python\nraise ValueError('nope')\n```\n")
+    p = _paths(tmp_path)
+    (tmp_path / "log.txt").write_text("")
+    logs = []
+    code = book.build(paths=p, cards=[], requests=[runner.RunRequest("fake", "v", "m", "p")],
+                      log=lambda *a, **k: logs.append(" ".join(map(str, a))))
+    assert code == 1
+    assert any("fake.md failed in cell" in line and "ValueError: nope" in line for line in logs)
+
+
+def test_small_book_shows_the_numbers_of_its_cells(tmp_path, data_dir):
+    p = _paths(tmp_path)
+    negex = get_card("negex")
+    reqs = [runner.RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot"),
+            runner.RunRequest("negex", "atlas-n100-v1", "bvanaken/clinical-assertion-negation-bert", "zero_shot")]
+    logs = []
+    code = book.build(paths=p, cards=[negex], requests=reqs, data_dir=data_dir, log=lambda *a, **k: logs.append(a))
+    assert code == 0, logs
+    cell = json.loads((p.results / "negex/atlas-n100-v1/majority/zero_shot.json").read_text())
+    assert cell["status"] == "ok" and cell["split"]["test_label_counts"] == {"negated": 21, "affirmed": 79}
+    assert len(cell["predictions"]) == 100 and cell["data_sha256"]
+    f1 = cell["metrics"]["macro_f1_zero_shot"]
+    html = (p.html_out(False) / "_build/html/book/cards/negex.html").read_text()
+    assert f"{f1['value']:.3f} [{f1['ci_low']:.3f}, {f1['ci_high']:.3f}]" in html
+    assert "not run: weights unavailable" in html
+    assert "Local evaluation only" in html
+    run_page = p.html_out(False) / "_build/html/book/runs/negex/atlas-n100-v1/majority/zero_shot.html"
+    assert run_page.is_file() and "Traceback" not in run_page.read_text()
+    # the second build is served from the run cache
+    logs.clear()
+    assert book.build(paths=p, cards=[negex], requests=reqs, data_dir=data_dir, log=lambda *a, **k: logs.append(a)) == 0
+    report = (p.src(False) / "book/build_report.md").read_text()
+    assert "| cached |" in report and "| ran |" not in report
+
+
+def test_publish_build_withholds_unlicensed_card(tmp_path, data_dir):
+    p = _paths(tmp_path)
+    negex = get_card("negex")
+    reqs = [runner.RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot")]
+    assert book.build(paths=p, cards=[negex], requests=reqs, data_dir=data_dir, log=lambda *a, **k: None) == 0
+    f1 = json.loads((p.results / "negex/atlas-n100-v1/majority/zero_shot.json").read_text())["metrics"]["macro_f1_zero_shot"]
+    assert book.build(paths=p, cards=[negex], publish=True, run_runs=False, log=lambda *a, **k: None) == 0
+    site = p.html_out(True) / "_build/html"
+    pages = {f: f.read_text(errors="ignore") for f in site.rglob("*.html")}
+    assert not any("runs/negex" in str(f) or f.name == "negex.html" for f in pages)
+    assert not any(f"{f1['value']:.3f} [" in t for t in pages.values())
+    withheld = (site / "book/withheld.html").read_text()
+    assert "negex" in withheld and "licence unconfirmed" in withheld
