@@ -395,10 +395,10 @@ def assert_false_entailment_gate(report: NliNegationReport) -> None:
     g = _check_report(report).gate
     if not g.false_entailment_gate_passed:
         r = report.false_entailment_rate
-        shown = "undefined (no contradiction or neutral case)" if r.value is None else f"{r.value:.4f}"
+        shown = "undefined (no non-entailing gold case)" if r.value is None else f"{r.value:.4f}"
         raise FalseEntailmentGateError(
-            f"false-entailment gate failed: rate {shown} ({r.successes} of {r.trials} non-entailment "
-            f"cases predicted entailment) exceeds the ceiling {g.max_false_entailment_rate:.4f}")
+            f"false-entailment gate failed: rate {shown} ({r.successes} false entailments in {r.trials} "
+            f"non-entailing cases) against the ceiling {g.max_false_entailment_rate:.4f}")
 
 
 def assert_nli_negation_gate(report: NliNegationReport) -> None:
@@ -411,8 +411,8 @@ def assert_nli_negation_gate(report: NliNegationReport) -> None:
     failed = []
     if not g.false_entailment_gate_passed:
         r = report.false_entailment_rate
-        failed.append(f"false-entailment ceiling ({r.successes} of {r.trials} non-entailment cases "
-                      f"predicted entailment; ceiling {g.max_false_entailment_rate:.4f})")
+        failed.append(f"false-entailment ceiling ({r.successes} false entailments in {r.trials} non-entailing "
+                      f"cases; ceiling {g.max_false_entailment_rate:.4f})")
     if not g.accuracy_gate_passed:
         a = report.aggregate_accuracy
         failed.append(f"accuracy floor (accuracy {a.value:.4f} < floor {g.minimum_aggregate_accuracy:.4f})")
