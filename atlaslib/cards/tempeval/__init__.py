@@ -86,3 +86,22 @@ def thyme_dir(split: str, data_dir: str | os.PathLike | None = None) -> Path:
 def data_sha256(split: str) -> dict:
     """``{file name: sha256}`` of a split's pinned files, for result cells."""
     return {pf.name: pf.sha256 for pf in THYME_FILES if pf.name.startswith(f"thyme/coloncancer/{split}/")}
+
+#: Figures of Bethard et al. (2015) quoted as anchors. ``verified`` = read in the transcription
+#: (/work/shared/cards/clinical-tempeval-2015-paper.txt); every other table number was lost in the
+#: transcription and not found with the search tools, so the page shows it as unverified (None).
+PAPER_ANCHORS = [
+    {"what": "EVENT span F1, best system (BluLab)", "value": 0.875, "verified": True},
+    {"what": "EVENT span + degree F1, BluLab", "value": 0.870, "verified": True},
+    {"what": "EVENT span + polarity F1, BluLab", "value": 0.857, "verified": True},
+    {"what": "TIMEX3 class accuracy A, UFPRSheffield-Hynx run 5 (best A)", "value": 0.978, "verified": True},
+    {"what": "TIMEX3 span P, memorize baseline", "value": 0.743, "verified": True},
+    {"what": "TIMEX3 span R, memorize baseline", "value": 0.372, "verified": True},
+    {"what": "TIMEX3 span P / R, memorize without the >50% rule", "value": "0.126 / 0.521", "verified": True},
+    {"what": "gap to human agreement: events/degree/polarity ~0.01, modality/type ~0.03, "
+             "times and DocTimeRel ~0.05, CONTAINS > 0.40 (F1)", "value": None, "verified": True},
+    {"what": "closest (phase 2) precision vs best submitted system: about 4x", "value": None, "verified": True},
+    {"what": "adj-ann / ann-ann agreement per sub-task (Tables 2-4)", "value": None, "verified": False},
+    {"what": "closest baseline CONTAINS P/R/F1, phases 1 and 2 (Table 4)", "value": None, "verified": False},
+    {"what": "BluLab DocTimeRel F1 phase 1 / phase 2 (Table 4)", "value": None, "verified": False},
+]

@@ -193,3 +193,36 @@ def distance_summary(distances: pd.DataFrame) -> pd.DataFrame:
 
 def load_splits(dirs: dict[str, str | os.PathLike]) -> dict[str, list[Document]]:
     return {split: read_corpus(path) for split, path in dirs.items()}
+
+
+def plot_attributes(dist: pd.DataFrame):
+    """One bar panel per attribute: share of each value, Train vs Dev side by side."""
+    import matplotlib.pyplot as plt
+
+    keys = list(dist.groupby(["type", "attribute"]).groups)
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.0 * len(keys), 3.2))
+    for ax, (typ, attr) in zip(axes, keys):
+        sub = dist[(dist["type"] == typ) & (dist["attribute"] == attr)]
+        table = sub.pivot_table(index="value", columns="split", values="share", fill_value=0)
+        table.plot.bar(ax=ax, legend=ax is axes[0], rot=60)
+        ax.set_title(f"{typ} {attr}", fontsize=9)
+        ax.set_xlabel("")
+        ax.set_ylim(0, 1)
+    axes[0].set_ylabel("share of elements")
+    fig.tight_layout()
+    return fig
+
+
+def plot_distances(distances: pd.DataFrame, max_gap: int = 400):
+    """Histogram of the character gap between CONTAINS arguments, TIMEX3->EVENT and EVENT->EVENT."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    for pair in ("TIMEX3->EVENT", "EVENT->EVENT"):
+        gaps = distances.loc[distances["pair"] == pair, "gap"].clip(upper=max_gap)
+        ax.hist(gaps, bins=40, range=(0, max_gap), alpha=0.6, label=f"{pair} (n={len(gaps)})")
+    ax.set_xlabel(f"characters between the arguments (>{max_gap} shown at {max_gap})")
+    ax.set_ylabel("CONTAINS relations")
+    ax.legend()
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,207 @@
+"""One call per run: (version, model, protocol) -> predictions written as Anafora XML, scored by the
+official scorer, metrics and result-cell parts. The notebook calls :func:`run` and displays its parts.
+
+Models: ``closest`` (CONTAINS; in phase 1 on memorize's EVENT/TIMEX3), ``majority-doctimerel`` (phase 2
+only), ``memorize`` (spans, attributes, DocTimeRel; no CONTAINS). Versions: ``thyme-dev-2015`` (real
+annotations; phase 1 and memorize need the DUA text: ``thyme_text_dir``) and ``synthetic-v1``.
+
+Gated data: a run never returns or records note text. Predictions in the cell are per document counts
+plus the sha256 of the predicted XML (which holds offsets and labels only).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...results import metric
+from . import CI_REASON, data_sha256, thyme_dir
+from .anafora_io import Document, read_corpus, write_corpus
+from .baselines import Memorize, majority_doctimerel, phase2_input, with_closest, with_doctimerel
+from .scoring import score_directories, table_frame
+
+MODELS = ("closest", "majority-doctimerel", "memorize")
+PROTOCOLS = ("phase1", "phase2")
+VERSIONS = ("thyme-dev-2015", "synthetic-v1")
+METRIC_ROWS = {"event_span_f1": "event_span", "timex_span_f1": "timex3_span", "doctimerel_f1": "doctimerel",
+               "contains_f1": "contains", "contains_closure_f1": "contains_closure"}
+#: which leaderboard metrics a (model, protocol) addresses; the others get value None with a reason
+ADDRESSES = {
+    ("memorize", "phase1"): {"event_span_f1", "timex_span_f1", "doctimerel_f1"},
+    ("memorize", "phase2"): {"doctimerel_f1"},
+    ("closest", "phase1"): {"contains_f1", "contains_closure_f1"},
+    ("closest", "phase2"): {"contains_f1", "contains_closure_f1"},
+    ("majority-doctimerel", "phase2"): {"doctimerel_f1"},
+}
+
+
+class TextUnavailable(RuntimeError):
+    """The run needs note text that is not available (THYME text is under a DUA)."""
+
+
+@dataclass
+class Corpus:
+    train: list[Document]
+    test: list[Document]
+    reference_dir: Path
+    has_text: bool
+    gated: bool
+    data_sha256: dict = field(default_factory=dict)
+    source: str = ""
+
+
+def _text_dir(thyme_text_dir, split):
+    base = Path(thyme_text_dir)
+    if not base.is_dir():
+        raise TextUnavailable(f"thyme_text_dir {base} is not a directory (expected the THYME note text, "
+                              f"<dir>/<split>/<doc> or <dir>/<doc>)")
+    return base / split if (base / split).is_dir() else base
+
+
+def load_corpus(version: str, data_dir=None, thyme_text_dir=None, annotation_dir=None, work_dir=None) -> Corpus:
+    """Train and test documents (Train -> Dev) of a version, with text when available."""
+    work_dir = Path(work_dir or tempfile.mkdtemp(prefix="tempeval-"))
+    if version == "synthetic-v1":
+        from . import synthetic
+
+        corpus = synthetic.build_corpus()
+        ref = work_dir / "reference"
+        write_corpus([_strip_text(d) for d in corpus["Dev"]], ref)
+        return Corpus(corpus["Train"], corpus["Dev"], ref, True, False, {}, "synthetic.build_corpus(seed=%d)" % synthetic.SEED)
+    if version != "thyme-dev-2015":
+        raise ValueError(f"version {version!r}: expected one of {VERSIONS}")
+    if annotation_dir is not None:
+        dirs = {s: Path(annotation_dir) / s for s in ("Train", "Dev")}
+        sha = {}
+    else:
+        dirs = {s: thyme_dir(s, data_dir) for s in ("Train", "Dev")}
+        sha = {**data_sha256("Train"), **data_sha256("Dev")}
+    text = {s: (_text_dir(thyme_text_dir, s) if thyme_text_dir else None) for s in dirs}
+    train = read_corpus(dirs["Train"], text_dir=text["Train"])
+    test = read_corpus(dirs["Dev"], text_dir=text["Dev"])
+    has_text = thyme_text_dir is not None
+    if has_text:
+        missing = [d.doc_id for d in [*train, *test] if d.text is None]
+        if missing:
+            raise TextUnavailable(f"thyme_text_dir {thyme_text_dir}: no text for {len(missing)} documents "
+                                  f"(e.g. {missing[:3]}); expected <dir>/<split>/<doc> or <dir>/<doc>")
+    return Corpus(train, test, dirs["Dev"], has_text, True, sha, "THYME coloncancer Train -> Dev")
+
+
+def _strip_text(doc: Document) -> Document:
+    return Document(doc.doc_id, doc.entities, doc.relations, doc.schema, doc.annotator, doc.status, None)
+
+
+def predict(model: str, protocol: str, corpus: Corpus) -> tuple[list[Document], dict]:
+    """System documents for the test split, and facts about the model (never text)."""
+    if model not in MODELS:
+        raise ValueError(f"model {model!r}: expected one of {MODELS}")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
+    if (model, protocol) not in ADDRESSES:
+        raise ValueError(f"model {model!r} has no {protocol} variant (majority-doctimerel is phase 2 only)")
+    needs_text = model == "memorize" or protocol == "phase1"
+    if needs_text and not corpus.has_text:
+        raise TextUnavailable(f"{model} {protocol} needs the note text; THYME text is under a Mayo Clinic DUA "
+                              f"(set thyme_text_dir to run it)")
+    info = {}
+    if model == "majority-doctimerel":
+        label, counts = majority_doctimerel(corpus.train)
+        info.update(majority_doctimerel=label, train_doctimerel_counts=counts)
+        return [with_doctimerel(phase2_input(d), lambda e: label) for d in corpus.test], info
+    if model == "closest" and protocol == "phase2":
+        return [with_closest(phase2_input(d)) for d in corpus.test], info
+    mem = Memorize().fit(corpus.train)
+    info.update(memorized_phrases=mem.n_phrases, majority_doctimerel=mem.majority)
+    if model == "memorize" and protocol == "phase1":
+        return [mem.predict_phase1(d) for d in corpus.test], info
+    if model == "memorize":
+        return [mem.predict_phase2(d) for d in corpus.test], info
+    return [with_closest(mem.predict_phase1(d)) for d in corpus.test], info  # closest, phase 1
+
+
+def metrics_from_table(table: dict, model: str, protocol: str) -> dict:
+    rows = {r["row"]: r for r in table["rows"]}
+    out = {}
+    for base, row in METRIC_ROWS.items():
+        name = f"{base}_{protocol}"
+        if base not in ADDRESSES[(model, protocol)]:
+            why = ("gold EVENT/TIMEX3 are given in phase 2" if protocol == "phase2" and base in ("event_span_f1", "timex_span_f1")
+                   else f"{model} does not predict this (closest: CONTAINS only; memorize: no CONTAINS; "
+                        f"majority-doctimerel: DocTimeRel only)")
+            out[name] = metric(None, reason=f"not applicable: {why}")
+        else:
+            out[name] = {**metric(rows[row]["f1"]), "reason": CI_REASON}
+    return out
+
+
+@dataclass
+class RunResult:
+    version: str
+    model: str
+    protocol: str
+    table: dict
+    metrics: dict
+    predictions: list
+    info: dict
+    corpus: Corpus
+    predicted_dir: Path
+
+    @property
+    def frame(self):
+        return table_frame(self.table)
+
+
+def _doc_record(doc: Document, path: Path) -> dict:
+    return {"item_id": doc.doc_id, "n_event": len(doc.of_type("EVENT")), "n_timex3": len(doc.of_type("TIMEX3")),
+            "n_contains": len(doc.tlinks("CONTAINS")), "xml_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def run(version: str, model: str, protocol: str, *, data_dir=None, thyme_text_dir=None, annotation_dir=None,
+        work_dir=None) -> RunResult:
+    """Load, predict, write the predictions as Anafora XML under ``work_dir/predicted``, score with the
+    official scorer (with closure) and build the metrics."""
+    work_dir = Path(work_dir or tempfile.mkdtemp(prefix="tempeval-"))
+    corpus = load_corpus(version, data_dir, thyme_text_dir, annotation_dir, work_dir)
+    docs, info = predict(model, protocol, corpus)
+    pred_dir = work_dir / "predicted"
+    write_corpus(docs, pred_dir)
+    table = score_directories(corpus.reference_dir, pred_dir, closure=True)
+    preds = [_doc_record(d, pred_dir / d.doc_id / d.file_name) for d in docs]
+    return RunResult(version, model, protocol, table, metrics_from_table(table, model, protocol), preds, info,
+                     corpus, pred_dir)
+
+
+def metric_names(protocol: str) -> list[str]:
+    """Cell metric names of a protocol: ``contains_f1_phase2``, ..."""
+    return [f"{m}_{protocol}" for m in METRIC_ROWS]
+
+
+def spec(version: str, model: str, protocol: str, **parameters):
+    """The run spec; ``thyme_text_dir`` is recorded only as set / not set (a DUA holder's path stays private)."""
+    from ...results import RunSpec
+
+    params = dict(parameters)
+    if params.get("thyme_text_dir") is not None:
+        params["thyme_text_dir"] = "<set>"
+    return RunSpec(card="tempeval", version=version, model=model, protocol=protocol,
+                   profile={"name": model, "kind": "rule baseline (Clinical TempEval 2015)"},
+                   capability="predict.temporal", parameters=params)
+
+
+def result_cell(result: "RunResult", run_spec, timing: dict | None = None) -> dict:
+    """The result cell: metrics, the scorer's table in ``extra``, per-document prediction records."""
+    from ...results import make_cell
+
+    c = result.corpus
+    extra = {"scorer_table": result.table, "model_info": result.info, "gated_text": c.gated,
+             "corpus": c.source, "n_train_documents": len(c.train), "n_test_documents": len(c.test),
+             "ci": "none: " + CI_REASON}
+    split = {"hash": hashlib.sha256(("|".join(d.doc_id for d in c.train) + "#" +
+                                     "|".join(d.doc_id for d in c.test)).encode()).hexdigest(),
+             "n_train": len(c.train), "n_test": len(c.test), "train": "Train", "test": "Dev"}
+    return make_cell(run_spec, metrics=result.metrics, predictions=result.predictions, split=split,
+                     data_sha256=c.data_sha256, seeds={"synthetic": 20150605} if not c.gated else {},
+                     timing=timing or {}, extra=extra)
