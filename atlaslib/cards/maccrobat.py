@@ -534,10 +534,13 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
                 out.status, out.reason = "not_run", "weights unavailable"
                 out.details = {"error": str(exc)}
                 out.overlap = overlap_of(model)
+                out.seconds = time.perf_counter() - t0
                 return out
             except models.CapabilityMissing as exc:
                 out.status, out.reason = "not_run", f"capability missing: {PROTOCOL_CAPABILITY[protocol]}"
                 out.details = {"error": str(exc)}
+                out.overlap = overlap_of(model)
+                out.seconds = time.perf_counter() - t0
                 return out
         info = dict(getattr(adapter, "info", {}) or {})
         out.overlap = overlap_of(model, info)
@@ -604,6 +607,30 @@ def error_kinds(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:
     return f.groupby(["side", "kind"]).size().rename("count").reset_index()
 
 
+def false_positive_sources(out: Outcome, corpus: Corpus) -> pd.DataFrame:
+    """For each predicted mention that is not in gold: the MACCROBAT annotations (kept by the overlap
+    rule, all 41 types) under its words. Counts per (predicted type, MACCROBAT type underneath);
+    ``(none)`` when no annotation overlaps. Shows, e.g., "tests" that are Lab_value results and
+    "problems" that include Biological_structure words."""
+    idx = corpus.items.set_index("item_id")
+    kept = corpus.entities[corpus.entities.kept]
+    by_doc = {d: g for d, g in kept.groupby("document")}
+    rows = []
+    for iid, g, p in zip(out.item_ids, out.gold, out.pred):
+        r = idx.loc[iid]
+        ents = by_doc.get(r["document"], kept.iloc[:0])
+        for t, a, b in set(tag_mentions(p)) - set(tag_mentions(g)):
+            lo, hi = r["offset"] + r["word_spans"][a][0], r["offset"] + r["word_spans"][b][1]
+            under = ents[(ents.start < hi) & (ents.end > lo)]["type"].tolist()
+            for u in under or ["(none)"]:
+                rows.append({"predicted type": t, "MACCROBAT type underneath": u})
+    f = pd.DataFrame(rows, columns=["predicted type", "MACCROBAT type underneath"])
+    if not len(f):
+        return f.assign(count=[])
+    return (f.groupby(["predicted type", "MACCROBAT type underneath"]).size().rename("count")
+            .reset_index().sort_values("count", ascending=False).reset_index(drop=True))
+
+
 def guideline_examples(items: pd.DataFrame, entities: pd.DataFrame, item_ids: Sequence[str] = (
         "maccrobat-d002-s005", "maccrobat-d002-s016", "maccrobat-d000-s005")) -> pd.DataFrame:
     """For the given sentences: every kept MACCROBAT entity with its type and mapped group, showing
@@ -653,7 +680,8 @@ def build_cell(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **par
                   "test_reports": int(test["document"].nunique())}
     common = dict(split=split_info, data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST},
                   seeds={"split": SEED, "bootstrap": SEED, "bootstrap_resamples": BOOTSTRAP_RESAMPLES},
-                  overlap=out.overlap)
+                  overlap=out.overlap, timing={"wall_seconds": round(out.seconds, 3),
+                                               "peak_rss_mb": round(_results.peak_rss_mb(), 1)})
     if out.status != "ok":
         return _results.not_run_cell(spec, out.reason, [CARD.metric_name(b, out.protocol) for b in METRIC_BASES],
                                      **common)
@@ -663,37 +691,38 @@ def build_cell(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **par
              for i, d, g, p in zip(out.item_ids, out.documents, out.gold, out.pred)]
     return _results.make_cell(spec, metrics=out.metrics(), predictions=preds,
                               extra={"per_type": per_type, "bootstrap": "cluster by document (case report)"},
-                              timing={"wall_seconds": round(out.seconds, 3),
-                                      "peak_rss_mb": round(_results.peak_rss_mb(), 1)},
                               **common)
 
 
 # ------------------------------------------------------------------------------------------- plots
-def plot_bootstrap(out: Outcome, ax=None):
-    """Histograms of the bootstrap distributions of the four metrics, point estimate and CI marked.
-    (Kept here until a shared ``atlaslib.plots`` offers the same.)"""
+def bootstrap_samples(out: Outcome) -> tuple[dict, dict]:
+    """``(samples, metrics)`` for :func:`atlaslib.plots.bootstrap_distributions`: the resampled values
+    of the four metrics, keyed by their cell names, and their ``{value, ci_low, ci_high}``."""
+    if out.status != "ok":
+        return {}, {}
+    samples, metrics = {}, {}
+    for base, key in zip(METRIC_BASES, ("f1", "precision", "recall", "macro_f1")):
+        name = CARD.metric_name(base, out.protocol)
+        samples[name] = out.scores["resamples"][key]
+        metrics[name] = out.scores[key]
+    return samples, metrics
+
+
+def plot_bootstrap(out: Outcome):
+    """Bootstrap distributions of the four metrics (shared ``atlaslib.plots``), or a note when not run."""
     import matplotlib.pyplot as plt
 
+    from .. import plots
+
     if out.status != "ok":
-        fig, ax = plt.subplots(figsize=(6, 1.2))
+        fig, ax = plt.subplots(figsize=(6, 0.8))
         ax.axis("off")
         ax.text(0.5, 0.5, f"{out.model} / {out.protocol}: not run: {out.reason}", ha="center", va="center")
         return fig
-    names = ("f1", "precision", "recall", "macro_f1")
-    fig, axes = plt.subplots(1, 4, figsize=(13, 2.8), sharey=True)
-    for a, n in zip(axes, names):
-        vals = out.scores["resamples"][n]
-        s = out.scores[n]
-        a.hist(vals, bins=30, color="#7a9cc6")
-        a.axvline(s["value"], color="black")
-        for c in (s["ci_low"], s["ci_high"]):
-            a.axvline(c, color="black", linestyle="--")
-        a.set_title(f"entity_{n}_{out.protocol}" if n != "f1" else f"entity_f1_{out.protocol}", fontsize=9)
-        a.set_xlabel("value")
-    axes[0].set_ylabel(f"resamples (of {len(out.scores['resamples']['f1'])})")
-    fig.suptitle(f"{out.model}: cluster bootstrap over case reports", fontsize=10)
-    fig.tight_layout()
-    return fig
+    samples, metrics = bootstrap_samples(out)
+    return plots.bootstrap_distributions(
+        samples, metrics, title=f"{out.model} · {out.protocol} · {out.version}: "
+                                f"{len(samples[next(iter(samples))])} resamples of whole case reports")
 
 
 def plot_sentences_per_report(items: pd.DataFrame):
