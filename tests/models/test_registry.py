@@ -138,3 +138,48 @@ def test_profile_object_passes_through():
     p = Profile(name="x", source="builtin", location="majority", capabilities=["predict.assertion"])
     assert get_profile(p) is p
     assert load_adapter(p, "predict.assertion").predict_assertion(["a [entity] b [entity]"]) == ["PRESENT"]
+
+
+def _fake_hub_cache(tmp_path, model_dir, repo, revision):
+    """A Hugging Face hub cache holding one snapshot of ``repo`` at ``revision`` (the layout
+    huggingface_hub writes: models--org--name/snapshots/<commit>/<files>)."""
+    import shutil
+
+    cache = tmp_path / "hub-cache"
+    snap = cache / ("models--" + repo.replace("/", "--")) / "snapshots" / revision
+    shutil.copytree(model_dir, snap)
+    return cache
+
+
+def test_hub_profile_loads_its_pinned_revision_from_the_local_cache(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    cache = _fake_hub_cache(tmp_path, tm.tiny_assertion_classifier(tmp_path), "tiny-org/tiny-assertion", rev)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    prof = Profile(name="tiny-org/tiny-assertion", source="hub", location="tiny-org/tiny-assertion",
+                   revision=rev, capabilities=["predict.assertion"],
+                   label_map={"PRESENT": "PRESENT", "ABSENT": "ABSENT", "POSSIBLE": "POSSIBLE"})
+    clf = load_adapter(prof, "predict.assertion", progress=False)
+    assert clf.info["revision"] == rev and clf.info["source"] == "hub"
+    assert set(clf.predict_assertion(["No [entity] WEAKNESS [entity]."])) <= {"PRESENT", "ABSENT", "POSSIBLE"}
+    # another revision is not silently replaced by the cached one
+    other = Profile(**{**prof.to_dict(), "revision": "f" * 40})
+    with pytest.raises(WeightsUnavailable, match="tiny-org/tiny-assertion@ffff"):
+        load_adapter(other, "predict.assertion")
+    # capabilities of an unregistered hub id are read from its cached config
+    unknown = get_profile("tiny-org/tiny-assertion")
+    unknown.revision = rev
+    assert load_adapter(unknown, "predict.assertion", progress=False).predict_assertion(["a [entity] b [entity]"])
+
+
+def test_no_network_fails_fast_when_the_hub_is_not_switched_off(monkeypatch):
+    import atlaslib.models as M
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    calls = []
+    monkeypatch.setattr(M, "_hub_reachable", lambda *a, **k: calls.append(1) or False)
+    with pytest.raises(WeightsUnavailable, match="no hub access"):
+        load_adapter("d4data/biomedical-ner-all", "predict.ner")
+    assert calls  # the reachability check was consulted instead of a slow download attempt
