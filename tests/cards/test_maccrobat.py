@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 from seqeval.metrics import f1_score
 
-from atlaslib import results
 from atlaslib.cards import maccrobat as mc
 from atlaslib.metrics.spans import mentions
 from atlaslib.splits import SplitManifest, group_disjoint_check, seed_hash
@@ -240,4 +239,6 @@ def test_card_definition():
     assert c.metrics == ("entity_f1", "entity_precision", "entity_recall", "entity_macro_f1")
     assert ("atlas-n100-v1", "memorize", "zero_shot") in c.default_matrix
     assert c.notebook == "notebooks/maccrobat.md"
-    assert results.metric(0.5, 0.4, 0.6)["value"] == 0.5
+    assert c.protocols == ("zero_shot", "probe")
+    assert [c.metric_name(b, "probe") for b in c.metrics] == [
+        "entity_f1_probe", "entity_precision_probe", "entity_recall_probe", "entity_macro_f1_probe"]
