@@ -98,16 +98,17 @@ class NliNegationRun:
 def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *,
              max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
              minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
-             predictor=None, **predictor_options) -> NliNegationRun:
-    """Run one predictor on the built-in corpus. ``predictor`` overrides the one built from
-    ``model`` (tests); ``predictor_options`` go to :func:`build_predictor`."""
+             run_key: str | None = None, predictor=None, **predictor_options) -> NliNegationRun:
+    """Run one predictor on the built-in corpus. ``run_key`` (set by the runner) is stored in the
+    run spec's parameters; ``predictor`` overrides the one built from ``model`` (tests);
+    ``predictor_options`` go to :func:`build_predictor`."""
     if protocol not in CARD.protocols:
         raise NliNegationInputError(f"parameter protocol: expected one of {', '.join(CARD.protocols)}")
     if version not in CARD.versions:
         raise NliNegationInputError(f"parameter version: expected one of {', '.join(CARD.versions)}")
     cases = default_nli_negation_cases()
     params = {"max_false_entailment_rate": max_false_entailment_rate,
-              "minimum_aggregate_accuracy": minimum_aggregate_accuracy, **predictor_options}
+              "minimum_aggregate_accuracy": minimum_aggregate_accuracy, "run_key": run_key, **predictor_options}
     spec = results.RunSpec(card=CARD.name, version=version, model=model, protocol=protocol,
                            capability="predict.nli", parameters=params)
     with results.Timer() as t:
@@ -119,7 +120,7 @@ def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *,
                 reason = str(exc) or type(exc).__name__
                 if isinstance(exc, CapabilityMissing) and not reason.startswith("n/a"):
                     reason = f"n/a: {reason}"
-                return NliNegationRun(spec, "not_run", reason=reason, cases=cases)
+                return NliNegationRun(spec, "not_run", reason=reason, cases=cases, timing=t.timing)
         info = dict(getattr(predictor, "info", {}) or {})
         spec.profile = info
         spec.revision = info.get("revision")
@@ -208,9 +209,6 @@ def false_entailment_cases(run: NliNegationRun) -> pd.DataFrame:
 def plot_pattern_rates(report: NliNegationReport, title: str = ""):
     """Two bar panels (accuracy, false-entailment rate) per pattern and overall, with the exact 95 %
     intervals as error bars and the gate thresholds as dashed lines."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
     import numpy as np
 

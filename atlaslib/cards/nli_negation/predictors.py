@@ -17,6 +17,7 @@ faster in bulk also have ``predict_batch(premises, hypotheses)``, which the chal
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -124,8 +125,11 @@ class ContextRulePredictor:
         if len(premises) != len(hypotheses):
             raise NliNegationInputError(
                 f"ContextRulePredictor: {len(premises)} premises but {len(hypotheses)} hypotheses")
-        pdocs = list(self.nlp.pipe(premises))
-        hdocs = list(self.nlp.pipe(hypotheses))
+        with warnings.catch_warnings():
+            # spaCy W036: medspaCy's internal matchers warn when a rule set is empty; harmless here
+            warnings.filterwarnings("ignore", message=r".*\[W036\]")
+            pdocs = list(self.nlp.pipe(premises))
+            hdocs = list(self.nlp.pipe(hypotheses))
         return [self._decide(p, h) for p, h in zip(pdocs, hdocs)]
 
     def __call__(self, premise: str, hypothesis: str) -> str | None:
