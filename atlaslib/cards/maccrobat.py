@@ -435,6 +435,7 @@ class Outcome:
     documents: list = field(default_factory=list)
     gold: list = field(default_factory=list)
     pred: list = field(default_factory=list)
+    native: list = field(default_factory=list)   # zero-shot heads: the adapter's own labels per word
     scores: dict = field(default_factory=dict)     # span_metrics_with_ci output
     details: dict = field(default_factory=dict)
     overlap: list = field(default_factory=list)
@@ -549,6 +550,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
         else:
             res = tok.probe_ner(adapter, train["words"].tolist(), train["tags"].tolist(), test["words"].tolist())
         pred, out.details = res["tags"], res["details"]
+        out.native = res.get("native", [])
     out.pred = [list(p) for p in pred]
     out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES,
                                       n_resamples=n_resamples, seed=seed)
@@ -689,6 +691,8 @@ def build_cell(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **par
                 for t, e in out.scores["per_type"].items()}
     preds = [{"item_id": i, "document": d, "gold": g, "pred": p}
              for i, d, g, p in zip(out.item_ids, out.documents, out.gold, out.pred)]
+    for row, native in zip(preds, out.native):
+        row["native"] = native
     return _results.make_cell(spec, metrics=out.metrics(), predictions=preds,
                               extra={"per_type": per_type, "bootstrap": "cluster by document (case report)"},
                               **common)

@@ -225,6 +225,8 @@ def test_real_adapters_on_tiny_models(corpus, tmp_path):
     assert ner.status == "ok" and len(ner.pred) == 6
     assert all(set(p) <= set(mc.TAGS) for p in ner.pred)
     assert ner.scores["f1"]["value"] == pytest.approx(f1_score(ner.gold, ner.pred))
+    ner_cell = mc.build_cell(ner, m, items)
+    assert [len(r["native"]) for r in ner_cell["predictions"]] == [len(g) for g in ner.gold]
     probe = mc.run_protocol(items, m, str(tiny_encoder(tmp_path)), "probe", n_resamples=50)
     assert probe.status == "ok" and probe.details["n_train_words"] == sum(
         len(w) for w in items.set_index("item_id").loc[m.train, "words"])
