@@ -13,13 +13,17 @@ Conversion (reproduces the reference conversion's counts exactly)
 2. Overlap rule, per report, over the entities of *all 41 types*: sort by start offset with a stable
    sort, so entities with the same start keep their order of appearance in the ``.ann`` file (not
    their T-number); walk that list and keep an entity when it starts at or after the end of the last
-   kept one, else drop it. (This is Python's ``sorted(key=start)`` greedy of the reference
-   ``create_dataset.py``; sorting ties by T-number instead gives 4,654 / 2,098 / 4,575.)
+   kept one, else drop it. The reference ``create_dataset.py`` (hub page, as far as the search corpus
+   shows it) sorts the entities with Python's stable ``sorted(..., key=start)`` and keeps them
+   greedily, which is where the file-order tie rule comes from. Sorting ties by T-number instead
+   gives 4,654 / 2,098 / 4,575; resolving overlaps among the five mapped types only gives
+   4,730 / 2,110 / 4,576. Keeping or dropping adjacent entities (end == next start; 3 pairs, none
+   mapped) does not change the three counts.
 3. Types are mapped (:data:`TYPE_MAP`): Sign_symptom, Disease_disorder → problem; Medication,
    Therapeutic_procedure → treatment; Diagnostic_procedure → test; the 36 other types → O.
    Result: 4,656 problem, 2,098 treatment, 4,574 test mentions (:data:`REFERENCE_COUNTS`).
 4. Sentences are the non-empty lines (4,541). A kept mention belongs to the line holding its start;
-   none crosses a line break in this release (checked by the audit; one that did would be an error).
+   none crosses a line break in this release (one that did would raise MaccrobatFormatError).
 5. Words: each sentence is cut at its mentions' boundaries, then each piece into runs of letters/
    digits and single other non-space characters (:func:`words_of`); gold tags are IOB2 over the
    7 tags :data:`TAGS`.
