@@ -31,6 +31,7 @@ import pandas as pd
 
 from .anafora_io import EVENT_ATTRIBUTES, Document, read_corpus
 from .scoring import _evaluate, anafora
+import anafora.select  # noqa: E402,F401  (Select, used to build the scorer views)
 
 CONTAINS_VIEW = ("TLINK", "Type", "CONTAINS")
 COUNT_INCLUDE = {"EVENT", "TIMEX3", CONTAINS_VIEW}
@@ -65,19 +66,24 @@ class _ClosureCounter(_evaluate.TemporalClosureScores):
 
 
 def scorer_counts(split_dir: str | os.PathLike, *, closure: bool = True) -> dict:
-    """Reference counts as the official scorer sees them (per-document sets, summed), plus, with
+    """Reference counts as the official scorer sees them: per document, ``len`` of the set that
+    ``anafora.evaluate.ToSet`` (the object ``score_data`` scores each view with) builds, summed; plus, with
     ``closure``, how many CONTAINS relations temporal closure (the scorer's) yields."""
     split_dir = Path(split_dir)
     totals = collections.Counter()
     closed = reference_pairs = 0
+    # the scorer's own view objects, built as score_data builds them for this include set
+    select = anafora.select.Select(COUNT_INCLUDE | {("EVENT", "<span>")})
+    views = {"EVENT": _evaluate.ToSet(select=select, type_name="EVENT"),
+             "EVENT_spans": _evaluate.ToSet(select=select, type_name="EVENT", prop_name=None),
+             "TIMEX3": _evaluate.ToSet(select=select, type_name="TIMEX3"),
+             "CONTAINS": _evaluate.ToSet(select=select, type_name="TLINK", prop_name="Type", prop_value="CONTAINS")}
     for sub_dir, _text_name, xml_names in anafora.walk(str(split_dir), r"[.]Temporal-(Relation|Entity)[.].*[.]xml$"):
         [xml_name] = xml_names
         data = anafora.AnaforaData.from_file(str(split_dir / sub_dir / xml_name))
         totals["documents"] += 1
-        named = _evaluate.score_data(data, None, include=COUNT_INCLUDE | {("EVENT", "<span>")})
-        for key, view in (("EVENT", "EVENT"), ("EVENT_spans", ("EVENT", "<span>")), ("TIMEX3", "TIMEX3"),
-                          ("CONTAINS", CONTAINS_VIEW)):
-            totals[key] += named[view].reference if view in named else 0
+        for key, to_set in views.items():
+            totals[key] += len(to_set(data.annotations))
         if closure:
             c = _evaluate.score_data(data, None, include={CONTAINS_VIEW}, scores_type=_ClosureCounter)
             if CONTAINS_VIEW in c:
