@@ -114,6 +114,23 @@ class _HFAdapter:
         self.model.to(device).eval()
         self.max_length = int(max_length) if max_length else self._default_max_length()
         self.stats: dict = {}
+        self._fix_padding()
+
+    def _fix_padding(self):
+        """Right padding always (masked positions never precede real ones, so absolute positions stay
+        those of an unpadded sequence); a tokenizer without a pad token (GPT-2, Llama) pads with its EOS
+        (or UNK) token, which the attention mask hides. Recorded in ``info["padding"]``."""
+        tok = self.tokenizer
+        tok.padding_side = "right"
+        self.pad_note = "tokenizer pad token"
+        if tok.pad_token is None:
+            fallback = tok.eos_token or tok.unk_token
+            if fallback is None:
+                raise ProfileError(f"model {self.profile.name!r}: tokenizer has no pad, eos or unk token to pad with")
+            tok.pad_token = fallback
+            self.pad_note = f"pad token set to {fallback!r} (id {tok.pad_token_id}); masked"
+        if getattr(self.model.config, "pad_token_id", None) is None:
+            self.model.config.pad_token_id = tok.pad_token_id
 
     def _default_max_length(self) -> int:
         loc, _ = resolve_weights(self.profile)
@@ -149,14 +166,18 @@ class _HFAdapter:
             "max_length": self.max_length,
             "torch_threads": torch.get_num_threads(),
             "pooling": self.pooling,
+            "padding": f"right; {self.pad_note}",
             "stats": dict(self.stats),
         }
 
     # -- helpers
-    def _order(self, lengths) -> list[list[int]]:
+    def _order(self, lengths, batch_size: int | None = None) -> list[list[int]]:
         """Batches of input indices, longest first (stable), so padding stays small."""
+        bs = batch_size or self.batch_size
+        if not isinstance(bs, int) or bs < 1:
+            raise ValueError(f"{self.profile.name}: batch_size must be a positive integer, got {bs!r}")
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-        return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        return [order[i:i + bs] for i in range(0, len(order), bs)]
 
     def _to(self, enc):
         return {k: v.to(self.device) for k, v in enc.items()}
@@ -296,7 +317,7 @@ class OptionScorer(_HFAdapter):
                 methods.append(m)
                 seqs.append((i, k, full, len(p_ids)))
         loglik = np.zeros((len(prompts), len(options)), dtype=np.float64)
-        pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+        pad = tok.pad_token_id
         bar = progress_bar(len(seqs), "options", self.progress)
         with torch.inference_mode():
             for idx in self._order([len(s[2]) for s in seqs]):
@@ -334,9 +355,7 @@ class OptionScorer(_HFAdapter):
 
     @property
     def info(self) -> dict:
-        return {**super().info, "bos_prefix": self._prefix(),
-                "pad_token_id": self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None
-                else self.tokenizer.eos_token_id}
+        return {**super().info, "bos_prefix": self._prefix(), "pad_token_id": self.tokenizer.pad_token_id}
 
 
 # ============================================================================ embeddings
@@ -358,11 +377,7 @@ class PooledEmbedder(_HFAdapter):
         full = self.tokenizer(texts, truncation=False, verbose=False)["input_ids"]
         lengths = [min(len(x), self.max_length) for x in full]
         self.stats["n_truncated"] = self.stats.get("n_truncated", 0) + sum(len(x) > self.max_length for x in full)
-        saved, self.batch_size = self.batch_size, bs
-        try:
-            batches = self._order(lengths)
-        finally:
-            self.batch_size = saved
+        batches = self._order(lengths, bs)
         bar = progress_bar(len(texts), "embed", self.progress)
         with torch.inference_mode():
             for idx in batches:
@@ -388,7 +403,26 @@ class _WordAdapter(_HFAdapter):
     - a sentence longer than ``max_length`` sub-words is cut into consecutive chunks of whole words that
       fit, each encoded on its own (``n_chunked_sentences``); no word is ever truncated away;
     - one word longer than ``max_length`` on its own raises ValueError naming the sentence and word.
+
+    Byte-level BPE tokenizers (RoBERTa, GPT-2, ...) need ``add_prefix_space=True`` for pre-split words;
+    such a tokenizer is loaded again with it (recorded as ``add_prefix_space`` in ``info``).
     """
+
+    def __init__(self, profile, **options):
+        super().__init__(profile, **options)
+        self.add_prefix_space = None
+        if getattr(self.tokenizer, "add_prefix_space", None) is False:
+            from transformers import AutoTokenizer
+
+            from atlaslib.models import from_pretrained as _fp
+
+            self.tokenizer = _fp(AutoTokenizer, profile, add_prefix_space=True)
+            self.add_prefix_space = True
+            self._fix_padding()
+
+    @property
+    def info(self) -> dict:
+        return {**super().info, "add_prefix_space": self.add_prefix_space}
 
     def _segments(self, sentences):
         if isinstance(sentences, str) or not hasattr(sentences, "__iter__"):
@@ -438,11 +472,7 @@ class _WordAdapter(_HFAdapter):
         one row per word of the segment."""
         sentences, segs = self._segments(sentences)
         results = {}
-        saved, self.batch_size = self.batch_size, batch_size or self.batch_size
-        try:
-            batches = self._order([s[4] for s in segs])
-        finally:
-            self.batch_size = saved
+        batches = self._order([s[4] for s in segs], batch_size)
         bar = progress_bar(len(segs), desc, self.progress)
         with torch.inference_mode():
             for idx in batches:

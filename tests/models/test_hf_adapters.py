@@ -312,3 +312,24 @@ def test_info_has_run_spec_fields(models, kind, capability):
 def test_unknown_option_is_refused(models):
     with pytest.raises(TypeError, match="unknown option"):
         load_adapter(str(models["encoder"]), "embed.text.pooled", pooling="cls")
+
+
+def test_word_mean_with_a_byte_level_tokenizer_uses_prefix_spaces(models):
+    """A GPT-2 checkpoint used as a token encoder: pre-split words need add_prefix_space=True."""
+    prof = Profile(name="gpt2-as-encoder", source="path", location=str(models["gpt2"]),
+                   capabilities=["embed.text.tokens"])
+    emb = load_adapter(prof, "embed.text.tokens", progress=False, batch_size=2)
+    assert emb.info["add_prefix_space"] is True
+    sents = [["No", "weakness", "."], ["Answer", ":", "yes"], ["chest"]]
+    out = emb.embed_words(sents)
+    import transformers
+
+    tok = AutoTokenizer.from_pretrained(models["gpt2"], add_prefix_space=True)
+    model = transformers.AutoModel.from_pretrained(models["gpt2"]).eval()
+    for words, o in zip(sents, out):
+        enc = tok(words, is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            h = model(**enc).last_hidden_state[0].numpy()
+        wids = enc.word_ids(0)
+        hand = np.stack([h[[t for t, w in enumerate(wids) if w == j]].mean(0) for j in range(len(words))])
+        np.testing.assert_allclose(o, hand, atol=1e-5)
