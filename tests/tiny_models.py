@@ -156,14 +156,16 @@ def _gpt2_tokenizer():
     return GPT2Tokenizer(vocab=state["vocab"], merges=merges, model_max_length=MAX_POSITIONS)
 
 
-def tiny_causal_lm(tmp_path, name: str = "tiny-gpt2") -> Path:
-    """A 2-layer GPT-2 (architectures ``GPT2LMHeadModel``) with a tiny byte-level BPE tokenizer."""
+def tiny_causal_lm(tmp_path, name: str = "tiny-gpt2", max_positions: int = MAX_POSITIONS) -> Path:
+    """A 2-layer GPT-2 (architectures ``GPT2LMHeadModel``) with a tiny byte-level BPE tokenizer.
+    ``max_positions`` bounds prompt + option length (real kit prompts need a few hundred)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     tokenizer = _gpt2_tokenizer()
+    tokenizer.model_max_length = max_positions
     torch.manual_seed(SEED)
     config = GPT2Config(
-        vocab_size=len(tokenizer), n_positions=MAX_POSITIONS, n_embd=32, n_layer=2, n_head=2,
+        vocab_size=len(tokenizer), n_positions=max_positions, n_embd=32, n_layer=2, n_head=2,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
     )

@@ -27,7 +27,7 @@ def test_zero_shot_assertion_head(tmp_path, split_frames):
 
 def test_zero_shot_option_scoring(tmp_path, split_frames):
     train, test = split_frames
-    out = negex.run_protocol(str(tiny_causal_lm(tmp_path)), "zero_shot", train, test)
+    out = negex.run_protocol(str(tiny_causal_lm(tmp_path, max_positions=1024)), "zero_shot", train, test)
     assert out["capability"] == "score.options"
     ll = out["loglik"]
     assert ll.shape == (len(test), 2) and np.all(ll < 0)
