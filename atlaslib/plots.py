@@ -7,12 +7,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import matplotlib
-
-matplotlib.use("Agg", force=False)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
 
 def bootstrap_distributions(samples: Mapping[str, Sequence[float]], metrics: Mapping[str, dict],

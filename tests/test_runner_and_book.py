@@ -74,6 +74,9 @@ def test_small_book_shows_the_numbers_of_its_cells(tmp_path, data_dir):
     assert "Local evaluation only" in html
     run_page = p.html_out(False) / "_build/html/book/runs/negex/atlas-n100-v1/majority/zero_shot.html"
     assert run_page.is_file() and "Traceback" not in run_page.read_text()
+    executed = json.loads((p.runs / "negex/atlas-n100-v1/majority/zero_shot.ipynb").read_text())
+    images = [o for c in executed["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) >= 2  # bootstrap distributions and confusion matrix are really shown
     # the second build is served from the run cache
     logs.clear()
     assert book.build(paths=p, cards=[negex], requests=reqs, data_dir=data_dir, log=lambda *a, **k: logs.append(a)) == 0

@@ -23,16 +23,13 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..metrics.spans import repair_iob2, validate_tags
+from .items import PROBE_SETTINGS as _ITEM_PROBE
 
+# The same logistic head as the item-level probe, over the 7 IOB2 tags of each word.
 PROBE_SETTINGS = {
-    "model": "sklearn.linear_model.LogisticRegression",
-    "solver": "lbfgs",
-    "C": 1.0,
-    "max_iter": 2000,
-    "penalty": "l2",
+    **_ITEM_PROBE,
     "multi_class": "multinomial (lbfgs default)",
     "scaling": "sklearn.preprocessing.StandardScaler fit on the train word vectors",
-    "class_weight": None,
     "decision": "arg-max class per word, then conlleval repair",
     "pooling": "word_mean",
     "batch_size": 32,
