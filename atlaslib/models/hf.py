@@ -7,9 +7,11 @@ Shared behaviour (:class:`_HFAdapter`):
 - inputs are sorted by token length for batching (less padding) and outputs are put back in input order;
 - ``max_length``: option, else the model folder's ``sentence_bert_config.json`` ``max_seq_length`` (what
   sentence-transformers uses), else ``min(tokenizer.model_max_length, config.max_position_embeddings)``;
-- a progress bar per call (:func:`progress_bar`): tqdm.auto in terminals and live notebooks, a plain bar
-  that updates at most every 30 s in logs and CI (tqdm prints a line per refresh there); the environment
-  variable ``ATLAS_PROGRESS`` = ``off`` | ``plain`` | ``auto`` overrides;
+- a progress bar per call (:func:`progress_bar`): a normal tqdm bar in a terminal, the widget bar in a
+  live notebook with ipywidgets, otherwise (logs, CI, papermill kernels without widgets) a plain ASCII
+  bar that refreshes at most every 30 s, because tqdm writes a line per refresh there. The environment
+  variable ``ATLAS_PROGRESS`` = ``off`` | ``plain`` | ``auto`` overrides (a runner executing notebooks
+  with papermill should set ``plain``: widget state is not saved in executed notebooks);
 - ``.info``: profile, revision, capability, batch size, dtype, device, max_length, torch threads, pooling
   and the adapter's own fields, for the run spec.
 """
@@ -37,13 +39,18 @@ def progress_bar(total: int, desc: str, enabled: bool = True):
     mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()
     if not enabled or mode in ("0", "off", "false", "no", "none"):
         return std.tqdm(total=total, desc=desc, disable=True)
-    interactive = sys.stderr.isatty() or "ipykernel" in sys.modules
-    if mode == "plain" or not interactive:
+    in_kernel = "ipykernel" in sys.modules
+    if mode == "plain" or not (sys.stderr.isatty() or in_kernel):
         return std.tqdm(total=total, desc=desc, mininterval=30.0, maxinterval=300.0, ascii=True,
                         file=sys.stderr, dynamic_ncols=False, ncols=80)
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc)
+    if in_kernel:
+        try:
+            import ipywidgets  # noqa: F401
+            from tqdm.notebook import tqdm as nb_tqdm
+        except ImportError:  # no widgets: a plain bar, without tqdm.auto's IProgress warning
+            return std.tqdm(total=total, desc=desc, mininterval=30.0, ascii=True, file=sys.stderr, ncols=80)
+        return nb_tqdm(total=total, desc=desc)
+    return std.tqdm(total=total, desc=desc, file=sys.stderr)
 
 
 def _check_texts(texts, what: str) -> list[str]:

@@ -333,3 +333,19 @@ def test_word_mean_with_a_byte_level_tokenizer_uses_prefix_spaces(models):
         wids = enc.word_ids(0)
         hand = np.stack([h[[t for t, w in enumerate(wids) if w == j]].mean(0) for j in range(len(words))])
         np.testing.assert_allclose(o, hand, atol=1e-5)
+
+
+def test_progress_bar_modes(monkeypatch, capsys):
+    from atlaslib.models.hf import progress_bar
+
+    monkeypatch.setenv("ATLAS_PROGRESS", "off")
+    assert progress_bar(5, "x").disable
+    monkeypatch.setenv("ATLAS_PROGRESS", "plain")
+    bar = progress_bar(1000, "plain")
+    assert bar.mininterval == 30.0 and not bar.disable
+    for _ in range(1000):
+        bar.update(1)
+    bar.close()
+    err = capsys.readouterr().err
+    assert err.count("plain:") <= 3          # start and end, not one line per update
+    assert progress_bar(5, "y", enabled=False).disable
