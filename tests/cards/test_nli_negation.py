@@ -265,9 +265,11 @@ def test_hand_computed_small_case_set():
     assert r.false_entailment_rate.value == pytest.approx(1 / 3)
     assert r.n_abstentions == 1
     assert [p.pattern for p in r.patterns] == ["simple", "double"]
-    assert r.pattern("simple").aggregate_accuracy.value == 0.5 and r.pattern("simple").false_entailment_rate.value == 1.0
-    assert r.pattern("double").aggregate_accuracy.value == 0.5 and r.pattern("double").false_entailment_rate.value == 0.0
-    assert r.gate.false_entailment_gate_passed and r.gate.accuracy_gate_passed and r.gate.passed   # 1/3 <= 0.4, 0.5 >= 0.5
+    simple, double = r.pattern("simple"), r.pattern("double")
+    assert simple.aggregate_accuracy.value == 0.5 and simple.false_entailment_rate.value == 1.0
+    assert double.aggregate_accuracy.value == 0.5 and double.false_entailment_rate.value == 0.0
+    # 1/3 <= 0.4 and 0.5 >= 0.5: both gates pass at their edges
+    assert r.gate.false_entailment_gate_passed and r.gate.accuracy_gate_passed and r.gate.passed
     # no contradiction/neutral gold: the rate is undefined and the safety gate fails closed
     r0 = nn.run_nli_negation_challenge(["entailment"], cases=cases[:1])
     assert r0.false_entailment_rate.value is None and not r0.gate.false_entailment_gate_passed

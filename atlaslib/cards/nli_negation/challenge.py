@@ -30,7 +30,7 @@ import inspect
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from scipy.stats import beta
@@ -44,10 +44,11 @@ REPORT_SCHEMA_VERSION = "atlas.nli_negation.report.v1"
 CONFIDENCE_LEVEL = 0.95
 DEFAULT_MAX_FALSE_ENTAILMENT_RATE = 0.0
 #: The accuracy floor that is on by default. 0.5 is (a) above the accuracy of every constant-label
-#: predictor on the built-in corpus — the largest gold-label share there is 75/207 = 0.362 (entailment and contradiction each), so
-#: "always entailment", "always contradiction", "always neutral" and "always abstain" all fail it
-#: (a test pins this) — and (b) the simplest round floor meaning "right on at least half of the
-#: challenge". It is a sanity floor against degenerate predictors, not a quality target.
+#: predictor on the built-in corpus — the largest gold-label share there is 75/207 = 0.362
+#: (entailment and contradiction each), so "always entailment", "always contradiction", "always
+#: neutral" and "always abstain" all fail it (a test pins this) — and (b) the simplest round floor
+#: meaning "right on at least half of the challenge". A sanity floor against degenerate
+#: predictors, not a quality target.
 DEFAULT_MINIMUM_AGGREGATE_ACCURACY = 0.5
 
 
@@ -198,7 +199,8 @@ class NliNegationReport:
             "",
             "| Gate | Threshold | Decision |",
             "|---|---|---|",
-            f"| False-entailment ceiling | ≤ {g.max_false_entailment_rate:.3f} | {ok(g.false_entailment_gate_passed)} |",
+            f"| False-entailment ceiling | ≤ {g.max_false_entailment_rate:.3f} | "
+            f"{ok(g.false_entailment_gate_passed)} |",
             f"| Accuracy floor | {floor} | {ok(g.accuracy_gate_passed)} |",
             f"| Combined | both | {ok(g.passed)} |",
             "",

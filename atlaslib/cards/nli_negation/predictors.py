@@ -207,10 +207,12 @@ class EmbeddingSimilarityPredictor:
                 f"EmbeddingSimilarityPredictor: {len(premises)} premises but {len(hypotheses)} hypotheses")
         if not premises:
             return np.zeros(0)
-        emb = np.asarray(self.adapter.embed(premises + hypotheses, batch_size=self.batch_size))
-        if emb.ndim != 2 or emb.shape[0] != 2 * len(premises):
+        texts = list(dict.fromkeys(premises + hypotheses))          # each distinct text embedded once
+        emb = np.asarray(self.adapter.embed(texts, batch_size=self.batch_size))
+        if emb.ndim != 2 or emb.shape[0] != len(texts):
             raise NliNegationInputError("EmbeddingSimilarityPredictor: the adapter returned a wrongly shaped array")
-        return cosine_rows(emb[:len(premises)], emb[len(premises):])
+        row = {t: i for i, t in enumerate(texts)}
+        return cosine_rows(emb[[row[p] for p in premises]], emb[[row[h] for h in hypotheses]])
 
     def calibrate(self) -> float:
         same, diff = calibration_pairs()
