@@ -190,6 +190,14 @@ def test_missing_weights_and_missing_capability_give_not_run_cells(tmp_path):
     assert run.status == "not_run" and run.reason.startswith("n/a")
 
 
+def test_unknown_nli_label_names_are_not_taken_for_an_nli_head(tmp_path):
+    """A sequence classifier whose id2label is not the NLI set is not a predict.nli model: the card
+    writes an n/a cell instead of guessing which class means entailment."""
+    odd = tiny_nli_classifier(tmp_path, labels=["ENTAILMENT", "NEUTRAL", "REFUTED"], name="odd-nli")
+    run = nn.run_card(str(odd))
+    assert run.status == "not_run" and run.reason.startswith("n/a") and "predict.nli" in run.reason
+
+
 def test_run_card_rejects_bad_parameters():
     with pytest.raises(NliNegationInputError, match="parameter protocol"):
         nn.run_card(nn.ALWAYS_ABSTAIN, protocol="probe")
