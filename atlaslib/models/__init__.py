@@ -373,12 +373,15 @@ def _infer_hub_capabilities(profile: Profile) -> Profile:
 
 # --------------------------------------------------------------------------------------------- adapters
 
-def load_adapter(profile_or_name, capability: str, **options):
+def load_adapter(profile_or_name, capability: str, *, data_dir=None, **options):
     """The adapter for ``capability`` of a profile (or name / directory / hub id).
 
     Raises :class:`CapabilityMissing` when the profile lacks the capability and
     :class:`WeightsUnavailable` when its weights cannot be loaded offline. ``options`` override the
-    profile's defaults (``batch_size``, ``max_length``, ``torch_threads``, ``progress``, ...).
+    profile's defaults (``batch_size``, ``max_length``, ``torch_threads``, ``progress``, ...); an
+    option the adapter does not know raises TypeError naming it. ``data_dir`` is the atlas data
+    directory (as the card loaders take it): adapters that read a pinned data file (negspacy's trigger
+    list) resolve it there, the others ignore it, so callers can always pass it.
     """
     if capability not in CAPABILITIES:
         raise ValueError(f"unknown capability {capability!r}; known: {list(CAPABILITIES)}")
@@ -401,7 +404,7 @@ def load_adapter(profile_or_name, capability: str, **options):
             return ConTextAssertion(profile, **opts)
         if profile.location == "negspacy-negex-kit":
             from atlaslib.models.rules import NegspacyAssertion
-            return NegspacyAssertion(profile, **opts)
+            return NegspacyAssertion(profile, data_dir=data_dir, **opts)
         raise ProfileError(f"builtin model {profile.name!r}: no adapter named {profile.location!r}")
 
     from atlaslib.models import hf

@@ -183,3 +183,11 @@ def test_no_network_fails_fast_when_the_hub_is_not_switched_off(monkeypatch):
     with pytest.raises(WeightsUnavailable, match="no hub access"):
         load_adapter("d4data/biomedical-ner-all", "predict.ner")
     assert calls  # the reachability check was consulted instead of a slow download attempt
+
+
+def test_data_dir_is_accepted_by_every_adapter(tmp_path, data_dir):
+    enc = tm.tiny_encoder(tmp_path)
+    assert load_adapter(str(enc), "embed.text.pooled", data_dir=data_dir, progress=False).embed(["a"]).shape == (1, 32)
+    assert load_adapter("majority", "predict.assertion", data_dir=data_dir).predict_assertion([]) == []
+    neg = load_adapter("negspacy-negex-kit", "predict.assertion", data_dir=data_dir, progress=False)
+    assert neg.triggers_path == str(data_dir / "negex" / "negex_triggers.txt")
