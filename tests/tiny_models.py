@@ -12,6 +12,8 @@ Builders (names are stable: other test modules import them):
 - :func:`tiny_nli_classifier`          BERT sequence classifier, id2label ENTAILMENT / NEUTRAL / CONTRADICTION
 - :func:`tiny_token_classifier`        BERT token classifier with the given labels (default: i2b2 2010 IOB2)
 - :func:`tiny_causal_lm`               GPT-2 causal LM with a small byte-level BPE tokenizer
+- :func:`tiny_distilbert_token_classifier`  DistilBERT token classifier (d4data's architecture)
+- :func:`tiny_deberta_nli_classifier`  DeBERTa-v2 NLI classifier (the cross-encoder's architecture)
 
 Tokenizers: BERT models share a small WordPiece vocabulary written here (clinical words, single letters
 and ``##`` letter pieces, so unknown words split into several sub-words); GPT-2 uses a byte-level BPE
@@ -170,3 +172,35 @@ def tiny_causal_lm(tmp_path, name: str = "tiny-gpt2", max_positions: int = MAX_P
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
     )
     return _save(GPT2LMHeadModel(config).eval(), tokenizer, Path(tmp_path) / name)
+
+
+def tiny_distilbert_token_classifier(tmp_path, labels=MACCROBAT_LABELS, name: str = "tiny-distilbert-ner") -> Path:
+    """A DistilBERT token classifier (the architecture of d4data/biomedical-ner-all)."""
+    from transformers import DistilBertConfig, DistilBertForTokenClassification
+
+    labels = list(labels)
+    torch.manual_seed(SEED)
+    config = DistilBertConfig(
+        vocab_size=len(_bert_vocab()), dim=32, n_layers=2, n_heads=2, hidden_dim=37,
+        max_position_embeddings=MAX_POSITIONS, dropout=0.0, attention_dropout=0.0,
+        num_labels=len(labels), **_labels_kw(labels),
+    )
+    return _save(DistilBertForTokenClassification(config).eval(), _bert_tokenizer(), Path(tmp_path) / name)
+
+
+def tiny_deberta_nli_classifier(tmp_path, labels=("contradiction", "entailment", "neutral"),
+                                name: str = "tiny-deberta-nli") -> Path:
+    """A DeBERTa-v2 sequence-pair classifier with the label order of cross-encoder/nli-deberta-v3-*
+    (contradiction, entailment, neutral); WordPiece tokenizer (no sentencepiece model needed)."""
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification
+
+    labels = list(labels)
+    torch.manual_seed(SEED)
+    config = DebertaV2Config(
+        vocab_size=len(_bert_vocab()), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=37, max_position_embeddings=MAX_POSITIONS, type_vocab_size=0,
+        relative_attention=True, position_buckets=16, pos_att_type=["p2c", "c2p"],
+        position_biased_input=False, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        num_labels=len(labels), **_labels_kw(labels),
+    )
+    return _save(DebertaV2ForSequenceClassification(config).eval(), _bert_tokenizer(), Path(tmp_path) / name)

@@ -328,17 +328,22 @@ def from_pretrained(cls, profile: Profile, **kwargs):
 
 
 class _quiet_transformers:
-    """transformers draws its own "Loading weights" bars; the adapters report progress themselves."""
+    """transformers draws its own "Loading weights" bars and prints a load report when a task head is
+    dropped (a classifier checkpoint loaded as an encoder); the adapters report progress themselves,
+    and a load failure still raises. Both are silenced while loading, then restored."""
 
     def __enter__(self):
         from transformers.utils import logging as tlog
 
         self._was = tlog.is_progress_bar_enabled()
+        self._level = tlog.get_verbosity()
         tlog.disable_progress_bar()
+        tlog.set_verbosity_error()
 
     def __exit__(self, *exc):
         from transformers.utils import logging as tlog
 
+        tlog.set_verbosity(self._level)
         if self._was:
             tlog.enable_progress_bar()
         return False

@@ -349,3 +349,18 @@ def test_progress_bar_modes(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.count("plain:") <= 3          # start and end, not one line per update
     assert progress_bar(5, "y", enabled=False).disable
+
+
+def test_registry_hub_architectures_distilbert_ner_and_deberta_nli(tmp_path):
+    """The adapters on the architectures of the registry's hub NER and NLI profiles."""
+    db = tm.tiny_distilbert_token_classifier(tmp_path)
+    assert "predict.ner" in get_profile(str(db)).capabilities
+    out = _adapter(db, "predict.ner", batch_size=2).predict_words(WORDS)
+    for w, o in zip(WORDS, out):
+        assert o == (_hand_first_subword_labels(db, w) if w else [])
+    deb = tm.tiny_deberta_nli_classifier(tmp_path)
+    assert "predict.nli" in get_profile(str(deb)).capabilities
+    prem, hyp = ["No fever.", "The patient has chest pain."], ["fever", "pain is absent in the chest"]
+    names = ["contradiction", "entailment", "neutral"]
+    got = _adapter(deb, "predict.nli", batch_size=2).predict_nli(prem, hyp)
+    assert got == [names[int(_hand_logits(deb, p, h).argmax())] for p, h in zip(prem, hyp)]
