@@ -180,6 +180,16 @@ def test_cli_main_prints_the_table_as_json(tmp_path, corpus, capsys):
     assert scoring.main(["-r", str(tmp_path / "nope"), "-p", str(pred)]) == 2
 
 
+def test_paper_layout_carries_the_table_numbers(tmp_path, corpus):
+    ref, pred = _pairs(tmp_path, corpus)[0]
+    table = scoring.score_directories(ref, pred, closure=True)
+    rows = {r["row"]: r for r in table["rows"]}
+    t = scoring.paper_tables({"m": table})
+    assert t["EVENT (Table 3)"].loc["m", ("span + polarity", "A")] == rows["event_polarity"]["A"]
+    assert t["TIMEX3 (Table 2)"].loc["m", ("span", "R")] == rows["timex3_span"]["recall"]
+    assert t["relations (Table 4)"].loc["m", ("containers with closure", "F1")] == rows["contains_closure"]["f1"]
+
+
 def test_closure_toy_case_of_anaforatools():
     ref, pred = FIXTURES / "closure_toy" / "reference", FIXTURES / "closure_toy" / "predicted"
     got = scoring.closure_scores(ref, pred, {("TLINK", "Type")})["TLINK:Type"]
@@ -206,6 +216,19 @@ def test_real_counts_scorer_and_elements(real_dirs, real_docs):
     assert raw["Train"]["EVENT"] - dup["EVENT_exact_duplicates"] == 38890
     assert raw["Train"]["CONTAINS"] - dup["CONTAINS_duplicate_pairs"] == 11176
     assert got["CONTAINS_after_closure"] > got["CONTAINS"]
+
+
+def test_per_document_element_counts_match_the_provenance_table(real_docs, data_dir):
+    import pandas as pd
+
+    tsv = pd.read_csv(data_dir / "thyme" / "derived_counts_per_doc.tsv", sep="\t")
+    for split, docs in real_docs.items():
+        ours = audit.element_counts_per_document(docs).set_index("doc_id")
+        theirs = tsv[tsv["split"] == split].set_index("doc_id")
+        assert sorted(ours.index) == sorted(theirs.index)
+        for col, their_col in (("EVENT", "EVENT"), ("TIMEX3", "TIMEX3"), ("CONTAINS", "TLINK_CONTAINS"),
+                               ("TLINK", "TLINK"), ("ALINK", "ALINK"), ("DOCTIME", "DOCTIME")):
+            assert (ours[col] == theirs.loc[ours.index, their_col]).all(), (split, col)
 
 
 def test_contains_distances_match_hand_computation(real_docs):

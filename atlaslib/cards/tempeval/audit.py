@@ -96,21 +96,31 @@ def scorer_counts(split_dir: str | os.PathLike, *, closure: bool = True) -> dict
     return out
 
 
-def file_element_counts(docs: list[Document]) -> dict:
-    """Elements anywhere in the files (``<annotations>`` and any ``<adjudication>`` block), by type, as a
-    text search for ``<type>EVENT</type>`` would count them."""
+COUNT_KEYS = ("documents", "EVENT", "TIMEX3", "CONTAINS", "TLINK", "ALINK", "DOCTIME", "SECTIONTIME")
+
+
+def element_counts_per_document(docs: list[Document]) -> pd.DataFrame:
+    """Per document, elements anywhere in its file (``<annotations>`` and any ``<adjudication>`` block) by
+    type, plus TLINKs with Type=CONTAINS; the layout of ``derived_counts_per_doc.tsv``."""
     import xml.etree.ElementTree as ET
 
-    c = collections.Counter(documents=len(docs))
+    rows = []
     for d in docs:
-        root = ET.parse(d.path).getroot()
-        for el in root.iter():
+        c = collections.Counter()
+        for el in ET.parse(d.path).getroot().iter():
             if el.tag in ("entity", "relation"):
                 c[(el.findtext("type") or "").strip()] += 1
                 props = el.find("properties")
                 if props is not None and (props.findtext("Type") or "").strip() == "CONTAINS":
                     c["CONTAINS"] += 1
-    return {k: c[k] for k in ("documents", "EVENT", "TIMEX3", "CONTAINS", "TLINK", "ALINK", "DOCTIME", "SECTIONTIME")}
+        rows.append({"doc_id": d.doc_id, **{k: c[k] for k in COUNT_KEYS[1:]}})
+    return pd.DataFrame(rows)
+
+
+def file_element_counts(docs: list[Document]) -> dict:
+    """Elements anywhere in the files, summed (as a text search for ``<type>EVENT</type>`` counts them)."""
+    per_doc = element_counts_per_document(docs)
+    return {"documents": len(docs), **{k: int(per_doc[k].sum()) for k in COUNT_KEYS[1:]}}
 
 
 def raw_counts(docs: list[Document]) -> dict:
@@ -124,7 +134,7 @@ def raw_counts(docs: list[Document]) -> dict:
             c[r.type] += 1
             if r.type == "TLINK" and r.properties.get("Type") == "CONTAINS":
                 c["CONTAINS"] += 1
-    return {k: c[k] for k in ("documents", "EVENT", "TIMEX3", "CONTAINS", "TLINK", "ALINK", "DOCTIME", "SECTIONTIME")}
+    return {k: c[k] for k in COUNT_KEYS}
 
 
 def duplicates(docs: list[Document]) -> dict:

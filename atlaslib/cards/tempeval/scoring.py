@@ -204,6 +204,37 @@ def table_frame(table: dict):
         columns={"precision": "P", "recall": "R", "f1": "F1"})
 
 
+PAPER_LAYOUT = {
+    "TIMEX3 (Table 2)": [("span", "timex3_span", False), ("span + class", "timex3_class", True)],
+    "EVENT (Table 3)": [("span", "event_span", False), ("span + modality", "event_modality", True),
+                        ("span + degree", "event_degree", True), ("span + polarity", "event_polarity", True),
+                        ("span + type", "event_type", True)],
+    "relations (Table 4)": [("to document time", "doctimerel", False), ("narrative containers", "contains", False),
+                            ("containers with closure", "contains_closure", False)],
+}
+
+
+def paper_tables(tables: dict) -> dict:
+    """``{run label: table}`` -> the paper's three layouts as DataFrames (one line per run; columns
+    (sub-task, P/R/F1[/A])), e.g. ``{"closest, phase 2": score_directories(...)}``."""
+    import pandas as pd
+
+    out = {}
+    for name, groups in PAPER_LAYOUT.items():
+        lines = {}
+        for label, table in tables.items():
+            rows = {r["row"]: r for r in table["rows"]}
+            line = {}
+            for group, row, with_a in groups:
+                r = rows.get(row)
+                for col, key in (("P", "precision"), ("R", "recall"), ("F1", "f1")) + ((("A", "A"),) if with_a else ()):
+                    line[(group, col)] = None if r is None else r[key]
+            lines[label] = line
+        out[name] = pd.DataFrame.from_dict(lines, orient="index")
+        out[name].columns = pd.MultiIndex.from_tuples(out[name].columns)
+    return out
+
+
 def main(argv=None) -> int:
     """``atlas score tempeval -r REF -p PRED [--closure]``: print the table as JSON."""
     parser = argparse.ArgumentParser(prog="atlas score tempeval", description=(
