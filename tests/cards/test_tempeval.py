@@ -172,6 +172,29 @@ def test_wrapper_equals_cli_on_three_pairs(tmp_path, corpus):
             assert rows["event_polarity"]["A"] == pytest.approx(rows["event_polarity"]["f1"] / rows["event_span"]["f1"])
 
 
+def test_per_document_counts_sum_to_the_table_and_feed_the_bootstrap(tmp_path, corpus):
+    import numpy as np
+
+    ref, pred = _pairs(tmp_path, corpus)[0]
+    table = scoring.score_directories(ref, pred, closure=True, per_document=True)
+    per = table["per_document"]
+    assert len(per["doc_ids"]) == table["n_documents"] == 12
+    for row in table["rows"]:
+        sums = np.asarray(per[row["row"]]).sum(axis=0)
+        pc = row["correct"] if row["correct"] is not None else row["precision_correct"]
+        rc = row["correct"] if row["correct"] is not None else row["recall_correct"]
+        assert list(sums) == [row["reference"], row["predicted"], pc, rc], row["row"]
+        b = scoring.bootstrap_f1(per[row["row"]], n_resamples=200)
+        assert b["value"] == pytest.approx(row["f1"]) and b["ci_low"] <= b["value"] + 1e-12 <= b["ci_high"] + 2e-12
+    # identical documents: every resample has the same ratio, the interval collapses to the value
+    same = scoring.bootstrap_f1([[4, 5, 3, 3]] * 6, n_resamples=50)
+    assert same["ci_low"] == same["ci_high"] == same["value"] == pytest.approx(2 * 0.6 * 0.75 / 1.35)
+    # the scorer's conventions: nothing predicted -> P = 1, F1 = 0 when nothing correct
+    assert [float(x) for x in scoring.f1_from_counts(3, 0, 0, 0)] == [1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="one \\[reference, predicted"):
+        scoring.bootstrap_f1([[1, 2, 3]])
+
+
 def test_cli_main_prints_the_table_as_json(tmp_path, corpus, capsys):
     ref, pred = _pairs(tmp_path, corpus)[0]
     assert scoring.main(["-r", str(ref), "-p", str(pred), "--closure"]) == 0
@@ -290,6 +313,7 @@ def test_metrics_leave_out_what_a_model_does_not_predict(tmp_path):
     r = runs.run("synthetic-v1", "closest", "phase2", work_dir=tmp_path)
     assert r.metrics["contains_f1_phase2"]["value"] == pytest.approx(
         {x["row"]: x for x in r.table["rows"]}["contains"]["f1"])
+    assert r.metrics["contains_f1_phase2"]["ci_low"] < r.metrics["contains_f1_phase2"]["value"] < r.metrics["contains_f1_phase2"]["ci_high"]
     assert r.metrics["doctimerel_f1_phase2"]["value"] is None and "not applicable" in r.metrics["doctimerel_f1_phase2"]["reason"]
     with pytest.raises(runs.TextUnavailable):
         runs.predict("memorize", "phase1", runs.Corpus([], [], tmp_path, False, True))

@@ -127,14 +127,21 @@ def _check_dir(path, what: str, xml_name_regex: str) -> Path:
     return path
 
 
-def _merge(file_named_scores, scores_type):
+def _merge(file_named_scores, scores_type, per_document: list | None = None):
     total = collections.defaultdict(scores_type)
     n_docs = 0
-    for _name, named in file_named_scores:
+    for name, named in file_named_scores:
         n_docs += 1
         for view, scores in named.items():
             total[view].update(scores)
+        if per_document is not None:
+            per_document.append((name, dict(named)))
     return total, n_docs
+
+
+def _counts(s) -> list[int]:
+    c = s.correct
+    return [s.reference, s.predicted, *(c if isinstance(c, tuple) else (c, c))]
 
 
 def _row(name, label, view, s) -> dict:
@@ -151,10 +158,13 @@ def _row(name, label, view, s) -> dict:
 
 
 def score_directories(reference_dir, predicted_dir, closure: bool = False, *,
-                      xml_name_regex: str = TEMPORAL_FILE_RE) -> dict:
+                      xml_name_regex: str = TEMPORAL_FILE_RE, per_document: bool = False) -> dict:
     """Score ``predicted_dir`` against ``reference_dir`` (both ``<dir>/<doc>/<doc>.*.xml``) with
     anaforatools; returns ``{"rows": [...], "n_documents", "closure", "scorer"}``, one row per sub-task
-    (see module docstring). ``closure=True`` adds the ``contains_closure`` row."""
+    (see module docstring). ``closure=True`` adds the ``contains_closure`` row. ``per_document=True`` adds
+    ``"per_document": {"doc_ids": [...], row: [[reference, predicted, precision_correct, recall_correct],
+    ...]}`` (the scorer's per-document counts; without closure both correct counts are the same), which
+    sum to the table's counts and feed :func:`bootstrap_f1`."""
     ref = _check_dir(reference_dir, "reference", xml_name_regex)
     pred = _check_dir(predicted_dir, "predicted", xml_name_regex)
     views = [v for v, _, _ in ROWS.values()]
@@ -162,13 +172,14 @@ def score_directories(reference_dir, predicted_dir, closure: bool = False, *,
     level = logger.level
     logger.setLevel(logging.ERROR)  # the scorer warns once per document without predictions
     try:
+        docs, closure_docs = [], []
         total, n_docs = _merge(_evaluate.score_dirs(str(ref), str(pred), xml_name_regex=xml_name_regex,
-                                                    include=set(views)), _evaluate.Scores)
+                                                    include=set(views)), _evaluate.Scores, docs)
         closure_total = None
         if closure:
             closure_total, _ = _merge(_evaluate.score_dirs(
                 str(ref), str(pred), xml_name_regex=xml_name_regex, include={CLOSURE_ROW[1]},
-                scores_type=_evaluate.TemporalClosureScores), _evaluate.TemporalClosureScores)
+                scores_type=_evaluate.TemporalClosureScores), _evaluate.TemporalClosureScores, closure_docs)
     finally:
         logger.setLevel(level)
     rows = {}
@@ -181,9 +192,53 @@ def score_directories(reference_dir, predicted_dir, closure: bool = False, *,
     if closure:
         name, view, label = CLOSURE_ROW
         rows[name] = _row(name, label, view, closure_total.get(view, _evaluate.TemporalClosureScores()))
-    return {"rows": list(rows.values()), "n_documents": n_docs, "closure": bool(closure),
-            "scorer": f"anaforatools {IMPORTS['anaforatools']} (anafora.evaluate.score_dirs)",
-            "xml_name_regex": xml_name_regex}
+    out = {"rows": list(rows.values()), "n_documents": n_docs, "closure": bool(closure),
+           "scorer": f"anaforatools {IMPORTS['anaforatools']} (anafora.evaluate.score_dirs)",
+           "xml_name_regex": xml_name_regex}
+    if per_document:
+        per = {"doc_ids": [name for name, _ in docs]}
+        for name, (view, _, _) in ROWS.items():
+            per[name] = [_counts(named.get(view, _evaluate.Scores())) for _, named in docs]
+        if closure:
+            assert [n for n, _ in closure_docs] == per["doc_ids"]
+            per[CLOSURE_ROW[0]] = [_counts(named.get(CLOSURE_ROW[1], _evaluate.TemporalClosureScores()))
+                                   for _, named in closure_docs]
+        out["per_document"] = per
+    return out
+
+
+def f1_from_counts(reference, predicted, precision_correct, recall_correct):
+    """The scorer's P, R, F1 from summed counts (P = 1 when nothing is predicted, R = 1 when the
+    reference is empty, F1 = 0 when P + R = 0), vectorised over numpy arrays."""
+    import numpy as np
+
+    ref, pred = np.asarray(reference, float), np.asarray(predicted, float)
+    pc, rc = np.asarray(precision_correct, float), np.asarray(recall_correct, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(pred == 0, 1.0, pc / np.where(pred == 0, 1, pred))
+        r = np.where(ref == 0, 1.0, rc / np.where(ref == 0, 1, ref))
+        f = np.where(p + r == 0, 0.0, 2 * p * r / np.where(p + r == 0, 1, p + r))
+    return p, r, f
+
+
+def bootstrap_f1(per_document_counts, n_resamples: int = 1000, seed: int = 20150605, level: float = 0.95) -> dict:
+    """Document-level bootstrap of one row's F1: resample documents with replacement, sum their scorer
+    counts, recompute F1; ``{value, ci_low, ci_high}`` (value from all documents, percentile interval)."""
+    import numpy as np
+
+    from ...metrics.bootstrap import percentile_ci
+
+    counts = np.asarray(per_document_counts, dtype=float)
+    if counts.ndim != 2 or counts.shape[1] != 4 or len(counts) == 0:
+        raise ValueError("bootstrap_f1 expects one [reference, predicted, precision_correct, recall_correct] "
+                         f"row per document, got shape {counts.shape}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(counts), size=(n_resamples, len(counts)))
+    sums = counts[idx].sum(axis=1)                      # (B, 4)
+    _, _, f = f1_from_counts(*sums.T)
+    value = float(f1_from_counts(*counts.sum(axis=0))[2])
+    lo, hi = percentile_ci(f, level)
+    return {"value": value, "ci_low": lo, "ci_high": hi}
 
 
 def closure_scores(reference_dir, predicted_dir, include, *, xml_name_regex: str = "[.]xml$") -> dict:
