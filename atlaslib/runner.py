@@ -193,6 +193,8 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
         nbformat.write(nb, src_ipynb)
         params = {**request.parameters(), "data_dir": str(data_dir) if data_dir else None,
                   "result_path": str(tmp_cell), "run_key": key}
+        # Widgets are not saved in executed notebooks: kernels draw plain progress bars.
+        os.environ.setdefault("ATLAS_PROGRESS", "plain")
         start = time.perf_counter()
         try:
             papermill.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, kernel_name=kernel_name,

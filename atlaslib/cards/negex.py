@@ -291,7 +291,8 @@ def assertion_label_map() -> dict:
     return {k: int(v == POSITIVE) for k, v in ASSERTION_TO_DECISION.items()}
 
 
-def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFrame, *, seed: int = SEED) -> dict:
+def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFrame, *, seed: int = SEED,
+                 data_dir=None) -> dict:
     """Run ``model`` under ``protocol`` on the split; returns ``{pred, score, capability, details, profile}``.
 
     zero_shot uses ``predict.assertion`` when the profile has it, else ``score.options``; probe uses
@@ -309,12 +310,11 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
         raise NotRun(f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
                      f"{model} has {', '.join(profile.capabilities) or 'none'}")
     try:
-        adapter = load_adapter(profile, capability)
-    except (WeightsUnavailable, CapabilityMissing) as exc:
-        msg = str(exc).split(" (")[0]  # the adapter's sentence without the library's traceback text
-        if isinstance(exc, WeightsUnavailable) and not msg.startswith("weights unavailable"):
-            msg = f"weights unavailable: {msg}"
-        raise NotRun(msg) from None
+        adapter = load_adapter(profile, capability, data_dir=data_dir)
+    except WeightsUnavailable as exc:
+        raise NotRun(exc.short) from None  # the reason without the loader's low-level cause
+    except CapabilityMissing as exc:
+        raise NotRun(str(exc)) from None
     if capability == "predict.assertion":
         out = P.zero_shot_assertion(adapter, test["text"].tolist(), assertion_label_map())
     elif capability == "score.options":
