@@ -57,7 +57,8 @@ def forest(frame: pd.DataFrame, value: str, low: str, high: str, label: str = "l
            title: str = "", xlim: tuple | None = (0, 1), higher_is_better: bool = True) -> plt.Figure:
     """Forest plot: one row per entry, point estimate with its interval, ordered by the estimate
     (best at the top). Rows without a value are left out (the leaderboard says why)."""
-    d = frame.dropna(subset=[value]).sort_values(value, ascending=higher_is_better)
+    d = frame.dropna(subset=[value]).astype({value: float, low: float, high: float})
+    d = d.sort_values(value, ascending=higher_is_better)
     fig, ax = plt.subplots(figsize=(6.4, 0.45 * max(len(d), 1) + 1.0))
     y = np.arange(len(d))
     lo = (d[value] - d[low]).clip(lower=0).fillna(0).to_numpy(float)

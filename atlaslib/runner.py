@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import __version__
 from .cards import get_card
-from .results import cell_path, read_cell, slug
+from .results import cell_path, read_cell, slug, write_cell
 
 REPO = Path(__file__).resolve().parent.parent
 ATLASLIB = Path(__file__).resolve().parent
@@ -153,7 +153,7 @@ def is_current(request: RunRequest, key: str, results_dir: Path, runs_dir: Path)
     if not (nb_path.is_file() and res_path.is_file()):
         return False
     try:
-        return read_cell(res_path).get("spec", {}).get("parameters", {}).get("run_key") == key
+        return read_cell(res_path).get("run_key") == key
     except Exception:
         return False
 
@@ -213,6 +213,9 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
             raise RunFailed(request, card.notebook, None,
                             "the notebook finished without writing its result cell (result_path)", kept)
         cell = read_cell(tmp_cell)
+        cell.pop("_path", None)
+        cell["run_key"] = key  # the runner owns the cache key, whatever the notebook recorded
+        write_cell(cell, tmp_cell)
         os.replace(out_ipynb, nb_out)
         os.replace(tmp_cell, res_out)
         return RunOutcome(request, "ran", seconds=round(seconds, 2), cell_status=cell["status"],
