@@ -76,6 +76,17 @@ _REQUIRED_KEYS = _PROFILE_KEYS - {"options"}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
+def check_texts(texts, what: str) -> list[str]:
+    """The adapters' input check: a list of strings, else a TypeError naming the argument and position."""
+    if isinstance(texts, str) or not hasattr(texts, "__iter__"):
+        raise TypeError(f"{what}: expected a list of strings, got {type(texts).__name__}")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"{what}[{i}]: expected a string, got {type(t).__name__}")
+    return texts
+
+
 class CapabilityMissing(Exception):
     """The model has no such capability (the card writes an "n/a" cell)."""
 

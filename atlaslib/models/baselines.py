@@ -1,7 +1,7 @@
 """Baselines that need no model: they give every leaderboard a floor."""
 from __future__ import annotations
 
-from atlaslib.models import Profile
+from atlaslib.models import Profile, check_texts
 
 
 class Majority:
@@ -20,13 +20,7 @@ class Majority:
         self.profile = profile
 
     def predict_assertion(self, marked_texts) -> list[str]:
-        if isinstance(marked_texts, str) or not hasattr(marked_texts, "__iter__"):
-            raise TypeError(f"marked_texts: expected a list of strings, got {type(marked_texts).__name__}")
-        texts = list(marked_texts)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"marked_texts[{i}]: expected a string, got {type(t).__name__}")
-        return [self.answer] * len(texts)
+        return [self.answer] * len(check_texts(marked_texts, "marked_texts"))
 
     @property
     def info(self) -> dict:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from atlaslib.models import (ASSERTION_LABELS, NLI_LABELS, Profile, ProfileError, from_pretrained,
+from atlaslib.models import (ASSERTION_LABELS, check_texts, NLI_LABELS, Profile, ProfileError, from_pretrained,
                              resolve_weights)
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -53,14 +53,7 @@ def progress_bar(total: int, desc: str, enabled: bool = True):
     return std.tqdm(total=total, desc=desc, file=sys.stderr)
 
 
-def _check_texts(texts, what: str) -> list[str]:
-    if isinstance(texts, str) or not hasattr(texts, "__iter__"):
-        raise TypeError(f"{what}: expected a list of strings, got {type(texts).__name__}")
-    texts = list(texts)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"{what}[{i}]: expected a string, got {type(t).__name__}")
-    return texts
+_check_texts = check_texts  # shared with the rule and baseline adapters
 
 
 def map_label_names(id2label: dict, label_map: dict, targets, model: str) -> dict[int, str]:
