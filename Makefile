@@ -12,7 +12,7 @@ export ATLAS_DATA_DIR HF_HUB_OFFLINE
 # torch 2.13.0 CPU build: a local wheel directory when the machine has one, else PyTorch's CPU index.
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-2.13.0*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu)
 
-.PHONY: book publish test env clean
+.PHONY: book publish test env browser clean
 env: $(VENV)/.installed
 
 $(VENV)/.installed: requirements-lock.txt pyproject.toml
@@ -27,7 +27,17 @@ book: env
 publish: env
 	$(BIN)/atlas book --publish
 
-test: env
+# The browser test (tests/test_browser.py) opens the built book in Debian's headless chromium; install it
+# once when missing (apt as root, else through sudo). Quick no-op when chromium is already on PATH.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium (Debian package) for the browser test"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
+	@chromium --version
+
+test: env browser
 	$(BIN)/python -m pytest -q
 
 clean:
