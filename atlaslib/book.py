@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import yaml
 
@@ -37,6 +38,7 @@ from .runner import REPO, RunFailed, RunOutcome, RunRequest, run
 
 LEADERBOARD_MARK = "<!-- leaderboard -->"
 CARDS_MARK = "<!-- cards -->"
+REPRODUCTION_MARK = "<!-- reproduction -->"
 
 
 @dataclass
@@ -146,7 +148,7 @@ def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: 
                                            + [""] * len(card.metrics)) + " |")
     if len(lines) == 2:
         return f"*No result cells for `{version}` yet.*\n"
-    out = "\n".join(lines) + "\n"
+    out = ":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n"
     if overlap_seen:
         out += "\n† trained on data that overlaps this card: not comparable with the other rows.\n"
     return out
@@ -223,7 +225,9 @@ def _insert_after_title(text: str, block: str) -> str:
 
 def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Path,
                           failed: list[RunRequest]) -> str:
-    parts = []
+    parts = ["```{seealso}\nHow splits are drawn, what each protocol asks of a model, and how every metric "
+             "and interval is computed: [splits](../methods/splits.md), [protocols](../methods/protocols.md), "
+             "[metrics and intervals](../methods/metrics.md).\n```\n"]
     fig_dir = page_dir / "_figures"
     for version in card.versions:
         parts.append(f"## Leaderboard: `{version}`\n")
@@ -233,27 +237,26 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
             parts.append(f"Split `{version}`: {s.get('n_test', '?')} test items, {s.get('n_train', '?')} train "
                          f"items; manifest sha256 `{str(s.get('hash', ''))[:12]}…`.\n")
         parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed))
-        frame = forest_frame(card, vcells)
-        if len(frame.dropna(subset=["value"])):
+        for base in card.metrics:
+            frame = forest_frame(card, vcells, base)
+            if not len(frame.dropna(subset=["value"])):
+                continue
             fig_dir.mkdir(parents=True, exist_ok=True)
-            base = card.metrics[0]
+            name = f"forest-{card.name}-{version}-{base}.png"
             fig = plots.forest(frame, "value", "ci_low", "ci_high", "label", title=f"{base} · {version}",
                                higher_is_better=card.higher_is_better.get(base, True))
-            name = f"forest-{card.name}-{version}-{base}.png"
             fig.savefig(fig_dir / name, dpi=110)
-            import matplotlib.pyplot as plt
-
             plt.close(fig)
             parts.append(f"```{{figure}} _figures/{name}\n:alt: forest plot of {base} on {version}\n\n"
-                         f"{base} with 95 % intervals, models ordered by the point estimate.\n```\n")
+                         f"`{base}` on `{version}` with 95 % intervals, models ordered by the point estimate.\n```\n")
     repro = reproduction_markdown(cells)
     if repro:
         parts.append(repro)
     return "\n".join(parts)
 
 
-def forest_frame(card: Card, cells: list[dict]) -> pd.DataFrame:
-    base = card.metrics[0]
+def forest_frame(card: Card, cells: list[dict], base: str | None = None) -> pd.DataFrame:
+    base = base or card.metrics[0]
     rows = []
     for c in cells:
         e = c["metrics"].get(f"{base}_{c['protocol']}") or {}
@@ -289,6 +292,100 @@ def render_intro(src: Path, cards: list[Card]) -> None:
     page.write_text(text, encoding="utf-8")
 
 
+def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
+    """One page per model: its profile (source, revision, capabilities, training data) and every cell it has
+    in this build. Card-level baselines (not registry profiles) get a page too. Returns the doc paths."""
+    from .models import load_profiles
+
+    profiles = load_profiles()
+    names = list(profiles) + sorted({c["model"] for c in cells} - set(profiles))
+    out_dir = src / "book" / "models"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    by_card = {c.name: c for c in cards}
+    docs, index = [], ["# Models", "",
+                       "Every model the atlas knows by name, and the card-level baselines. A model page lists its "
+                       "profile and every result cell it has in this build.", "",
+                       "| model | source | capabilities | cells |", "|---|---|---|---|"]
+    for name in names:
+        mine = [c for c in cells if c["model"] == name]
+        prof = profiles.get(name)
+        slug_ = results.slug(name)
+        lines = [f"# {name}", ""]
+        if prof is not None:
+            lines += [prof.description.strip(), "",
+                      "| field | value |", "|---|---|",
+                      f"| source | {prof.source} (`{prof.location}`) |",
+                      f"| revision | `{prof.revision}` |" if prof.revision else "| revision | — |",
+                      f"| capabilities | {', '.join(f'`{c}`' for c in prof.capabilities)} |",
+                      f"| trained on | {', '.join(prof.trained_on) or '—'} |",
+                      f"| label map | {_md_escape(', '.join(f'{k} → {v}' for k, v in prof.label_map.items())) or '—'} |",
+                      ""]
+            source, caps = prof.source, ", ".join(prof.capabilities)
+        else:
+            owners = sorted({c["card"] for c in mine})
+            lines += [f"A baseline or predictor defined by the card{'s' if len(owners) > 1 else ''} "
+                      f"{', '.join(owners)} (in `atlaslib/cards/`), not a registry profile.", ""]
+            source, caps = "card baseline", "—"
+        if mine:
+            lines += ["## Result cells", "", "| card | version | protocol | primary metric | status |",
+                      "|---|---|---|---|---|"]
+            for c in sorted(mine, key=lambda c: (c["card"], c["version"], c["protocol"])):
+                card = by_card.get(c["card"])
+                base = card.metrics[0] if card else ""
+                val = fmt_metric(c["metrics"].get(f"{base}_{c['protocol']}")) if c["status"] == "ok" else \
+                    f"not run: {_md_escape(c.get('reason') or '')}"
+                lines.append(f"| [{c['card']}](../cards/{c['card']}.md) | `{c['version']}` | {c['protocol']} | "
+                             f"{base}: {_md_escape(val)} | {c['status']} |")
+        else:
+            lines.append("*No result cells in this build.*")
+        (out_dir / f"{slug_}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        docs.append(f"book/models/{slug_}")
+        index.append(f"| [{_md_escape(name)}]({slug_}.md) | {source} | {caps} | {len(mine)} |")
+    (out_dir / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
+    return docs
+
+
+def render_reproduction(src: Path, cards: list[Card], cells: list[dict]) -> None:
+    """Fill the reproduction chapter: every published figure a card's cells reproduce, beside ours
+    (rows from ``extra["reproduction_rows"]``, deduplicated per card and figure)."""
+    page = src / "book" / "reproduction.md"
+    if not page.is_file():
+        return
+    blocks = []
+    for card in cards:
+        seen, rows = set(), []
+        for c in cells:
+            if c["card"] != card.name:
+                continue
+            for r in c.get("extra", {}).get("reproduction_rows") or []:
+                if r["figure"] in seen:
+                    continue
+                seen.add(r["figure"])
+                rows.append(r)
+        if not rows:
+            continue
+        lines = [f"## {card.title}", "", "| figure | published | ours | same | note |", "|---|---|---|---|---|"]
+        for r in rows:
+            same = {True: "yes", False: "no", None: "—"}[r.get("match")]
+            lines.append(f"| {_md_escape(r['figure'])} | {_fmt_num(r['published'])} | {_fmt_num(r['ours'])} | {same} | "
+                         f"{_md_escape(r.get('note', ''))}{' (' + _md_escape(r['source']) + ')' if r.get('source') else ''} |")
+        blocks.append("\n".join(lines) + "\n")
+    body = "\n".join(blocks) if blocks else "*No card in this build reproduces a published figure.*\n"
+    text = page.read_text(encoding="utf-8")
+    page.write_text(text.replace(REPRODUCTION_MARK, body) if REPRODUCTION_MARK in text else text + "\n" + body,
+                    encoding="utf-8")
+
+
+def _fmt_num(x) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return f"{x:,.0f}" if x.is_integer() else f"{x:.3f}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return _md_escape(x)
+
+
 def render_build_report(src: Path, report: MatrixReport | None) -> None:
     page = src / "book" / "build_report.md"
     lines = ["# Build report", "",
@@ -319,7 +416,8 @@ def render_withheld(src: Path, withheld: list[tuple[str, str]]) -> None:
     (src / "book" / "withheld.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def render_toc(src: Path, card_docs: dict[str, list[str]], dropped: set[str], extra_docs: list[str]) -> None:
+def render_toc(src: Path, card_docs: dict[str, list[str]], dropped: set[str], extra_docs: list[str],
+               model_docs: list[str] = ()) -> None:
     """Rewrite the site's _toc.yml: drop withheld/missing card pages, add run notebooks under their card."""
     toc = yaml.safe_load((src / "_toc.yml").read_text())
 
@@ -341,6 +439,9 @@ def render_toc(src: Path, card_docs: dict[str, list[str]], dropped: set[str], ex
 
     toc["parts"] = [dict(p, chapters=walk(p.get("chapters", []))) for p in toc.get("parts", [])]
     toc["parts"] = [p for p in toc["parts"] if p["chapters"]]
+    if model_docs:
+        toc["parts"].append({"caption": "Models", "chapters": [
+            {"file": "book/models/index", "sections": [{"file": d} for d in model_docs]}]})
     if extra_docs:
         toc["parts"].append({"caption": "About this build", "chapters": [{"file": d} for d in extra_docs]})
     (src / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False), encoding="utf-8")
@@ -356,7 +457,7 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
     _copy_sources(paths, src)
     cards = cards if cards is not None else available_cards()
     failed = [f.request for f in (report.failures if report else [])]
-    card_docs, dropped, withheld = {}, set(), []
+    card_docs, dropped, withheld, shown_cells = {}, set(), [], []
     known = {c.name for c in cards}
     for page in (src / "book" / "cards").glob("*.md"):
         if page.stem not in known:
@@ -375,13 +476,17 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
                 withheld.append((f"run `{card.name}/{c['version']}/{c['model']}/{c['protocol']}`",
                                  "computed on gated data (data use agreement): outputs stay local"))
         card_docs[card.name] = render_card(card, cells, src, failed)
-    render_intro(src, [c for c in cards if f"book/cards/{c.name}" not in dropped])
+        shown_cells.extend(cells)
+    shown_cards = [c for c in cards if f"book/cards/{c.name}" not in dropped]
+    render_intro(src, shown_cards)
+    render_reproduction(src, shown_cards, shown_cells)
+    model_docs = render_models(src, shown_cards, shown_cells)
     render_build_report(src, report)
     extra = ["book/build_report"]
     if publish:
         render_withheld(src, withheld)
         extra.append("book/withheld")
-    render_toc(src, card_docs, dropped, extra)
+    render_toc(src, card_docs, dropped, extra, model_docs)
     return src, withheld
 
 

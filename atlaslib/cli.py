@@ -25,6 +25,26 @@ def _add_data_dir(p: argparse.ArgumentParser) -> None:
                         "download cache)")
 
 
+def _add_output_dirs(p: argparse.ArgumentParser, build: bool = False) -> None:
+    from .book import BuildPaths
+
+    d = BuildPaths()
+    p.add_argument("--results-dir", default=str(d.results), help="where result cells go (default: results/)")
+    p.add_argument("--runs-dir", default=str(d.runs), help="where executed notebooks go (default: book/runs/)")
+    if build:
+        p.add_argument("--build-dir", default=str(d.build), help="where the site is built (default: _build/)")
+
+
+def _paths(args):
+    from pathlib import Path
+
+    from .book import BuildPaths
+
+    d = BuildPaths()
+    return BuildPaths(results=Path(args.results_dir), runs=Path(args.runs_dir),
+                      build=Path(getattr(args, "build_dir", None) or d.build))
+
+
 def cmd_split(args) -> int:
     card = get_card(args.card)
     if args.version not in card.versions:
@@ -39,8 +59,10 @@ def cmd_split(args) -> int:
 
 def cmd_run(args) -> int:
     req = runner.RunRequest(args.card, args.version, args.model, args.protocol)
+    paths = _paths(args)
     try:
-        out = runner.run(req, data_dir=args.data_dir, force=args.force)
+        out = runner.run(req, data_dir=args.data_dir, force=args.force, results_dir=paths.results,
+                         runs_dir=paths.runs, failed_dir=paths.build / "failed")
     except runner.RunFailed as exc:
         print(f"atlas run: {exc}", file=sys.stderr)
         return 1
@@ -56,8 +78,8 @@ def cmd_book(args) -> int:
     from . import book
 
     cards = [get_card(c) for c in args.card] if args.card else None
-    return book.build(publish=args.publish, force=args.force, run_runs=not args.no_run, data_dir=args.data_dir,
-                      cards=cards)
+    return book.build(paths=_paths(args), publish=args.publish, force=args.force, run_runs=not args.no_run,
+                      data_dir=args.data_dir, cards=cards)
 
 
 def cmd_list(args) -> int:
@@ -101,6 +123,7 @@ def main(argv=None) -> int:
     p.add_argument("--version", required=True)
     p.add_argument("--force", action="store_true", help="ignore the run cache")
     _add_data_dir(p)
+    _add_output_dirs(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("book", help="run the default matrix and build the HTML book")
@@ -110,6 +133,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-run", action="store_true", help="render existing result cells only")
     p.add_argument("--card", action="append", help="limit to these cards (repeatable)")
     _add_data_dir(p)
+    _add_output_dirs(p, build=True)
     p.set_defaults(func=cmd_book)
 
     p = sub.add_parser("list", help="cards, versions, default runs and model profiles")

@@ -100,6 +100,19 @@ def _num(x):
     return None if np.isnan(x) else x
 
 
+def reproduction_row(figure: str, published, ours, note: str = "", source: str = "") -> dict:
+    """One published figure beside the atlas's own, for the book's reproduction chapter. Cards put a list
+    of these in ``extra["reproduction_rows"]``; the chapter collects them from every cell (deduplicated)."""
+    def same(a, b):
+        try:
+            return abs(float(a) - float(b)) < 1e-9
+        except (TypeError, ValueError):
+            return a == b
+
+    return {"figure": figure, "published": published, "ours": ours, "match": same(published, ours) if published is not None else None,
+            "note": note, "source": source}
+
+
 def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict:
     out = {}
     for n in names:

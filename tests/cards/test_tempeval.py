@@ -214,7 +214,7 @@ def test_paper_layout_carries_the_table_numbers(tmp_path, corpus):
 
 
 def test_closure_toy_case_of_anaforatools():
-    ref, pred = FIXTURES / "closure_toy" / "reference", FIXTURES / "closure_toy" / "predicted"
+    ref, pred = scoring.closure_toy_dirs()
     got = scoring.closure_scores(ref, pred, {("TLINK", "Type")})["TLINK:Type"]
     assert Fraction(got["precision_correct"], got["predicted"]) == Fraction(6, 7)
     assert Fraction(got["recall_correct"], got["reference"]) == Fraction(4, 9)

@@ -242,3 +242,27 @@ def plot_distances(distances: pd.DataFrame, max_gap: int = 400):
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def reproduction_rows(table1_frame) -> list[dict]:
+    """Rows for the book's reproduction chapter: the paper's Table 1 beside the official scorer's counts
+    (Dev: the paper's row could not be verified, so ``published`` is None), and anaforatools' closure toy
+    case through this card's scorer wrapper."""
+    import math
+
+    from ...results import reproduction_row
+    from . import scoring
+
+    rows = []
+    for (split, what), rec in table1_frame.iterrows():
+        paper = rec.get("paper")
+        published = None if paper is None or (isinstance(paper, float) and math.isnan(paper)) else int(paper)
+        note = ("set semantics of the official scorer (duplicates collapse, the adjudication block is not read)"
+                if published is not None else "the paper's Dev row could not be verified: not compared")
+        rows.append(reproduction_row(f"THYME {split} {what} (Table 1)", published, int(rec["official scorer"]), note,
+                                     "Bethard et al. 2015, Table 1"))
+    toy = scoring.closure_toy_scores()
+    for k in ("precision", "recall"):
+        rows.append(reproduction_row(f"anaforatools closure toy case: {k}", scoring.CLOSURE_TOY_PUBLISHED[k], toy[k],
+                                     "through atlaslib's wrapper of the official scorer", "anaforatools' own test"))
+    return rows
