@@ -385,3 +385,13 @@ def reproduction_rows(repro: pd.DataFrame, system: str) -> list[dict]:
                                      float(ours[k]) if k in ("sensitivity", "specificity", "precision") else int(ours[k]),
                                      "a different implementation of the same idea; see the card page", src))
     return rows
+
+
+def phrase_cases(test: pd.DataFrame, out: dict, phrase: str = "negative for", n: int = 10) -> pd.DataFrame:
+    """Test items whose sentence contains ``phrase`` (case-insensitive), with gold and predicted decisions:
+    for looking at a known weak spot (medspaCy's default rules do not negate "is negative for X")."""
+    mask = test["sentence"].str.contains(phrase, case=False, regex=False).to_numpy()
+    pred = np.asarray(out["pred"])[mask]
+    frame = test.loc[mask, ["item_id", "text", "decision"]].copy()
+    frame["predicted"] = [LABELS[int(p)] for p in pred]
+    return frame.head(n).reset_index(drop=True)

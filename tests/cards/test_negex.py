@@ -124,3 +124,14 @@ def test_atlas_split_cli_prints_manifest(data_dir):
     m = json.loads(out.stdout)
     assert set(m) == {"card", "version", "seed", "hash", "train", "test", "excluded"}
     assert (m["card"], m["version"], m["seed"], len(m["test"]), len(m["train"])) == ("negex", "atlas-n100-v1", 20261006, 100, 500)
+
+
+def test_phrase_cases_pick_the_phrase_and_report_predictions(items):
+    import numpy as np
+
+    frame = items.head(400)
+    pred = np.ones(len(frame), int)
+    got = negex.phrase_cases(frame, {"pred": pred}, "no ", n=1000)
+    expected = frame[frame["sentence"].str.lower().str.contains("no ", regex=False)]
+    assert got["item_id"].tolist() == expected["item_id"].tolist()
+    assert set(got["predicted"]) == {"negated"}
