@@ -1,0 +1,307 @@
+"""Run the (card, version, model, protocol) matrix serially or on dask.distributed, with retries.
+
+Every request is an independent job: one call of :func:`atlaslib.runner.run` (papermill, cached, atomic
+outputs). :func:`run_requests` hands the jobs to one of two executors:
+
+``"serial"``
+    one after the other in this process (what ``atlas book`` has always done).
+``"dask"``
+    one Dask task per request. By default on a :class:`distributed.LocalCluster` started for the
+    occasion: ``n_workers`` worker processes (default: the number of cores), one thread each, a memory
+    limit per worker, bound to 127.0.0.1, no dashboard. With ``scheduler="tcp://HOST:PORT"`` (or the
+    environment variable ``ATLAS_DASK_SCHEDULER``) the tasks go to an existing cluster instead, e.g. one
+    that dask-jobqueue started on SLURM (see ``book/methods/scale_out.md``).
+
+Faults. A notebook that raises is a *result*, not a fault: :class:`~atlaslib.runner.RunFailed` comes back
+as data and is never retried (a notebook error is deterministic). A worker that dies under a task (killed,
+out of memory, node lost: Dask's ``KilledWorker`` or a closed connection) is a fault: the task is submitted
+again, ``retries`` times (default once), and if it still does not finish the run is reported by name as
+failed (:class:`WorkerLost`). Either way the failure is in ``MatrixReport.failures`` and the build fails
+loudly; a run never just goes missing. Because the runner writes outputs by temp file + rename, a killed
+run leaves no partial file and the next run resumes from the finished cells.
+
+Results are the same as a serial run's: each run is seeded and does the same work wherever it executes;
+only the timing and environment fields of a result cell differ.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+import traceback
+import uuid
+from pathlib import Path
+
+from . import runner
+from .runner import RunFailed, RunOutcome, RunRequest
+
+EXECUTORS = ("serial", "dask")
+SCHEDULER_ENV = "ATLAS_DASK_SCHEDULER"
+_ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx)://[^\s/:]+(:\d+)?$")
+
+
+class ExecutorError(RuntimeError):
+    """The executor itself cannot work (e.g. the Dask scheduler is unreachable)."""
+
+
+class WorkerLost(RunFailed):
+    """A run whose Dask worker died on every attempt (reported by name, never silently missing)."""
+
+    def __init__(self, request: RunRequest, attempts: int, error: str):
+        self.request, self.notebook, self.cell, self.kept = request, None, None, None
+        self.error, self.attempts = error, attempts
+        RuntimeError.__init__(self, f"{request.label}: the Dask worker running it died on all {attempts} "
+                                    f"attempt(s) (last: {error}); giving up on this run")
+
+    def __reduce__(self):
+        return (WorkerLost, (self.request, self.attempts, self.error))
+
+
+def check_requests(requests) -> list:
+    """Refuse a matrix with unknown cards, versions, protocols or duplicate runs before running anything."""
+    from .cards import get_card
+
+    reqs, seen = list(requests), {}
+    for i, req in enumerate(reqs):
+        if not isinstance(req, RunRequest):
+            raise TypeError(f"requests[{i}] is a {type(req).__name__}; expected an atlaslib.runner.RunRequest")
+        try:
+            card = get_card(req.card)
+        except KeyError as exc:
+            raise ValueError(f"requests[{i}] ({req.label}): {exc.args[0]}") from None
+        if req.version not in card.versions:
+            raise ValueError(f"requests[{i}] ({req.label}): card {card.name} has no split version "
+                             f"{req.version!r}; expected one of {', '.join(card.versions)}")
+        if req.protocol not in card.protocols:
+            raise ValueError(f"requests[{i}] ({req.label}): card {card.name} has no protocol {req.protocol!r}; "
+                             f"expected one of {', '.join(card.protocols)}")
+        if req in seen:
+            raise ValueError(f"requests[{i}] ({req.label}) repeats requests[{seen[req]}]: both would write the "
+                             f"same result cell")
+        seen[req] = i
+    return reqs
+
+
+def resolve_scheduler(scheduler: str | None = None) -> str | None:
+    """The address of an existing Dask scheduler: ``scheduler``, else ``$ATLAS_DASK_SCHEDULER``, else None
+    (start a LocalCluster)."""
+    source = "scheduler"
+    if not scheduler:
+        scheduler, source = os.environ.get(SCHEDULER_ENV) or None, f"${SCHEDULER_ENV}"
+    if scheduler is None:
+        return None
+    scheduler = str(scheduler).strip()
+    if not _ADDRESS.match(scheduler):
+        raise ValueError(f"{source} is {scheduler!r}; expected a Dask scheduler address such as "
+                         f"tcp://HOST:PORT (tcp, tls, ws, wss or ucx)")
+    return scheduler
+
+
+def _attempt(task, request, kwargs: dict) -> tuple:
+    """Run one request; return what happened as plain data (exceptions do not cross processes well)."""
+    start = time.perf_counter()
+    try:
+        out = task(request, **kwargs)
+        try:
+            from distributed import get_worker
+
+            out.extra = {**(out.extra or {}), "worker": get_worker().address}
+        except (ImportError, ValueError):
+            pass
+        return ("done", out)
+    except RunFailed as exc:
+        return ("run_failed", {"notebook": exc.notebook, "cell": exc.cell, "error": exc.error, "kept": exc.kept,
+                               "seconds": round(time.perf_counter() - start, 2)})
+    except Exception as exc:  # anything else is still this run's failure, reported by name
+        return ("error", {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
+                          "seconds": round(time.perf_counter() - start, 2)})
+
+
+def _to_failure(request, kind: str, payload: dict):
+    if kind == "run_failed":
+        exc = RunFailed(request, payload["notebook"], payload["cell"], payload["error"], payload["kept"])
+    else:
+        exc = RunFailed(request, "the runner", None, payload["error"], None)
+    return exc, RunOutcome(request, "failed", seconds=payload.get("seconds", 0.0), error=str(exc))
+
+
+def _status_line(i: int, n: int, out) -> str:
+    if out.status == "failed":
+        return f"[{i}/{n}] {out.request.label}: FAILED"
+    return f"[{i}/{n}] {out.request.label}: {out.status} ({out.cell_status}, {out.seconds:.1f} s)"
+
+
+def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, executor: str = "serial",
+                 scheduler: str | None = None, n_workers: int | None = None, memory_limit="auto",
+                 retries: int = 1, log=print, timing: bool = True, task=None):
+    """Run every request (cached, see :func:`atlaslib.runner.run`) and collect a ``book.MatrixReport``.
+
+    ``executor``: ``"serial"`` or ``"dask"``. For Dask, ``scheduler`` (or ``$ATLAS_DASK_SCHEDULER``) names an
+    existing scheduler; otherwise a LocalCluster with ``n_workers`` processes (default ``os.cpu_count()``),
+    one thread each, ``memory_limit`` per worker (Dask's ``"auto"``: the machine's memory shared equally),
+    on 127.0.0.1 without dashboard. ``retries``: how many times a run whose worker died is submitted again.
+    Outcomes and failures are listed in request order; ``timing`` prints the per-run timing table.
+    ``task`` replaces :func:`atlaslib.runner.run` (same signature; tests use it to kill workers).
+    """
+    from . import book  # book imports this module
+
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor is {executor!r}; expected one of {', '.join(EXECUTORS)}")
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ValueError(f"retries is {retries!r}; expected a whole number >= 0")
+    if n_workers is not None and (not isinstance(n_workers, int) or n_workers < 1):
+        raise ValueError(f"n_workers is {n_workers!r}; expected a whole number >= 1")
+    if executor == "serial" and scheduler:
+        raise ValueError(f"scheduler={scheduler!r} needs executor='dask' (the serial executor runs here)")
+    reqs = check_requests(requests)
+    paths = paths or book.BuildPaths()
+    kwargs = {"results_dir": Path(paths.results).resolve(), "runs_dir": Path(paths.runs).resolve(),
+              "data_dir": str(Path(data_dir).resolve()) if data_dir else None,
+              "failed_dir": (Path(paths.build) / "failed").resolve(), "force": force}
+    start = time.perf_counter()
+    if executor == "serial":
+        outcomes, failures = _run_serial(reqs, kwargs, task or runner.run, log)
+    else:
+        if kwargs["data_dir"] is None and os.environ.get("ATLAS_DATA_DIR"):
+            kwargs["data_dir"] = os.environ["ATLAS_DATA_DIR"]  # workers elsewhere may lack the variable
+        outcomes, failures = _run_dask(reqs, kwargs, task or runner.run, log, scheduler=scheduler,
+                                       n_workers=n_workers, memory_limit=memory_limit, retries=retries)
+    report = book.MatrixReport(outcomes=outcomes, failures=failures, seconds=time.perf_counter() - start)
+    if timing:
+        book.print_timing(report, log)
+    if failures:
+        log(f"{len(failures)} of {len(reqs)} run(s) failed:")
+        for f in failures:
+            log(f"  {f}")
+    return report
+
+
+def _run_serial(reqs, kwargs, task, log):
+    outcomes, failures = [], []
+    for i, req in enumerate(reqs, 1):
+        kind, payload = _attempt(task, req, kwargs)
+        if kind == "done":
+            outcomes.append(payload)
+        else:
+            exc, out = _to_failure(req, kind, payload)
+            failures.append(exc)
+            outcomes.append(out)
+            if kind == "error":
+                log(payload["traceback"])
+        log(_status_line(i, len(reqs), outcomes[-1]))
+    return outcomes, failures
+
+
+def _open_client(scheduler, n_workers, memory_limit, log):
+    """(client, cluster-or-None) for an existing scheduler or a new LocalCluster."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    address = resolve_scheduler(scheduler)
+    if address:
+        if n_workers is not None or memory_limit not in (None, "auto"):
+            raise ValueError(f"n_workers/memory_limit size a LocalCluster; the cluster at {address} "
+                             f"sizes its own workers (leave them unset)")
+        try:
+            client = Client(address, timeout="30s")
+        except (OSError, TimeoutError) as exc:
+            raise ExecutorError(f"cannot reach the Dask scheduler at {address} "
+                                f"({'scheduler' if scheduler else '$' + SCHEDULER_ENV}): {exc}") from None
+        log(f"dask: submitting to the scheduler at {address}")
+        return client, None
+    n = n_workers or os.cpu_count() or 1
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
+                           host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
+                           # a dead worker surfaces at once as KilledWorker; the retry is ours (same rule
+                           # as for external clusters, whose allowed-failures we do not control)
+                           scheduler_kwargs={"allowed_failures": 0})
+    log(f"dask: LocalCluster at {cluster.scheduler_address}, {n} worker process(es), 1 thread each, "
+        f"memory limit {memory_limit} per worker")
+    return Client(cluster), cluster
+
+
+def _run_dask(reqs, kwargs, task, log, *, scheduler, n_workers, memory_limit, retries,
+              no_worker_timeout: float = 120.0):
+    from collections import deque
+    from concurrent.futures import CancelledError
+
+    from distributed import wait
+    from distributed.comm.core import CommClosedError
+    from distributed.scheduler import KilledWorker
+
+    lost_errors = (KilledWorker, CommClosedError, OSError, TimeoutError, CancelledError)
+    client, cluster = _open_client(scheduler, n_workers, memory_limit, log)
+
+    def capacity() -> float:
+        # On our own LocalCluster a run is handed out only when a worker thread is free, so a worker that
+        # dies takes down the run it was executing and no other (an external, possibly adaptive, cluster
+        # gets every run at once and schedules them itself).
+        return sum(client.nthreads().values()) if cluster is not None else float("inf")
+
+    results: dict[int, tuple] = {}
+    queue = deque((i, 0) for i in range(len(reqs)))
+    in_flight: dict = {}
+    done = 0
+    starved_since = None
+    try:
+        while queue or in_flight:
+            if queue:
+                cap = capacity()
+                while queue and len(in_flight) < cap:
+                    i, attempt = queue.popleft()
+                    key = f"atlas-run-{reqs[i].label}-{attempt}-{uuid.uuid4().hex[:8]}"
+                    fut = client.submit(_attempt, task, reqs[i], kwargs, key=key, pure=False, retries=0)
+                    in_flight[fut] = (i, attempt)
+                if not in_flight:  # every worker is (re)starting
+                    starved_since = starved_since or time.monotonic()
+                    if time.monotonic() - starved_since > no_worker_timeout:
+                        raise ExecutorError(f"no Dask worker came up for {no_worker_timeout:.0f} s; "
+                                            f"{len(queue)} run(s) not started")
+                    time.sleep(0.2)
+                    continue
+                starved_since = None
+            try:
+                finished, _ = wait(list(in_flight), timeout=0.5 if queue else None, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                continue
+            for fut in finished:
+                i, attempt = in_flight.pop(fut)
+                req = reqs[i]
+                try:
+                    kind, payload = fut.result()
+                except lost_errors as exc:
+                    why = f"{type(exc).__name__}: {str(exc).split('. ')[0]}"
+                    if attempt < retries:
+                        log(f"{req.label}: worker lost ({why}); retrying ({attempt + 1}/{retries})")
+                        queue.appendleft((i, attempt + 1))
+                        continue
+                    kind, payload = "lost", {"error": why, "attempts": attempt + 1}
+                except Exception as exc:  # e.g. a result that cannot be deserialised: not a worker fault
+                    kind, payload = "error", {"error": f"{type(exc).__name__}: {exc}", "traceback": ""}
+                finally:
+                    fut.release()
+                results[i] = (kind, payload)
+                done += 1
+                log(_status_line(done, len(reqs), _outcome(req, kind, payload)[1]))
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    outcomes, failures = [], []
+    for i, req in enumerate(reqs):
+        exc, out = _outcome(req, *results[i])
+        outcomes.append(out)
+        if exc is not None:
+            failures.append(exc)
+    return outcomes, failures
+
+
+def _outcome(req, kind, payload):
+    """(failure-or-None, RunOutcome) from what a task returned."""
+    if kind == "done":
+        return None, payload
+    if kind == "lost":
+        exc = WorkerLost(req, payload["attempts"], payload["error"])
+        return exc, RunOutcome(req, "failed", error=str(exc), extra={"attempts": payload["attempts"]})
+    return _to_failure(req, kind, payload)
