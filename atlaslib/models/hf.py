@@ -362,12 +362,30 @@ class OptionScorer(_HFAdapter):
 
 class PooledEmbedder(_HFAdapter):
     """``embed.text.pooled``: frozen last layer, attention-masked mean over tokens, no normalisation
-    (sentence-transformers' Pooling(mean) before its Normalize module)."""
+    (sentence-transformers' Pooling(mean) before its Normalize module).
+
+    Vectors go through the on-disk embedding cache (:mod:`atlaslib.models.embed_cache`): a text this
+    model already embedded (same revision, pooling, max_length, dtype, device) is read back instead of
+    run again, and a text repeated within one call is embedded once. Option ``embed_cache=False`` or
+    ``ATLAS_EMBED_CACHE=off`` turns it off (then every row is computed, duplicates included).
+    ``info["embed_cache"]`` records hits, misses and corrupt entries."""
 
     capability = "embed.text.pooled"
     pooling = "mean"
 
+    def __init__(self, profile, *, embed_cache: bool = True, **options):
+        super().__init__(profile, **options)
+        from atlaslib.models import embed_cache as _ec
+
+        self.embed_cache = _ec.for_adapter(self, enabled=embed_cache)
+
+    @property
+    def info(self) -> dict:
+        return {**super().info, "embed_cache": self.embed_cache.info}
+
     def embed(self, texts, batch_size: int | None = None) -> np.ndarray:
+        from atlaslib.models.embed_cache import text_sha256
+
         texts = _check_texts(texts, "texts")
         bs = batch_size or self.batch_size
         d = self.model.config.hidden_size
@@ -377,10 +395,37 @@ class PooledEmbedder(_HFAdapter):
         full = self.tokenizer(texts, truncation=False, verbose=False)["input_ids"]
         lengths = [min(len(x), self.max_length) for x in full]
         self.stats["n_truncated"] = self.stats.get("n_truncated", 0) + sum(len(x) > self.max_length for x in full)
-        batches = self._order(lengths, bs)
-        bar = progress_bar(len(texts), "embed", self.progress)
+        cache = self.embed_cache
+        if cache.enabled:
+            shas = [text_sha256(t) for t in texts]
+            first: dict[str, int] = {}
+            for i, s in enumerate(shas):
+                first.setdefault(s, i)
+            todo = []
+            for s, i in first.items():
+                vec = cache.get(s, (d,))
+                if vec is None:
+                    todo.append(i)
+                else:
+                    out[i] = vec
+        else:
+            shas, first, todo = None, None, list(range(len(texts)))
+        if todo:
+            self._forward_pooled(texts, todo, [lengths[i] for i in todo], bs, out)
+        if cache.enabled:
+            for i in todo:
+                cache.put(shas[i], out[i])
+            for i, s in enumerate(shas):       # repeated texts: copy the first occurrence's row
+                if first[s] != i:
+                    out[i] = out[first[s]]
+        return out
+
+    def _forward_pooled(self, texts, todo, lengths, bs, out):
+        """Embed ``texts[todo]`` into ``out[todo]``: length-sorted batches, inference mode, masked mean."""
+        bar = progress_bar(len(todo), "embed", self.progress)
         with torch.inference_mode():
-            for idx in batches:
+            for pos in self._order(lengths, bs):
+                idx = [todo[p] for p in pos]
                 enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
                                      max_length=self.max_length, return_tensors="pt")
                 enc = self._to(enc)
@@ -390,7 +435,6 @@ class PooledEmbedder(_HFAdapter):
                 out[idx] = pooled.cpu().numpy()
                 bar.update(len(idx))
         bar.close()
-        return out
 
 
 class _WordAdapter(_HFAdapter):
@@ -493,29 +537,85 @@ class _WordAdapter(_HFAdapter):
 class TokenEmbedder(_WordAdapter):
     """``embed.text.tokens`` with pooling ``word_mean``: each word's vector is the mean of the
     last-layer states of its sub-words (special tokens excluded). See :class:`_WordAdapter` for long
-    sentences and words without sub-words."""
+    sentences and words without sub-words.
+
+    Sentences go through the on-disk embedding cache (key: the sha256 of the sentence's word list; see
+    :class:`PooledEmbedder` and :mod:`atlaslib.models.embed_cache`); the word statistics in ``stats``
+    count every sentence of the call, cached or not."""
 
     capability = "embed.text.tokens"
     pooling = "word_mean"
 
+    def __init__(self, profile, *, embed_cache: bool = True, **options):
+        super().__init__(profile, **options)
+        from atlaslib.models import embed_cache as _ec
+
+        self.embed_cache = _ec.for_adapter(self, enabled=embed_cache,
+                                           extra={"add_prefix_space": self.add_prefix_space})
+
+    @property
+    def info(self) -> dict:
+        return {**super().info, "embed_cache": self.embed_cache.info}
+
     def _forward(self, enc):
         return self.model(**enc).last_hidden_state.float()
 
+    @staticmethod
+    def _word_means(h, wids, n_words):
+        sel = [(t, w) for t, w in enumerate(wids) if w is not None]
+        pos = torch.tensor([t for t, _ in sel], dtype=torch.long)
+        wid = torch.tensor([w for _, w in sel], dtype=torch.long)
+        sums = torch.zeros((n_words, h.shape[-1]), dtype=torch.float32)
+        sums.index_add_(0, wid, h[pos].cpu())
+        cnt = torch.bincount(wid, minlength=n_words).clamp(min=1).unsqueeze(1).float()
+        return (sums / cnt).numpy()
+
     def embed_words(self, words, batch_size: int | None = None) -> list[np.ndarray]:
         d = self.model.config.hidden_size
+        cache = self.embed_cache
+        if not cache.enabled:
+            sentences, parts = self._run(words, batch_size, "embed words", self._word_means)
+            return [np.concatenate(p, axis=0).astype(np.float32) if p else np.zeros((0, d), dtype=np.float32)
+                    for p in parts]
+        from atlaslib.models.embed_cache import words_sha256
 
-        def per_word(h, wids, n_words):
-            sel = [(t, w) for t, w in enumerate(wids) if w is not None]
-            pos = torch.tensor([t for t, _ in sel], dtype=torch.long)
-            wid = torch.tensor([w for _, w in sel], dtype=torch.long)
-            sums = torch.zeros((n_words, h.shape[-1]), dtype=torch.float32)
-            sums.index_add_(0, wid, h[pos].cpu())
-            cnt = torch.bincount(wid, minlength=n_words).clamp(min=1).unsqueeze(1).float()
-            return (sums / cnt).numpy()
-
-        sentences, parts = self._run(words, batch_size, "embed words", per_word)
-        return [np.concatenate(p, axis=0).astype(np.float32) if p else np.zeros((0, d), dtype=np.float32)
-                for p in parts]
+        sentences, segs = self._segments(words)          # checks input, counts stats for every sentence
+        out: list = [np.zeros((0, d), dtype=np.float32) if not s else None for s in sentences]
+        shas = [words_sha256(s) if s else None for s in sentences]
+        first: dict[str, int] = {}
+        for i, s in enumerate(shas):
+            if s is not None:
+                first.setdefault(s, i)
+        todo = set()
+        for s, i in first.items():
+            vec = cache.get(s, (len(sentences[i]), d))
+            if vec is None:
+                todo.add(i)
+            else:
+                out[i] = vec
+        run = [j for j, seg in enumerate(segs) if seg[0] in todo]
+        results = {}
+        bar = progress_bar(len(run), "embed words", self.progress)
+        with torch.inference_mode():
+            for pos in self._order([segs[j][4] for j in run], batch_size):
+                idx = [run[p] for p in pos]
+                enc = self.tokenizer([segs[j][3] for j in idx], is_split_into_words=True, padding=True,
+                                     truncation=False, return_tensors="pt")
+                h = self._forward(self._to(enc))
+                for r, j in enumerate(idx):
+                    results[j] = self._word_means(h[r], enc.word_ids(r), segs[j][2] - segs[j][1])
+                bar.update(len(idx))
+        bar.close()
+        parts: dict[int, list] = {i: [] for i in todo}
+        for j in run:                                     # segments in sentence, then word order
+            parts[segs[j][0]].append(results[j])
+        for i in sorted(todo):
+            out[i] = np.concatenate(parts[i], axis=0).astype(np.float32)
+            cache.put(shas[i], out[i])
+        for i, s in enumerate(shas):
+            if s is not None and first[s] != i:
+                out[i] = out[first[s]].copy()
+        return out
 
 
 class NerTagger(_WordAdapter):
