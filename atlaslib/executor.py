@@ -133,13 +133,14 @@ def _status_line(i: int, n: int, out) -> str:
 
 def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, executor: str = "serial",
                  scheduler: str | None = None, n_workers: int | None = None, memory_limit="auto",
-                 retries: int = 1, log=print, timing: bool = True, task=None):
+                 retries: int = 1, log=print, timing: bool = True, task=None, connect_timeout="30s"):
     """Run every request (cached, see :func:`atlaslib.runner.run`) and collect a ``book.MatrixReport``.
 
     ``executor``: ``"serial"`` or ``"dask"``. For Dask, ``scheduler`` (or ``$ATLAS_DASK_SCHEDULER``) names an
     existing scheduler; otherwise a LocalCluster with ``n_workers`` processes (default ``os.cpu_count()``),
     one thread each, ``memory_limit`` per worker (Dask's ``"auto"``: the machine's memory shared equally),
-    on 127.0.0.1 without dashboard. ``retries``: how many times a run whose worker died is submitted again.
+    on 127.0.0.1 without dashboard (``connect_timeout``: how long to try reaching an existing scheduler).
+    ``retries``: how many times a run whose worker died is submitted again.
     Outcomes and failures are listed in request order; ``timing`` prints the per-run timing table.
     ``task`` replaces :func:`atlaslib.runner.run` (same signature; tests use it to kill workers).
     """
@@ -165,7 +166,8 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
         if kwargs["data_dir"] is None and os.environ.get("ATLAS_DATA_DIR"):
             kwargs["data_dir"] = os.environ["ATLAS_DATA_DIR"]  # workers elsewhere may lack the variable
         outcomes, failures = _run_dask(reqs, kwargs, task or runner.run, log, scheduler=scheduler,
-                                       n_workers=n_workers, memory_limit=memory_limit, retries=retries)
+                                       n_workers=n_workers, memory_limit=memory_limit, retries=retries,
+                                       connect_timeout=connect_timeout)
     report = book.MatrixReport(outcomes=outcomes, failures=failures, seconds=time.perf_counter() - start)
     if timing:
         book.print_timing(report, log)
@@ -192,7 +194,7 @@ def _run_serial(reqs, kwargs, task, log):
     return outcomes, failures
 
 
-def _open_client(scheduler, n_workers, memory_limit, log):
+def _open_client(scheduler, n_workers, memory_limit, log, connect_timeout="30s"):
     """(client, cluster-or-None) for an existing scheduler or a new LocalCluster."""
     import logging
 
@@ -204,7 +206,7 @@ def _open_client(scheduler, n_workers, memory_limit, log):
             raise ValueError(f"n_workers/memory_limit size a LocalCluster; the cluster at {address} "
                              f"sizes its own workers (leave them unset)")
         try:
-            client = Client(address, timeout="30s")
+            client = Client(address, timeout=connect_timeout)
         except (OSError, TimeoutError) as exc:
             raise ExecutorError(f"cannot reach the Dask scheduler at {address} "
                                 f"({'scheduler' if scheduler else '$' + SCHEDULER_ENV}): {exc}") from None
@@ -221,7 +223,7 @@ def _open_client(scheduler, n_workers, memory_limit, log):
     return Client(cluster), cluster
 
 
-def _run_dask(reqs, kwargs, task, log, *, scheduler, n_workers, memory_limit, retries,
+def _run_dask(reqs, kwargs, task, log, *, scheduler, n_workers, memory_limit, retries, connect_timeout="30s",
               no_worker_timeout: float = 120.0):
     from collections import deque
     from concurrent.futures import CancelledError
@@ -231,7 +233,7 @@ def _run_dask(reqs, kwargs, task, log, *, scheduler, n_workers, memory_limit, re
     from distributed.scheduler import KilledWorker
 
     lost_errors = (KilledWorker, CommClosedError, OSError, TimeoutError, CancelledError)
-    client, cluster = _open_client(scheduler, n_workers, memory_limit, log)
+    client, cluster = _open_client(scheduler, n_workers, memory_limit, log, connect_timeout)
 
     def capacity() -> float:
         # On our own LocalCluster a run is handed out only when a worker thread is free, so a worker that

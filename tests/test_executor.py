@@ -1,0 +1,214 @@
+"""The matrix executor: Dask LocalCluster parity with a serial run, cache hit/miss rules, bad input.
+
+Real notebooks on real data (small runs: NegEx n100 majority and negspaCy, the NLI always-entailment
+baseline); Dask only on 127.0.0.1.
+"""
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from atlaslib import book, executor, runner
+from atlaslib.runner import RunOutcome, RunRequest
+
+MAJORITY = RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot")
+NEGSPACY = RunRequest("negex", "atlas-n100-v1", "negspacy-negex-kit", "zero_shot")
+ENTAIL = RunRequest("nli_negation", "builtin-v1", "always-entailment", "zero_shot")
+REQS = [MAJORITY, NEGSPACY, ENTAIL]
+# where a run on another process/machine may differ; the run key follows atlaslib's source, which may be
+# edited while the tests run
+VOLATILE = ("environment", "timing", "run_key")
+
+
+def _paths(root: Path) -> book.BuildPaths:
+    return book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
+
+
+def comparable(path: Path) -> dict:
+    cell = json.loads(path.read_text())
+    cell["spec"]["parameters"].pop("run_key", None)
+    return {k: v for k, v in cell.items() if k not in VOLATILE}
+
+
+def cells(paths: book.BuildPaths) -> dict:
+    return {str(p.relative_to(paths.results)): comparable(p) for p in sorted(paths.results.rglob("*.json"))}
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory, data_dir):
+    paths = _paths(tmp_path_factory.mktemp("serial"))
+    lines = []
+    report = executor.run_requests(REQS, paths, data_dir=data_dir, log=lines.append)
+    assert [o.status for o in report.outcomes] == ["ran"] * 3, lines
+    assert not report.failures
+    return paths, report, lines
+
+
+def test_serial_run_writes_a_cell_and_notebook_per_request_and_prints_timing(serial):
+    paths, report, lines = serial
+    got = cells(paths)
+    assert sorted(got) == ["negex/atlas-n100-v1/majority/zero_shot.json",
+                           "negex/atlas-n100-v1/negspacy-negex-kit/zero_shot.json",
+                           "nli_negation/builtin-v1/always-entailment/zero_shot.json"]
+    assert len(list(paths.runs.rglob("*.ipynb"))) == 3
+    # the majority baseline on n100 (21 negated, 79 affirmed) predicts 'affirmed' for all: macro F1 =
+    # (0 + 2*79/(79+100)) / 2 by hand
+    f1 = got["negex/atlas-n100-v1/majority/zero_shot.json"]["metrics"]["macro_f1_zero_shot"]
+    assert f1["value"] == pytest.approx((2 * 79 / 179) / 2)
+    table = "\n".join(lines)
+    assert "matrix wall time" in table and all(r.label in table for r in REQS)
+    assert report.outcomes[0].request == MAJORITY and report.seconds > 0
+
+
+def test_dask_localcluster_gives_the_serial_cells(serial, tmp_path, data_dir):
+    s_paths, s_report, _ = serial
+    d_paths = _paths(tmp_path)
+    lines = []
+    report = executor.run_requests(REQS, d_paths, data_dir=data_dir, executor="dask", n_workers=2,
+                                   log=lines.append)
+    assert [o.request for o in report.outcomes] == REQS  # request order, whatever the completion order
+    assert [o.status for o in report.outcomes] == ["ran"] * 3 and not report.failures, lines
+    workers = {o.extra["worker"] for o in report.outcomes}
+    assert all(w.startswith("tcp://127.0.0.1:") for w in workers)
+    assert any("LocalCluster at tcp://127.0.0.1:" in line for line in lines)
+    serial_cells, dask_cells = cells(s_paths), cells(d_paths)
+    assert dask_cells.keys() == serial_cells.keys()
+    for name in serial_cells:
+        assert dask_cells[name]["metrics"] == serial_cells[name]["metrics"], name  # values and CIs
+        assert dask_cells[name]["predictions"] == serial_cells[name]["predictions"], name
+        assert dask_cells[name] == serial_cells[name], name  # and everything else but timing/environment
+    nb = d_paths.runs / "negex/atlas-n100-v1/negspacy-negex-kit/zero_shot.ipynb"
+    assert json.loads(nb.read_text())["cells"]
+    assert not [p for p in d_paths.runs.rglob("*") if p.name.startswith("atlas-run-")]  # no work dirs left
+
+
+def test_cache_rules(serial, tmp_path, data_dir, monkeypatch):
+    s_paths, _, _ = serial
+    paths = _paths(tmp_path)
+    shutil.copytree(s_paths.results, paths.results)
+    shutil.copytree(s_paths.runs, paths.runs)
+    quiet = dict(data_dir=data_dir, log=lambda *a, **k: None)
+    before = {p: p.stat().st_mtime_ns for p in paths.results.rglob("*.json")}
+
+    # nothing changed: nothing executes, nothing is rewritten
+    report = executor.run_requests(REQS, paths, **quiet)
+    assert [o.status for o in report.outcomes] == ["cached"] * 3
+    assert {p: p.stat().st_mtime_ns for p in paths.results.rglob("*.json")} == before
+
+    # one request's parameter changes: only that run executes
+    fewer = dataclasses.replace(MAJORITY, params=(("n_resamples", 200),))
+    report = executor.run_requests([fewer, NEGSPACY, ENTAIL], paths, **quiet)
+    assert [o.status for o in report.outcomes] == ["ran", "cached", "cached"]
+    cell = json.loads((paths.results / "negex/atlas-n100-v1/majority/zero_shot.json").read_text())
+    assert cell["spec"]["parameters"]["n_resamples"] == 200
+
+    # a card's pinned data change: its runs re-key, the other card's do not
+    pins = runner._card_data_pins
+    monkeypatch.setattr(runner, "_card_data_pins",
+                        lambda card: pins(card) + ([["negex/new-file.txt", "0" * 64]] if card == "negex" else []))
+    keys_changed = {r: not _current(r, paths) for r in (fewer, NEGSPACY, ENTAIL)}
+    assert keys_changed == {fewer: True, NEGSPACY: True, ENTAIL: False}
+    report = executor.run_requests([fewer, ENTAIL], paths, **quiet)
+    assert [o.status for o in report.outcomes] == ["ran", "cached"]
+    monkeypatch.undo()
+
+    # atlaslib's source changes: every run re-keys
+    monkeypatch.setattr(runner, "source_digest", lambda root=runner.ATLASLIB: "0" * 64)
+    assert all(not _current(r, paths) for r in (MAJORITY, NEGSPACY, ENTAIL))
+    monkeypatch.undo()
+
+    # force ignores the cache
+    report = executor.run_requests([NEGSPACY, ENTAIL], paths, force=True, **quiet)
+    assert [o.status for o in report.outcomes] == ["ran", "ran"]
+    assert cells(paths)["nli_negation/builtin-v1/always-entailment/zero_shot.json"] == \
+        cells(s_paths)["nli_negation/builtin-v1/always-entailment/zero_shot.json"]
+
+
+def _current(req: RunRequest, paths: book.BuildPaths) -> bool:
+    from atlaslib.cards import get_card
+
+    text = (runner.REPO / get_card(req.card).notebook).read_text(encoding="utf-8")
+    return runner.is_current(req, runner.run_key(req, text), paths.results, paths.runs)
+
+
+def test_existing_scheduler_from_the_environment(tmp_path, monkeypatch):
+    from distributed import LocalCluster
+
+    def fake(req, **kw):  # stands in for runner.run: the point is where it runs
+        return RunOutcome(req, "ran", seconds=0.0, cell_status="ok")
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        monkeypatch.setenv(executor.SCHEDULER_ENV, cluster.scheduler_address)
+        lines = []
+        report = executor.run_requests(REQS, _paths(tmp_path), executor="dask", task=fake, log=lines.append)
+        workers = set(cluster.scheduler_info["workers"])
+    assert [o.status for o in report.outcomes] == ["ran"] * 3
+    assert {o.extra["worker"] for o in report.outcomes} <= workers
+    assert f"dask: submitting to the scheduler at {cluster.scheduler_address}" in lines
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"executor": "spark"}, "executor is 'spark'; expected one of serial, dask"),
+    ({"scheduler": "tcp://127.0.0.1:8786"}, "needs executor='dask'"),
+    ({"executor": "dask", "scheduler": "127.0.0.1:8786"}, "scheduler is '127.0.0.1:8786'; expected a Dask"),
+    ({"retries": -1}, "retries is -1"),
+    ({"executor": "dask", "n_workers": 0}, "n_workers is 0"),
+])
+def test_bad_options_are_refused_before_anything_runs(tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        executor.run_requests(REQS, _paths(tmp_path), log=lambda *a: None, **kwargs)
+    assert not (tmp_path / "results").exists()
+
+
+def test_bad_scheduler_in_the_environment_is_named(monkeypatch):
+    monkeypatch.setenv(executor.SCHEDULER_ENV, "localhost")
+    with pytest.raises(ValueError, match=r"\$ATLAS_DASK_SCHEDULER is 'localhost'; expected"):
+        executor.resolve_scheduler(None)
+    monkeypatch.setenv(executor.SCHEDULER_ENV, "tcp://10.0.0.5:8786")
+    assert executor.resolve_scheduler(None) == "tcp://10.0.0.5:8786"
+    assert executor.resolve_scheduler("tls://sched.lab:8786") == "tls://sched.lab:8786"
+    monkeypatch.delenv(executor.SCHEDULER_ENV)
+    assert executor.resolve_scheduler(None) is None
+
+
+def test_unreachable_scheduler_is_named(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(executor.ExecutorError, match=f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"):
+        executor.run_requests(REQS, _paths(tmp_path), executor="dask", scheduler=f"tcp://127.0.0.1:{port}",
+                              log=lambda *a: None, connect_timeout="2s")
+
+
+@pytest.mark.parametrize("reqs, message", [
+    ([MAJORITY, RunRequest("negex", "atlas-n999", "majority", "zero_shot")],
+     r"requests\[1\] \(negex/atlas-n999/majority/zero_shot\): card negex has no split version 'atlas-n999'"),
+    ([RunRequest("negex", "atlas-n100-v1", "majority", "few_shot")], r"requests\[0\].*no protocol 'few_shot'"),
+    ([RunRequest("nope", "v", "m", "p")], r"requests\[0\] \(nope/v/m/p\): unknown card 'nope'"),
+    ([MAJORITY, ENTAIL, MAJORITY], r"requests\[2\] \(negex/atlas-n100-v1/majority/zero_shot\) repeats requests\[0\]"),
+])
+def test_bad_requests_are_refused_by_index(tmp_path, reqs, message):
+    with pytest.raises(ValueError, match=message):
+        executor.run_requests(reqs, _paths(tmp_path), executor="dask", log=lambda *a: None)
+
+
+def test_a_non_request_is_refused(tmp_path):
+    with pytest.raises(TypeError, match=r"requests\[0\] is a tuple; expected an atlaslib.runner.RunRequest"):
+        executor.run_requests([("negex", "atlas-n100-v1", "majority", "zero_shot")], _paths(tmp_path))
+
+
+def test_an_unexpected_error_is_a_named_failure_not_a_missing_cell(tmp_path):
+    def broken(req, **kw):
+        raise OSError(f"disk full while writing {req.label}")
+
+    lines = []
+    report = executor.run_requests([ENTAIL], _paths(tmp_path), task=broken, log=lines.append)
+    assert [o.status for o in report.outcomes] == ["failed"]
+    assert "nli_negation/builtin-v1/always-entailment/zero_shot" in str(report.failures[0])
+    assert "OSError: disk full" in str(report.failures[0])
+    assert any("1 of 1 run(s) failed" in line for line in lines)
