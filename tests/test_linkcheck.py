@@ -123,3 +123,20 @@ def test_small_real_build_has_no_broken_links(tmp_path_factory, data_dir):
         assert all(p.kind == "missing file" and p.url.endswith("majority/zero_shot.html") for p in broken)
     finally:
         moved.rename(run_page)
+
+
+def test_publish_build_of_the_small_book_has_no_broken_links(tmp_path_factory, data_dir):
+    """The publish build drops the NegEx card (licence unconfirmed): nothing may still link to its pages."""
+    from atlaslib import book
+    from atlaslib.cards import get_card
+
+    _, results_dir = build_small_book(tmp_path_factory, data_dir)
+    root = results_dir.parent
+    paths = book.BuildPaths(results=results_dir, runs=root / "runs", build=root / "_build")
+    assert book.build(paths=paths, cards=[get_card("negex")], publish=True, run_runs=False,
+                      log=lambda *a, **k: None) == 0
+    site = paths.html_out(True) / "_build" / "html"
+    assert (site / "book" / "withheld.html").is_file() and not (site / "book" / "cards" / "negex.html").exists()
+    report = linkcheck.scan(site)
+    assert report.problems == [], report.summary()
+    assert report.pages >= 5
