@@ -292,6 +292,14 @@ def test_pages_show_no_traceback_or_error_cell(pages):
     assert faults == {name: [] for name in got}, faults
 
 
+def test_no_page_of_the_build_has_an_error_output(small_book):
+    """The same check over every built page's HTML as served (no browser needed, so all of them)."""
+    html_dir, _ = small_book
+    pages = [f for f in html_dir.rglob("*.html") if "_static" not in f.parts]
+    faults = {f.relative_to(html_dir).as_posix(): page_faults(f.read_text(encoding="utf-8")) for f in pages}
+    assert len(pages) >= 8 and not any(faults.values()), {k: v for k, v in faults.items() if v}
+
+
 def test_home_page_lists_the_cards(pages):
     got, _ = pages
     r = read_dom(got["home"]["dom"])
