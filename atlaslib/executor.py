@@ -132,13 +132,15 @@ def _status_line(i: int, n: int, out) -> str:
 
 
 def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, executor: str = "serial",
-                 scheduler: str | None = None, n_workers: int | None = None, memory_limit="auto",
+                 scheduler: str | None = None, n_workers: int | None = None, memory_limit=None,
                  retries: int = 1, log=print, timing: bool = True, task=None, connect_timeout="30s"):
     """Run every request (cached, see :func:`atlaslib.runner.run`) and collect a ``book.MatrixReport``.
 
-    ``executor``: ``"serial"`` or ``"dask"``. For Dask, ``scheduler`` (or ``$ATLAS_DASK_SCHEDULER``) names an
+    ``executor``: ``"serial"``, ``"dask"``, or None for "dask when a scheduler is named (argument or
+    ``$ATLAS_DASK_SCHEDULER``), else serial". For Dask, ``scheduler`` (or ``$ATLAS_DASK_SCHEDULER``) names an
     existing scheduler; otherwise a LocalCluster with ``n_workers`` processes (default ``os.cpu_count()``),
-    one thread each, ``memory_limit`` per worker (Dask's ``"auto"``: the machine's memory shared equally),
+    one thread each, ``memory_limit`` per worker (e.g. ``"4GiB"``; default Dask's ``"auto"``: the machine's
+    memory shared equally),
     on 127.0.0.1 without dashboard (``connect_timeout``: how long to try reaching an existing scheduler).
     ``retries``: how many times a run whose worker died is submitted again.
     Outcomes and failures are listed in request order; ``timing`` prints the per-run timing table.
@@ -146,12 +148,22 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     """
     from . import book  # book imports this module
 
+    if executor is None:
+        executor = "dask" if resolve_scheduler(scheduler) else "serial"
     if executor not in EXECUTORS:
         raise ValueError(f"executor is {executor!r}; expected one of {', '.join(EXECUTORS)}")
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         raise ValueError(f"retries is {retries!r}; expected a whole number >= 0")
     if n_workers is not None and (not isinstance(n_workers, int) or n_workers < 1):
         raise ValueError(f"n_workers is {n_workers!r}; expected a whole number >= 1")
+    if memory_limit not in (None, "auto") and not isinstance(memory_limit, (int, float)):
+        from dask.utils import parse_bytes
+
+        try:
+            parse_bytes(memory_limit)
+        except (ValueError, TypeError):
+            raise ValueError(f"memory_limit is {memory_limit!r}; expected a size such as '4GiB' or '8 GB', "
+                             f"a number of bytes, or 'auto'") from None
     if executor == "serial" and scheduler:
         raise ValueError(f"scheduler={scheduler!r} needs executor='dask' (the serial executor runs here)")
     reqs = check_requests(requests)
@@ -213,6 +225,7 @@ def _open_client(scheduler, n_workers, memory_limit, log, connect_timeout="30s")
         log(f"dask: submitting to the scheduler at {address}")
         return client, None
     n = n_workers or os.cpu_count() or 1
+    memory_limit = memory_limit or "auto"
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
                            host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
                            # a dead worker surfaces at once as KilledWorker; the retry is ours (same rule

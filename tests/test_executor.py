@@ -143,7 +143,8 @@ def test_existing_scheduler_from_the_environment(tmp_path, monkeypatch):
                       dashboard_address=None) as cluster:
         monkeypatch.setenv(executor.SCHEDULER_ENV, cluster.scheduler_address)
         lines = []
-        report = executor.run_requests(REQS, _paths(tmp_path), executor="dask", task=fake, log=lines.append)
+        # executor=None: Dask because a scheduler is named in the environment
+        report = executor.run_requests(REQS, _paths(tmp_path), executor=None, task=fake, log=lines.append)
         workers = set(cluster.scheduler_info["workers"])
     assert [o.status for o in report.outcomes] == ["ran"] * 3
     assert {o.extra["worker"] for o in report.outcomes} <= workers
@@ -156,6 +157,9 @@ def test_existing_scheduler_from_the_environment(tmp_path, monkeypatch):
     ({"executor": "dask", "scheduler": "127.0.0.1:8786"}, "scheduler is '127.0.0.1:8786'; expected a Dask"),
     ({"retries": -1}, "retries is -1"),
     ({"executor": "dask", "n_workers": 0}, "n_workers is 0"),
+    ({"executor": "dask", "memory_limit": "lots"}, "memory_limit is 'lots'; expected a size such as '4GiB'"),
+    ({"scheduler": "tcp://127.0.0.1:8786", "n_workers": 2, "executor": None},
+     "n_workers/memory_limit size a LocalCluster; the cluster at tcp://127.0.0.1:8786 sizes its own"),
 ])
 def test_bad_options_are_refused_before_anything_runs(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -1,0 +1,208 @@
+"""Faults: a matrix run killed with SIGKILL leaves no partial result and resumes; a Dask worker that dies
+is retried once, then its run is reported by name; a notebook error is not retried.
+
+Everything on 127.0.0.1; real notebooks on real data where the point is the result files.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from atlaslib import book, executor, runner
+from atlaslib.runner import RunFailed, RunRequest
+
+MAJORITY = RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot")
+ENTAIL = RunRequest("nli_negation", "builtin-v1", "always-entailment", "zero_shot")
+ABSTAIN = RunRequest("nli_negation", "builtin-v1", "always-abstain", "zero_shot")
+NEGSPACY = RunRequest("negex", "atlas-n100-v1", "negspacy-negex-kit", "zero_shot")
+VOLATILE = ("environment", "timing", "run_key")  # run key: atlaslib's source may change during the tests
+
+
+def _paths(root: Path) -> book.BuildPaths:
+    return book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
+
+
+def comparable(path: Path) -> dict:
+    cell = json.loads(path.read_text())
+    cell["spec"]["parameters"].pop("run_key", None)
+    return {k: v for k, v in cell.items() if k not in VOLATILE}
+
+
+def cells(paths: book.BuildPaths) -> dict:
+    return {str(p.relative_to(paths.results)): comparable(p) for p in sorted(paths.results.rglob("*.json"))}
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a process we started and everything it started (kernels run in their own sessions)."""
+    try:
+        parent = psutil.Process(pid)
+        procs = parent.children(recursive=True) + [parent]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs[:-1], timeout=10)  # the parent is reaped by its Popen (keeps its return code)
+
+
+def assert_no_partial_results(paths: book.BuildPaths) -> list[Path]:
+    """Every file where the book reads results is complete; returns the cell files."""
+    assert not list(paths.results.rglob("*.tmp")) and not list(paths.runs.rglob("*.tmp"))
+    found = []
+    for p in paths.results.rglob("*"):
+        if p.is_file():
+            assert p.suffix == ".json", p
+            json.loads(p.read_text())  # parses
+            found.append(p)
+    for p in paths.runs.rglob("*.ipynb"):
+        if any(part.startswith("atlas-run-") for part in p.relative_to(paths.runs).parts):
+            continue  # the runner's private work dir of the killed run, never read as a result
+        nbformat.validate(nbformat.read(p, as_version=4))  # complete and valid
+    # a cell is only ever written together with its executed notebook
+    for cell in found:
+        rel = cell.relative_to(paths.results).with_suffix(".ipynb")
+        assert (paths.runs / rel).is_file(), f"{cell} has no executed notebook"
+    return found
+
+
+REQS = [MAJORITY, ENTAIL, NEGSPACY]
+
+
+def test_sigkill_mid_matrix_leaves_no_partial_file_and_resumes(tmp_path, data_dir):
+    ref = _paths(tmp_path / "uninterrupted")
+    report = executor.run_requests(REQS, ref, data_dir=data_dir, log=lambda *a: None)
+    assert [o.status for o in report.outcomes] == ["ran"] * 3
+
+    killed = _paths(tmp_path / "killed")
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from atlaslib import book, executor
+        from atlaslib.runner import RunRequest
+        reqs = {REQS!r}
+        paths = book.BuildPaths(results=Path({str(killed.results)!r}), runs=Path({str(killed.runs)!r}),
+                                build=Path({str(killed.build)!r}))
+        executor.run_requests(reqs, paths, data_dir={str(data_dir)!r})
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=runner.REPO, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(killed.results.rglob("*.json")):
+            assert proc.poll() is None, "the matrix run ended before it could be killed"
+            assert time.monotonic() < deadline, "no result cell appeared within 120 s"
+            time.sleep(0.05)
+        # the second run is now under way (its kernel starts in about a second): kill in the middle of it
+        deadline = time.monotonic() + 30
+        while not list(killed.runs.rglob("atlas-run-*/out.ipynb")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+    finally:
+        _kill_tree(proc.pid)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+    found = assert_no_partial_results(killed)
+    assert [p.relative_to(killed.results).as_posix() for p in found] == \
+        ["negex/atlas-n100-v1/majority/zero_shot.json"]  # only the finished run left a result
+
+    lines = []
+    report = executor.run_requests(REQS, killed, data_dir=data_dir, log=lines.append)
+    assert [o.status for o in report.outcomes] == ["cached", "ran", "ran"], lines
+    assert not report.failures
+    assert_no_partial_results(killed)
+    assert cells(killed) == cells(ref)  # metrics, CIs, predictions, provenance
+    report = executor.run_requests(REQS, killed, data_dir=data_dir, log=lambda *a: None)
+    assert [o.status for o in report.outcomes] == ["cached"] * 3
+
+
+def _count(marks: Path, req: RunRequest) -> int:
+    f = marks / f"{req.model}.attempts"
+    return len(f.read_text().split()) if f.exists() else 0
+
+
+def test_dead_worker_is_retried_once_then_named_and_notebook_errors_are_not_retried(tmp_path, data_dir):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    def task(req, **kwargs):
+        """Runs on a Dask worker in place of runner.run."""
+        with open(marks / f"{req.model}.attempts", "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+
+        def die():  # the node goes down: the worker and the notebook kernel it started
+            me = psutil.Process()
+            for child in me.children(recursive=True):
+                child.send_signal(signal.SIGKILL)
+            me.send_signal(signal.SIGKILL)
+
+        if req == ABSTAIN:  # dies every time
+            die()
+        if req == MAJORITY:  # a notebook error: deterministic, reported as is
+            raise RunFailed(req, "notebooks/negex.md", 7, "ValueError: no such column", None)
+        first = not (marks / "entail-died").exists()
+        if first:  # die in the middle of the real notebook run, once its kernel is executing cells
+            (marks / "entail-died").touch()
+
+            def watch():
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    if list(Path(kwargs["runs_dir"]).rglob("atlas-run-*/out.ipynb")):
+                        time.sleep(0.3)
+                        die()
+                    time.sleep(0.05)
+
+            threading.Thread(target=watch, daemon=True).start()
+        return runner.run(req, **kwargs)
+
+    paths = _paths(tmp_path / "dask")
+    lines = []
+    start = time.monotonic()
+    report = executor.run_requests([ENTAIL, ABSTAIN, MAJORITY], paths, data_dir=data_dir, executor="dask",
+                                   n_workers=2, task=task, log=lines.append)
+    assert time.monotonic() - start < 120
+    status = {o.request: o.status for o in report.outcomes}
+    assert status == {ENTAIL: "ran", ABSTAIN: "failed", MAJORITY: "failed"}, lines
+    # killed once mid-notebook, then run again to completion
+    assert _count(marks, ENTAIL) == 2
+    assert any(line.startswith(f"{ENTAIL.label}: worker lost (KilledWorker") and "retrying (1/1)" in line
+               for line in lines)
+    entail = json.loads((paths.results / "nli_negation/builtin-v1/always-entailment/zero_shot.json").read_text())
+    assert entail["status"] == "ok" and entail["predictions"]
+    assert_no_partial_results(paths)
+    # dies every time: two attempts, then reported by name
+    assert _count(marks, ABSTAIN) == 2
+    lost = [f for f in report.failures if f.request == ABSTAIN]
+    assert len(lost) == 1 and isinstance(lost[0], executor.WorkerLost) and lost[0].attempts == 2
+    assert str(lost[0]).startswith("nli_negation/builtin-v1/always-abstain/zero_shot: the Dask worker running "
+                                   "it died on all 2 attempt(s)")
+    assert not (paths.results / "nli_negation/builtin-v1/always-abstain").exists()
+    # a notebook error comes back once, as the runner reported it
+    assert _count(marks, MAJORITY) == 1
+    failed = [f for f in report.failures if f.request == MAJORITY]
+    assert len(failed) == 1 and not isinstance(failed[0], executor.WorkerLost)
+    assert "notebooks/negex.md failed in cell 7: ValueError: no such column" in str(failed[0])
+    # the build log names both failures
+    assert "2 of 3 run(s) failed:" in lines
+    assert sum(ABSTAIN.label in line or MAJORITY.label in line for line in lines[lines.index("2 of 3 run(s) failed:"):]) == 2
+
+
+def test_worker_lost_failures_are_rendered_as_failed_rows(tmp_path):
+    """A run reported lost is a failure the book shows (and that fails the build), not a missing row."""
+    from atlaslib.cards import get_card
+
+    lost = executor.WorkerLost(ENTAIL, 2, "KilledWorker: ...")
+    card = get_card("nli_negation")
+    md = book.leaderboard_markdown(card, "builtin-v1", [], tmp_path, tmp_path, failed=[lost.request])
+    assert "always-entailment" in md and "**failed**" in md
+    assert isinstance(lost, RunFailed)  # book.build counts it with the other failures and exits non-zero
