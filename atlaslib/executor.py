@@ -57,6 +57,17 @@ class WorkerLost(RunFailed):
         return (WorkerLost, (self.request, self.attempts, self.error))
 
 
+class RunCrashed(RunFailed):
+    """A run that raised outside its notebook (e.g. a full disk): reported by name like a failed notebook."""
+
+    def __init__(self, request: RunRequest, error: str):
+        self.request, self.notebook, self.cell, self.kept, self.error = request, None, None, None, error
+        RuntimeError.__init__(self, f"{request.label}: the run raised outside its notebook: {error}")
+
+    def __reduce__(self):
+        return (RunCrashed, (self.request, self.error))
+
+
 def check_requests(requests) -> list:
     """Refuse a matrix with unknown cards, versions, protocols or duplicate runs before running anything."""
     from .cards import get_card
@@ -121,7 +132,7 @@ def _to_failure(request, kind: str, payload: dict):
     if kind == "run_failed":
         exc = RunFailed(request, payload["notebook"], payload["cell"], payload["error"], payload["kept"])
     else:
-        exc = RunFailed(request, "the runner", None, payload["error"], None)
+        exc = RunCrashed(request, payload["error"])
     return exc, RunOutcome(request, "failed", seconds=payload.get("seconds", 0.0), error=str(exc))
 
 
@@ -140,9 +151,8 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     ``$ATLAS_DASK_SCHEDULER``), else serial". For Dask, ``scheduler`` (or ``$ATLAS_DASK_SCHEDULER``) names an
     existing scheduler; otherwise a LocalCluster with ``n_workers`` processes (default ``os.cpu_count()``),
     one thread each, ``memory_limit`` per worker (e.g. ``"4GiB"``; default Dask's ``"auto"``: the machine's
-    memory shared equally),
-    on 127.0.0.1 without dashboard (``connect_timeout``: how long to try reaching an existing scheduler).
-    ``retries``: how many times a run whose worker died is submitted again.
+    memory shared equally), on 127.0.0.1 without dashboard. ``connect_timeout``: how long to try reaching
+    an existing scheduler. ``retries``: how many times a run whose worker died is submitted again.
     Outcomes and failures are listed in request order; ``timing`` prints the per-run timing table.
     ``task`` replaces :func:`atlaslib.runner.run` (same signature; tests use it to kill workers).
     """

@@ -194,7 +194,8 @@ def test_dead_worker_is_retried_once_then_named_and_notebook_errors_are_not_retr
     assert "notebooks/negex.md failed in cell 7: ValueError: no such column" in str(failed[0])
     # the build log names both failures
     assert "2 of 3 run(s) failed:" in lines
-    assert sum(ABSTAIN.label in line or MAJORITY.label in line for line in lines[lines.index("2 of 3 run(s) failed:"):]) == 2
+    listed = lines[lines.index("2 of 3 run(s) failed:") + 1:]
+    assert sum(ABSTAIN.label in line or MAJORITY.label in line for line in listed) == 2
 
 
 def test_worker_lost_failures_are_rendered_as_failed_rows(tmp_path):
