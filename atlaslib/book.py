@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import yaml
 
-from . import plots, results
+from . import linkcheck, plots, results
 from .cards import Card, available_cards
 from .runner import REPO, RunFailed, RunOutcome, RunRequest, run
 
@@ -106,6 +106,20 @@ def fmt_metric(entry: dict | None) -> str:
     return f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def short_reason(reason: str | None) -> str:
+    """The headline of a not-run reason ('weights unavailable', 'capability missing'); the full text is in
+    the run's notebook and result cell."""
+    return (reason or "unknown reason").split(":")[0].strip()
+
+
+def _ci_html(text: str) -> str:
+    """Put the interval of ``0.912 [0.880, 0.940]`` on its own line in the table (same text content)."""
+    if " [" not in text or not text[0].isdigit():
+        return text
+    value, ci = text.split(" [", 1)
+    return f'{value} <span class="atlas-ci">[{ci}</span>'
+
+
 def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -122,7 +136,7 @@ def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: 
     """A MyST table for one (card, version): one row per (model, protocol), best primary metric first."""
     rows = [c for c in cells if c["card"] == card.name and c["version"] == version]
     rows.sort(key=lambda c: (c["status"] != "ok", -_primary_value(c, card), c["model"], c["protocol"]))
-    head = ["model", "protocol"] + list(card.metrics) + ["run"]
+    head = ["model", "protocol"] + [m.replace("_", " ") for m in card.metrics] + ["run"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     overlap_seen = False
     for c in rows:
@@ -131,9 +145,9 @@ def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: 
             name += " †"
             overlap_seen = True
         if c["status"] != "ok":
-            vals = [f"not run: {_md_escape(c.get('reason') or 'unknown reason')}"] + [""] * (len(card.metrics) - 1)
+            vals = [f"not run: {_md_escape(short_reason(c.get('reason')))}"] + [""] * (len(card.metrics) - 1)
         else:
-            vals = [_md_escape(fmt_metric(c["metrics"].get(f"{b}_{c['protocol']}"))) for b in card.metrics]
+            vals = [_ci_html(_md_escape(fmt_metric(c["metrics"].get(f"{b}_{c['protocol']}")))) for b in card.metrics]
         links = []
         nb = c.get("_notebook_rel")
         if nb:
@@ -184,6 +198,27 @@ def collect_cells(paths: BuildPaths, card: Card, publish: bool, failed: list[Run
     return cells
 
 
+def _copy_run_notebook(source: Path, target: Path, title: str) -> None:
+    """Copy an executed notebook into the site, its first heading renamed after the run (every run of a
+    card would otherwise carry the card's title in the navigation)."""
+    import nbformat
+
+    nb = nbformat.read(source, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.lstrip().startswith("# "):
+            lines = cell.source.lstrip().split("\n")
+            cell.source = "\n".join([f"# {title}"] + lines[1:])
+            break
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")  # the notebook's defaults; the run's values follow in the next cell
+        if "injected-parameters" in tags:
+            kept = [ln for ln in cell.source.split("\n") if not re.match(r"(result_path|run_key|data_dir) = ", ln)]
+            cell.source = "\n".join(kept).rstrip() + "\n# data_dir, result_path and run_key were set by `atlas run`"
+    nbformat.write(nb, target)
+
+
 def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunRequest]) -> list[str]:
     """Copy the card's executed notebooks and JSON into the site tree and fill its page; return the
     notebooks' doc paths (for the toc)."""
@@ -192,7 +227,8 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
         rel = Path("book/runs") / card.name / cell["version"] / results.slug(cell["model"])
         (src / rel).mkdir(parents=True, exist_ok=True)
         nb_rel = rel / f"{cell['protocol']}.ipynb"
-        shutil.copyfile(cell["_notebook_src"], src / nb_rel)
+        _copy_run_notebook(cell["_notebook_src"], src / nb_rel,
+                           f"{card.title.split(':')[0]} run: {cell['model']} · {cell['protocol']} · {cell['version']}")
         json_rel = Path("book/results") / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.json"
         (src / json_rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cell["_path"], src / json_rel)
@@ -239,12 +275,13 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
         parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed))
         for base in card.metrics:
             frame = forest_frame(card, vcells, base)
-            if not len(frame.dropna(subset=["value"])):
-                continue
+            if frame.dropna(subset=["value", "ci_low", "ci_high"]).empty:
+                continue  # nothing with an interval (e.g. pass/fail gates): the table says it all
             fig_dir.mkdir(parents=True, exist_ok=True)
             name = f"forest-{card.name}-{version}-{base}.png"
             fig = plots.forest(frame, "value", "ci_low", "ci_high", "label", title=f"{base} · {version}",
-                               higher_is_better=card.higher_is_better.get(base, True))
+                               higher_is_better=card.higher_is_better.get(base, True),
+                               xlabel=f"{base.replace('_', ' ')} (point estimate and 95 % interval)")
             fig.savefig(fig_dir / name, dpi=110)
             plt.close(fig)
             parts.append(f"```{{figure}} _figures/{name}\n:alt: forest plot of {base} on {version}\n\n"
@@ -302,7 +339,7 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
     out_dir = src / "book" / "models"
     out_dir.mkdir(parents=True, exist_ok=True)
     by_card = {c.name: c for c in cards}
-    docs, index = [], ["# Models", "",
+    docs, index = [], ["# All models", "",
                        "Every model the atlas knows by name, and the card-level baselines. A model page lists its "
                        "profile and every result cell it has in this build.", "",
                        "| model | source | capabilities | cells |", "|---|---|---|---|"]
@@ -333,7 +370,7 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
                 card = by_card.get(c["card"])
                 base = card.metrics[0] if card else ""
                 val = fmt_metric(c["metrics"].get(f"{base}_{c['protocol']}")) if c["status"] == "ok" else \
-                    f"not run: {_md_escape(c.get('reason') or '')}"
+                    f"not run: {_md_escape(short_reason(c.get('reason')))}"
                 lines.append(f"| [{c['card']}](../cards/{c['card']}.md) | `{c['version']}` | {c['protocol']} | "
                              f"{base}: {_md_escape(val)} | {c['status']} |")
         else:
@@ -353,22 +390,29 @@ def render_reproduction(src: Path, cards: list[Card], cells: list[dict]) -> None
         return
     blocks = []
     for card in cards:
-        seen, rows = set(), []
+        figures: dict[str, dict] = {}
+        systems: list[str] = []
         for c in cells:
             if c["card"] != card.name:
                 continue
             for r in c.get("extra", {}).get("reproduction_rows") or []:
-                if r["figure"] in seen:
-                    continue
-                seen.add(r["figure"])
-                rows.append(r)
-        if not rows:
+                system = r.get("system") or "atlas"
+                entry = figures.setdefault(r["figure"], {"published": r["published"], "ours": {},
+                                                         "note": r.get("note", ""), "source": r.get("source", "")})
+                entry["ours"].setdefault(system, r["ours"])
+                if system not in systems and system != "loader":
+                    systems.append(system)
+        if not figures:
             continue
-        lines = [f"## {card.title}", "", "| figure | published | ours | same | note |", "|---|---|---|---|---|"]
-        for r in rows:
-            same = {True: "yes", False: "no", None: "—"}[r.get("match")]
-            lines.append(f"| {_md_escape(r['figure'])} | {_fmt_num(r['published'])} | {_fmt_num(r['ours'])} | {same} | "
-                         f"{_md_escape(r.get('note', ''))}{' (' + _md_escape(r['source']) + ')' if r.get('source') else ''} |")
+        cols = ["figure", "published"] + (systems or ["ours"]) + ["note"]
+        lines = [f"## {card.title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        for fig, e in figures.items():
+            vals = [_fmt_num(e["ours"].get(sys_)) if sys_ in e["ours"] else
+                    (_fmt_num(e["ours"].get("loader")) if "loader" in e["ours"] else "—") for sys_ in (systems or ["ours"])]
+            if not systems:
+                vals = [_fmt_num(next(iter(e["ours"].values())))]
+            note = _md_escape(e["note"]) + (f" ({_md_escape(e['source'])})" if e["source"] else "")
+            lines.append("| " + " | ".join([_md_escape(fig), _fmt_num(e["published"])] + vals + [note]) + " |")
         blocks.append("\n".join(lines) + "\n")
     body = "\n".join(blocks) if blocks else "*No card in this build reproduces a published figure.*\n"
     text = page.read_text(encoding="utf-8")
@@ -523,6 +567,11 @@ def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool
     for w in warnings:
         log(w)
     status = 0
+    broken = linkcheck.check(html_dir) if html_dir.is_dir() else []
+    for problem in broken:
+        log(f"broken link: {problem}")
+    if broken:
+        status = 1
     if code != 0 or warnings:
         log(f"Jupyter Book build failed ({len(warnings)} warnings/errors; warnings are errors); "
             f"log: {out.parent / (out.name + '-build.log')}")

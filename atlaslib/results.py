@@ -100,17 +100,18 @@ def _num(x):
     return None if np.isnan(x) else x
 
 
-def reproduction_row(figure: str, published, ours, note: str = "", source: str = "") -> dict:
-    """One published figure beside the atlas's own, for the book's reproduction chapter. Cards put a list
-    of these in ``extra["reproduction_rows"]``; the chapter collects them from every cell (deduplicated)."""
+def reproduction_row(figure: str, published, ours, note: str = "", source: str = "", system: str = "atlas") -> dict:
+    """One published figure beside the atlas's own (``system`` names which run of ours produced it), for the
+    book's reproduction chapter. Cards put a list of these in ``extra["reproduction_rows"]``; the chapter
+    collects them from every cell, one column per system."""
     def same(a, b):
         try:
             return abs(float(a) - float(b)) < 1e-9
         except (TypeError, ValueError):
             return a == b
 
-    return {"figure": figure, "published": published, "ours": ours, "match": same(published, ours) if published is not None else None,
-            "note": note, "source": source}
+    return {"figure": figure, "published": published, "ours": ours, "system": system,
+            "match": same(published, ours) if published is not None else None, "note": note, "source": source}
 
 
 def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict:
@@ -283,3 +284,16 @@ def leaderboard(cells: list[dict], card: str, version: str, metrics: list[str]) 
                 row[f"{m}_reason"] = e.get("reason")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def metrics_frame(metrics: dict, digits: int = 3) -> pd.DataFrame:
+    """A cell's metrics as a table for reading: value and 95 % interval rounded, the reason where a metric
+    has no value."""
+    rows = []
+    for name, e in metrics.items():
+        if e.get("value") is None:
+            rows.append({"metric": name, "value": "n/a", "95 % CI": "", "note": e.get("reason") or ""})
+        else:
+            ci = "" if e.get("ci_low") is None else f"[{e['ci_low']:.{digits}f}, {e['ci_high']:.{digits}f}]"
+            rows.append({"metric": name, "value": f"{e['value']:.{digits}f}", "95 % CI": ci, "note": ""})
+    return pd.DataFrame(rows).set_index("metric")

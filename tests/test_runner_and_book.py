@@ -69,7 +69,8 @@ def test_small_book_shows_the_numbers_of_its_cells(tmp_path, data_dir):
     assert len(cell["predictions"]) == 100 and cell["data_sha256"]
     f1 = cell["metrics"]["macro_f1_zero_shot"]
     html = (p.html_out(False) / "_build/html/book/cards/negex.html").read_text()
-    assert f"{f1['value']:.3f} [{f1['ci_low']:.3f}, {f1['ci_high']:.3f}]" in html
+    text = re.sub(r"<[^>]+>", "", html)  # the page's text, as a reader sees it
+    assert f"{f1['value']:.3f} [{f1['ci_low']:.3f}, {f1['ci_high']:.3f}]" in text
     assert "not run: weights unavailable" in html
     assert "Local evaluation only" in html
     run_page = p.html_out(False) / "_build/html/book/runs/negex/atlas-n100-v1/majority/zero_shot.html"
