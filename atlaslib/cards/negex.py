@@ -185,6 +185,10 @@ def data_sha256(data_dir=None) -> dict:
 HEADER_RE = re.compile(r"\b([A-Z][A-Z /&-]{2,}[A-Z]):")
 
 
+def _shorten(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
 def audit(rows: pd.DataFrame, items: pd.DataFrame) -> dict:
     """Counts for the data audit: rows, label balance, dropped rows, sentence lengths, header fragments."""
     lengths = items["sentence"].str.len()
@@ -196,7 +200,8 @@ def audit(rows: pd.DataFrame, items: pd.DataFrame) -> dict:
         }).rename_axis("decision").reindex(["negated", "affirmed"]).assign(
             dropped=lambda d: d["rows"] - d["items"]),
         "dropped": rows.loc[~rows["concept_found"], ["item_id", "concept", "sentence", "decision"]]
-                       .assign(sentence=lambda d: d["sentence"].str.slice(0, 120)),
+                       .assign(concept=lambda d: d["concept"].map(lambda t: _shorten(t, 50)),
+                               sentence=lambda d: d["sentence"].map(lambda t: _shorten(clean(t), 90))),
         "sentence_length": lengths.describe().round(1),
         "long_sentences": int((lengths > 300).sum()),
         "distinct_sentences": int(items["sentence_key"].nunique()),
