@@ -176,6 +176,10 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
                              f"a number of bytes, or 'auto'") from None
     if executor == "serial" and scheduler:
         raise ValueError(f"scheduler={scheduler!r} needs executor='dask' (the serial executor runs here)")
+    address = resolve_scheduler(scheduler) if executor == "dask" else None
+    if address and (n_workers is not None or memory_limit not in (None, "auto")):
+        raise ValueError(f"n_workers/memory_limit size a LocalCluster; the cluster at {address} "
+                         f"sizes its own workers (leave them unset)")
     reqs = check_requests(requests)
     paths = paths or book.BuildPaths()
     kwargs = {"results_dir": Path(paths.results).resolve(), "runs_dir": Path(paths.runs).resolve(),
@@ -187,9 +191,21 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     else:
         if kwargs["data_dir"] is None and os.environ.get("ATLAS_DATA_DIR"):
             kwargs["data_dir"] = os.environ["ATLAS_DATA_DIR"]  # workers elsewhere may lack the variable
-        outcomes, failures = _run_dask(reqs, kwargs, task or runner.run, log, scheduler=scheduler,
-                                       n_workers=n_workers, memory_limit=memory_limit, retries=retries,
-                                       connect_timeout=connect_timeout)
+        # Runs whose outputs are current are served here, from the cache, without a cluster: a build with
+        # nothing changed starts no worker at all.
+        served = {} if (force or task is not None) else _serve_cached(reqs, kwargs, log)
+        todo = [r for i, r in enumerate(reqs) if i not in served]
+        done, failed = {}, {}
+        if todo:
+            outs, fails = _run_dask(todo, kwargs, runner.run if task is None else task, log, address=address,
+                                    from_env=not scheduler, n_workers=n_workers, memory_limit=memory_limit,
+                                    retries=retries, connect_timeout=connect_timeout, count_from=len(served),
+                                    count_of=len(reqs))
+            done, failed = dict(zip(todo, outs)), {f.request: f for f in fails}
+        else:
+            log(f"dask: all {len(reqs)} run(s) are current; no cluster needed")
+        outcomes = [served[i] if i in served else done[r] for i, r in enumerate(reqs)]
+        failures = [failed[r] for r in reqs if r in failed]
     report = book.MatrixReport(outcomes=outcomes, failures=failures, seconds=time.perf_counter() - start)
     if timing:
         book.print_timing(report, log)
@@ -216,22 +232,37 @@ def _run_serial(reqs, kwargs, task, log):
     return outcomes, failures
 
 
-def _open_client(scheduler, n_workers, memory_limit, log, connect_timeout="30s"):
+def _serve_cached(reqs, kwargs, log) -> dict:
+    """{index: outcome} for the requests whose stored outputs carry their current cache key."""
+    from .cards import get_card
+
+    served = {}
+    for i, req in enumerate(reqs):
+        try:
+            text = (runner.REPO / get_card(req.card).notebook).read_text(encoding="utf-8")
+            current = runner.is_current(req, runner.run_key(req, text), kwargs["results_dir"], kwargs["runs_dir"])
+        except OSError:
+            current = False  # let the run itself report the problem
+        if current:
+            kind, payload = _attempt(runner.run, req, kwargs)  # the runner's own cache hit: same outcome
+            if kind == "done":
+                served[i] = payload
+                log(_status_line(len(served), len(reqs), payload))
+    return served
+
+
+def _open_client(address, from_env, n_workers, memory_limit, log, connect_timeout="30s"):
     """(client, cluster-or-None) for an existing scheduler or a new LocalCluster."""
     import logging
 
     from distributed import Client, LocalCluster
 
-    address = resolve_scheduler(scheduler)
     if address:
-        if n_workers is not None or memory_limit not in (None, "auto"):
-            raise ValueError(f"n_workers/memory_limit size a LocalCluster; the cluster at {address} "
-                             f"sizes its own workers (leave them unset)")
         try:
             client = Client(address, timeout=connect_timeout)
         except (OSError, TimeoutError) as exc:
             raise ExecutorError(f"cannot reach the Dask scheduler at {address} "
-                                f"({'scheduler' if scheduler else '$' + SCHEDULER_ENV}): {exc}") from None
+                                f"({'$' + SCHEDULER_ENV if from_env else 'scheduler'}): {exc}") from None
         log(f"dask: submitting to the scheduler at {address}")
         return client, None
     n = n_workers or os.cpu_count() or 1
@@ -246,8 +277,8 @@ def _open_client(scheduler, n_workers, memory_limit, log, connect_timeout="30s")
     return Client(cluster), cluster
 
 
-def _run_dask(reqs, kwargs, task, log, *, scheduler, n_workers, memory_limit, retries, connect_timeout="30s",
-              no_worker_timeout: float = 120.0):
+def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_limit, retries, connect_timeout="30s",
+              no_worker_timeout: float = 120.0, count_from: int = 0, count_of: int | None = None):
     from collections import deque
     from concurrent.futures import CancelledError
 
@@ -256,7 +287,7 @@ def _run_dask(reqs, kwargs, task, log, *, scheduler, n_workers, memory_limit, re
     from distributed.scheduler import KilledWorker
 
     lost_errors = (KilledWorker, CommClosedError, OSError, TimeoutError, CancelledError)
-    client, cluster = _open_client(scheduler, n_workers, memory_limit, log, connect_timeout)
+    client, cluster = _open_client(address, from_env, n_workers, memory_limit, log, connect_timeout)
 
     def capacity() -> float:
         # On our own LocalCluster a run is handed out only when a worker thread is free, so a worker that
@@ -267,7 +298,7 @@ def _run_dask(reqs, kwargs, task, log, *, scheduler, n_workers, memory_limit, re
     results: dict[int, tuple] = {}
     queue = deque((i, 0) for i in range(len(reqs)))
     in_flight: dict = {}
-    done = 0
+    done, count_of = count_from, count_of or len(reqs)
     starved_since = None
     try:
         while queue or in_flight:
@@ -308,7 +339,7 @@ def _run_dask(reqs, kwargs, task, log, *, scheduler, n_workers, memory_limit, re
                     fut.release()
                 results[i] = (kind, payload)
                 done += 1
-                log(_status_line(done, len(reqs), _outcome(req, kind, payload)[1]))
+                log(_status_line(done, count_of, _outcome(req, kind, payload)[1]))
     finally:
         client.close()
         if cluster is not None:

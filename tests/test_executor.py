@@ -89,6 +89,13 @@ def test_dask_localcluster_gives_the_serial_cells(serial, tmp_path, data_dir):
         assert dask_cells[name]["metrics"] == serial_cells[name]["metrics"], name  # values and CIs
         assert dask_cells[name]["predictions"] == serial_cells[name]["predictions"], name
         assert dask_cells[name] == serial_cells[name], name  # and everything else but timing/environment
+    # nothing changed: every run is served from the cache without starting a cluster
+    lines.clear()
+    report = executor.run_requests(REQS, d_paths, data_dir=data_dir, executor="dask", n_workers=2,
+                                   log=lines.append)
+    assert [o.status for o in report.outcomes] == ["cached"] * 3
+    assert "dask: all 3 run(s) are current; no cluster needed" in lines
+    assert not any("LocalCluster" in line for line in lines)
     nb = d_paths.runs / "negex/atlas-n100-v1/negspacy-negex-kit/zero_shot.ipynb"
     assert json.loads(nb.read_text())["cells"]
     assert not [p for p in d_paths.runs.rglob("*") if p.name.startswith("atlas-run-")]  # no work dirs left
