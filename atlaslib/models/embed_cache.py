@@ -12,7 +12,8 @@ Key
 
 Layout
     ``$ATLAS_CACHE_DIR/embeddings/<model key>/<sha[:2]>/<sha>.emb`` (default cache directory
-    ``~/.cache/clinical-nlp-atlas``), plus ``key.json`` in each model key folder listing its fields
+    ``~/.cache/clinical-nlp-atlas``; ``$ATLAS_EMBED_CACHE_DIR`` replaces ``$ATLAS_CACHE_DIR/embeddings``
+    when set), plus ``key.json`` in each model key folder listing its fields
     for people reading the folder. One small file per input keeps concurrent runs simple: a file is
     written to a temporary name in the same folder and moved into place with :func:`os.replace`, so a
     reader sees either no entry or a complete one, and two processes writing the same key both leave
@@ -61,9 +62,14 @@ def env_enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "on").strip().lower() not in _OFF
 
 
+ENV_DIR = "ATLAS_EMBED_CACHE_DIR"
+
+
 def root_dir() -> Path:
-    """``<atlas cache dir>/embeddings`` (``$ATLAS_CACHE_DIR``, default ``~/.cache/clinical-nlp-atlas``)."""
-    return sources.cache_dir() / "embeddings"
+    """``$ATLAS_EMBED_CACHE_DIR`` when set, else ``<atlas cache dir>/embeddings`` (``$ATLAS_CACHE_DIR``,
+    default ``~/.cache/clinical-nlp-atlas``). Read at each use."""
+    explicit = os.environ.get(ENV_DIR, "").strip()
+    return Path(explicit).expanduser() if explicit else sources.cache_dir() / "embeddings"
 
 
 def text_sha256(text: str) -> str:

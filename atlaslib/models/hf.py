@@ -392,9 +392,6 @@ class PooledEmbedder(_HFAdapter):
         out = np.zeros((len(texts), d), dtype=np.float32)
         if not texts:
             return out
-        full = self.tokenizer(texts, truncation=False, verbose=False)["input_ids"]
-        lengths = [min(len(x), self.max_length) for x in full]
-        self.stats["n_truncated"] = self.stats.get("n_truncated", 0) + sum(len(x) > self.max_length for x in full)
         cache = self.embed_cache
         if cache.enabled:
             shas = [text_sha256(t) for t in texts]
@@ -410,8 +407,18 @@ class PooledEmbedder(_HFAdapter):
                     out[i] = vec
         else:
             shas, first, todo = None, None, list(range(len(texts)))
+        # one tokenisation of every input: the model inputs of the texts to embed, and the truncation
+        # count of all (a text at max_length tokens is checked again without truncation)
+        enc = self.tokenizer(texts, truncation=True, max_length=self.max_length, verbose=False)
+        at_limit = [i for i, x in enumerate(enc["input_ids"]) if len(x) >= self.max_length]
+        if at_limit:
+            full = self.tokenizer([texts[i] for i in at_limit], truncation=False, verbose=False)["input_ids"]
+            n_trunc = sum(len(x) > self.max_length for x in full)
+        else:
+            n_trunc = 0
+        self.stats["n_truncated"] = self.stats.get("n_truncated", 0) + n_trunc
         if todo:
-            self._forward_pooled(texts, todo, [lengths[i] for i in todo], bs, out)
+            self._forward_pooled(enc, todo, bs, out)
         if cache.enabled:
             for i in todo:
                 cache.put(shas[i], out[i])
@@ -420,17 +427,30 @@ class PooledEmbedder(_HFAdapter):
                     out[i] = out[first[s]]
         return out
 
-    def _forward_pooled(self, texts, todo, lengths, bs, out):
-        """Embed ``texts[todo]`` into ``out[todo]``: length-sorted batches, inference mode, masked mean."""
+    def _forward_pooled(self, enc, todo, bs, out):
+        """Embed rows ``todo`` of the tokenised inputs ``enc`` into ``out[todo]``: batches sorted by token
+        length, right-padded here (pad id, mask 0, pad token type), inference mode, masked mean."""
+        tok = self.tokenizer
+        pad = {"input_ids": tok.pad_token_id, "token_type_ids": getattr(tok, "pad_token_type_id", 0) or 0}
+        keys = [k for k in enc.keys() if k in pad]
+        ids = enc["input_ids"]
         bar = progress_bar(len(todo), "embed", self.progress)
         with torch.inference_mode():
-            for pos in self._order(lengths, bs):
+            for pos in self._order([len(ids[i]) for i in todo], bs):
                 idx = [todo[p] for p in pos]
-                enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                     max_length=self.max_length, return_tensors="pt")
-                enc = self._to(enc)
-                h = self.model(**enc).last_hidden_state.float()
-                m = enc["attention_mask"].unsqueeze(-1).float()
+                width = max(len(ids[i]) for i in idx)
+                batch = {}
+                for k in keys:
+                    a = np.full((len(idx), width), pad[k], dtype=np.int64)
+                    for r, i in enumerate(idx):
+                        row = enc[k][i]
+                        a[r, :len(row)] = row
+                    batch[k] = torch.from_numpy(a).to(self.device)
+                lens = np.array([len(ids[i]) for i in idx])
+                batch["attention_mask"] = torch.from_numpy(
+                    (np.arange(width)[None, :] < lens[:, None]).astype(np.int64)).to(self.device)
+                h = self.model(**batch).last_hidden_state.float()
+                m = batch["attention_mask"].unsqueeze(-1).float()
                 pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
                 out[idx] = pooled.cpu().numpy()
                 bar.update(len(idx))

@@ -43,6 +43,7 @@ def cache_dir(tmp_path, monkeypatch):
     d = tmp_path / "cache"
     monkeypatch.setenv("ATLAS_CACHE_DIR", str(d))
     monkeypatch.delenv("ATLAS_EMBED_CACHE", raising=False)
+    monkeypatch.delenv("ATLAS_EMBED_CACHE_DIR", raising=False)
     return d
 
 
@@ -298,6 +299,14 @@ def test_reading_2000_entries_is_fast(tmp_path):
     took = time.perf_counter() - t
     assert np.array_equal(np.stack(got), vecs) and c.hits == 2000
     assert took < 2.0, f"reading 2,000 cached vectors took {took:.2f} s"
+
+
+def test_embed_cache_dir_env_overrides_the_location(encoder, cache_dir, tmp_path, monkeypatch):
+    emb = _pooled(encoder)
+    monkeypatch.setenv("ATLAS_EMBED_CACHE_DIR", str(tmp_path / "elsewhere"))
+    emb.embed(TEXTS[:2])
+    assert len(_entries(tmp_path / "elsewhere")) == 2 and not (cache_dir / "embeddings").exists()
+    assert emb.info["embed_cache"]["dir"].startswith(str(tmp_path / "elsewhere"))
 
 
 def test_env_switch_values(monkeypatch):
