@@ -20,6 +20,11 @@ failed (:class:`WorkerLost`). Either way the failure is in ``MatrixReport.failur
 loudly; a run never just goes missing. Because the runner writes outputs by temp file + rename, a killed
 run leaves no partial file and the next run resumes from the finished cells.
 
+On Dask, the runs whose outputs are current are served from the cache on the client before anything is
+submitted (a build with nothing changed starts no cluster), and on the LocalCluster a run is handed out
+only when a worker is free, so a worker that dies takes down the run it was executing and no other. A run
+done on Dask records its worker address and its number of attempts in ``RunOutcome.extra``.
+
 Results are the same as a serial run's: each run is seeded and does the same work wherever it executes;
 only the timing and environment fields of a result cell differ.
 """
@@ -333,6 +338,8 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
                     kind, payload = "error", {"error": f"{type(exc).__name__}: {exc}", "traceback": ""}
                 finally:
                     fut.release()
+                if kind == "done":
+                    payload.extra = {**(payload.extra or {}), "attempts": attempt + 1}
                 results[i] = (kind, payload)
                 done += 1
                 log(_status_line(done, count_of, _outcome(req, kind, payload)[1]))

@@ -175,6 +175,8 @@ def test_dead_worker_is_retried_once_then_named_and_notebook_errors_are_not_retr
     assert status == {ENTAIL: "ran", ABSTAIN: "failed", MAJORITY: "failed"}, lines
     # killed once mid-notebook, then run again to completion
     assert _count(marks, ENTAIL) == 2
+    assert report.outcomes[0].extra["attempts"] == 2
+    assert report.outcomes[0].extra["worker"].startswith("tcp://127.0.0.1:")
     assert any(line.startswith(f"{ENTAIL.label}: worker lost (KilledWorker") and "retrying (1/1)" in line
                for line in lines)
     entail = json.loads((paths.results / "nli_negation/builtin-v1/always-entailment/zero_shot.json").read_text())
