@@ -18,13 +18,11 @@ whose data are gated, and writes a "withheld" page saying what was left out and 
 """
 from __future__ import annotations
 
-import html
 import os
 import re
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +32,7 @@ import yaml
 
 from . import linkcheck, plots, results
 from .cards import Card, available_cards
-from .runner import REPO, RunFailed, RunOutcome, RunRequest, run
+from .runner import REPO, RunFailed, RunOutcome, RunRequest
 
 LEADERBOARD_MARK = "<!-- leaderboard -->"
 CARDS_MARK = "<!-- cards -->"
@@ -70,25 +68,14 @@ def default_requests(cards: list[Card] | None = None) -> list[RunRequest]:
 
 
 def run_matrix(requests: list[RunRequest], paths: BuildPaths, *, data_dir=None, force: bool = False,
+               executor: str = "serial", scheduler: str | None = None, n_workers: int | None = None,
                log=print) -> MatrixReport:
-    """Run every request serially (cached); collect failures instead of stopping at the first."""
-    report = MatrixReport()
-    start = time.perf_counter()
-    for i, req in enumerate(requests, 1):
-        log(f"[{i}/{len(requests)}] {req.label} ...", end=" ", flush=True) if log is print else log(req.label)
-        try:
-            out = run(req, results_dir=paths.results, runs_dir=paths.runs, data_dir=data_dir,
-                      failed_dir=paths.build / "failed", force=force)
-            report.outcomes.append(out)
-            if log is print:
-                print(f"{out.status} ({out.cell_status}, {out.seconds:.1f} s)", flush=True)
-        except RunFailed as exc:
-            report.failures.append(exc)
-            report.outcomes.append(RunOutcome(req, "failed", error=str(exc)))
-            if log is print:
-                print("FAILED", flush=True)
-    report.seconds = time.perf_counter() - start
-    return report
+    """Run every request (cached), serially or on Dask (:mod:`atlaslib.executor`); failures are collected,
+    never stop the matrix, and the per-run timing table is printed at the end."""
+    from .executor import run_requests
+
+    return run_requests(requests, paths, data_dir=data_dir, force=force, executor=executor, scheduler=scheduler,
+                        n_workers=n_workers, log=log)
 
 
 # -- formatting ----------------------------------------------------------------------------------------
@@ -552,14 +539,17 @@ def jupyter_book_build(src: Path, out: Path, log=print) -> tuple[int, list[str]]
 
 def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool = False, run_runs: bool = True,
           data_dir=None, requests: list[RunRequest] | None = None, cards: list[Card] | None = None,
+          executor: str = "serial", scheduler: str | None = None, n_workers: int | None = None,
           log=print) -> int:
-    """Run the matrix, render, build. Returns the process exit code (0 only when everything succeeded)."""
+    """Run the matrix, render, build. Returns the process exit code (0 only when everything succeeded).
+    ``executor``: "serial" or "dask" (a LocalCluster, or the scheduler named by ``scheduler`` /
+    ``$ATLAS_DASK_SCHEDULER``); the `atlas book` command uses Dask by default."""
     paths = paths or BuildPaths()
     report = None
     if run_runs:
         reqs = requests if requests is not None else default_requests(cards)
-        report = run_matrix(reqs, paths, data_dir=data_dir, force=force, log=log)
-        print_timing(report, log)
+        report = run_matrix(reqs, paths, data_dir=data_dir, force=force, executor=executor, scheduler=scheduler,
+                            n_workers=n_workers, log=log)
     src, withheld = render_site(paths, publish=publish, report=report, cards=cards)
     out = paths.html_out(publish)
     code, warnings = jupyter_book_build(src, out, log)

@@ -79,7 +79,8 @@ def cmd_book(args) -> int:
 
     cards = [get_card(c) for c in args.card] if args.card else None
     return book.build(paths=_paths(args), publish=args.publish, force=args.force, run_runs=not args.no_run,
-                      data_dir=args.data_dir, cards=cards)
+                      data_dir=args.data_dir, cards=cards, executor=args.executor, scheduler=args.scheduler,
+                      n_workers=args.workers)
 
 
 def cmd_list(args) -> int:
@@ -132,6 +133,12 @@ def main(argv=None) -> int:
     p.add_argument("--force", action="store_true", help="ignore the run cache")
     p.add_argument("--no-run", action="store_true", help="render existing result cells only")
     p.add_argument("--card", action="append", help="limit to these cards (repeatable)")
+    p.add_argument("--executor", choices=("dask", "serial"), default="dask",
+                   help="dask (default: a LocalCluster, one single-threaded worker per core) or serial")
+    p.add_argument("--scheduler", default=None,
+                   help="tcp://HOST:PORT of an existing Dask scheduler (default: $ATLAS_DASK_SCHEDULER, else a "
+                        "LocalCluster)")
+    p.add_argument("--workers", type=int, default=None, help="LocalCluster workers (default: the core count)")
     _add_data_dir(p)
     _add_output_dirs(p, build=True)
     p.set_defaults(func=cmd_book)
