@@ -69,13 +69,13 @@ def default_requests(cards: list[Card] | None = None) -> list[RunRequest]:
 
 def run_matrix(requests: list[RunRequest], paths: BuildPaths, *, data_dir=None, force: bool = False,
                executor: str = "serial", scheduler: str | None = None, n_workers: int | None = None,
-               log=print) -> MatrixReport:
+               memory_limit=None, log=print) -> MatrixReport:
     """Run every request (cached), serially or on Dask (:mod:`atlaslib.executor`); failures are collected,
     never stop the matrix, and the per-run timing table is printed at the end."""
     from .executor import run_requests
 
     return run_requests(requests, paths, data_dir=data_dir, force=force, executor=executor, scheduler=scheduler,
-                        n_workers=n_workers, log=log)
+                        n_workers=n_workers, memory_limit=memory_limit, log=log)
 
 
 # -- formatting ----------------------------------------------------------------------------------------
@@ -540,7 +540,7 @@ def jupyter_book_build(src: Path, out: Path, log=print) -> tuple[int, list[str]]
 def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool = False, run_runs: bool = True,
           data_dir=None, requests: list[RunRequest] | None = None, cards: list[Card] | None = None,
           executor: str = "serial", scheduler: str | None = None, n_workers: int | None = None,
-          log=print) -> int:
+          memory_limit=None, log=print) -> int:
     """Run the matrix, render, build. Returns the process exit code (0 only when everything succeeded).
     ``executor``: "serial" or "dask" (a LocalCluster, or the scheduler named by ``scheduler`` /
     ``$ATLAS_DASK_SCHEDULER``); the `atlas book` command uses Dask by default."""
@@ -549,7 +549,7 @@ def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool
     if run_runs:
         reqs = requests if requests is not None else default_requests(cards)
         report = run_matrix(reqs, paths, data_dir=data_dir, force=force, executor=executor, scheduler=scheduler,
-                            n_workers=n_workers, log=log)
+                            n_workers=n_workers, memory_limit=memory_limit, log=log)
     src, withheld = render_site(paths, publish=publish, report=report, cards=cards)
     out = paths.html_out(publish)
     code, warnings = jupyter_book_build(src, out, log)

@@ -77,10 +77,16 @@ def cmd_run(args) -> int:
 def cmd_book(args) -> int:
     from . import book
 
-    cards = [get_card(c) for c in args.card] if args.card else None
-    return book.build(paths=_paths(args), publish=args.publish, force=args.force, run_runs=not args.no_run,
-                      data_dir=args.data_dir, cards=cards, executor=args.executor, scheduler=args.scheduler,
-                      n_workers=args.workers)
+    from .executor import ExecutorError
+
+    try:
+        cards = [get_card(c) for c in args.card] if args.card else None
+        return book.build(paths=_paths(args), publish=args.publish, force=args.force, run_runs=not args.no_run,
+                          data_dir=args.data_dir, cards=cards, executor=args.executor, scheduler=args.scheduler,
+                          n_workers=args.workers, memory_limit=args.memory_limit)
+    except (ValueError, KeyError, ExecutorError) as exc:
+        print(f"atlas book: {exc}", file=sys.stderr)
+        return 2
 
 
 def cmd_list(args) -> int:
@@ -139,6 +145,7 @@ def main(argv=None) -> int:
                    help="tcp://HOST:PORT of an existing Dask scheduler (default: $ATLAS_DASK_SCHEDULER, else a "
                         "LocalCluster)")
     p.add_argument("--workers", type=int, default=None, help="LocalCluster workers (default: the core count)")
+    p.add_argument("--memory-limit", default=None, help="LocalCluster memory limit per worker, e.g. 4GiB")
     _add_data_dir(p)
     _add_output_dirs(p, build=True)
     p.set_defaults(func=cmd_book)
