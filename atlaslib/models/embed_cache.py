@@ -129,7 +129,7 @@ class EmbeddingCache:
         self._reason = reason
         self._root = Path(root) if root is not None else None
         self.hits = self.misses = self.corrupt = self.writes = self.write_errors = 0
-        self._key_written = False
+        self._key_written_in = None
 
     @property
     def dir(self) -> Path:
@@ -164,10 +164,7 @@ class EmbeddingCache:
         try:
             with open(self.path(sha), "rb") as f:
                 data = f.read()
-        except FileNotFoundError:
-            self.misses += 1
-            return None
-        except OSError:
+        except OSError:                    # absent (or unreadable): a miss
             self.misses += 1
             return None
         arr = decode_entry(data, sha)
@@ -190,7 +187,7 @@ class EmbeddingCache:
         tmp = None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            if not self._key_written:
+            if self._key_written_in != self.dir:
                 self._write_key_file()
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{sha[:12]}.", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
@@ -216,7 +213,7 @@ class EmbeddingCache:
 
     def _write_key_file(self) -> None:
         p = self.dir / "key.json"
-        self._key_written = True
+        self._key_written_in = self.dir
         if p.is_file():
             return
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".key.", suffix=".tmp")
