@@ -92,6 +92,30 @@ def roc_auc(y_true, y_score):
     return _div(u, n1 * n0)
 
 
+def roc_auc_resampled(y_true, y_score, indices):
+    """ROC-AUC of every resample ``y_true[indices[b]], y_score[indices[b]]`` at once, from the original
+    items' score codes: per resample and distinct score value, the drawn positives and negatives are
+    counted (one bincount each); U = sum over values of pos * (negatives below + neg at the value / 2).
+    The sums are exact integers, so every value equals roc_auc(y_true[indices], y_score[indices])
+    bit for bit (tested), at a fraction of the cost of ranking each resample."""
+    t = np.asarray(y_true).astype(bool)
+    s = np.asarray(y_score, dtype=float)
+    idx = np.asarray(indices)
+    _, code = np.unique(s, return_inverse=True)
+    k = int(code.max()) + 1 if code.size else 0
+    b = idx.shape[0]
+    flat = code.reshape(-1)[idx] + (np.arange(b, dtype=np.int64) * k)[:, None]
+    pos = t[idx]
+    pc = np.bincount(flat[pos], minlength=b * k).reshape(b, k)
+    nc = np.bincount(flat[~pos], minlength=b * k).reshape(b, k)
+    below = np.cumsum(nc, axis=1) - nc
+    u2 = (pc * (2 * below + nc)).sum(1)                   # 2U, an exact integer
+    n1, n0 = pc.sum(1), nc.sum(1)
+    den = (n1 * n0).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, (u2 / 2) / np.where(den > 0, den, 1), np.nan)
+
+
 BINARY_LABEL_METRICS = {
     "macro_f1": macro_f1,
     "sensitivity": sensitivity,

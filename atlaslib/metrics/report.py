@@ -5,7 +5,7 @@ import numpy as np
 
 from ..results import metric
 from . import bootstrap
-from .classification import BINARY_LABEL_METRICS, BINARY_SCORE_METRICS, confusion
+from .classification import BINARY_LABEL_METRICS, BINARY_SCORE_METRICS, confusion, roc_auc, roc_auc_resampled
 
 
 def binary_metrics(y_true, y_pred, y_score, protocol: str, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,
@@ -23,7 +23,12 @@ def binary_metrics(y_true, y_pred, y_score, protocol: str, *, n_resamples: int =
         if y_score is None:
             out[f"{name}_{protocol}"] = metric(None, reason=no_score_reason)
         else:
-            out[f"{name}_{protocol}"] = metric(**bootstrap.metric_with_ci(fn, idx, y_true, np.asarray(y_score, float)))
+            y_score = np.asarray(y_score, float)
+            if fn is roc_auc:       # from the items' score codes: same values, a tenth of the time
+                lo, hi = bootstrap.percentile_ci(roc_auc_resampled(y_true, y_score, idx))
+                out[f"{name}_{protocol}"] = metric(float(fn(y_true, y_score)), lo, hi)
+            else:
+                out[f"{name}_{protocol}"] = metric(**bootstrap.metric_with_ci(fn, idx, y_true, y_score))
     return out
 
 
