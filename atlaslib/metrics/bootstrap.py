@@ -34,17 +34,36 @@ def stratified_indices(y_true: Sequence, n_resamples: int = DEFAULT_RESAMPLES,
     return np.concatenate(blocks, axis=1)
 
 
+def cluster_draws(groups: Sequence, n_resamples: int = DEFAULT_RESAMPLES,
+                  seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """The one random draw behind every cluster resample: ``(draws, inverse)`` with ``draws[b]`` the ``G``
+    group numbers (indices into the sorted distinct groups) drawn with replacement for resample ``b``, and
+    ``inverse[i]`` the group number of item ``i``."""
+    uniq, inverse = np.unique(np.asarray(groups), return_inverse=True)
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, len(uniq), size=(n_resamples, len(uniq))), inverse.reshape(-1)
+
+
 def cluster_indices(groups: Sequence, n_resamples: int = DEFAULT_RESAMPLES,
                     seed: int = DEFAULT_SEED) -> list[np.ndarray]:
     """A list of ``n_resamples`` index arrays; each draws ``G`` groups with replacement (``G`` = number
     of distinct groups) and holds all item indices of every drawn group (a group drawn twice appears
     twice). Resample sizes vary with the drawn groups' sizes."""
-    g = np.asarray(groups)
-    uniq, inverse = np.unique(g, return_inverse=True)
-    members = [np.flatnonzero(inverse == k) for k in range(len(uniq))]
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(uniq), size=(n_resamples, len(uniq)))
+    draws, inverse = cluster_draws(groups, n_resamples, seed)
+    members = [np.flatnonzero(inverse == k) for k in range(draws.shape[1])]
     return [np.concatenate([members[k] for k in row]) for row in draws]
+
+
+def cluster_multiplicities(groups: Sequence, n_resamples: int = DEFAULT_RESAMPLES,
+                           seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """``(M, inverse)``: ``M[b, k]`` = how often group ``k`` is drawn in resample ``b`` (the draws of
+    :func:`cluster_draws`, as :func:`cluster_indices` uses them), so resample ``b`` of
+    :func:`cluster_indices` holds item ``i`` exactly ``M[b, inverse[i]]`` times."""
+    draws, inverse = cluster_draws(groups, n_resamples, seed)
+    n_resamples, n_groups = draws.shape
+    mult = np.zeros((n_resamples, n_groups), dtype=np.int64)
+    np.add.at(mult, (np.repeat(np.arange(n_resamples), n_groups), draws.ravel()), 1)
+    return mult, inverse
 
 
 def percentile_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:

@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 from seqeval.metrics.sequence_labeling import get_entities
 
-from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, percentile_ci
+from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, cluster_multiplicities, percentile_ci
 
 _PREFIXES = ("B", "I")
 
@@ -161,23 +161,6 @@ def span_scores(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
                 for k, t in enumerate(types)}
     return {"precision": float(s["precision"]), "recall": float(s["recall"]), "f1": float(s["f1"]),
             "macro_f1": float(s["macro_f1"]), "per_type": per_type}
-
-
-def cluster_multiplicities(groups: Sequence, n_resamples: int = DEFAULT_RESAMPLES,
-                           seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray]:
-    """``(M, inverse)``: ``M[b, k]`` = how often group ``k`` (sorted distinct groups) is drawn in resample
-    ``b``, and ``inverse[i]`` = the group of item ``i``. The draws are those of
-    :func:`atlaslib.metrics.bootstrap.cluster_indices` with the same seed (same generator, same call),
-    so resample ``b`` holds item ``i`` exactly ``M[b, inverse[i]]`` times there (tested)."""
-    g = np.asarray(groups)
-    uniq, inverse = np.unique(g, return_inverse=True)
-    n_groups = len(uniq)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, n_groups, size=(n_resamples, n_groups))
-    rows = np.repeat(np.arange(n_resamples), n_groups)
-    mult = np.zeros((n_resamples, n_groups), dtype=np.int64)
-    np.add.at(mult, (rows, draws.ravel()), 1)
-    return mult, inverse.reshape(-1)
 
 
 def cluster_totals(counts: np.ndarray, groups: Sequence, n_resamples: int = DEFAULT_RESAMPLES,

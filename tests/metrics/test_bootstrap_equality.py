@@ -190,7 +190,7 @@ def test_cluster_totals_equal_summing_each_resample_exactly():
     idx = B.cluster_indices(groups, n_resamples=300, seed=11)
     loop = np.stack([counts[r].sum(0) for r in idx])
     assert np.array_equal(spans.cluster_totals(counts, groups, n_resamples=300, seed=11), loop)
-    mult, inverse = spans.cluster_multiplicities(groups, 300, 11)
+    mult, inverse = B.cluster_multiplicities(groups, 300, 11)
     for b in (0, 150, 299):                                   # item i appears mult[b, group(i)] times
         assert np.array_equal(np.bincount(idx[b], minlength=len(groups)), mult[b, inverse])
     assert spans.cluster_totals(counts, groups, n_resamples=0).shape == (0, len(TYPES), 3)
