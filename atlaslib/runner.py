@@ -158,6 +158,19 @@ def is_current(request: RunRequest, key: str, results_dir: Path, runs_dir: Path)
         return False
 
 
+def check_request(request: RunRequest):
+    """The request's card, after checking it has the request's split version and protocol (ValueError
+    naming what was expected otherwise; KeyError for an unknown card)."""
+    card = get_card(request.card)
+    if request.version not in card.versions:
+        raise ValueError(f"card {card.name} has no split version {request.version!r}; "
+                         f"expected one of {', '.join(card.versions)}")
+    if request.protocol not in card.protocols:
+        raise ValueError(f"card {card.name} has no protocol {request.protocol!r}; "
+                         f"expected one of {', '.join(card.protocols)}")
+    return card
+
+
 def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results",
         runs_dir: str | os.PathLike = REPO / "book" / "runs", data_dir: str | os.PathLike | None = None,
         failed_dir: str | os.PathLike = REPO / "_build" / "failed", force: bool = False,
@@ -167,13 +180,7 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    card = get_card(request.card)
-    if request.version not in card.versions:
-        raise ValueError(f"card {card.name} has no split version {request.version!r}; "
-                         f"expected one of {', '.join(card.versions)}")
-    if request.protocol not in card.protocols:
-        raise ValueError(f"card {card.name} has no protocol {request.protocol!r}; "
-                         f"expected one of {', '.join(card.protocols)}")
+    card = check_request(request)
     nb_src = REPO / card.notebook
     nb = read_text_notebook(nb_src)
     key = run_key(request, nb_src.read_text(encoding="utf-8"))

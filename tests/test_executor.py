@@ -6,34 +6,17 @@ baseline); Dask only on 127.0.0.1.
 import dataclasses
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 from atlaslib import book, executor, runner
 from atlaslib.runner import RunOutcome, RunRequest
+from tests.cells import build_paths, cells
 
 MAJORITY = RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot")
 NEGSPACY = RunRequest("negex", "atlas-n100-v1", "negspacy-negex-kit", "zero_shot")
 ENTAIL = RunRequest("nli_negation", "builtin-v1", "always-entailment", "zero_shot")
 REQS = [MAJORITY, NEGSPACY, ENTAIL]
-# where a run on another process/machine may differ; the run key follows atlaslib's source, which may be
-# edited while the tests run
-VOLATILE = ("environment", "timing", "run_key")
-
-
-def _paths(root: Path) -> book.BuildPaths:
-    return book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
-
-
-def comparable(path: Path) -> dict:
-    cell = json.loads(path.read_text())
-    cell["spec"]["parameters"].pop("run_key", None)
-    return {k: v for k, v in cell.items() if k not in VOLATILE}
-
-
-def cells(paths: book.BuildPaths) -> dict:
-    return {str(p.relative_to(paths.results)): comparable(p) for p in sorted(paths.results.rglob("*.json"))}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +31,7 @@ def frozen_source():
 
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory, data_dir, frozen_source):
-    paths = _paths(tmp_path_factory.mktemp("serial"))
+    paths = build_paths(tmp_path_factory.mktemp("serial"))
     lines = []
     report = executor.run_requests(REQS, paths, data_dir=data_dir, log=lines.append)
     assert [o.status for o in report.outcomes] == ["ran"] * 3, lines
@@ -74,7 +57,7 @@ def test_serial_run_writes_a_cell_and_notebook_per_request_and_prints_timing(ser
 
 def test_dask_localcluster_gives_the_serial_cells(serial, tmp_path, data_dir):
     s_paths, s_report, _ = serial
-    d_paths = _paths(tmp_path)
+    d_paths = build_paths(tmp_path)
     lines = []
     report = executor.run_requests(REQS, d_paths, data_dir=data_dir, executor="dask", n_workers=2,
                                    log=lines.append)
@@ -103,7 +86,7 @@ def test_dask_localcluster_gives_the_serial_cells(serial, tmp_path, data_dir):
 
 def test_cache_rules(serial, tmp_path, data_dir):
     s_paths, _, _ = serial
-    paths = _paths(tmp_path)
+    paths = build_paths(tmp_path)
     shutil.copytree(s_paths.results, paths.results)
     shutil.copytree(s_paths.runs, paths.runs)
     quiet = dict(data_dir=data_dir, log=lambda *a, **k: None)
@@ -162,7 +145,7 @@ def test_existing_scheduler_from_the_environment(tmp_path, monkeypatch):
         monkeypatch.setenv(executor.SCHEDULER_ENV, cluster.scheduler_address)
         lines = []
         # executor=None: Dask because a scheduler is named in the environment
-        report = executor.run_requests(REQS, _paths(tmp_path), executor=None, task=fake, log=lines.append)
+        report = executor.run_requests(REQS, build_paths(tmp_path), executor=None, task=fake, log=lines.append)
         workers = set(cluster.scheduler_info["workers"])
     assert [o.status for o in report.outcomes] == ["ran"] * 3
     assert {o.extra["worker"] for o in report.outcomes} <= workers
@@ -181,7 +164,7 @@ def test_existing_scheduler_from_the_environment(tmp_path, monkeypatch):
 ])
 def test_bad_options_are_refused_before_anything_runs(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        executor.run_requests(REQS, _paths(tmp_path), log=lambda *a: None, **kwargs)
+        executor.run_requests(REQS, build_paths(tmp_path), log=lambda *a: None, **kwargs)
     assert not (tmp_path / "results").exists()
 
 
@@ -203,7 +186,7 @@ def test_unreachable_scheduler_is_named(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(executor.ExecutorError, match=f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"):
-        executor.run_requests(REQS, _paths(tmp_path), executor="dask", scheduler=f"tcp://127.0.0.1:{port}",
+        executor.run_requests(REQS, build_paths(tmp_path), executor="dask", scheduler=f"tcp://127.0.0.1:{port}",
                               log=lambda *a: None, connect_timeout="2s")
 
 
@@ -216,12 +199,12 @@ def test_unreachable_scheduler_is_named(tmp_path):
 ])
 def test_bad_requests_are_refused_by_index(tmp_path, reqs, message):
     with pytest.raises(ValueError, match=message):
-        executor.run_requests(reqs, _paths(tmp_path), executor="dask", log=lambda *a: None)
+        executor.run_requests(reqs, build_paths(tmp_path), executor="dask", log=lambda *a: None)
 
 
 def test_a_non_request_is_refused(tmp_path):
     with pytest.raises(TypeError, match=r"requests\[0\] is a tuple; expected an atlaslib.runner.RunRequest"):
-        executor.run_requests([("negex", "atlas-n100-v1", "majority", "zero_shot")], _paths(tmp_path))
+        executor.run_requests([("negex", "atlas-n100-v1", "majority", "zero_shot")], build_paths(tmp_path))
 
 
 def test_an_unexpected_error_is_a_named_failure_not_a_missing_cell(tmp_path):
@@ -229,7 +212,7 @@ def test_an_unexpected_error_is_a_named_failure_not_a_missing_cell(tmp_path):
         raise OSError(f"disk full while writing {req.label}")
 
     lines = []
-    report = executor.run_requests([ENTAIL], _paths(tmp_path), task=broken, log=lines.append)
+    report = executor.run_requests([ENTAIL], build_paths(tmp_path), task=broken, log=lines.append)
     assert [o.status for o in report.outcomes] == ["failed"]
     assert isinstance(report.failures[0], runner.RunFailed)
     assert str(report.failures[0]) == ("nli_negation/builtin-v1/always-entailment/zero_shot: the run raised "

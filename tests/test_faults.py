@@ -15,30 +15,15 @@ from pathlib import Path
 
 import nbformat
 import psutil
-import pytest
 
 from atlaslib import book, executor, runner
 from atlaslib.runner import RunFailed, RunRequest
+from tests.cells import build_paths, cells
 
 MAJORITY = RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot")
 ENTAIL = RunRequest("nli_negation", "builtin-v1", "always-entailment", "zero_shot")
 ABSTAIN = RunRequest("nli_negation", "builtin-v1", "always-abstain", "zero_shot")
 NEGSPACY = RunRequest("negex", "atlas-n100-v1", "negspacy-negex-kit", "zero_shot")
-VOLATILE = ("environment", "timing", "run_key")  # run key: atlaslib's source may change during the tests
-
-
-def _paths(root: Path) -> book.BuildPaths:
-    return book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
-
-
-def comparable(path: Path) -> dict:
-    cell = json.loads(path.read_text())
-    cell["spec"]["parameters"].pop("run_key", None)
-    return {k: v for k, v in cell.items() if k not in VOLATILE}
-
-
-def cells(paths: book.BuildPaths) -> dict:
-    return {str(p.relative_to(paths.results)): comparable(p) for p in sorted(paths.results.rglob("*.json"))}
 
 
 def _kill_tree(pid: int) -> None:
@@ -80,11 +65,11 @@ REQS = [MAJORITY, ENTAIL, NEGSPACY]
 
 
 def test_sigkill_mid_matrix_leaves_no_partial_file_and_resumes(tmp_path, data_dir):
-    ref = _paths(tmp_path / "uninterrupted")
+    ref = build_paths(tmp_path / "uninterrupted")
     report = executor.run_requests(REQS, ref, data_dir=data_dir, log=lambda *a: None)
     assert [o.status for o in report.outcomes] == ["ran"] * 3
 
-    killed = _paths(tmp_path / "killed")
+    killed = build_paths(tmp_path / "killed")
     script = textwrap.dedent(f"""
         from pathlib import Path
         from atlaslib import book, executor
@@ -165,7 +150,7 @@ def test_dead_worker_is_retried_once_then_named_and_notebook_errors_are_not_retr
             threading.Thread(target=watch, daemon=True).start()
         return runner.run(req, **kwargs)
 
-    paths = _paths(tmp_path / "dask")
+    paths = build_paths(tmp_path / "dask")
     lines = []
     start = time.monotonic()
     report = executor.run_requests([ENTAIL, ABSTAIN, MAJORITY], paths, data_dir=data_dir, executor="dask",
