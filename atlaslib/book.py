@@ -149,7 +149,7 @@ def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: 
                                            + [""] * len(card.metrics)) + " |")
     if len(lines) == 2:
         return f"*No result cells for `{version}` yet.*\n"
-    out = ":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n"
+    out = ":::{container} atlas-leaderboard full-width\n" + "\n".join(lines) + "\n:::\n"
     if overlap_seen:
         out += "\n† trained on data that overlaps this card: not comparable with the other rows.\n"
     return out
@@ -392,6 +392,7 @@ def render_reproduction(src: Path, cards: list[Card], cells: list[dict]) -> None
         if not figures:
             continue
         cols = ["figure", "published"] + (systems or ["ours"]) + ["note"]
+        prev_note = None
         lines = [f"## {card.title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for fig, e in figures.items():
             vals = [_fmt_num(e["ours"].get(sys_)) if sys_ in e["ours"] else
@@ -399,6 +400,7 @@ def render_reproduction(src: Path, cards: list[Card], cells: list[dict]) -> None
             if not systems:
                 vals = [_fmt_num(next(iter(e["ours"].values())))]
             note = _md_escape(e["note"]) + (f" ({_md_escape(e['source'])})" if e["source"] else "")
+            note, prev_note = ("as above" if note == prev_note else note), note
             lines.append("| " + " | ".join([_md_escape(fig), _fmt_num(e["published"])] + vals + [note]) + " |")
         blocks.append("\n".join(lines) + "\n")
     body = "\n".join(blocks) if blocks else "*No card in this build reproduces a published figure.*\n"
