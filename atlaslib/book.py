@@ -302,16 +302,23 @@ def reproduction_markdown(cells: list[dict]) -> str:
     return "## Reproduction\n\n" + "\n".join(blocks)
 
 
-def render_intro(src: Path, cards: list[Card]) -> None:
-    """The home page's 'cards at a glance' table, from the card registry."""
+def render_intro(src: Path, cards: list[Card], cells: list[dict] = ()) -> None:
+    """The home page's 'cards at a glance' table, from the card registry and the test sizes the result
+    cells record per split version."""
     page = src / "book" / "intro.md"
-    lines = ["| card | task | data | licence | versions |", "|---|---|---|---|---|"]
+    lines = ["| card | task | data | licence | versions (test items) |", "|---|---|---|---|---|"]
     for c in cards:
-        lic = "confirmed" if c.licence_confirmed else "unconfirmed: local evaluation only"
+        lic = "cleared for publication" if c.licence_confirmed else "unconfirmed: local evaluation only"
         if c.gated:
             lic += "; data gated"
+        sizes = {}
+        for cell in cells:
+            n = (cell.get("split") or {}).get("n_test")
+            if cell["card"] == c.name and n is not None:
+                sizes.setdefault(cell["version"], n)
+        versions = ", ".join(f"`{v}`" + (f" ({sizes[v]:,})" if v in sizes else "") for v in c.versions)
         lines.append(f"| [{_md_escape(c.title)}](cards/{c.name}.md) | {_md_escape(c.task)} | {_md_escape(c.data)} "
-                     f"| {lic} | {', '.join(f'`{v}`' for v in c.versions)} |")
+                     f"| {lic} | {versions} |")
     text = page.read_text(encoding="utf-8").replace(CARDS_MARK, "\n".join(lines))
     page.write_text(text, encoding="utf-8")
 
@@ -511,7 +518,7 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
         card_docs[card.name] = render_card(card, cells, src, failed)
         shown_cells.extend(cells)
     shown_cards = [c for c in cards if f"book/cards/{c.name}" not in dropped]
-    render_intro(src, shown_cards)
+    render_intro(src, shown_cards, shown_cells)
     render_reproduction(src, shown_cards, shown_cells)
     model_docs = render_models(src, shown_cards, shown_cells)
     render_build_report(src, report)
