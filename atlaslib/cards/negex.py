@@ -402,3 +402,28 @@ def phrase_cases(test: pd.DataFrame, out: dict, phrase: str = "negative for", n:
     frame = test.loc[mask, ["item_id", "text", "decision"]].copy()
     frame["predicted"] = [LABELS[int(p)] for p in pred]
     return frame.head(n).reset_index(drop=True)
+
+
+def build_cell(spec, *, out: dict | None, not_run_reason: str | None, metrics: dict | None, test: pd.DataFrame,
+               split_cell: dict, data_dir=None, timing: dict | None = None, repro: pd.DataFrame | None = None) -> dict:
+    """The run's result cell: a not-run cell with its reason, or metrics, per-item predictions, confusion
+    counts, the reproduction table (assertion systems on atlas-full-v1) and the overlap marker (a profile
+    whose ``trained_on`` names the NegEx kit or its triggers)."""
+    from .. import results
+    from ..metrics import bootstrap
+    from ..metrics.report import confusion_counts
+
+    common = dict(split=split_cell, data_sha256=data_sha256(data_dir), timing=timing or {},
+                  seeds={"split": SEED, "bootstrap": bootstrap.DEFAULT_SEED})
+    if out is None:
+        return results.not_run_cell(spec, not_run_reason, metric_names(spec.protocol), **common)
+    spec.profile, spec.capability = out["profile"], out["capability"]
+    spec.revision = out["profile"].get("revision")
+    spec.parameters.update(details=out["details"])
+    extra = {"confusion": confusion_counts(test["label"], out["pred"])}
+    if repro is not None:
+        extra["reproduction"] = repro.reset_index().to_dict(orient="records")
+        extra["reproduction_rows"] = reproduction_rows(repro, spec.model)
+    overlap = [t for t in out["profile"].get("trained_on", []) if "negex" in t.lower()]
+    return results.make_cell(spec, metrics=metrics, predictions=predictions(test, out), extra=extra,
+                             overlap=overlap, **common)

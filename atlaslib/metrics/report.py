@@ -35,3 +35,17 @@ def binary_metrics(y_true, y_pred, y_score, protocol: str, *, n_resamples: int =
 def confusion_counts(y_true, y_pred) -> dict:
     c = confusion(np.asarray(y_true, int), np.asarray(y_pred, int))
     return {k: int(v) for k, v in c.items()}
+
+
+def binary_resampled(y_true, y_pred, y_score, protocol: str, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,
+                     seed: int = bootstrap.DEFAULT_SEED) -> dict:
+    """Every resampled value behind :func:`binary_metrics`' intervals (same indices), for plotting the
+    bootstrap distributions: ``{<metric>_<protocol>: array of n_resamples values}``."""
+    y_true = np.asarray(y_true, dtype=int)
+    y_pred = np.asarray(y_pred, dtype=int)
+    idx = bootstrap.stratified_indices(y_true, n_resamples, seed)
+    out = {f"{name}_{protocol}": bootstrap.resampled(fn, idx, y_true, y_pred)
+           for name, fn in BINARY_LABEL_METRICS.items()}
+    if y_score is not None:
+        out[f"roc_auc_{protocol}"] = roc_auc_resampled(y_true, np.asarray(y_score, float), idx)
+    return out

@@ -46,3 +46,18 @@ def test_cluster_resamples_take_whole_groups():
 def test_percentile_ci_ignores_nan():
     assert B.percentile_ci([np.nan, 1.0, 1.0]) == (1.0, 1.0)
     assert all(np.isnan(B.percentile_ci([np.nan])))
+
+
+def test_resampled_values_are_those_behind_the_intervals():
+    from atlaslib.metrics.report import binary_metrics, binary_resampled
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 80)
+    p = np.where(rng.random(80) < 0.8, y, 1 - y)
+    s = rng.random(80)
+    m = binary_metrics(y, p, s, "probe", n_resamples=200, seed=4)
+    r = binary_resampled(y, p, s, "probe", n_resamples=200, seed=4)
+    assert set(r) == set(m)
+    for name, values in r.items():
+        assert len(values) == 200
+        assert (m[name]["ci_low"], m[name]["ci_high"]) == pytest.approx(B.percentile_ci(values))
