@@ -166,6 +166,12 @@ def _copy_sources(paths: BuildPaths, src: Path) -> None:
     shutil.copytree(paths.repo / "book", src / "book", ignore=shutil.ignore_patterns("runs", "_generated"))
 
 
+def is_gated(cell: dict) -> bool:
+    """A cell computed on data under a use agreement (e.g. THYME note text): never published."""
+    extra, params = cell.get("extra", {}), cell.get("spec", {}).get("parameters", {})
+    return bool(extra.get("gated") or extra.get("gated_text") or params.get("gated"))
+
+
 def collect_cells(paths: BuildPaths, card: Card, publish: bool, failed: list[RunRequest]) -> list[dict]:
     """Result cells of a card that have an executed notebook, minus failed runs (and gated ones when
     publishing)."""
@@ -175,7 +181,7 @@ def collect_cells(paths: BuildPaths, card: Card, publish: bool, failed: list[Run
         key = (cell["card"], cell["version"], results.slug(cell["model"]), cell["protocol"])
         if key in failed_keys:
             continue
-        if publish and (cell.get("extra", {}).get("gated") or cell.get("spec", {}).get("parameters", {}).get("gated")):
+        if publish and is_gated(cell):
             continue
         nb = paths.runs / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.ipynb"
         if not nb.is_file():
@@ -511,7 +517,7 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
         cells = collect_cells(paths, card, publish, failed)
         if publish:
             gated = [c for c in results.read_cells(paths.results, card.name)
-                     if c.get("extra", {}).get("gated") or c.get("spec", {}).get("parameters", {}).get("gated")]
+                     if is_gated(c)]
             for c in gated:
                 withheld.append((f"run `{card.name}/{c['version']}/{c['model']}/{c['protocol']}`",
                                  "computed on gated data (data use agreement): outputs stay local"))

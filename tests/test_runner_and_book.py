@@ -98,3 +98,9 @@ def test_publish_build_withholds_unlicensed_card(tmp_path, data_dir):
     assert not any(f"{f1['value']:.3f} [" in t for t in pages.values())
     withheld = (site / "book/withheld.html").read_text()
     assert "negex" in withheld and "licence unconfirmed" in withheld
+
+
+def test_gated_cells_are_recognised():
+    assert book.is_gated({"extra": {"gated_text": True}})
+    assert book.is_gated({"spec": {"parameters": {"gated": True}}})
+    assert not book.is_gated({"extra": {"gated_text": False}, "spec": {"parameters": {}}})
