@@ -244,3 +244,12 @@ def test_card_definition():
     assert c.protocols == ("zero_shot", "probe")
     assert [c.metric_name(b, "probe") for b in c.metrics] == [
         "entity_f1_probe", "entity_precision_probe", "entity_recall_probe", "entity_macro_f1_probe"]
+
+
+def test_reproduction_rows_match_the_reference_counts(data_dir):
+    rows = mc.reproduction_rows(mc.audit(mc.load_corpus(data_dir)))
+    got = {r["figure"]: (r["published"], r["ours"], r["match"]) for r in rows}
+    assert got["sentences (non-empty lines)"] == (4541, 4541, True)
+    assert got["problem mentions"] == (4656, 4656, True)
+    assert got["treatment mentions"] == (2098, 2098, True)
+    assert got["test mentions"] == (4574, 4574, True)

@@ -347,3 +347,15 @@ def test_card_registry():
     assert card is CARD and card.gated and card.notebook == "notebooks/tempeval.md"
     assert ("thyme-dev-2015", "closest", "phase2") in card.default_matrix
     assert len(card.default_matrix) == 6 and set(card.protocols) == {"phase1", "phase2"}
+
+
+def test_thyme_audit_rows_for_the_reproduction_chapter(data_dir):
+    rows = {r["figure"]: r for r in audit.thyme_audit(data_dir)["reproduction_rows"]}
+    train = [rows[f"THYME Train {k} (Table 1)"] for k in ("documents", "EVENT", "TIMEX3", "CONTAINS")]
+    assert [(r["published"], r["ours"], r["match"]) for r in train] == [
+        (293, 293, True), (38890, 38890, True), (3833, 3833, True), (11176, 11176, True)]
+    dev = [rows[f"THYME Dev {k} (Table 1)"] for k in ("documents", "EVENT", "TIMEX3", "CONTAINS")]
+    assert [r["ours"] for r in dev] == [147, 20974, 2078, 6173]
+    assert all(r["published"] is None and r["match"] is None for r in dev)  # unverified: not compared
+    toy = rows["anaforatools closure toy case: precision"]
+    assert toy["match"] and toy["ours"] == pytest.approx(6 / 7)
