@@ -206,7 +206,11 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
         try:
             papermill.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, kernel_name=kernel_name,
                                        cwd=str(REPO), progress_bar=False, log_output=False,
-                                       execution_timeout=timeout)
+                                       execution_timeout=timeout,
+                                       # the kernel's own start-up chatter (e.g. its note that the local
+                                       # loopback channel is unencrypted) is not the run's business;
+                                       # errors inside the notebook are still raised and kept
+                                       extra_arguments=["--IPKernelApp.log_level=ERROR"])
         except PapermillExecutionError as exc:
             kept = _keep_failed(out_ipynb, request, Path(failed_dir))
             cell_no = _source_cell_number(nb, exc.cell_index)
