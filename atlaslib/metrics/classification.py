@@ -123,3 +123,6 @@ BINARY_LABEL_METRICS = {
     "precision": precision,
 }
 BINARY_SCORE_METRICS = {"roc_auc": roc_auc}
+# How each score metric is evaluated on every bootstrap resample at once: (y_true, y_score, indices) ->
+# values. ROC-AUC works from the items' score codes instead of ranking every resampled row (same values).
+BINARY_SCORE_RESAMPLERS = {"roc_auc": roc_auc_resampled}

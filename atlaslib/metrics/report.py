@@ -5,30 +5,27 @@ import numpy as np
 
 from ..results import metric
 from . import bootstrap
-from .classification import BINARY_LABEL_METRICS, BINARY_SCORE_METRICS, confusion, roc_auc, roc_auc_resampled
+from .classification import BINARY_LABEL_METRICS, BINARY_SCORE_METRICS, BINARY_SCORE_RESAMPLERS, confusion
 
 
 def binary_metrics(y_true, y_pred, y_score, protocol: str, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,
                    seed: int = bootstrap.DEFAULT_SEED, no_score_reason: str = "labels only: no scores") -> dict:
     """``{<metric>_<protocol>: {value, ci_low, ci_high}}`` for macro F1, sensitivity, specificity, precision
-    and ROC-AUC (null with ``no_score_reason`` when ``y_score`` is None). One set of stratified resample
-    indices serves every metric, so the intervals are paired."""
+    and ROC-AUC (null with ``no_score_reason`` when ``y_score`` is None): the point estimate on the test set,
+    the percentile interval over :func:`binary_resampled`. One set of stratified resample indices serves
+    every metric, so the intervals are paired."""
     y_true = np.asarray(y_true, dtype=int)
     y_pred = np.asarray(y_pred, dtype=int)
-    idx = bootstrap.stratified_indices(y_true, n_resamples, seed)
+    samples = binary_resampled(y_true, y_pred, y_score, protocol, n_resamples=n_resamples, seed=seed)
     out = {}
     for name, fn in BINARY_LABEL_METRICS.items():
-        out[f"{name}_{protocol}"] = metric(**bootstrap.metric_with_ci(fn, idx, y_true, y_pred))
+        out[f"{name}_{protocol}"] = metric(float(fn(y_true, y_pred)), *bootstrap.percentile_ci(samples[f"{name}_{protocol}"]))
     for name, fn in BINARY_SCORE_METRICS.items():
+        key = f"{name}_{protocol}"
         if y_score is None:
-            out[f"{name}_{protocol}"] = metric(None, reason=no_score_reason)
+            out[key] = metric(None, reason=no_score_reason)
         else:
-            y_score = np.asarray(y_score, float)
-            if fn is roc_auc:       # from the items' score codes: same values, a tenth of the time
-                lo, hi = bootstrap.percentile_ci(roc_auc_resampled(y_true, y_score, idx))
-                out[f"{name}_{protocol}"] = metric(float(fn(y_true, y_score)), lo, hi)
-            else:
-                out[f"{name}_{protocol}"] = metric(**bootstrap.metric_with_ci(fn, idx, y_true, y_score))
+            out[key] = metric(float(fn(y_true, np.asarray(y_score, float))), *bootstrap.percentile_ci(samples[key]))
     return out
 
 
@@ -47,5 +44,6 @@ def binary_resampled(y_true, y_pred, y_score, protocol: str, *, n_resamples: int
     out = {f"{name}_{protocol}": bootstrap.resampled(fn, idx, y_true, y_pred)
            for name, fn in BINARY_LABEL_METRICS.items()}
     if y_score is not None:
-        out[f"roc_auc_{protocol}"] = roc_auc_resampled(y_true, np.asarray(y_score, float), idx)
+        for name, resampler in BINARY_SCORE_RESAMPLERS.items():
+            out[f"{name}_{protocol}"] = resampler(y_true, np.asarray(y_score, float), idx)
     return out
