@@ -354,19 +354,22 @@ def error_table(test: pd.DataFrame, out: dict, kind: str = "fn", n: int = 10) ->
     return test.loc[mask, cols].head(n).reset_index(drop=True)
 
 
-def reproduction(adapter, rows: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+def reproduction(adapter, rows: pd.DataFrame, items: pd.DataFrame, known: dict | None = None) -> pd.DataFrame:
     """Confusion counts and rates of an assertion system on all 2,365 items and on all 2,376 rows, beside
-    GenNegEx 1.2's published figures on the whole kit (negated = positive)."""
+    GenNegEx 1.2's published figures on the whole kit (negated = positive). Each marked item is predicted
+    once: ``known`` (item_id -> 0/1, e.g. the run's own test predictions) is reused, the 2,365 items are
+    the found rows of the 2,376, and a missing concept counts as affirmed."""
     from ..metrics.classification import precision, sensitivity, specificity
     from ..metrics.report import confusion_counts
 
     all_rows = rows_for_reproduction(rows)
     lm = assertion_label_map()
+    pred_by_id = dict(known or {})
+    todo = all_rows[all_rows["text"].notna() & ~all_rows["item_id"].isin(list(pred_by_id))]
+    pred_by_id.update(zip(todo["item_id"], (lm[x] for x in adapter.predict_assertion(todo["text"].tolist()))))
     table = {}
     for name, frame in (("2,365 items", items), ("2,376 rows", all_rows)):
-        found = frame["text"].notna().to_numpy()
-        pred = np.zeros(len(frame), dtype=int)  # a missing concept counts as affirmed
-        pred[found] = [lm[x] for x in adapter.predict_assertion(frame.loc[found, "text"].tolist())]
+        pred = np.array([pred_by_id.get(i, 0) for i in frame["item_id"]], dtype=int)
         y = frame["label"].to_numpy()
         c = confusion_counts(y, pred)
         table[name] = {**c, "sensitivity": round(float(sensitivity(y, pred)), 3),

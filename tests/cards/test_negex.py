@@ -135,3 +135,27 @@ def test_phrase_cases_pick_the_phrase_and_report_predictions(items):
     expected = frame[frame["sentence"].str.lower().str.contains("no ", regex=False)]
     assert got["item_id"].tolist() == expected["item_id"].tolist()
     assert set(got["predicted"]) == {"negated"}
+
+
+def test_reproduction_predicts_each_item_once_and_reuses_known(rows, items):
+    from atlaslib.models import load_adapter
+
+    class Counting:
+        def __init__(self):
+            self.inner, self.seen = load_adapter("negspacy-negex-kit", "predict.assertion"), []
+
+        def predict_assertion(self, texts):
+            self.seen.extend(texts)
+            return self.inner.predict_assertion(texts)
+
+    known_ids = items["item_id"].head(300).tolist()
+    first = Counting()
+    full = negex.reproduction(first, rows, items)
+    assert len(first.seen) == 2365  # each marked item once (not once for the items and again for the rows)
+    lm = negex.assertion_label_map()
+    known = dict(zip(known_ids, [lm[x] for x in first.inner.predict_assertion(items["text"].head(300).tolist())]))
+    second = Counting()
+    again = negex.reproduction(second, rows, items, known=known)
+    assert len(second.seen) == 2365 - 300
+    assert (full.values == again.values).all()
+    assert full.loc["2,376 rows", "tn"] - full.loc["2,365 items", "tn"] == 11  # the 11 missing rows: affirmed
