@@ -1,0 +1,3 @@
+"""Sections of book pages rendered from result cells and data (leaderboards, comparisons, analyses,
+facts quoted in prose, the course). ``atlaslib.book`` calls these while it renders the site tree; each
+module returns Markdown (and writes its downloads) and computes nothing that ``atlaslib`` does not test."""
