@@ -89,10 +89,46 @@ class NliNegationRun:
         names = [CARD.metric_name(b, PROTOCOL) for b in METRICS]
         if not self.ok:
             return results.not_run_cell(self.spec, self.reason, names, **common)
-        preds = [{"item_id": c.case_id, "pattern": c.pattern, "gold": c.gold_label,
+        preds = [{"item_id": c.case_id, "pattern": c.pattern, **case_templates(c), "gold": c.gold_label,
                   "pred": "abstention" if p is None else p} for c, p in zip(self.cases, self.labels)]
         return results.make_cell(self.spec, metrics=self.metrics(), predictions=preds,
                                  extra={"report": self.report.to_dict()}, **common)
+
+
+#: Slices of the cases, as data (slice name -> prediction-record field); see :func:`case_templates`.
+SLICES = {
+    "pattern": {"field": "pattern"},
+    "premise template": {"field": "template"},
+    "hypothesis template": {"field": "hypothesis_template"},
+}
+
+
+def _unfill(text: str, findings: list[str], sections: list[str]) -> str:
+    for name, value in zip(("s1", "s2"), sections):
+        text = text.replace(f"{value}:", f"{{{name}}}:")
+    for name, value in zip(("x", "y"), findings):
+        text = text.replace(value[0].upper() + value[1:], "{%s}" % name.upper()).replace(value, "{%s}" % name)
+    return text
+
+
+def case_templates(case: NliNegationCase) -> dict:
+    """``{"template", "hypothesis_template"}`` of a case: its premise and hypothesis with the finding the
+    premise speaks of first written ``{x}`` (``{X}`` capitalised), a second finding ``{y}`` and the section
+    headers ``{s1}``, ``{s2}`` in order of appearance, so cases generated from one template share it (for
+    the built-in corpus these are its premise and hypothesis templates). Found by matching the corpus'
+    findings and sections; a case with none of them keeps its text."""
+    from .corpus import FINDINGS, SECTIONS
+
+    def order(values, text):
+        hits = [(text.casefold().find(v.casefold()), v) for v in values]
+        return [v for pos, v in sorted(h for h in hits if h[0] >= 0)]
+
+    # longest first, so a finding inside another (none today) cannot shadow it
+    findings = order(sorted(FINDINGS, key=len, reverse=True), case.premise)
+    findings += [v for v in order(FINDINGS, case.hypothesis) if v not in findings]
+    sections = order(SECTIONS, case.premise)
+    return {"template": _unfill(case.premise, findings[:2], sections[:2]),
+            "hypothesis_template": _unfill(case.hypothesis, findings[:2], sections[:2])}
 
 
 def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *,
