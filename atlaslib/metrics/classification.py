@@ -6,6 +6,13 @@ That is what makes the bootstrap fast: 1,000 resamples are one ``(1000, n)`` ind
 (see :mod:`atlaslib.metrics.bootstrap`). The values equal scikit-learn's on every row (tested).
 
 Confusion counts per row: TP = #(y=1, ŷ=1), FP = #(y=0, ŷ=1), TN = #(y=0, ŷ=0), FN = #(y=1, ŷ=0).
+
+Zero division, one rule for the atlas: a ratio whose denominator is 0 on the items scored is undefined
+and comes back as NaN (never 0): precision with nothing predicted positive, a class F1 with the class
+absent from both gold and predictions, sensitivity without a positive, specificity without a negative.
+A result cell stores such a metric as ``n/a (undefined: …)`` (:data:`UNDEFINED_REASONS`); bootstrap
+intervals leave out the resamples where it is undefined. A ratio with a non-zero denominator is
+defined, even when its numerator is 0: always predicting "affirmed" has F1₁ = 0/FN = 0.
 """
 from __future__ import annotations
 
@@ -50,22 +57,22 @@ def specificity(y_true, y_pred):
 
 
 def precision(y_true, y_pred):
-    """Precision / PPV of the positive class = TP / (TP + FP); 0 when nothing is called positive."""
+    """Precision / PPV of the positive class = TP / (TP + FP); NaN (undefined) when nothing is called
+    positive (scikit-learn's ``zero_division=np.nan``)."""
     tp, fp, tn, fn = _counts(y_true, y_pred)
-    return _div(tp, tp + fp, empty=0.0)
+    return _div(tp, tp + fp)
 
 
 def macro_f1(y_true, y_pred):
     """Macro F1 over the two classes = (F1₁ + F1₀) / 2, F1_c = 2·TP_c / (2·TP_c + FP_c + FN_c).
 
     For the negative class TP₀ = TN, FP₀ = FN, FN₀ = FP. A class with 2·TP_c + FP_c + FN_c = 0
-    (absent from gold and predictions) scores 0, as scikit-learn's ``zero_division=0`` with
-    ``labels=[0, 1]`` does. Always predicting the majority class 0 with ``p`` the share of
+    (absent from gold and predictions) has no F1, and macro F1 is then NaN (undefined). Always predicting the majority class 0 with ``p`` the share of
     positives gives ``F1₀ = 2(1-p)/(2-p)``, ``F1₁ = 0`` and so macro F1 = ``(1-p)/(2-p)``.
     """
     tp, fp, tn, fn = _counts(y_true, y_pred)
-    f1_pos = _div(2 * tp, 2 * tp + fp + fn, empty=0.0)
-    f1_neg = _div(2 * tn, 2 * tn + fn + fp, empty=0.0)
+    f1_pos = _div(2 * tp, 2 * tp + fp + fn)
+    f1_neg = _div(2 * tn, 2 * tn + fn + fp)
     return (np.asarray(f1_pos) + np.asarray(f1_neg)) / 2 if np.ndim(f1_pos) else (f1_pos + f1_neg) / 2
 
 
@@ -115,6 +122,15 @@ def roc_auc_resampled(y_true, y_score, indices):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den > 0, (u2 / 2) / np.where(den > 0, den, 1), np.nan)
 
+
+#: Why each metric can be undefined on a test set (its denominator is 0): the text after "n/a".
+UNDEFINED_REASONS = {
+    "macro_f1": "undefined: a class is absent from gold and predictions",
+    "sensitivity": "undefined: no positive gold item",
+    "specificity": "undefined: no negative gold item",
+    "precision": "undefined: nothing predicted positive",
+    "roc_auc": "undefined: gold has one class only",
+}
 
 BINARY_LABEL_METRICS = {
     "macro_f1": macro_f1,

@@ -5,7 +5,8 @@ import numpy as np
 
 from ..results import metric
 from . import bootstrap
-from .classification import BINARY_LABEL_METRICS, BINARY_SCORE_METRICS, BINARY_SCORE_RESAMPLERS, confusion
+from .classification import (BINARY_LABEL_METRICS, BINARY_SCORE_METRICS, BINARY_SCORE_RESAMPLERS, UNDEFINED_REASONS,
+                             confusion)
 
 
 def binary_metrics(y_true, y_pred, y_score, protocol: str, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,
@@ -13,20 +14,27 @@ def binary_metrics(y_true, y_pred, y_score, protocol: str, *, n_resamples: int =
     """``{<metric>_<protocol>: {value, ci_low, ci_high}}`` for macro F1, sensitivity, specificity, precision
     and ROC-AUC (null with ``no_score_reason`` when ``y_score`` is None): the point estimate on the test set,
     the percentile interval over :func:`binary_resampled`. One set of stratified resample indices serves
-    every metric, so the intervals are paired."""
+    every metric, so the intervals are paired. A metric undefined on the test set (its denominator is 0,
+    e.g. precision when nothing is predicted positive) is null with ``undefined: …`` as its reason."""
     y_true = np.asarray(y_true, dtype=int)
     y_pred = np.asarray(y_pred, dtype=int)
     samples = binary_resampled(y_true, y_pred, y_score, protocol, n_resamples=n_resamples, seed=seed)
     out = {}
     for name, fn in BINARY_LABEL_METRICS.items():
-        out[f"{name}_{protocol}"] = metric(float(fn(y_true, y_pred)), *bootstrap.percentile_ci(samples[f"{name}_{protocol}"]))
+        out[f"{name}_{protocol}"] = _defined(name, float(fn(y_true, y_pred)), samples[f"{name}_{protocol}"])
     for name, fn in BINARY_SCORE_METRICS.items():
         key = f"{name}_{protocol}"
         if y_score is None:
             out[key] = metric(None, reason=no_score_reason)
         else:
-            out[key] = metric(float(fn(y_true, np.asarray(y_score, float))), *bootstrap.percentile_ci(samples[key]))
+            out[key] = _defined(name, float(fn(y_true, np.asarray(y_score, float))), samples[key])
     return out
+
+
+def _defined(name: str, value: float, resamples) -> dict:
+    if np.isnan(value):
+        return metric(None, reason=UNDEFINED_REASONS[name])
+    return metric(value, *bootstrap.percentile_ci(resamples))
 
 
 def confusion_counts(y_true, y_pred) -> dict:

@@ -101,9 +101,12 @@ def test_negex_majority_predictor_degenerate_metrics_match():
     fast = binary_metrics(y, p, None, "zero_shot", n_resamples=100, seed=4)
     loop = {k: [fn(y[r], p[r]) for r in B.stratified_indices(y, 100, 4)] for k, fn in SKLEARN.items()}
     for name in SKLEARN:
+        if name == "precision":
+            continue                                           # undefined: nothing predicted positive
         m = fast[f"{name}_zero_shot"]
         assert (m["ci_low"], m["ci_high"]) == _pct(loop[name]), name
-    assert fast["precision_zero_shot"]["value"] == 0.0 and fast["roc_auc_zero_shot"]["value"] is None
+    assert fast["precision_zero_shot"]["value"] is None and fast["roc_auc_zero_shot"]["value"] is None
+    assert fast["precision_zero_shot"]["reason"].startswith("undefined: nothing predicted positive")
 
 
 # ------------------------------------------------------------------------------------------ cluster

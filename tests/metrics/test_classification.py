@@ -39,7 +39,8 @@ def test_batched_rows_equal_single_calls(case):
 def test_edge_cases_by_hand():
     y = np.array([1, 1, 0, 0, 0])
     nothing = np.zeros(5, int)
-    assert C.precision(y, nothing) == 0.0          # nothing called positive -> 0
+    assert np.isnan(C.precision(y, nothing))       # nothing called positive -> undefined (the atlas's rule)
+    assert np.isnan(skm.precision_score(y, nothing, zero_division=np.nan))
     assert C.sensitivity(y, nothing) == 0.0
     assert C.specificity(y, nothing) == 1.0
     # majority baseline: F1(neg) = 2*3/(2*3+2) = 0.75, F1(pos) = 0 -> 0.375
@@ -47,6 +48,7 @@ def test_edge_cases_by_hand():
     assert C.majority_macro_f1(2, 3) == pytest.approx(0.375)
     assert np.isnan(C.sensitivity(np.zeros(3, int), np.zeros(3, int)))
     assert np.isnan(C.roc_auc(np.ones(3, int), [0.1, 0.2, 0.3]))
+    assert np.isnan(C.macro_f1(np.zeros(3, int), np.zeros(3, int)))   # class 1 absent from gold and predictions
 
 
 def test_majority_closed_form_on_negex_test_sets():

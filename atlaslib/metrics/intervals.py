@@ -1,0 +1,137 @@
+"""Intervals that say what they assume: exact binomial (Clopper–Pearson) and cluster bootstrap.
+
+- :func:`clopper_pearson`: the exact two-sided interval for a proportion ``k/n``:
+  ``lower = Beta.ppf(α/2; k, n−k+1)`` (0 when k = 0), ``upper = Beta.ppf(1−α/2; k+1, n−k)`` (1 when
+  k = n), α = 1 − level. It never collapses to zero width, which a percentile bootstrap interval does
+  at 0 % or 100 % (every resample of 21 correct out of 21 is again 21 out of 21).
+- :func:`clopper_pearson_upper`: the exact one-sided upper bound ``Beta.ppf(level; k+1, n−k)`` (1 when
+  k = n); with k = 0 it is ``1 − (1 − level)^(1/n)`` (≈ 3/n at 95 %, the "rule of three").
+- :func:`cluster_proportion_ci`: a percentile bootstrap interval for a proportion whose items come in
+  clusters (sentences, templates, documents): each resample draws whole clusters with replacement
+  (:func:`atlaslib.metrics.bootstrap.cluster_draws`) and the proportion is the drawn successes over
+  the drawn trials. With fewer than :data:`FEW_CLUSTERS` clusters it carries ``few_clusters=True``:
+  the percentile interval is then too narrow and the page says so.
+- :func:`cluster_binary_metrics`: the same resampling for the NegEx leaderboard metrics, from the
+  per-cluster confusion counts (one integer matrix product for all resamples).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from scipy.stats import beta
+
+from . import bootstrap
+
+FEW_CLUSTERS = 30
+LEVEL = 0.95
+
+
+def _check_counts(k, n) -> tuple[int, int]:
+    for name, v in (("k", k), ("n", n)):
+        if isinstance(v, bool) or int(v) != v or v < 0:
+            raise ValueError(f"clopper_pearson: {name} must be a non-negative integer, got {v!r}")
+    if k > n:
+        raise ValueError(f"clopper_pearson: k = {k} exceeds n = {n}")
+    return int(k), int(n)
+
+
+def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Exact two-sided interval for ``k`` successes in ``n`` trials (see module docstring); NaNs when
+    ``n = 0`` (the proportion is undefined)."""
+    k, n = _check_counts(k, n)
+    if n == 0:
+        return float("nan"), float("nan")
+    alpha = 1.0 - level
+    lo = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return lo, hi
+
+
+def clopper_pearson_upper(k: int, n: int, level: float = LEVEL) -> float:
+    """Exact one-sided upper confidence bound ``Beta.ppf(level; k+1, n−k)`` (1 when k = n): the
+    largest rate not rejected at 1 − level by ``P(X ≤ k | p) ≥ 1 − level``. NaN when ``n = 0``."""
+    k, n = _check_counts(k, n)
+    if n == 0:
+        return float("nan")
+    return 1.0 if k == n else float(beta.ppf(level, k + 1, n - k))
+
+
+def is_degenerate(value, ci_low, ci_high, constant_predictor: bool = False) -> bool:
+    """True when an interval needs the exact interval beside it: the proportion sits at 0 or 1, or the
+    percentile interval has zero width although the predictor is not constant."""
+    if value is None:
+        return False
+    if value in (0.0, 1.0):
+        return True
+    return (ci_low is not None and ci_high is not None and ci_low == ci_high and not constant_predictor)
+
+
+def _group_sums(values: np.ndarray, inverse: np.ndarray, n_groups: int) -> np.ndarray:
+    out = np.zeros((n_groups,) + values.shape[1:], dtype=np.int64)
+    np.add.at(out, inverse, values.astype(np.int64))
+    return out
+
+
+def cluster_proportion_ci(successes: Sequence, groups: Sequence, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,
+                          seed: int = bootstrap.DEFAULT_SEED, level: float = LEVEL) -> dict:
+    """``{value, ci_low, ci_high, n_clusters, few_clusters, method}`` for the share of 1s in ``successes``
+    (0/1 per item), resampling whole ``groups``: resample ``b`` = Σ_k M[b,k]·s_k / Σ_k M[b,k]·n_k, with
+    ``M`` the cluster multiplicities of :func:`atlaslib.metrics.bootstrap.cluster_multiplicities`
+    (identical to concatenating the drawn clusters' items)."""
+    s = np.asarray(successes).astype(np.int64)
+    if len(s) != len(groups):
+        raise ValueError(f"cluster_proportion_ci: {len(s)} outcomes but {len(groups)} group labels")
+    if s.size == 0:
+        return {"value": None, "ci_low": None, "ci_high": None, "n_clusters": 0, "few_clusters": True,
+                "method": "cluster bootstrap"}
+    mult, inverse = bootstrap.cluster_multiplicities(groups, n_resamples, seed)
+    g = mult.shape[1]
+    ks = _group_sums(s, inverse, g)
+    ns = np.bincount(inverse, minlength=g)
+    num, den = mult @ ks, mult @ ns
+    values = num / den
+    lo, hi = bootstrap.percentile_ci(values, level)
+    return {"value": float(s.mean()), "ci_low": lo, "ci_high": hi, "n_clusters": int(g),
+            "few_clusters": bool(g < FEW_CLUSTERS), "method": "cluster bootstrap", "resamples": values}
+
+
+def metrics_from_confusion(tp, fp, tn, fn) -> dict:
+    """The NegEx label metrics from confusion counts (any shape), NaN where undefined: sensitivity
+    TP/(TP+FN), specificity TN/(TN+FP), precision TP/(TP+FP), macro F1 (F1₁ + F1₀)/2 with
+    F1₁ = 2TP/(2TP+FP+FN), F1₀ = 2TN/(2TN+FN+FP) (the same formulas as
+    :mod:`atlaslib.metrics.classification`)."""
+    tp, fp, tn, fn = (np.asarray(x, dtype=float) for x in (tp, fp, tn, fn))
+
+    def div(a, b):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
+
+    return {"macro_f1": (div(2 * tp, 2 * tp + fp + fn) + div(2 * tn, 2 * tn + fn + fp)) / 2,
+            "sensitivity": div(tp, tp + fn), "specificity": div(tn, tn + fp), "precision": div(tp, tp + fp)}
+
+
+def cluster_binary_metrics(y_true: Sequence, y_pred: Sequence, groups: Sequence, *,
+                           n_resamples: int = bootstrap.DEFAULT_RESAMPLES, seed: int = bootstrap.DEFAULT_SEED,
+                           level: float = LEVEL) -> dict:
+    """Cluster-bootstrap intervals of macro F1, sensitivity, specificity and precision, resampling whole
+    ``groups`` (e.g. NegEx ``sentence_key``): ``{metric: {value, ci_low, ci_high}, "n_clusters",
+    "few_clusters"}``. Per-cluster confusion counts are summed once; resample totals are
+    ``multiplicities @ cluster_counts``."""
+    t = np.asarray(y_true).astype(bool)
+    p = np.asarray(y_pred).astype(bool)
+    if not (len(t) == len(p) == len(groups)):
+        raise ValueError(f"cluster_binary_metrics: y_true ({len(t)}), y_pred ({len(p)}) and groups "
+                         f"({len(groups)}) differ in length")
+    counts = np.stack([t & p, ~t & p, ~t & ~p, t & ~p], axis=1)
+    mult, inverse = bootstrap.cluster_multiplicities(groups, n_resamples, seed)
+    g = mult.shape[1]
+    totals = mult @ _group_sums(counts, inverse, g)
+    point = metrics_from_confusion(*counts.sum(0))
+    boot = metrics_from_confusion(*totals.T)
+    out = {"n_clusters": int(g), "few_clusters": bool(g < FEW_CLUSTERS)}
+    for name, v in point.items():
+        lo, hi = bootstrap.percentile_ci(boot[name], level)
+        v = float(v)
+        out[name] = {"value": None if np.isnan(v) else v, "ci_low": lo, "ci_high": hi}
+    return out
