@@ -676,6 +676,33 @@ def run_spec(out: Outcome, **parameters) -> _results.RunSpec:
                             parameters={**parameters, "details": out.details})
 
 
+#: Slices, as data: slice name -> field and, for numbers, inclusive bands ``(low, high)`` (``None`` = open).
+#: ``unit: "mention"`` slices are properties of each mention ``(type, first word, last word)`` read off the
+#: gold and the predicted tags (``type``; ``length`` = words), scored on the mentions that fall in the slice
+#: (recall over gold, precision over predicted mentions); the other slices are fields of the prediction
+#: record (:func:`report_positions`), scored on the sentences that fall in them.
+SLICES = {
+    "entity type": {"unit": "mention", "field": "type"},
+    "mention length (words)": {"unit": "mention", "field": "length", "bands": ((1, 1), (2, 2), (3, 4), (5, None))},
+    "sentence position in the case report": {"field": "report_position",
+                                             "order": ("first third", "middle third", "last third")},
+}
+
+
+def report_positions(items: pd.DataFrame, item_ids: Sequence[str]) -> list[dict]:
+    """Per item: ``sent_index`` (0-based line of the report), ``report_sentences`` (its report's sentences)
+    and ``report_position``: first / middle / last third, by ``3 * sent_index // report_sentences``."""
+    per_doc = items.groupby("document")["item_id"].size()
+    idx = items.set_index("item_id")
+    out = []
+    for i in item_ids:
+        doc, s = idx.at[i, "document"], int(idx.at[i, "sent_index"])
+        n = int(per_doc[doc])
+        out.append({"sent_index": s, "report_sentences": n,
+                    "report_position": ("first third", "middle third", "last third")[min(2, 3 * s // n)]})
+    return out
+
+
 def build_cell(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **parameters) -> dict:
     """The result cell (``results.make_cell`` or ``results.not_run_cell``) for one outcome."""
     spec = run_spec(out, **parameters)
@@ -697,6 +724,8 @@ def build_cell(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **par
              for i, d, g, p in zip(out.item_ids, out.documents, out.gold, out.pred)]
     for row, native in zip(preds, out.native):
         row["native"] = native
+    for row, pos in zip(preds, report_positions(items, out.item_ids)):
+        row.update(pos)
     return _results.make_cell(spec, metrics=out.metrics(), predictions=preds,
                               extra={"per_type": per_type, "bootstrap": "cluster by document (case report)"},
                               **common)
