@@ -1,0 +1,463 @@
+"""Paired comparisons of models on the same test items: differences with paired bootstrap intervals,
+exact McNemar tests, Holm-adjusted p-values, tie groups, rank intervals and the minimum detectable
+difference.
+
+Every model of one (card, split version) is resampled with the *same* resamples: the card's own
+resampling unit and seed (items stratified by gold for NegEx, case reports for MACCROBAT, documents
+for TempEval, cases for the NLI challenge), so the difference of a metric on resample ``b`` is the
+difference of two numbers computed on the same drawn items, and its percentile interval is a paired
+interval. Each resample is a vector of unit multiplicities ``M[b, u]`` (how often unit ``u`` is drawn);
+a model's per-unit counts ``C[u]`` (confusion counts, span counts, scorer counts) give the counts of
+all resamples at once as ``M @ C`` (exact integers), and the metric is a vectorised formula of those
+counts. This equals computing the metric on each resample's items one by one, bit for bit (tested).
+
+Definitions, for models A and B and a metric where higher is better (signs flipped otherwise):
+
+- difference ``d = m(A) − m(B)``; 95 % interval = 2.5th and 97.5th percentiles of ``d_b``;
+- paired-bootstrap p-value ``p = min(1, 2·min((1 + #{d_b ≤ 0}) / (B + 1), (1 + #{d_b ≥ 0}) / (B + 1)))``
+  (two-sided; 1 when the models agree on every resample);
+- exact McNemar on an item-level binary decision: ``b`` = items where A is right and B wrong, ``c`` the
+  reverse; ``p = P(|X − (b+c)/2| ≥ |b − (b+c)/2|)`` for ``X ~ Binomial(b + c, ½)`` (scipy's
+  ``binomtest(b, b + c, 0.5)``); 1 when ``b + c = 0``;
+- Holm: the ``m`` p-values of a family sorted ascending, ``p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j))``;
+- tie group: the best model by point estimate, and every model whose Holm-adjusted p-value against it
+  is ≥ 0.05 (the table says which test decided);
+- rank of a model on resample ``b``: 1 + the number of models strictly better there; rank interval =
+  2.5th–97.5th percentile (inverted CDF) of its ranks; ``P(rank 1)`` = share of resamples where it ranks 1;
+- minimum detectable difference (MDD) at 80 % power and 5 % two-sided:
+  ``(z₀.₉₇₅ + z₀.₈)·SD(d_b)`` with the median paired-bootstrap SD over the pairs (one model only:
+  ``√2·SD`` of its own resamples); for paired binary decisions also McNemar's, the ``δ`` solving
+  ``n·δ² = (z₀.₉₇₅·√ψ + z₀.₈·√(ψ − δ²))²`` at the observed discordance ``ψ = (b + c)/n``
+  (Connor 1987).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import brentq
+from scipy.stats import binomtest, norm
+
+from . import bootstrap
+from .classification import BINARY_LABEL_METRICS, roc_auc_resampled
+from .intervals import metrics_from_confusion
+
+ALPHA = 0.05
+POWER = 0.80
+
+
+# -- statistics ---------------------------------------------------------------------------------------------
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value on the discordant counts (``binomtest(b, b + c, 0.5)``)."""
+    b, c = int(b), int(c)
+    if b < 0 or c < 0:
+        raise ValueError(f"mcnemar_exact: discordant counts must be non-negative, got b={b}, c={c}")
+    if b + c == 0:
+        return 1.0
+    return float(binomtest(b, b + c, 0.5).pvalue)
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm step-down adjusted p-values (see module docstring); NaNs stay NaN and are not counted."""
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full_like(p, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok)
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    adj = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(adj)
+    return out
+
+
+def bootstrap_pvalue(diffs: np.ndarray) -> float:
+    """Two-sided paired-bootstrap p-value of a difference (see module docstring); NaN resamples left out."""
+    d = np.asarray(diffs, dtype=float)
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        return float("nan")
+    le, ge = (1 + np.sum(d <= 0)) / (d.size + 1), (1 + np.sum(d >= 0)) / (d.size + 1)
+    return float(min(1.0, 2 * min(le, ge)))
+
+
+def mcnemar_mdd(n: int, discordance: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Smallest accuracy difference δ McNemar's test detects with ``power`` at two-sided ``alpha`` on ``n``
+    paired items with discordance ``ψ`` (share of items the two models decide differently): the root of
+    ``n·δ² = (z_{1−α/2}·√ψ + z_{power}·√(ψ − δ²))²`` in ``(0, ψ]``; NaN when even δ = ψ is not enough."""
+    za, zb = norm.ppf(1 - alpha / 2), norm.ppf(power)
+    psi = float(discordance)
+    if n <= 0 or psi <= 0:
+        return float("nan")
+
+    def f(delta):
+        return n * delta ** 2 - (za * np.sqrt(psi) + zb * np.sqrt(max(psi - delta ** 2, 0.0))) ** 2
+
+    hi = min(psi, 1.0)
+    if f(hi) < 0:
+        return float("nan")
+    return float(brentq(f, 1e-12, hi))
+
+
+def multiplicities(indices: np.ndarray, n: int) -> np.ndarray:
+    """``(B, n)`` counts of each unit in every row of a ``(B, k)`` index array."""
+    idx = np.asarray(indices)
+    b = idx.shape[0]
+    flat = (idx + (np.arange(b, dtype=np.int64) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=b * n).reshape(b, n)
+
+
+# -- what one card's paired resampling needs ------------------------------------------------------------------
+
+@dataclass
+class Paired:
+    """Per-unit data of several models on the same units, and the shared resamples.
+
+    ``counts[label]``: ``(n_units, k)`` integer counts per unit; ``formulas``: metric base → function of
+    summed counts ``(..., k)`` → values; ``extra_resampled[label][base]``: metrics not expressible as
+    sums (ROC-AUC), already resampled on the same indices, with ``extra_point``; ``decisions``: name →
+    {label: bool array over items} for McNemar (same item order for every model)."""
+
+    card: str
+    version: str
+    unit: str
+    labels: list
+    n_units: int
+    mult: np.ndarray
+    counts: dict
+    formulas: dict
+    higher_is_better: dict
+    primary: str
+    extra_point: dict = field(default_factory=dict)
+    extra_resampled: dict = field(default_factory=dict)
+    decisions: dict = field(default_factory=dict)
+    decision_for: dict = field(default_factory=dict)   # metric base -> decision name its McNemar tests
+    undefined: dict = field(default_factory=dict)      # label -> set of bases not applicable / undefined
+
+    def point(self, label: str, base: str) -> float:
+        if base in self.undefined.get(label, ()):
+            return float("nan")
+        if base in self.extra_point.get(label, {}):
+            return float(self.extra_point[label][base])
+        return float(self.formulas[base](self.counts[label].sum(0)))
+
+    def resampled(self, label: str, base: str) -> np.ndarray:
+        if base in self.undefined.get(label, ()):
+            return np.full(self.mult.shape[0], np.nan)
+        if base in self.extra_resampled.get(label, {}):
+            return np.asarray(self.extra_resampled[label][base], dtype=float)
+        key = ("_tot", label)
+        if key not in self.__dict__.setdefault("_cache", {}):
+            self._cache[key] = self.mult @ self.counts[label]
+        return np.asarray(self.formulas[base](self._cache[key]), dtype=float)
+
+    @property
+    def bases(self) -> list:
+        return list(self.formulas) + [b for b in _extra_bases(self) if b not in self.formulas]
+
+
+def _extra_bases(p: Paired) -> list:
+    out = []
+    for d in p.extra_point.values():
+        out += [b for b in d if b not in out]
+    return out
+
+
+def run_label(cell: dict) -> str:
+    return f"{cell['model']} ({cell['protocol']})"
+
+
+def _ok(cells):
+    return [c for c in cells if c.get("status") == "ok" and c.get("predictions") is not None]
+
+
+def _align(cells, key="item_id"):
+    """Item ids of the first cell; every other cell must hold exactly those ids (reordered to match)."""
+    ids = [r[key] for r in cells[0]["predictions"]]
+    out = []
+    for c in cells:
+        rows = {r[key]: r for r in c["predictions"]}
+        if set(rows) != set(ids):
+            raise ValueError(f"compare: {run_label(c)} was scored on different {c['version']} items than "
+                             f"{run_label(cells[0])}; paired comparisons need the same test items")
+        out.append([rows[i] for i in ids])
+    return ids, out
+
+
+def _seed(cells, default):
+    return int((cells[0].get("seeds") or {}).get("bootstrap") or default)
+
+
+def negex_paired(cells, n_resamples=bootstrap.DEFAULT_RESAMPLES) -> Paired:
+    """NegEx: items stratified by gold decision (the card's resamples: same seed, same item order)."""
+    ids, rows = _align(cells)
+    y = np.array([r["gold"] == "negated" for r in rows[0]], dtype=int)
+    seed = _seed(cells, bootstrap.DEFAULT_SEED)
+    idx = bootstrap.stratified_indices(y, n_resamples, seed)
+    mult = multiplicities(idx, len(y))
+    labels = [run_label(c) for c in cells]
+    counts, extra_p, extra_r, correct, undefined = {}, {}, {}, {}, {}
+    for lab, rr in zip(labels, rows):
+        p = np.array([r["pred"] == "negated" for r in rr], dtype=int)
+        t = y.astype(bool)
+        pb = p.astype(bool)
+        counts[lab] = np.stack([t & pb, ~t & pb, ~t & ~pb, t & ~pb], axis=1).astype(np.int64)
+        correct[lab] = p == y
+        scores = [r.get("score") for r in rr]
+        if all(s is not None for s in scores):
+            from .classification import roc_auc
+            s = np.asarray(scores, dtype=float)
+            extra_p[lab] = {"roc_auc": float(roc_auc(y, s))}
+            extra_r[lab] = {"roc_auc": roc_auc_resampled(y, s, idx)}
+        else:
+            undefined[lab] = {"roc_auc"}
+    formulas = {name: (lambda tot, name=name: metrics_from_confusion(*np.moveaxis(tot, -1, 0))[name])
+                for name in BINARY_LABEL_METRICS}
+    return Paired("negex", cells[0]["version"], "test items stratified by gold decision", labels, len(y), mult,
+                  counts, formulas, {}, "macro_f1", extra_p, extra_r, {"correct decision": correct},
+                  {b: "correct decision" for b in BINARY_LABEL_METRICS}, undefined)
+
+
+def nli_paired(cells, n_resamples=bootstrap.DEFAULT_RESAMPLES) -> Paired:
+    """NLI challenge: cases resampled with replacement (seed: the atlas default)."""
+    ids, rows = _align(cells)
+    gold = np.array([r["gold"] for r in rows[0]])
+    nonent = gold != "entailment"
+    rng = np.random.default_rng(_seed(cells, bootstrap.DEFAULT_SEED))
+    idx = rng.integers(0, len(gold), size=(n_resamples, len(gold)))
+    mult = multiplicities(idx, len(gold))
+    labels = [run_label(c) for c in cells]
+    counts, correct, fe = {}, {}, {}
+    for lab, rr in zip(labels, rows):
+        pred = np.array([r["pred"] for r in rr])
+        correct[lab] = pred == gold
+        fe_ = (pred == "entailment") & nonent
+        fe[lab] = fe_[nonent]
+        counts[lab] = np.stack([correct[lab], np.ones_like(nonent), fe_, nonent], axis=1).astype(np.int64)
+
+    def div(a, b):
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
+
+    formulas = {"aggregate_accuracy": lambda t: div(t[..., 0], t[..., 1]),
+                "false_entailment_rate": lambda t: div(t[..., 2], t[..., 3])}
+    return Paired("nli_negation", cells[0]["version"], "cases", labels, len(gold), mult, counts, formulas,
+                  {"false_entailment_rate": False}, "aggregate_accuracy",
+                  decisions={"correct label": correct, "no false entailment": {k: ~v for k, v in fe.items()}},
+                  decision_for={"aggregate_accuracy": "correct label", "false_entailment_rate": "no false entailment"})
+
+
+def maccrobat_paired(cells, n_resamples=bootstrap.DEFAULT_RESAMPLES) -> Paired:
+    """MACCROBAT: whole case reports (the card's cluster resamples: same seed, same documents)."""
+    from ..cards.maccrobat import TYPES
+    from .spans import scores_from_totals, span_counts
+
+    ids, rows = _align(cells)
+    docs = [r["document"] for r in rows[0]]
+    seed = _seed(cells, bootstrap.DEFAULT_SEED)
+    mult, inverse = bootstrap.cluster_multiplicities(docs, n_resamples, seed)
+    g = mult.shape[1]
+    labels = [run_label(c) for c in cells]
+    counts, types = {}, None
+    for lab, rr in zip(labels, rows):
+        per_item, types = span_counts([r["gold"] for r in rr], [r["pred"] for r in rr], TYPES)
+        per_group = np.zeros((g,) + per_item.shape[1:], dtype=np.int64)
+        np.add.at(per_group, inverse, per_item)
+        counts[lab] = per_group.reshape(g, -1)
+    shape = (len(types), 3)
+    keys = {"entity_f1": "f1", "entity_precision": "precision", "entity_recall": "recall",
+            "entity_macro_f1": "macro_f1"}
+    formulas = {base: (lambda t, k=k: scores_from_totals(np.asarray(t).reshape(np.shape(t)[:-1] + shape))[k])
+                for base, k in keys.items()}
+    return Paired("maccrobat", cells[0]["version"], "case reports", labels, g, mult, counts, formulas, {},
+                  "entity_f1")
+
+
+def tempeval_paired(cells, n_resamples=1000) -> Paired:
+    """TempEval: documents resampled with replacement from the scorer's per-document counts (the card's
+    resamples: seed 20150605)."""
+    from ..cards.tempeval.runs import METRIC_ROWS
+    from ..cards.tempeval.scoring import f1_from_counts
+
+    pers = []
+    for c in cells:
+        per = (c.get("extra", {}).get("scorer_table") or {}).get("per_document")
+        if per is None:
+            raise ValueError(f"compare: {run_label(c)} has no per-document scorer counts")
+        pers.append(per)
+    docs = pers[0]["doc_ids"]
+    for c, per in zip(cells, pers):
+        if per["doc_ids"] != docs:
+            raise ValueError(f"compare: {run_label(c)} was scored on different documents")
+    rng = np.random.default_rng(_seed(cells, 20150605))
+    idx = rng.integers(0, len(docs), size=(n_resamples, len(docs)))
+    mult = multiplicities(idx, len(docs))
+    labels = [run_label(c) for c in cells]
+    bases = list(METRIC_ROWS)
+    counts, undefined = {}, {}
+    for lab, c, per in zip(labels, cells, pers):
+        counts[lab] = np.concatenate([np.asarray(per[METRIC_ROWS[b]], dtype=np.int64) for b in bases], axis=1)
+        undefined[lab] = {b for b in bases if (c["metrics"].get(f"{b}_{c['protocol']}") or {}).get("value") is None}
+    formulas = {b: (lambda t, k=k: f1_from_counts(*np.moveaxis(np.asarray(t)[..., 4 * k:4 * k + 4], -1, 0))[2])
+                for k, b in enumerate(bases)}
+    return Paired("tempeval", cells[0]["version"], "documents", labels, len(docs), mult, counts, formulas, {},
+                  "contains_closure_f1", undefined=undefined)
+
+
+BUILDERS: dict[str, Callable] = {"negex": negex_paired, "nli_negation": nli_paired,
+                                 "maccrobat": maccrobat_paired, "tempeval": tempeval_paired}
+
+
+def paired(cells: list[dict], n_resamples: int = bootstrap.DEFAULT_RESAMPLES) -> Paired:
+    """The :class:`Paired` data of the ``ok`` cells of one (card, version)."""
+    cells = _ok(cells)
+    if not cells:
+        raise ValueError("compare: no ok result cell with predictions")
+    keys = {(c["card"], c["version"]) for c in cells}
+    if len(keys) != 1:
+        raise ValueError(f"compare: cells from several (card, version): {sorted(keys)}; rankings never mix them")
+    card = cells[0]["card"]
+    if card not in BUILDERS:
+        raise ValueError(f"compare: no paired resampling for card {card!r}; known: {', '.join(BUILDERS)}")
+    labels = [run_label(c) for c in cells]
+    if len(set(labels)) != len(labels):
+        raise ValueError("compare: two cells share a model and protocol: " + ", ".join(sorted(labels)))
+    return BUILDERS[card](cells, n_resamples)
+
+
+# -- the tables -----------------------------------------------------------------------------------------------
+
+@dataclass
+class Comparison:
+    pairs: pd.DataFrame      # one row per (metric, model A, model B)
+    ranks: pd.DataFrame      # one row per model: tie group, rank interval, P(rank 1) on the primary metric
+    mdd: dict                # minimum detectable differences of the primary metric
+    data: Paired
+
+
+def _sign(p: Paired, base: str) -> float:
+    return 1.0 if p.higher_is_better.get(base, True) else -1.0
+
+
+def compare_paired(p: Paired, alpha: float = ALPHA) -> Comparison:
+    rows = []
+    for base in p.bases:
+        dec = p.decision_for.get(base)
+        for a, b in combinations(p.labels, 2):
+            va, vb = p.point(a, base), p.point(b, base)
+            if not (np.isfinite(va) and np.isfinite(vb)):
+                continue
+            d = p.resampled(a, base) - p.resampled(b, base)
+            lo, hi = bootstrap.percentile_ci(d)
+            row = {"metric": base, "model_a": a, "model_b": b, "value_a": va, "value_b": vb,
+                   "difference": va - vb, "ci_low": lo, "ci_high": hi, "sd": float(np.nanstd(d)),
+                   "p_bootstrap": bootstrap_pvalue(d), "decision": None, "b": None, "c": None,
+                   "p_mcnemar": None}
+            if dec:
+                ra, rb = p.decisions[dec][a], p.decisions[dec][b]
+                row.update(decision=dec, b=int(np.sum(ra & ~rb)), c=int(np.sum(~ra & rb)),
+                           n_items=int(len(ra)))
+                row["p_mcnemar"] = mcnemar_exact(row["b"], row["c"])
+            rows.append(row)
+    pairs = pd.DataFrame(rows)
+    if not pairs.empty:
+        # the test that decides: exact McNemar when the metric is the share of a binary decision
+        # (accuracy, false-entailment rate), else the paired bootstrap
+        exact = pairs["metric"].isin(["aggregate_accuracy", "false_entailment_rate"])
+        pairs["test"] = np.where(exact, "exact McNemar", "paired bootstrap")
+        pairs["p"] = np.where(exact, pairs["p_mcnemar"].astype(float), pairs["p_bootstrap"])
+        pairs["p_holm"] = np.nan
+        for base, idx in pairs.groupby("metric").groups.items():
+            pairs.loc[idx, "p_holm"] = holm(pairs.loc[idx, "p"].to_numpy(float))
+        pairs["significant"] = pairs["p_holm"] < alpha
+        pairs.insert(0, "card", p.card)
+        pairs.insert(1, "version", p.version)
+    return Comparison(pairs, _ranks(p, pairs, alpha), _mdd(p, pairs), p)
+
+
+def _ranks(p: Paired, pairs: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    base, s = p.primary, _sign(p, p.primary)
+    labels = [lab for lab in p.labels if np.isfinite(p.point(lab, base))]
+    if not labels:
+        return pd.DataFrame(columns=["model", "value", "rank", "rank_low", "rank_high", "p_rank1", "tie_group",
+                                     "decided_by"])
+    point = np.array([s * p.point(lab, base) for lab in labels])
+    res = np.stack([s * p.resampled(lab, base) for lab in labels])          # (m, B)
+    res = np.where(np.isfinite(res), res, -np.inf)
+    better = (res[None, :, :] > res[:, None, :]).sum(1)                      # (m, B): models strictly better
+    ranks = 1 + better
+    best = labels[int(np.argmax(point))]
+    out = []
+    for k, lab in enumerate(labels):
+        r = ranks[k]
+        tie, by, padj = True, "best", None
+        if lab != best and not pairs.empty:
+            m = pairs[(pairs["metric"] == base) & (((pairs["model_a"] == lab) & (pairs["model_b"] == best)) |
+                                                   ((pairs["model_a"] == best) & (pairs["model_b"] == lab)))]
+            if not m.empty:
+                padj = float(m["p_holm"].iloc[0])
+                tie, by = bool(padj >= alpha), str(m["test"].iloc[0])
+        out.append({"model": lab, "value": s * point[k], "rank": int(1 + (point > point[k]).sum()),
+                    "rank_low": int(np.quantile(r, 0.025, method="inverted_cdf")),
+                    "rank_high": int(np.quantile(r, 0.975, method="inverted_cdf")),
+                    "p_rank1": float(np.mean(r == 1)), "tie_group": "top" if tie else "—",
+                    "p_holm_vs_best": padj, "decided_by": by})
+    return pd.DataFrame(out).sort_values(["rank", "model"]).reset_index(drop=True)
+
+
+def _mdd(p: Paired, pairs: pd.DataFrame) -> dict:
+    z = norm.ppf(1 - ALPHA / 2) + norm.ppf(POWER)
+    base = p.primary
+    out = {"metric": base, "n_units": int(p.n_units), "unit": p.unit, "alpha": ALPHA, "power": POWER}
+    prim = pairs[pairs["metric"] == base] if not pairs.empty else pairs
+    if not prim.empty:
+        out["sd_difference"] = float(prim["sd"].median())
+        out["mdd_bootstrap"] = float(z * out["sd_difference"])
+        out["basis"] = f"median paired-bootstrap SD of the difference over {len(prim)} pair(s)"
+    else:
+        finite = [lab for lab in p.labels if np.isfinite(p.point(lab, base))]
+        if finite:
+            sd = float(np.nanstd(p.resampled(finite[0], base)))
+            out.update(sd_difference=float(np.sqrt(2) * sd), mdd_bootstrap=float(z * np.sqrt(2) * sd),
+                       basis="one model: √2 × the SD of its own resamples (two independent models assumed)")
+    dec = p.decision_for.get(base) or (next(iter(p.decisions)) if p.decisions else None)
+    if dec and not pairs.empty:
+        d = pairs[(pairs["metric"] == base) & pairs["b"].notna()]
+        if not d.empty:
+            n = int(d["n_items"].iloc[0])
+            psi = float(((d["b"] + d["c"]) / n).median())
+            out.update(decision=dec, n_items=n, discordance=psi, mdd_mcnemar=mcnemar_mdd(n, psi))
+    return out
+
+
+def compare(cells_or_predictions, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES, card: str | None = None,
+            version: str = "notebook", alpha: float = ALPHA) -> pd.DataFrame:
+    """Paired comparison table of two or more runs of one (card, version), for notebooks.
+
+    ``cells_or_predictions``: result cells (dicts as :func:`atlaslib.results.read_cell` returns, or paths to
+    them), or ``{name: predictions}`` with ``card`` given, where predictions are the cell's per-item
+    records (``item_id``, ``gold``, ``pred`` and the card's fields). Returns one row per (metric, pair):
+    difference, paired 95 % interval, p-values (bootstrap, McNemar with b and c where it applies), Holm
+    and whether it is significant; ``.attrs["ranks"]`` holds the tie groups and rank intervals and
+    ``.attrs["mdd"]`` the minimum detectable difference."""
+    from ..results import read_cell
+
+    if isinstance(cells_or_predictions, dict):
+        if card is None:
+            raise ValueError("compare: give card= with a {name: predictions} mapping")
+        cells = [{"card": card, "version": version, "model": name, "protocol": "given", "status": "ok",
+                  "metrics": {}, "predictions": list(preds)} for name, preds in cells_or_predictions.items()]
+    else:
+        cells = [read_cell(c) if not isinstance(c, dict) else c for c in cells_or_predictions]
+    if len(_ok(cells)) < 2:
+        raise ValueError("compare: needs at least two ok runs")
+    result = compare_paired(paired(cells, n_resamples), alpha)
+    table = result.pairs.copy()
+    table.attrs["ranks"] = result.ranks
+    table.attrs["mdd"] = result.mdd
+    return table

@@ -1,0 +1,126 @@
+"""Paired comparisons: vectorised paired bootstrap vs a per-resample loop, McNemar vs scipy, Holm by hand,
+a duplicated model, the notebook entry point."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from atlaslib.metrics import bootstrap as B
+from atlaslib.metrics import classification as C
+from atlaslib.metrics import compare as K
+
+
+def negex_cell(name, y, pred, score=None, version="v"):
+    recs = [{"item_id": f"negex-{i:04d}", "gold": "negated" if t else "affirmed",
+             "pred": "negated" if p else "affirmed", "score": None if score is None else float(score[i])}
+            for i, (t, p) in enumerate(zip(y, pred))]
+    return {"card": "negex", "version": version, "model": name, "protocol": "zero_shot", "status": "ok",
+            "metrics": {}, "seeds": {"bootstrap": 11}, "predictions": recs}
+
+
+def nli_cell(name, gold, pred):
+    recs = [{"item_id": f"c{i}", "gold": g, "pred": p, "template": f"t{i % 7}"} for i, (g, p) in enumerate(zip(gold, pred))]
+    return {"card": "nli_negation", "version": "builtin-v1", "model": name, "protocol": "zero_shot", "status": "ok",
+            "metrics": {}, "seeds": {}, "predictions": recs}
+
+
+@pytest.fixture(scope="module")
+def negex_data():
+    rng = np.random.default_rng(3)
+    y = (rng.random(150) < 0.25).astype(int)
+    a = np.where(rng.random(150) < 0.85, y, 1 - y)
+    b = np.where(rng.random(150) < 0.6, y, 1 - y)
+    sa = np.round(rng.random(150) * 0.5 + 0.5 * y, 2)
+    return y, a, b, sa
+
+
+def test_paired_differences_equal_a_per_resample_loop_bit_for_bit(negex_data):
+    y, a, b, sa = negex_data
+    cells = [negex_cell("A", y, a, sa), negex_cell("B", y, b, sa[::-1].copy())]
+    p = K.paired(cells, n_resamples=200)
+    idx = B.stratified_indices(y, 200, 11)                     # the card's resamples: same seed, same items
+    for name, fn in C.BINARY_LABEL_METRICS.items():
+        loop = np.array([fn(y[r], a[r]) - fn(y[r], b[r]) for r in idx])
+        assert np.array_equal(p.resampled("A (zero_shot)", name) - p.resampled("B (zero_shot)", name), loop), name
+    loop_auc = np.array([C.roc_auc(y[r], sa[r]) - C.roc_auc(y[r], sa[::-1][r]) for r in idx])
+    np.testing.assert_allclose(p.resampled("A (zero_shot)", "roc_auc") - p.resampled("B (zero_shot)", "roc_auc"),
+                               loop_auc, rtol=0, atol=1e-15)
+    # the single-model resamples are the card's declared interval
+    lo, hi = B.percentile_ci(B.resampled(C.macro_f1, idx, y, a))
+    assert B.percentile_ci(p.resampled("A (zero_shot)", "macro_f1")) == (lo, hi)
+
+
+def test_nli_paired_resamples_equal_a_loop():
+    rng = np.random.default_rng(5)
+    labels = np.array(["entailment", "neutral", "contradiction"])
+    gold = labels[rng.integers(0, 3, 90)]
+    pa, pb = labels[rng.integers(0, 3, 90)], np.where(rng.random(90) < 0.7, gold, "entailment")
+    p = K.paired([nli_cell("A", gold, pa), nli_cell("B", gold, pb)], n_resamples=100)
+    idx = np.random.default_rng(B.DEFAULT_SEED).integers(0, 90, size=(100, 90))
+    acc = np.array([np.mean(pa[r] == gold[r]) - np.mean(pb[r] == gold[r]) for r in idx])
+    assert np.array_equal(p.resampled("A (zero_shot)", "aggregate_accuracy")
+                          - p.resampled("B (zero_shot)", "aggregate_accuracy"), acc)
+    ne = gold != "entailment"
+    fer = np.array([np.sum((pa[r] == "entailment") & ne[r]) / ne[r].sum() for r in idx])
+    assert np.array_equal(p.resampled("A (zero_shot)", "false_entailment_rate"), fer)
+
+
+@pytest.mark.parametrize("b,c", [(0, 0), (0, 5), (3, 12), (20, 21), (7, 1), (40, 9)])
+def test_mcnemar_exact_equals_scipy_binomtest(b, c):
+    expected = 1.0 if b + c == 0 else binomtest(b, b + c, 0.5).pvalue
+    assert K.mcnemar_exact(b, c) == expected
+
+
+def test_mcnemar_counts_from_cells_by_hand():
+    y = np.array([1, 1, 0, 0, 0, 1, 0, 0])
+    a = np.array([1, 1, 0, 0, 1, 0, 0, 0])       # wrong on items 4, 5
+    b = np.array([0, 1, 1, 1, 0, 1, 0, 0])       # wrong on items 0, 2, 3
+    t = K.compare([negex_cell("A", y, a), negex_cell("B", y, b)], n_resamples=50)
+    row = t[t["metric"] == "macro_f1"].iloc[0]
+    assert (row["b"], row["c"]) == (3, 2)        # A right & B wrong: 0, 2, 3; A wrong & B right: 4, 5
+    assert row["p_mcnemar"] == binomtest(3, 5, 0.5).pvalue
+
+
+def test_holm_by_hand():
+    # sorted 0.01, 0.02, 0.04, 0.30 -> 4*0.01, 3*0.02, 2*0.04, 1*0.30 = 0.04, 0.06, 0.08, 0.30
+    np.testing.assert_allclose(K.holm([0.04, 0.01, 0.30, 0.02]), [0.08, 0.04, 0.30, 0.06])
+    # monotone: 0.5*3 = 1.5 -> 1, then max(1, 2*0.6) stays 1
+    np.testing.assert_allclose(K.holm([0.5, 0.6, 0.001]), [1.0, 1.0, 0.003])
+
+
+def test_duplicated_model_is_tied_with_itself(negex_data):
+    y, a, b, sa = negex_data
+    cells = [negex_cell("A", y, a, sa), negex_cell("A copy", y, a, sa), negex_cell("B", y, b)]
+    t = K.compare(cells, n_resamples=300)
+    dup = t[(t["model_a"] == "A (zero_shot)") & (t["model_b"] == "A copy (zero_shot)")]
+    assert set(dup["metric"]) == {"macro_f1", "sensitivity", "specificity", "precision", "roc_auc"}
+    assert (dup["difference"] == 0).all() and (dup["ci_low"] == 0).all() and (dup["ci_high"] == 0).all()
+    assert (dup["p_bootstrap"] == 1).all() and (dup["p_holm"] == 1).all()
+    label = dup[dup["metric"] != "roc_auc"]                   # McNemar: on the label decisions
+    assert (label["p_mcnemar"] == 1).all() and (label["b"] == 0).all() and (label["c"] == 0).all()
+    ranks = t.attrs["ranks"].set_index("model")
+    assert ranks.loc["A (zero_shot)", "tie_group"] == ranks.loc["A copy (zero_shot)", "tie_group"] == "top"
+    for col in ("rank_low", "rank_high", "p_rank1"):
+        assert ranks.loc["A (zero_shot)", col] == ranks.loc["A copy (zero_shot)", col]
+    p = K.paired(cells, 300)
+    assert np.array_equal(p.resampled("A (zero_shot)", "macro_f1"), p.resampled("A copy (zero_shot)", "macro_f1"))
+    # the clearly worse model is out of the top group, decided by the paired bootstrap of macro F1
+    assert ranks.loc["B (zero_shot)", "tie_group"] == "—"
+    assert ranks.loc["B (zero_shot)", "decided_by"] == "paired bootstrap"
+
+
+def test_mcnemar_mdd_solves_its_equation():
+    n, psi = 200, 0.15
+    d = K.mcnemar_mdd(n, psi)
+    za, zb = 1.959963984540054, 0.8416212335729143
+    assert n * d ** 2 == pytest.approx((za * np.sqrt(psi) + zb * np.sqrt(psi - d ** 2)) ** 2)
+    assert K.mcnemar_mdd(4 * n, psi) < d                  # more items detect smaller differences
+
+
+def test_compare_refuses_mixed_items(negex_data):
+    y, a, b, _ = negex_data
+    c2 = negex_cell("B", y, b)
+    c2["predictions"] = c2["predictions"][1:]
+    with pytest.raises(ValueError, match="different v items"):
+        K.compare([negex_cell("A", y, a), c2])
