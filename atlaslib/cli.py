@@ -5,6 +5,8 @@
     atlas book  [--publish] [--force] [--no-run] [--card C ...]
     atlas list                                               cards, versions, default matrix, profiles
     atlas score tempeval -r REF -p PRED [--closure]          official Clinical TempEval scores as JSON
+    atlas score --card C --version V --predictions FILE --name NAME   a system's predictions -> result cell
+    atlas export --card C --version V [--split test|train] -o DIR     items, label set, manifest hash
 
 Every command takes ``--data-dir`` (default ``$ATLAS_DATA_DIR``; else the sha256-verified download cache).
 """
@@ -17,6 +19,27 @@ import sys
 
 from . import runner
 from .cards import CARD_MODULES, available_cards, get_card
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``atlas run: error: argument --executor: invalid choice: ...`` and
+    exit code 2, without the usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _abs(path):
+    """A path argument made absolute against the caller's working directory (None stays None)."""
+    from pathlib import Path
+
+    return None if path in (None, "") else str(Path(path).expanduser().resolve())
+
+
+def _fail(command: str, exc: BaseException, code: int = 2) -> int:
+    msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    print(f"atlas {command}: {' '.join(str(msg).split())}", file=sys.stderr)
+    return code
 
 
 def _add_data_dir(p: argparse.ArgumentParser) -> None:
@@ -41,19 +64,26 @@ def _paths(args):
     from .book import BuildPaths
 
     d = BuildPaths()
-    return BuildPaths(results=Path(args.results_dir), runs=Path(args.runs_dir),
-                      build=Path(getattr(args, "build_dir", None) or d.build))
+    return BuildPaths(results=Path(_abs(args.results_dir)), runs=Path(_abs(args.runs_dir)),
+                      build=Path(_abs(getattr(args, "build_dir", None)) or d.build))
 
 
 def cmd_split(args) -> int:
-    card = get_card(args.card)
+    try:
+        card = get_card(args.card)
+    except KeyError as exc:
+        return _fail("split", exc)
     if args.version not in card.versions:
         print(f"atlas split: card {card.name} has no version {args.version!r}; expected one of "
               f"{', '.join(card.versions)}", file=sys.stderr)
         return 2
     mod = importlib.import_module(CARD_MODULES[card.name])
-    items = mod.load_items(args.data_dir)
-    print(mod.split(items, args.version).to_json())
+    try:
+        items = mod.load_items(_abs(args.data_dir))
+        manifest = mod.split(items, args.version)
+    except (ValueError, OSError, RuntimeError) as exc:  # data missing or unreadable: named by the loader
+        return _fail("split", exc, 1)
+    print(manifest.to_json())
     return 0
 
 
@@ -61,15 +91,17 @@ def cmd_run(args) -> int:
     req = runner.RunRequest(args.card, args.version, args.model, args.protocol)
     paths = _paths(args)
     try:
-        out = runner.run(req, data_dir=args.data_dir, force=args.force, results_dir=paths.results,
+        out = runner.run(req, data_dir=_abs(args.data_dir), force=args.force, results_dir=paths.results,
                          runs_dir=paths.runs, failed_dir=paths.build / "failed")
     except runner.RunFailed as exc:
-        print(f"atlas run: {exc}", file=sys.stderr)
-        return 1
+        return _fail("run", exc, 1)
+    except runner.OutputError as exc:
+        return _fail("run", exc, 1)
     except (runner.NotebookError, ValueError, KeyError) as exc:
-        print(f"atlas run: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps({"run": req.label, "status": out.status, "result": out.cell_status,
+        return _fail("run", exc, 2)
+    except OSError as exc:
+        return _fail("run", OSError(f"{exc.strerror or type(exc).__name__}: {exc.filename or ''}"), 1)
+    print(json.dumps({"run": out.request.label, "status": out.status, "result": out.cell_status,
                       "notebook": out.notebook, "result_cell": out.result, "seconds": out.seconds}, indent=1))
     return 0
 
@@ -82,11 +114,10 @@ def cmd_book(args) -> int:
     try:
         cards = [get_card(c) for c in args.card] if args.card else None
         return book.build(paths=_paths(args), publish=args.publish, force=args.force, run_runs=not args.no_run,
-                          data_dir=args.data_dir, cards=cards, executor=args.executor, scheduler=args.scheduler,
-                          n_workers=args.workers, memory_limit=args.memory_limit)
+                          data_dir=_abs(args.data_dir), cards=cards, executor=args.executor,
+                          scheduler=args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit)
     except (ValueError, KeyError, ExecutorError) as exc:
-        print(f"atlas book: {exc}", file=sys.stderr)
-        return 2
+        return _fail("book", exc, 2)
 
 
 def cmd_list(args) -> int:
@@ -105,8 +136,13 @@ def cmd_list(args) -> int:
 
 
 def cmd_score(args) -> int:
+    if getattr(args, "card", None):  # atlas score --card C --version V --predictions FILE --name NAME
+        from .external import cli as external_cli
+
+        return external_cli.cmd_score(args)
     if args.task != "tempeval":
-        print(f"atlas score: unknown task {args.task!r}; expected tempeval", file=sys.stderr)
+        print(f"atlas score: unknown task {args.task!r}; expected tempeval (official scorer) or --card C "
+              f"--version V --predictions FILE --name NAME", file=sys.stderr)
         return 2
     from .cards.tempeval import scoring
 
@@ -114,8 +150,8 @@ def cmd_score(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="atlas", description="Clinical NLP Evaluation Atlas")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="atlas", description="Clinical NLP Evaluation Atlas")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("split", help="print a split manifest as JSON")
     p.add_argument("--card", required=True)
@@ -154,12 +190,20 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("score", help="score predictions with a card's official scorer")
-    p.add_argument("task")
+    p.add_argument("task", nargs="?")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_score)
+    from .external import cli as external_cli
+
+    external_cli.add_score_options(p)
+    external_cli.register(sub)
 
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; the runner has removed its partial outputs
+        print(f"atlas {args.command}: interrupted; no partial output was kept", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,0 +1,481 @@
+"""Score a predictions file (or a prediction function) on a card's split: one result cell per system.
+
+Formats (one prediction per test item, each item exactly once):
+
+- JSONL: one object per line, ``{"item_id": ..., "label": ..., "score": ...}`` (``score`` optional, on
+  every row or on none); MACCROBAT ``{"item_id": ..., "tags": ["O", "B-problem", ...]}``, one tag per word.
+- CSV with a header: ``item_id,label[,score]``; MACCROBAT ``item_id,tags`` with the tags separated by spaces.
+- CoNLL (MACCROBAT): per item a line ``# item_id = <id>``, then one ``word<TAB>tag`` line per word, then a
+  blank line: what ``atlas export`` writes, with a tag column added.
+- TempEval: an Anafora folder, ``<dir>/<doc>/<doc>.Temporal-Relation.<annotator>.completed.xml`` per test
+  document.
+
+The result cell is the card's own (same metric and interval code as a model run); its spec is marked
+``capability = "external predictions"`` and ``profile = {name, source: "external predictions", location:
+<file name>, revision: "sha256:<file sha256>", trained_on, description}``; ``run_key`` covers the file's
+sha256, the card's data pins and atlaslib's source, so scoring an unchanged file again is served from the
+existing cell and a changed file re-scores.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .. import results
+from .tasks import (EXTERNAL, Pred, PredictionsError, Split, check_ids, check_labels, check_tags, fail, is_external,
+                    load_split, sha256_path)
+
+N_RESAMPLES = 1000
+
+
+@dataclass
+class ScoreOutcome:
+    status: str          # "scored" | "cached"
+    cell: dict
+    path: Path | None
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+def _answer_key(card: str) -> str:
+    return "tags" if card == "maccrobat" else "label"
+
+
+def read_predictions(path: str | Path, card: str) -> list[Pred]:
+    """Parse a predictions file (format from the suffix, else sniffed) into :class:`Pred` rows."""
+    path = Path(path)
+    if card == "tempeval":
+        return read_anafora(path)
+    if path.is_dir():
+        raise PredictionsError(f"{path}: a folder; expected a JSONL or CSV file"
+                               + (" or a CoNLL file" if card == "maccrobat" else ""))
+    if not path.is_file():
+        raise PredictionsError(f"{path}: no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PredictionsError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        kind = "csv"
+    elif suffix == ".conll" or first.startswith("# item_id"):
+        kind = "conll"
+    elif suffix in (".jsonl", ".json", ".ndjson") or first.startswith("{"):
+        kind = "jsonl"
+    else:
+        kind = "csv"
+    if kind == "conll" and card != "maccrobat":
+        raise PredictionsError(f"{path}: CoNLL is for MACCROBAT tags; {card} takes JSONL or CSV")
+    return {"csv": _read_csv, "conll": _read_conll, "jsonl": _read_jsonl}[kind](path, text, card)
+
+
+def _read_jsonl(path: Path, text: str, card: str) -> list[Pred]:
+    key, out, problems = _answer_key(card), [], []
+    for row, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"row {row}: not valid JSON ({exc.msg} at column {exc.colno}); expected one object "
+                            f"per line like {{\"item_id\": ..., \"{key}\": ...}}")
+            continue
+        if not isinstance(obj, dict):
+            problems.append(f"row {row}: a JSON {type(obj).__name__}, expected an object with item_id and {key}")
+            continue
+        iid = obj.get("item_id")
+        if not isinstance(iid, str) or not iid:
+            problems.append(f"row {row}: no string 'item_id'")
+            continue
+        if key not in obj:
+            problems.append(f"row {row} (id {iid!r}): no '{key}'")
+            continue
+        out.append(Pred(row, iid, obj[key], obj.get("score")))
+    fail(str(path), problems)
+    return out
+
+
+def _read_csv(path: Path, text: str, card: str) -> list[Pred]:
+    key = _answer_key(card)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    if not reader.fieldnames:
+        return []
+    header = [h.strip() for h in reader.fieldnames]
+    if "item_id" not in header or key not in header:
+        raise PredictionsError(f"{path}: row 1: the header must name the columns item_id and {key}"
+                               + (" (and optionally score)" if key == "label" else "")
+                               + f"; found {', '.join(header) or 'nothing'}")
+    reader.fieldnames = header
+    out, problems = [], []
+    for rec in reader:
+        row = reader.line_num
+        if None in rec:
+            problems.append(f"row {row}: more fields than the header has")
+            continue
+        iid = (rec.get("item_id") or "").strip()
+        if not iid:
+            problems.append(f"row {row}: empty item_id")
+            continue
+        value = rec.get(key)
+        if value is None:
+            problems.append(f"row {row} (id {iid!r}): fewer fields than the header has")
+            continue
+        value = value.split() if key == "tags" else value.strip()
+        score = (rec.get("score") or "").strip()
+        if score:
+            try:
+                score = float(score)
+            except ValueError:
+                problems.append(f"row {row} (id {iid!r}): score is not a number")
+                continue
+        out.append(Pred(row, iid, value, score if score != "" else None))
+    fail(str(path), problems)
+    return out
+
+
+def _read_conll(path: Path, text: str, card: str) -> list[Pred]:
+    out, problems, cur = [], [], None
+    for row, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            cur = None
+            continue
+        m = re.match(r"#\s*item_id\s*=\s*(\S+)\s*$", line)
+        if m:
+            cur = Pred(row, m.group(1), [], None, [])
+            out.append(cur)
+            continue
+        if line.startswith("#"):
+            continue
+        if cur is None:
+            problems.append(f"row {row}: a word line outside an item; each item starts with '# item_id = <id>'")
+            continue
+        parts = line.split("\t") if "\t" in line else line.split()
+        if len(parts) < 2:
+            problems.append(f"row {row} (id {cur.item_id!r}): expected 'word<TAB>tag'")
+            continue
+        cur.words.append(parts[0])
+        cur.label.append(parts[-1].strip())
+    fail(str(path), problems)
+    return out
+
+
+def read_anafora(path: Path) -> list[Pred]:
+    """TempEval: one document per sub-folder, exactly one Temporal-Relation/Entity XML in it, valid against the
+    THYME schema; ``Pred.label`` is the parsed :class:`~atlaslib.cards.tempeval.anafora_io.Document`."""
+    from ..cards.tempeval import anafora_io
+
+    if not path.is_dir():
+        raise PredictionsError(f"{path}: TempEval predictions are an Anafora folder "
+                               f"(<dir>/<doc>/<doc>.Temporal-Relation.system.completed.xml), not a file")
+    out, problems = [], []
+    for folder in sorted(p for p in path.iterdir() if p.is_dir()):
+        where = f"folder {folder.name}"
+        files = sorted(f for f in folder.iterdir() if re.search(anafora_io.TEMPORAL_FILE_RE, f.name))
+        if len(files) != 1:
+            problems.append(f"{where}: {len(files)} Temporal-Relation/Entity XML files, expected one")
+            continue
+        try:
+            doc = anafora_io.check_document(anafora_io.read_document(files[0]), schema=True)
+        except anafora_io.AnaforaError as exc:
+            problems.append(str(exc))
+            continue
+        if doc.doc_id != folder.name:
+            problems.append(f"{where}: its file names document {doc.doc_id!r}")
+            continue
+        out.append(Pred(where, folder.name, doc))
+    fail(str(path), problems)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- scoring
+
+def external_profile(name: str, location: str, sha: str, description: str = "", trained_on=()) -> dict:
+    """The profile an external system gets in its cell (the registry's fields, source = external predictions)."""
+    return {"name": name, "source": EXTERNAL, "location": location, "revision": f"sha256:{sha}",
+            "capabilities": [], "label_map": {}, "trained_on": [str(t) for t in trained_on],
+            "description": " ".join(str(description or "").split()), "options": {}}
+
+
+def run_key(card: str, version: str, protocol: str, profile: dict, n_resamples: int) -> str:
+    """Cache key of a scored file: the predictions' sha256 (in the profile), the name and description, the
+    card's data pins and atlaslib's source digest."""
+    from .. import __version__
+    from ..runner import _card_data_pins, source_digest
+
+    payload = {"card": card, "version": version, "protocol": protocol, "profile": profile,
+               "n_resamples": n_resamples, "data": _card_data_pins(card), "atlaslib_version": __version__,
+               "atlaslib_source": source_digest()}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _negex_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir, timer) -> dict:
+    from ..cards import negex
+    from ..metrics.report import binary_metrics
+
+    test = s.context["test"]
+    by = {p.item_id: p for p in preds}
+    ordered = [by[i] for i in test["item_id"]]
+    pred = np.array([int(p.label == negex.POSITIVE) for p in ordered], dtype=int)
+    score = None if ordered[0].score is None else np.array([float(p.score) for p in ordered])
+    metrics = binary_metrics(test["label"], pred, score, protocol, n_resamples=n_resamples,
+                             no_score_reason="the predictions give labels without scores")
+    spec = results.RunSpec(card="negex", version=s.version, model=profile["name"], protocol=protocol,
+                           parameters={"n_resamples": n_resamples, "run_key": key})
+    out = {"pred": pred, "score": score, "profile": profile, "capability": EXTERNAL,
+           "details": {"source": EXTERNAL, "predictions_sha256": profile["revision"]}}
+    summary = negex.split_summary(s.context["items"], s.context["manifest"])
+    timer.__exit__(None, None, None)
+    return negex.build_cell(spec, out=out, not_run_reason=None, metrics=metrics, test=test,
+                            split_cell=summary["cell"], data_dir=data_dir, timing=timer.timing)
+
+
+class _FixedLabels:
+    """The NLI challenge's predictor contract (called with one case) over labels given by case id."""
+
+    def __init__(self, labels: dict, info: dict):
+        self._labels, self.info = labels, info
+
+    def __call__(self, case):
+        return self._labels[case.case_id]
+
+
+def _nli_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir, timer) -> dict:
+    from ..cards import nli_negation
+
+    labels = {p.item_id: (None if p.label == nli_negation.ABSTENTION else p.label) for p in preds}
+    run = nli_negation.run_card(profile["name"], protocol, s.version, run_key=key,
+                                predictor=_FixedLabels(labels, profile),
+                                predictions_sha256=profile["revision"])
+    cell = run.cell()
+    cell["spec"]["capability"] = EXTERNAL
+    return cell
+
+
+def _maccrobat_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir, timer) -> dict:
+    from ..cards import maccrobat
+    from ..metrics.spans import span_metrics_with_ci
+
+    items, manifest = s.context["items"], s.context["manifest"]
+    test = items.set_index("item_id").loc[manifest.test]
+    by = {p.item_id: p for p in preds}
+    trained = [str(t).lower() for t in profile["trained_on"]]
+    out = maccrobat.Outcome(model=profile["name"], protocol=protocol, version=s.version, status="ok",
+                            capability=EXTERNAL, item_ids=list(manifest.test),
+                            documents=test["document"].tolist(), gold=[list(t) for t in test["tags"]],
+                            pred=[list(by[i].label) for i in manifest.test],
+                            details={"source": EXTERNAL, "predictions_sha256": profile["revision"]},
+                            overlap=["maccrobat"] if any(t.startswith("maccrobat") for t in trained) else [])
+    out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=maccrobat.TYPES,
+                                      n_resamples=n_resamples, seed=maccrobat.SEED)
+    timer.__exit__(None, None, None)
+    out.seconds = timer.seconds
+    cell = maccrobat.build_cell(out, manifest, items, n_resamples=n_resamples, run_key=key)
+    cell["spec"].update(profile=profile, revision=profile["revision"], capability=EXTERNAL)
+    return cell
+
+
+PHASE2_GIVEN = {"event_span_f1", "timex_span_f1"}
+
+
+def _tempeval_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir, timer) -> dict:
+    from ..cards.tempeval import runs, scoring
+
+    corpus = s.context["corpus"]
+    pred_dir = Path(preds[0].label.path).parents[1]
+    table = scoring.score_directories(corpus.reference_dir, pred_dir, closure=True, per_document=True)
+    per = table["per_document"]
+    metrics = {}
+    for base, row in runs.METRIC_ROWS.items():
+        name = f"{base}_{protocol}"
+        if protocol == "phase2" and base in PHASE2_GIVEN:
+            metrics[name] = results.metric(None, reason="not applicable: gold EVENT/TIMEX3 are given in phase 2")
+        else:
+            b = scoring.bootstrap_f1(per[row], runs.BOOTSTRAP["n_resamples"], runs.BOOTSTRAP["seed"])
+            metrics[name] = results.metric(b["value"], b["ci_low"], b["ci_high"])
+    docs = [p.label for p in sorted(preds, key=lambda p: p.item_id)]
+    records = [runs._doc_record(d, Path(d.path)) for d in docs]
+    result = runs.RunResult(s.version, profile["name"], protocol, table, metrics, records,
+                            {"source": EXTERNAL}, corpus, pred_dir)
+    spec = runs.spec(s.version, profile["name"], protocol, run_key=key)
+    spec.profile, spec.revision, spec.capability = profile, profile["revision"], EXTERNAL
+    timer.__exit__(None, None, None)
+    return runs.result_cell(result, spec, timing=timer.timing)
+
+
+SCORERS: dict[str, Callable] = {"negex": _negex_cell, "nli_negation": _nli_cell, "maccrobat": _maccrobat_cell,
+                                "tempeval": _tempeval_cell}
+
+
+def _check(where: str, s: Split, preds: list[Pred], data_dir) -> None:
+    check_ids(where, s, preds, data_dir)
+    if s.card == "maccrobat":
+        check_tags(where, s, preds)
+    elif s.card != "tempeval":
+        check_labels(where, s, preds)
+
+
+def _protocol(card: str, protocol: str | None) -> str:
+    from ..cards import get_card
+
+    c = get_card(card)
+    protocol = protocol or c.protocols[0]
+    if protocol not in c.protocols:
+        raise ValueError(f"card {c.name} has no protocol {protocol!r}; expected one of {', '.join(c.protocols)}")
+    return protocol
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("--name: give the system a non-empty name (it names the result cell and the "
+                         "leaderboard row)")
+    return name.strip()
+
+
+def _target(results_dir, card, version, name, protocol) -> Path | None:
+    if results_dir is None:
+        return None
+    target = results.cell_path(results_dir, card, version, name, protocol)
+    if target.is_file():
+        try:
+            existing = results.read_cell(target)
+        except results.ResultCellError:
+            existing = None
+        if existing is not None and not is_external(existing):
+            raise ValueError(f"{target} holds the result of a model run named {name!r}, not external "
+                             f"predictions; choose another --name")
+    return target
+
+
+def _finish(cell: dict, key: str, target: Path | None) -> ScoreOutcome:
+    cell.pop("_path", None)
+    cell["run_key"] = key
+    if target is not None:
+        results.write_cell(cell, target)
+    return ScoreOutcome("scored", cell, target)
+
+
+def score(card: str, version: str, predictions: str | Path, name: str, *, description: str = "",
+          trained_on=(), protocol: str | None = None, results_dir=None, data_dir=None,
+          n_resamples: int = N_RESAMPLES, force: bool = False) -> ScoreOutcome:
+    """Score a predictions file on the test split of ``card`` / ``version`` and write its result cell to
+    ``results_dir`` (not written when None). Raises :class:`PredictionsError` for a bad file (nothing is
+    written then), ValueError for a bad card, version, protocol or name."""
+    from ..cards import get_card
+
+    c = get_card(card)
+    if version not in c.versions:
+        raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
+    protocol, name = _protocol(c.name, protocol), _check_name(name)
+    path = Path(predictions)
+    if not path.exists():
+        raise PredictionsError(f"{path}: no such file or folder")
+    timer = results.Timer().__enter__()
+    profile = external_profile(name, path.name, sha256_path(path), description, trained_on)
+    key = run_key(c.name, version, protocol, profile, n_resamples)
+    target = _target(results_dir, c.name, version, name, protocol)
+    if target is not None and target.is_file() and not force:
+        existing = results.read_cell(target)
+        if existing.get("run_key") == key:
+            return ScoreOutcome("cached", existing, target)
+    preds = read_predictions(path, c.name)
+    s = load_split(c.name, version, "test", data_dir, protocol)
+    _check(str(path), s, preds, data_dir)
+    cell = SCORERS[c.name](s, preds, profile, protocol, key, n_resamples, data_dir, timer)
+    return _finish(cell, key, target)
+
+
+def _from_function(s: Split, predict_fn) -> list[Pred]:
+    """Call ``predict_fn`` on every test item record (``predict_batch(records)`` when it has one); an
+    answer is a label (tags for MACCROBAT), a ``(label, score)`` pair or a ``{"label", "score"}`` dict."""
+    batch = getattr(predict_fn, "predict_batch", None)
+    answers = list(batch([dict(r) for r in s.records])) if callable(batch) else \
+        [predict_fn(dict(r)) for r in s.records]
+    if len(answers) != len(s.records):
+        raise PredictionsError(f"predict_fn: {len(answers)} answers for {len(s.records)} items")
+    preds = []
+    for k, (rec, a) in enumerate(zip(s.records, answers), 1):
+        label, score = a, None
+        if isinstance(a, dict):
+            label, score = a.get(_answer_key(s.card), a.get("label")), a.get("score")
+        elif isinstance(a, tuple) and len(a) == 2:
+            label, score = a
+        if isinstance(score, (np.floating, np.integer)):
+            score = score.item()
+        preds.append(Pred(k, rec["item_id"], list(label) if s.card == "maccrobat" and label is not None
+                          and not isinstance(label, str) else label, score))
+    return preds
+
+
+def _from_object(s: Split, predictions) -> list[Pred]:
+    """Predictions given in Python: a mapping ``item_id -> answer`` or a list of ``{"item_id", ...}`` dicts."""
+    key = _answer_key(s.card)
+    if isinstance(predictions, dict):
+        rows = [{"item_id": k, **(v if isinstance(v, dict) else {key: v})} for k, v in predictions.items()]
+    else:
+        rows = list(predictions)
+    out = []
+    for k, r in enumerate(rows, 1):
+        if not isinstance(r, dict) or "item_id" not in r:
+            raise PredictionsError(f"predictions: entry {k} is not a dict with an item_id")
+        label = r.get(key)
+        out.append(Pred(k, str(r["item_id"]), list(label) if key == "tags" and label is not None else label,
+                        r.get("score")))
+    return out
+
+
+def evaluate(card: str, version: str, predict_fn=None, predictions=None, *, name: str = "my-system",
+             description: str = "", trained_on=(), protocol: str | None = None, results_dir=None,
+             data_dir=None, n_resamples: int = N_RESAMPLES) -> dict:
+    """The result cell of a system on ``card`` / ``version``, from Python (a class can evaluate a function
+    written in a notebook cell). Give exactly one of:
+
+    - ``predict_fn``: called with each test item's record (the fields ``atlas export`` writes: ``item_id``
+      plus the card's inputs), returning a label (MACCROBAT: a list of tags), a ``(label, score)`` pair or a
+      ``{"label": ..., "score": ...}`` dict; an object with ``predict_batch(records)`` gets them all at once;
+    - ``predictions``: a predictions file or folder (as ``atlas score`` reads), a mapping ``item_id ->
+      answer``, or a list of ``{"item_id": ..., "label": ..., "score": ...}`` dicts.
+
+    The cell is the one ``atlas score`` writes (same checks, metrics and intervals); it is written to
+    ``results_dir`` when that is given. TempEval takes an Anafora folder only.
+    """
+    from ..cards import get_card
+
+    if (predict_fn is None) == (predictions is None):
+        raise ValueError("evaluate: give exactly one of predict_fn= and predictions=")
+    if predictions is not None and isinstance(predictions, (str, Path)):
+        return score(card, version, predictions, name, description=description, trained_on=trained_on,
+                     protocol=protocol, results_dir=results_dir, data_dir=data_dir, n_resamples=n_resamples,
+                     force=True).cell
+    c = get_card(card)
+    if c.name == "tempeval":
+        raise ValueError("evaluate: TempEval predictions are an Anafora folder; pass predictions=<folder>")
+    if version not in c.versions:
+        raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
+    protocol, name = _protocol(c.name, protocol), _check_name(name)
+    timer = results.Timer().__enter__()
+    s = load_split(c.name, version, "test", data_dir, protocol)
+    if predict_fn is not None:
+        preds = _from_function(s, predict_fn)
+        where = f"predict_fn {getattr(predict_fn, '__name__', type(predict_fn).__name__)}"
+    else:
+        preds = _from_object(s, predictions)
+        where = "predictions"
+    _check(where, s, preds, data_dir)
+    canon = json.dumps([[p.item_id, p.label, p.score] for p in sorted(preds, key=lambda p: p.item_id)],
+                       default=str, sort_keys=True)
+    sha = hashlib.sha256(canon.encode()).hexdigest()
+    location = (f"python function {where.split(' ', 1)[1]}" if predict_fn is not None else "python object")
+    profile = external_profile(name, location, sha, description, trained_on)
+    key = run_key(c.name, version, protocol, profile, n_resamples)
+    target = _target(results_dir, c.name, version, name, protocol)
+    cell = SCORERS[c.name](s, preds, profile, protocol, key, n_resamples, data_dir, timer)
+    return _finish(cell, key, target).cell

@@ -1,0 +1,265 @@
+"""Per card: the items an outside system sees, the label set, and how its answers become a result cell.
+
+Every card is scored by the card's own code, exactly as a model run is:
+
+- ``negex``: :func:`atlaslib.metrics.report.binary_metrics` (stratified bootstrap) and
+  :func:`atlaslib.cards.negex.build_cell`;
+- ``nli_negation``: :func:`atlaslib.cards.nli_negation.run_card` with the file's labels as the predictor
+  (exact Clopper-Pearson intervals, gates);
+- ``maccrobat``: :func:`atlaslib.metrics.spans.span_metrics_with_ci` (cluster bootstrap over case reports)
+  and :func:`atlaslib.cards.maccrobat.build_cell`;
+- ``tempeval``: the official anaforatools scorer (:func:`~atlaslib.cards.tempeval.scoring.score_directories`,
+  with closure and per-document counts), :func:`~atlaslib.cards.tempeval.scoring.bootstrap_f1` and
+  :func:`atlaslib.cards.tempeval.runs.result_cell`.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EXTERNAL = "external predictions"
+MAX_LISTED = 5
+
+
+class PredictionsError(ValueError):
+    """A predictions file (or a prediction function's output) does not fit the card's split."""
+
+
+def is_external(cell: dict) -> bool:
+    """True for a result cell written by ``atlas score`` / :func:`atlaslib.evaluate` (no notebook behind it)."""
+    spec = cell.get("spec") or {}
+    return spec.get("capability") == EXTERNAL or (spec.get("profile") or {}).get("source") == EXTERNAL
+
+
+def fail(where: str, problems: list[str]) -> None:
+    """Raise one :class:`PredictionsError` listing up to :data:`MAX_LISTED` problems."""
+    if not problems:
+        return
+    shown = problems[:MAX_LISTED]
+    more = len(problems) - len(shown)
+    text = f"{where}: " + ("; ".join(shown) if len(shown) == 1 else
+                           f"{len(problems)} problems: " + "; ".join(shown))
+    if more > 0:
+        text += f"; and {more} more"
+    raise PredictionsError(text)
+
+
+@dataclass
+class Pred:
+    """One prediction as read: its row in the file (1-based), item id, label or tags, optional score."""
+
+    row: int
+    item_id: str
+    label: Any = None
+    score: float | None = None
+    words: list | None = None  # CoNLL: the words as written, to check alignment
+
+
+@dataclass
+class Split:
+    """One card split as an outside system sees it."""
+
+    card: str
+    version: str
+    split: str
+    ids: list[str]
+    records: list[dict]              # JSONL rows: item_id + input fields (+ gold on the train split)
+    labels: list[str]                # the label set (tags for MACCROBAT)
+    manifest_hash: str
+    answer: str                      # what a prediction holds, for the task file and messages
+    context: dict = field(default_factory=dict)
+
+
+def at(p: "Pred") -> str:
+    """Where a prediction sits: ``row 3`` in a file, ``folder <doc>`` in an Anafora folder."""
+    return f"row {p.row}" if isinstance(p.row, int) else str(p.row)
+
+
+def short(value, n: int = 40) -> str:
+    """A predicted value for an error message (never input text), cut to ``n`` characters."""
+    s = repr(value)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def sha256_path(path: Path) -> str:
+    """sha256 of a file; for a folder, of every file's relative path and sha256 (sorted)."""
+    from ..sources import sha256_file
+
+    path = Path(path)
+    if path.is_file():
+        return sha256_file(path)
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(path)).encode() + b"\0" + sha256_file(f).encode() + b"\n")
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------- loading
+
+def load_split(card: str, version: str, split: str = "test", data_dir=None, protocol: str | None = None) -> Split:
+    """The :class:`Split` of ``card`` / ``version`` / ``split`` ("test" or "train")."""
+    from ..cards import get_card
+
+    c = get_card(card)
+    if version not in c.versions:
+        raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
+    if split not in ("test", "train"):
+        raise ValueError(f"split {split!r}: expected test or train")
+    return LOADERS[c.name](version, split, data_dir, protocol)
+
+
+def _negex(version, split, data_dir, protocol) -> Split:
+    from ..cards import negex
+
+    items = negex.load_items(data_dir)
+    manifest = negex.split(items, version)
+    train, test = negex.split_frames(items, manifest)
+    frame = test if split == "test" else train
+    records = []
+    for r in frame.itertuples():
+        rec = {"item_id": r.item_id, "concept": r.concept, "sentence": r.sentence, "text": r.text}
+        if split == "train":
+            rec["label"] = r.decision
+        records.append(rec)
+    return Split("negex", version, split, frame["item_id"].tolist(), records, list(negex.LABELS), manifest.hash,
+                 answer="label (affirmed | negated) and optional score = P(negated)",
+                 context={"items": items, "manifest": manifest, "test": test})
+
+
+def _nli(version, split, data_dir, protocol) -> Split:
+    from ..cards.nli_negation import ABSTENTION, LABELS, case_set_sha256, default_nli_negation_cases
+
+    if split == "train":
+        raise ValueError(f"card nli_negation version {version} has no train split: every case is a test case")
+    cases = default_nli_negation_cases()
+    records = [{"item_id": c.case_id, "premise": c.premise, "hypothesis": c.hypothesis} for c in cases]
+    return Split("nli_negation", version, split, [c.case_id for c in cases], records, [*LABELS, ABSTENTION],
+                 case_set_sha256(cases), answer="label (entailment | neutral | contradiction | abstention)",
+                 context={"cases": cases})
+
+
+def _maccrobat(version, split, data_dir, protocol) -> Split:
+    from ..cards import maccrobat
+
+    items = maccrobat.load_items(data_dir)
+    manifest = maccrobat.split(items, version)
+    ids = list(manifest.test if split == "test" else manifest.train)
+    frame = items.set_index("item_id").loc[ids]
+    records = []
+    for iid, r in frame.iterrows():
+        rec = {"item_id": iid, "document": r["document"], "words": list(r["words"])}
+        if split == "train":
+            rec["tags"] = list(r["tags"])
+        records.append(rec)
+    return Split("maccrobat", version, split, ids, records, list(maccrobat.TAGS), manifest.hash,
+                 answer="tags: one IOB2 tag per word", context={"items": items, "manifest": manifest})
+
+
+def _tempeval(version, split, data_dir, protocol) -> Split:
+    import tempfile
+
+    from ..cards.tempeval import anafora_io, runs
+
+    work = Path(tempfile.mkdtemp(prefix="atlas-tempeval-"))
+    corpus = runs.load_corpus(version, data_dir, work_dir=work)
+    docs = corpus.test if split == "test" else corpus.train
+    ids = [d.doc_id for d in docs]
+    split_hash = hashlib.sha256(("|".join(d.doc_id for d in corpus.train) + "#" +
+                                 "|".join(d.doc_id for d in corpus.test)).encode()).hexdigest()
+    records = [{"item_id": d.doc_id} for d in docs]
+    labels = [f"{t}.{p}={v}" for t, props in anafora_io.SCHEMA.items() if t in ("EVENT", "TIMEX3", "TLINK")
+              for p, vals in props.items() for v in sorted(vals)]
+    return Split("tempeval", version, split, ids, records, labels, split_hash,
+                 answer="an Anafora folder <dir>/<doc>/<doc>.Temporal-Relation.system.completed.xml per document",
+                 context={"corpus": corpus, "docs": docs, "work": work})
+
+
+LOADERS = {"negex": _negex, "nli_negation": _nli, "maccrobat": _maccrobat, "tempeval": _tempeval}
+
+
+def other_version_hint(card: str, version: str, unknown: set[str], data_dir=None) -> str:
+    """" (they are test items of <other version>)" when every unknown id belongs to another version."""
+    from ..cards import get_card
+
+    if not unknown:
+        return ""
+    for other in get_card(card).versions:
+        if other == version:
+            continue
+        try:
+            ids = set(load_split(card, other, "test", data_dir).ids)
+        except Exception:
+            continue
+        if unknown <= ids:
+            return f" (they are test items of {card} {other}: was the file made for that version?)"
+    return ""
+
+
+def check_ids(where: str, s: Split, preds: list[Pred], data_dir=None) -> None:
+    """Every test id exactly once, no unknown id (one error listing the problems by row and id)."""
+    if not preds:
+        raise PredictionsError(f"{where}: empty: expected one prediction per test item of {s.card} {s.version} "
+                               f"({len(s.ids)} items)")
+    known = set(s.ids)
+    seen: dict[str, int] = {}
+    problems, unknown = [], []
+    for p in preds:
+        if p.item_id in seen:
+            problems.append(f"{at(p)}: item id {p.item_id!r} appears again (first at row {seen[p.item_id]})")
+        else:
+            seen[p.item_id] = p.row
+        if p.item_id not in known:
+            unknown.append(p)
+    if unknown:
+        hint = other_version_hint(s.card, s.version, {p.item_id for p in unknown}, data_dir)
+        if len(unknown) > MAX_LISTED:
+            problems.insert(0, f"{len(unknown)} item ids are not test items of {s.card} {s.version}{hint}, e.g. "
+                               f"{at(unknown[0])} ({unknown[0].item_id!r})")
+        else:
+            problems[:0] = [f"{at(p)}: item id {p.item_id!r} is not a test item of {s.card} {s.version}{hint}"
+                            for p in unknown]
+    missing = [i for i in s.ids if i not in seen]
+    if missing:
+        problems.append(f"{len(missing)} test item(s) have no prediction, e.g. {', '.join(map(repr, missing[:3]))}")
+    fail(where, problems)
+
+
+def check_labels(where: str, s: Split, preds: list[Pred]) -> None:
+    """Labels in the card's label set; scores on every row or on none, each a finite number."""
+    problems = [f"{at(p)} (id {p.item_id!r}): label {short(p.label)} is not one of {', '.join(s.labels)}"
+                for p in preds if p.label not in s.labels]
+    with_score = [p for p in preds if p.score is not None]
+    if with_score and len(with_score) != len(preds):
+        p = next(p for p in preds if p.score is None)
+        problems.append(f"{at(p)} (id {p.item_id!r}): no score, while other rows have one (give a score on "
+                        f"every row or on none)")
+    for p in with_score:
+        if isinstance(p.score, bool) or not isinstance(p.score, (int, float)) or not math.isfinite(p.score):
+            problems.append(f"{at(p)} (id {p.item_id!r}): score {short(p.score)} is not a finite number")
+    fail(where, problems)
+
+
+def check_tags(where: str, s: Split, preds: list[Pred]) -> None:
+    """MACCROBAT: a list of tags, one per word of the item, each one of the card's IOB2 tags; CoNLL words
+    must be the exported words (compared, never shown)."""
+    words = {r["item_id"]: r["words"] for r in s.records}
+    problems = []
+    for p in preds:
+        w = words[p.item_id]
+        if not isinstance(p.label, list):
+            problems.append(f"{at(p)} (id {p.item_id!r}): tags must be a list of strings, one per word")
+            continue
+        if len(p.label) != len(w):
+            problems.append(f"{at(p)} (id {p.item_id!r}): {len(p.label)} tags for {len(w)} words")
+            continue
+        bad = [t for t in p.label if t not in s.labels]
+        if bad:
+            problems.append(f"{at(p)} (id {p.item_id!r}): tag {short(bad[0])} is not one of {', '.join(s.labels)}")
+        if p.words is not None and list(p.words) != list(w):
+            k = next(i for i, (a, b) in enumerate(zip(p.words, w)) if a != b)
+            problems.append(f"{at(p)} (id {p.item_id!r}): word {k + 1} differs from the exported words "
+                            f"(tags must follow the words of `atlas export`)")
+    fail(where, problems)
