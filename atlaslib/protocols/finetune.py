@@ -1,0 +1,669 @@
+"""Fine-tune protocol: a fresh head on an encoder, trained on a split's train items, on a CPU.
+
+What is trained
+    The encoder of a model with ``embed.text.pooled`` (item-level cards) or ``embed.text.tokens``
+    (token-level cards), loaded through the same adapter as the probe (same weights, tokenizer and
+    padding), with a new linear head:
+
+    - :class:`SequenceHead` (item-level): attention-masked mean of the last layer (the pooling of the
+      ``embed.text.pooled`` adapter) → dropout → linear over the card's labels;
+    - :class:`TokenHead` (token-level): last layer → dropout → linear over the card's IOB2 tags. Each
+      word is labelled on its *first* sub-word; the other sub-words and the special tokens carry the
+      ignore index (-100). A sentence longer than ``max_length`` sub-words is cut into consecutive
+      chunks of whole words (the adapter's rule), each a training example of its own. A test word takes
+      the arg-max tag of its first sub-word, and each sentence is then repaired conlleval-style (an
+      ``I-X`` after ``O`` or another type starts a mention), exactly as the probe's tags are.
+
+    Encoder and head are trained together on the train items only, for a fixed number of epochs (no
+    validation split, no early stopping: test items are never looked at before prediction), with the
+    card's recipe (a dict of data in the card module, checked by :func:`check_recipe` and recorded in the
+    result cell): AdamW (weight decay on every weight except biases and LayerNorm), linear warm-up
+    then linear decay to zero, cross-entropy (mean over items, or over labelled words), gradient
+    norm clipped, dynamic padding per batch.
+
+Determinism
+    Training and prediction run under :func:`deterministic`: ``torch.use_deterministic_algorithms(True)``
+    and the recipe's torch thread count (both restored afterwards). The head's initial weights come from
+    a ``torch.Generator`` seeded with the recipe seed; the order of the train items in each epoch from
+    ``numpy.random.default_rng(seed)``; dropout from ``torch.manual_seed(seed)`` set just before the
+    first step. The same seed gives the same weights and predictions bit for bit on the same machine
+    (tested on tiny encoders).
+
+Weight cache
+    The trained weights (safetensors) and the training record (loss per step, seconds, label order) are
+    stored under ``$ATLAS_FINETUNE_CACHE_DIR`` (default ``<atlas cache dir>/finetune``, i.e.
+    ``~/.cache/clinical-nlp-atlas/finetune``) in a folder named by the *content key*: sha256 of the
+    canonical JSON of the encoder (profile name, source, location, revision, model class), the recipe,
+    the label list, the train item ids, the sha256 of the train inputs and labels, the card's data
+    sha256, the torch and transformers versions and the sha256 of this module's source. A rebuild with
+    nothing changed loads the weights and trains nothing; a change of any field trains anew. An encoder
+    without a pinned revision (a hub id not in the registry) has no reliable key and is never cached.
+    ``retrain=True`` (the notebooks' ``retrain`` parameter, or ``ATLAS_FINETUNE_RETRAIN=1``) trains even
+    when the weights are cached and replaces them. Entries are written to a temporary folder and renamed
+    into place; a lock file per key makes a second run of the same key (e.g. two split versions sharing
+    their train items) wait for the first and then load its weights instead of training again.
+
+Progress
+    One bar over the epochs and one over the steps of each epoch, through
+    :func:`atlaslib.models.hf.progress_bar` (plain ASCII lines at most every 30 s in papermill logs,
+    ``ATLAS_PROGRESS=off`` silences them).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import sources
+from ..metrics.spans import repair_iob2, validate_tags
+
+FORMAT = 1
+CACHE_ENV = "ATLAS_FINETUNE_CACHE_DIR"
+RETRAIN_ENV = "ATLAS_FINETUNE_RETRAIN"
+IGNORE_INDEX = -100
+_ON = ("1", "true", "yes", "on")
+
+#: every recipe names these (values checked by :func:`check_recipe`)
+RECIPE_KEYS = {
+    "optimizer": "torch.optim.AdamW",
+    "learning_rate": "peak learning rate (encoder and head)",
+    "epochs": "passes over the train items (fixed; no early stopping)",
+    "batch_size": "train items per step",
+    "max_length": "sub-words per input, special tokens included",
+    "warmup_ratio": "share of the steps with linearly rising learning rate",
+    "weight_decay": "AdamW decoupled weight decay (not on biases and LayerNorm)",
+    "adam_betas": "AdamW betas",
+    "adam_eps": "AdamW epsilon",
+    "max_grad_norm": "gradient norm clip",
+    "head_dropout": "dropout before the new linear head",
+    "seed": "head init, data order and dropout",
+    "torch_threads": "torch intra-op threads while training and predicting",
+    "eval_batch_size": "items per forward pass when predicting",
+    "validation": "how the number of steps is chosen",
+}
+
+
+class FinetuneError(ValueError):
+    """A recipe or training input is not what the fine-tune protocol expects."""
+
+
+def check_recipe(recipe: Mapping) -> dict:
+    """The recipe as a plain dict after checking it names every key of :data:`RECIPE_KEYS` and no other,
+    with positive integers / non-negative numbers where expected; FinetuneError names the key."""
+    if not isinstance(recipe, Mapping):
+        raise FinetuneError(f"finetune recipe: expected a mapping of settings, got {type(recipe).__name__}")
+    r = dict(recipe)
+    missing, unknown = sorted(set(RECIPE_KEYS) - set(r)), sorted(set(r) - set(RECIPE_KEYS))
+    if missing or unknown:
+        raise FinetuneError(f"finetune recipe: missing key(s) {missing}, unknown key(s) {unknown}; "
+                            f"expected exactly {sorted(RECIPE_KEYS)}")
+    if r["optimizer"] != "torch.optim.AdamW":
+        raise FinetuneError(f"finetune recipe key 'optimizer': only 'torch.optim.AdamW' is implemented, "
+                            f"got {r['optimizer']!r}")
+    for k in ("epochs", "batch_size", "max_length", "torch_threads", "eval_batch_size"):
+        if not isinstance(r[k], int) or isinstance(r[k], bool) or r[k] < 1:
+            raise FinetuneError(f"finetune recipe key {k!r}: expected a positive integer, got {r[k]!r}")
+    if not isinstance(r["seed"], int) or isinstance(r["seed"], bool) or r["seed"] < 0:
+        raise FinetuneError(f"finetune recipe key 'seed': expected a non-negative integer, got {r['seed']!r}")
+    for k in ("learning_rate", "weight_decay", "adam_eps", "max_grad_norm", "head_dropout", "warmup_ratio"):
+        if not isinstance(r[k], (int, float)) or isinstance(r[k], bool) or r[k] < 0:
+            raise FinetuneError(f"finetune recipe key {k!r}: expected a non-negative number, got {r[k]!r}")
+    if not 0 <= r["warmup_ratio"] < 1 or not 0 <= r["head_dropout"] < 1 or r["learning_rate"] <= 0:
+        raise FinetuneError("finetune recipe: expected 0 <= warmup_ratio < 1, 0 <= head_dropout < 1 and "
+                            f"learning_rate > 0, got {r['warmup_ratio']}, {r['head_dropout']}, {r['learning_rate']}")
+    betas = r["adam_betas"]
+    if not (isinstance(betas, (list, tuple)) and len(betas) == 2 and all(0 <= b < 1 for b in betas)):
+        raise FinetuneError(f"finetune recipe key 'adam_betas': expected two numbers in [0, 1), got {betas!r}")
+    r["adam_betas"] = [float(b) for b in betas]
+    return r
+
+
+def retrain_requested(retrain: bool = False) -> bool:
+    """``retrain`` or the environment variable ``ATLAS_FINETUNE_RETRAIN`` (1 / true / yes / on)."""
+    return bool(retrain) or os.environ.get(RETRAIN_ENV, "").strip().lower() in _ON
+
+
+def versions() -> dict:
+    """torch and transformers versions (part of the cache key and of the cell)."""
+    out = {"torch": torch.__version__}
+    try:
+        out["transformers"] = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        out["transformers"] = None
+    return out
+
+
+# ------------------------------------------------------------------------------------------ models
+
+def _init_linear(linear: nn.Linear, std: float, generator: torch.Generator) -> None:
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(linear.weight.shape, generator=generator) * std)
+        linear.bias.zero_()
+
+
+class _Head(nn.Module):
+    def __init__(self, encoder: nn.Module, n_labels: int, dropout: float, seed: int):
+        super().__init__()
+        self.encoder = encoder
+        self.dropout = nn.Dropout(dropout)
+        hidden = int(encoder.config.hidden_size)
+        self.classifier = nn.Linear(hidden, n_labels)
+        std = float(getattr(encoder.config, "initializer_range", 0.02) or 0.02)
+        _init_linear(self.classifier, std, torch.Generator().manual_seed(int(seed)))
+
+    def hidden(self, batch: dict) -> torch.Tensor:
+        return self.encoder(**batch).last_hidden_state
+
+
+class SequenceHead(_Head):
+    """Masked mean of the encoder's last layer → dropout → linear (one logit row per input)."""
+
+    def forward(self, batch: dict) -> torch.Tensor:
+        h = self.hidden(batch)
+        m = batch["attention_mask"].unsqueeze(-1).to(h.dtype)
+        pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        return self.classifier(self.dropout(pooled))
+
+
+class TokenHead(_Head):
+    """Encoder's last layer → dropout → linear (one logit row per sub-word)."""
+
+    def forward(self, batch: dict) -> torch.Tensor:
+        return self.classifier(self.dropout(self.hidden(batch)))
+
+
+@contextlib.contextmanager
+def deterministic(threads: int):
+    """Deterministic torch algorithms and ``threads`` intra-op threads inside the block (restored after)."""
+    was_det, was_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was_det)
+        torch.set_num_threads(was_threads)
+
+
+# ------------------------------------------------------------------------------------------ batching
+
+def _pad(rows: Sequence[Sequence[int]], value: int) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    a = np.full((len(rows), width), value, dtype=np.int64)
+    for i, r in enumerate(rows):
+        a[i, :len(r)] = r
+    return torch.from_numpy(a)
+
+
+def _collate(examples: Sequence[dict], pad_id: int, keys: Sequence[str]) -> dict:
+    """Right-padded tensors of a batch: input ids (pad id), other id rows (0), attention mask."""
+    batch = {"input_ids": _pad([e["input_ids"] for e in examples], pad_id)}
+    for k in keys:
+        if k != "input_ids":
+            batch[k] = _pad([e[k] for e in examples], 0)
+    lens = np.array([len(e["input_ids"]) for e in examples])
+    width = batch["input_ids"].shape[1]
+    batch["attention_mask"] = torch.from_numpy((np.arange(width)[None, :] < lens[:, None]).astype(np.int64))
+    return batch
+
+
+def _model_keys(enc) -> list[str]:
+    return [k for k in ("input_ids", "token_type_ids") if k in enc]
+
+
+# ------------------------------------------------------------------------------------------ training
+
+def train_loop(model: _Head, examples: Sequence[dict], targets: Sequence, recipe: Mapping, *, pad_id: int,
+               keys: Sequence[str], token_level: bool, progress: bool = True, desc: str = "finetune") -> dict:
+    """Train ``model`` in place; returns ``{loss, epoch_of_step, lr, steps, seconds}``.
+
+    ``targets``: one class index per example (item-level) or one list per example aligned with its
+    input ids, :data:`IGNORE_INDEX` on unlabelled sub-words (token-level)."""
+    from transformers import get_linear_schedule_with_warmup
+
+    from ..models.hf import progress_bar
+
+    n = len(examples)
+    if n == 0:
+        raise FinetuneError("finetune: no train items")
+    bs, epochs = recipe["batch_size"], recipe["epochs"]
+    steps_per_epoch = -(-n // bs)
+    total = steps_per_epoch * epochs
+    no_decay = [p for name, p in model.named_parameters() if p.ndim < 2 or "LayerNorm" in name or "norm" in name.lower()]
+    ids_nd = {id(p) for p in no_decay}
+    decay = [p for p in model.parameters() if id(p) not in ids_nd]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=recipe["learning_rate"], betas=tuple(recipe["adam_betas"]), eps=recipe["adam_eps"])
+    sched = get_linear_schedule_with_warmup(opt, int(round(recipe["warmup_ratio"] * total)), total)
+    rng = np.random.default_rng(recipe["seed"])
+    torch.manual_seed(recipe["seed"])
+    loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX)
+    history, epoch_of, lrs = [], [], []
+    model.train()
+    t0 = time.perf_counter()
+    nested = not _plain_progress()
+    ebar = progress_bar(epochs, f"{desc}: epochs", progress) if nested else None
+    sbar = None if nested else progress_bar(total, f"{desc}: steps", progress)
+    for epoch in range(epochs):
+        order = rng.permutation(n)
+        if nested:
+            sbar = progress_bar(steps_per_epoch, f"{desc}: epoch {epoch + 1}/{epochs} steps", progress)
+        for s in range(steps_per_epoch):
+            idx = order[s * bs:(s + 1) * bs]
+            batch = _collate([examples[i] for i in idx], pad_id, keys)
+            logits = model(batch)
+            if token_level:
+                y = _pad([targets[i] for i in idx], IGNORE_INDEX)
+                loss = loss_fn(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            else:
+                y = torch.tensor([targets[i] for i in idx], dtype=torch.long)
+                loss = loss_fn(logits, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if recipe["max_grad_norm"]:
+                nn.utils.clip_grad_norm_(model.parameters(), recipe["max_grad_norm"])
+            lrs.append(float(sched.get_last_lr()[0]))
+            opt.step()
+            sched.step()
+            history.append(float(loss.detach()))
+            epoch_of.append(epoch + 1)
+            sbar.set_postfix_str(f"epoch {epoch + 1}/{epochs}, loss {history[-1]:.4f}", refresh=False)
+            sbar.update(1)
+        if nested:
+            sbar.close()
+            ebar.set_postfix_str(f"mean loss {np.mean(history[-steps_per_epoch:]):.4f}", refresh=False)
+            ebar.update(1)
+    (ebar if nested else sbar).close()
+    model.eval()
+    return {"loss": history, "epoch_of_step": epoch_of, "lr": lrs, "steps": total,
+            "steps_per_epoch": steps_per_epoch, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _plain_progress() -> bool:
+    """True where progress goes to a log (papermill kernels, CI): one bar over all steps, with the epoch
+    in its text, instead of nested epoch / step bars (whose cursor moves litter a log). Same test as
+    :func:`atlaslib.models.hf.progress_bar`."""
+    import sys
+
+    mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()
+    return mode == "plain" or not (sys.stderr.isatty() or "ipykernel" in sys.modules)
+
+
+def _predict_logits(model: _Head, examples: Sequence[dict], batch_size: int, pad_id: int, keys,
+                    progress: bool, desc: str) -> list[torch.Tensor]:
+    """Logits per example (in input order), batches of consecutive examples, inference mode."""
+    from ..models.hf import progress_bar
+
+    model.eval()
+    out: list = [None] * len(examples)
+    bar = progress_bar(len(examples), desc, progress)
+    with torch.inference_mode():
+        for a in range(0, len(examples), batch_size):
+            chunk = examples[a:a + batch_size]
+            logits = model(_collate(chunk, pad_id, keys)).float()
+            for r, e in enumerate(chunk):
+                out[a + r] = logits[r, :len(e["input_ids"])] if logits.ndim == 3 else logits[r]
+            bar.update(len(chunk))
+    bar.close()
+    return out
+
+
+# ------------------------------------------------------------------------------------------ cache
+
+def cache_root() -> Path:
+    """``$ATLAS_FINETUNE_CACHE_DIR`` when set, else ``<atlas cache dir>/finetune`` (read at each use)."""
+    explicit = os.environ.get(CACHE_ENV, "").strip()
+    return Path(explicit).expanduser() if explicit else sources.cache_dir() / "finetune"
+
+
+def _sha256_json(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                     default=str).encode("utf-8")).hexdigest()
+
+
+def code_sha256() -> str:
+    """sha256 of this module's source: a change to the training code trains anew."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def key_fields(adapter, task: str, recipe: Mapping, labels: Sequence[str], train_ids: Sequence[str],
+               train_inputs, train_targets, data_sha256: Mapping | None) -> dict:
+    """Everything that decides the trained weights (see the module docstring)."""
+    info = dict(getattr(adapter, "info", {}) or {})
+    return {
+        "format": FORMAT, "task": task,
+        "encoder": {"profile": info.get("profile"), "source": info.get("source"), "location": info.get("location"),
+                    "revision": info.get("revision"), "model_class": info.get("model_class"),
+                    "add_prefix_space": info.get("add_prefix_space")},
+        "recipe": dict(recipe), "labels": list(labels),
+        "train_item_ids_sha256": _sha256_json(list(train_ids)), "n_train": len(train_ids),
+        "train_data_sha256": _sha256_json({"inputs": train_inputs, "targets": train_targets}),
+        "data_sha256": dict(data_sha256 or {}),
+        "versions": versions(), "code_sha256": code_sha256(),
+    }
+
+
+class WeightCache:
+    """One content key's folder: ``model.safetensors`` + ``meta.json`` (+ ``key.json`` for readers)."""
+
+    def __init__(self, fields: dict):
+        self.fields = fields
+        self.enabled = bool(fields["encoder"].get("revision"))
+        self.key = _sha256_json(fields)
+        self.path = cache_root() / self.key
+
+    def exists(self) -> bool:
+        return self.enabled and (self.path / "model.safetensors").is_file() and (self.path / "meta.json").is_file()
+
+    def load(self, model: nn.Module) -> dict | None:
+        """Load the stored weights into ``model``; the stored training record, or None when absent/broken."""
+        if not self.exists():
+            return None
+        from safetensors.torch import load_file
+
+        try:
+            meta = json.loads((self.path / "meta.json").read_text(encoding="utf-8"))
+            state = load_file(str(self.path / "model.safetensors"))
+            model.load_state_dict(state, strict=True)
+        except Exception:
+            return None
+        model.eval()
+        return meta
+
+    def save(self, model: nn.Module, meta: dict) -> None:
+        if not self.enabled:
+            return
+        from safetensors.torch import save_file
+
+        root = self.path.parent
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{self.key[:12]}."))
+        try:
+            state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+            save_file(state, str(tmp / "model.safetensors"))
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str), encoding="utf-8")
+            (tmp / "key.json").write_text(json.dumps(self.fields, indent=1, default=str), encoding="utf-8")
+            old = None
+            if self.path.exists():       # retrain: move the old entry aside, then swap
+                old = root / f".{self.key[:12]}.old.{os.getpid()}"
+                os.replace(self.path, old)
+            os.replace(tmp, self.path)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def lock(self):
+        """An exclusive lock on ``<key>.lock`` (POSIX flock; a no-op where unavailable or disabled)."""
+        if not self.enabled:
+            yield
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - non-POSIX
+            yield
+            return
+        with open(self.path.parent / f"{self.key}.lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _train_or_load(model: _Head, fields: dict, recipe: dict, retrain: bool, train_fn) -> tuple[dict, dict]:
+    """``(training record, cache info)``: load the weights for ``fields`` or train (and store) them."""
+    cache = WeightCache(fields)
+    asked = time.time()
+    with cache.lock():
+        meta = None
+        if cache.exists():
+            fresh = (cache.path / "meta.json").stat().st_mtime >= asked   # trained by another run meanwhile
+            if not retrain or fresh:
+                meta = cache.load(model)
+        hit = meta is not None
+        if not hit:
+            meta = train_fn()
+            cache.save(model, meta)
+    info = {"key": cache.key, "enabled": cache.enabled, "hit": hit, "retrain_requested": bool(retrain),
+            "dir": str(cache.path) if cache.enabled else None,
+            "note": None if cache.enabled else "encoder without a pinned revision: weights not cached"}
+    return meta, info
+
+
+# ------------------------------------------------------------------------------------------ protocols
+
+def _details(adapter, recipe, labels, record, cache_info, extra) -> dict:
+    info = dict(getattr(adapter, "info", {}) or {})
+    info.pop("embed_cache", None)
+    info.pop("stats", None)
+    info["max_length"] = recipe["max_length"]
+    return {"capability": adapter.capability, "recipe": dict(recipe), "labels": list(labels),
+            "id2label": {i: lab for i, lab in enumerate(labels)},
+            "validation": recipe["validation"],
+            "seeds": {"finetune": recipe["seed"], "head_init": recipe["seed"], "data_order": recipe["seed"],
+                      "dropout": recipe["seed"]},
+            "versions": versions(), "deterministic_algorithms": True, "torch_threads": recipe["torch_threads"],
+            "training": {k: record.get(k) for k in ("loss", "epoch_of_step", "lr", "steps", "steps_per_epoch",
+                                                   "seconds", "n_train_examples")},
+            "trained_here": not cache_info["hit"], "weight_cache": cache_info,
+            "adapter": info, **extra}
+
+
+def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[str], train_labels: Sequence[str],
+                      test_texts: Sequence[str], labels: Sequence[str], recipe: Mapping, *,
+                      data_sha256: Mapping | None = None, retrain: bool = False, progress: bool = True) -> dict:
+    """Fine-tune ``adapter``'s encoder (an ``embed.text.pooled`` adapter) with a :class:`SequenceHead`
+    over ``labels`` on the train texts, then predict the test texts.
+
+    ``train_labels`` are label names (each must be in ``labels``; the head's class ``i`` is
+    ``labels[i]``). Inputs longer than ``max_length`` sub-words are truncated (counted in
+    ``details["n_truncated"]``). Returns ``{pred, proba, labels, details}``: ``pred`` the class index per
+    test text, ``proba`` the softmax over ``labels``."""
+    recipe = check_recipe(recipe)
+    labels = list(labels)
+    if len(set(labels)) != len(labels) or len(labels) < 2:
+        raise FinetuneError(f"finetune: labels must be at least two distinct names, got {labels}")
+    bad = sorted({str(y) for y in train_labels} - set(labels))
+    if bad:
+        raise FinetuneError(f"finetune: train labels {bad} are not among the head's labels {labels}")
+    if not (len(train_ids) == len(train_texts) == len(train_labels)):
+        raise FinetuneError(f"finetune: {len(train_ids)} train ids, {len(train_texts)} texts and "
+                            f"{len(train_labels)} labels; expected equal lengths")
+    tok = adapter.tokenizer
+    retrain = retrain_requested(retrain)
+    with deterministic(recipe["torch_threads"]):
+        def encode(texts):
+            enc = tok(list(texts), truncation=True, max_length=recipe["max_length"], verbose=False)
+            full = tok(list(texts), truncation=False, verbose=False)["input_ids"]
+            keys = _model_keys(enc)
+            rows = [{k: list(enc[k][i]) for k in keys} for i in range(len(texts))]
+            return rows, keys, sum(len(x) > recipe["max_length"] for x in full)
+
+        train_rows, keys, n_trunc_train = encode(train_texts)
+        test_rows, _, n_trunc_test = encode(test_texts)
+        targets = [labels.index(str(y)) for y in train_labels]
+        model = SequenceHead(adapter.model, len(labels), recipe["head_dropout"], recipe["seed"])
+        fields = key_fields(adapter, "sequence", recipe, labels, train_ids, list(map(str, train_texts)), targets,
+                            data_sha256)
+
+        def train_fn():
+            rec = train_loop(model, train_rows, targets, recipe, pad_id=tok.pad_token_id, keys=keys,
+                             token_level=False, progress=progress, desc="finetune")
+            return {**rec, "n_train_examples": len(train_rows), "labels": labels}
+
+        record, cache_info = _train_or_load(model, fields, recipe, retrain, train_fn)
+        t0 = time.perf_counter()
+        logits = _predict_logits(model, test_rows, recipe["eval_batch_size"], tok.pad_token_id, keys, progress,
+                                 "finetune: predict")
+        proba = torch.softmax(torch.stack(logits) if logits else torch.zeros((0, len(labels))), dim=1).numpy()
+    pred = proba.argmax(axis=1).astype(int) if len(proba) else np.zeros(0, dtype=int)
+    details = _details(adapter, recipe, labels, record, cache_info,
+                       {"head": "masked mean of the last layer -> dropout -> linear",
+                        "n_truncated": {"train": int(n_trunc_train), "test": int(n_trunc_test)},
+                        "predict_seconds": round(time.perf_counter() - t0, 3)})
+    return {"pred": pred, "proba": proba, "labels": labels, "model": model, "details": details}
+
+
+def _word_examples(adapter, sentences, tags=None, label_index=None):
+    """Chunks of whole words that fit ``max_length`` (the adapter's rule) → encoded examples, with the
+    first-sub-word targets when ``tags`` are given. Returns ``(examples, targets, segments, keys)``."""
+    sentences, segs = adapter._segments(sentences)
+    tok = adapter.tokenizer
+    examples, targets, keys = [], [], None
+    for j, (i, a, b, words, _) in enumerate(segs):
+        enc = tok(list(words), is_split_into_words=True, truncation=False, verbose=False)
+        keys = keys or _model_keys(enc)
+        examples.append({k: list(enc[k]) for k in keys})
+        wids = enc.word_ids()
+        firsts = {}
+        for t, w in enumerate(wids):
+            if w is not None and w not in firsts:
+                firsts[w] = t
+        if len(firsts) != b - a:
+            raise FinetuneError(f"finetune: sentence {i} words {a}-{b}: {len(firsts)} words found in the "
+                                f"encoding, expected {b - a}")
+        examples[-1]["_first"] = [firsts[w] for w in range(b - a)]
+        if tags is not None:
+            y = [IGNORE_INDEX] * len(wids)
+            for w in range(b - a):
+                y[firsts[w]] = label_index[tags[i][a + w]]
+            targets.append(y)
+    return examples, targets, segs, keys or ["input_ids"]
+
+
+def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, test_words, tags: Sequence[str],
+                    recipe: Mapping, *, data_sha256: Mapping | None = None, retrain: bool = False,
+                    progress: bool = True) -> dict:
+    """Fine-tune ``adapter``'s encoder (an ``embed.text.tokens`` adapter, whose ``max_length`` must be the
+    recipe's) with a :class:`TokenHead` over the IOB2 ``tags``, labels on each word's first sub-word;
+    predict the test words and repair each sentence conlleval-style.
+
+    Returns ``{tags, details}``: one IOB2 list per test sentence, aligned with its words."""
+    recipe = check_recipe(recipe)
+    tags = list(tags)
+    if "O" not in tags or len(set(tags)) != len(tags):
+        raise FinetuneError(f"finetune: tags must be distinct and include 'O', got {tags}")
+    validate_tags(tags, "finetune tags")
+    if adapter.max_length != recipe["max_length"]:
+        raise FinetuneError(f"finetune: the adapter's max_length is {adapter.max_length}, the recipe's "
+                            f"{recipe['max_length']}; load the adapter with max_length={recipe['max_length']}")
+    train_words, train_tags = [list(w) for w in train_words], [list(t) for t in train_tags]
+    if not (len(train_ids) == len(train_words) == len(train_tags)):
+        raise FinetuneError(f"finetune: {len(train_ids)} train ids, {len(train_words)} word lists and "
+                            f"{len(train_tags)} tag lists; expected equal lengths")
+    for i, (w, t) in enumerate(zip(train_words, train_tags)):
+        if len(w) != len(t):
+            raise FinetuneError(f"finetune: train sentence {i} ({train_ids[i]}) has {len(w)} words but {len(t)} tags")
+        unknown = sorted(set(t) - set(tags))
+        if unknown:
+            raise FinetuneError(f"finetune: train sentence {i} ({train_ids[i]}) has tags {unknown} outside {tags}")
+    label_index = {t: k for k, t in enumerate(tags)}
+    tok = adapter.tokenizer
+    retrain = retrain_requested(retrain)
+    with deterministic(recipe["torch_threads"]):
+        stats_before = dict(adapter.stats)
+        train_ex, targets, _, keys = _word_examples(adapter, train_words, train_tags, label_index)
+        test_sents = [list(w) for w in test_words]
+        test_ex, _, test_segs, _ = _word_examples(adapter, test_sents)
+        chunk_stats = {k: adapter.stats.get(k, 0) - stats_before.get(k, 0)
+                       for k in ("n_unk_words", "n_chunked_sentences")}
+        model = TokenHead(adapter.model, len(tags), recipe["head_dropout"], recipe["seed"])
+        fields = key_fields(adapter, "token", recipe, tags, train_ids, train_words, train_tags, data_sha256)
+
+        def train_fn():
+            rec = train_loop(model, [{k: e[k] for k in keys} for e in train_ex], targets, recipe,
+                             pad_id=tok.pad_token_id, keys=keys, token_level=True, progress=progress,
+                             desc="finetune")
+            return {**rec, "n_train_examples": len(train_ex), "labels": tags}
+
+        record, cache_info = _train_or_load(model, fields, recipe, retrain, train_fn)
+        t0 = time.perf_counter()
+        logits = _predict_logits(model, [{k: e[k] for k in keys} for e in test_ex], recipe["eval_batch_size"],
+                                 tok.pad_token_id, keys, progress, "finetune: predict")
+    per_sentence: list[list[str]] = [[] for _ in test_sents]
+    for e, seg, lg in zip(test_ex, test_segs, logits):
+        best = lg.argmax(-1).tolist()
+        per_sentence[seg[0]].extend(tags[best[t]] for t in e["_first"])
+    out_tags = [repair_iob2(p) for p in per_sentence]
+    for i, (w, p) in enumerate(zip(test_sents, out_tags)):
+        if len(w) != len(p):  # cannot happen: every word is in exactly one chunk
+            raise AssertionError(f"test sentence {i}: {len(w)} words, {len(p)} tags")
+    details = _details(adapter, recipe, tags, record, cache_info,
+                       {"head": "last layer -> dropout -> linear per sub-word; word label on its first sub-word",
+                        "word_label": "first sub-word",
+                        "repair": "conlleval (I-X after O/other type -> B-X)",
+                        "chunking": "sentences over max_length sub-words cut into chunks of whole words",
+                        "n_train_words": int(sum(len(t) for t in train_tags)),
+                        "stats": chunk_stats, "predict_seconds": round(time.perf_counter() - t0, 3)})
+    return {"tags": out_tags, "model": model, "details": details}
+
+
+# ------------------------------------------------------------------------------------------ pages
+
+def recipe_table(details: Mapping):
+    """The recipe as a two-column frame (setting, value) with what each setting means, plus the run's
+    training facts (train examples, steps, seconds, cache) — for the run page."""
+    import pandas as pd
+
+    rec = details["recipe"]
+    def show(v):
+        return json.dumps(v) if isinstance(v, (list, dict)) else (f"{v:g}" if isinstance(v, float) else str(v))
+
+    rows = [{"setting": k, "value": show(rec[k]),
+             "meaning": RECIPE_KEYS.get(k, "")} for k in RECIPE_KEYS]
+    tr = details.get("training") or {}
+    cache = details.get("weight_cache") or {}
+    rows += [
+        {"setting": "train examples", "value": show(tr.get("n_train_examples")), "meaning": "inputs per epoch"},
+        {"setting": "steps", "value": show(tr.get("steps")), "meaning": "optimizer steps in all"},
+        {"setting": "training seconds", "value": show(tr.get("seconds")),
+         "meaning": "wall time of training " + ("in this run" if details.get("trained_here") else
+                                                "when the cached weights were trained")},
+        {"setting": "weights", "value": "trained in this run" if details.get("trained_here") else "loaded from cache",
+         "meaning": f"content key {str(cache.get('key'))[:16]}…" if cache.get("enabled") else (cache.get("note") or "")},
+        {"setting": "torch / transformers", "value": " / ".join(str(v) for v in details["versions"].values()),
+         "meaning": "library versions"},
+    ]
+    return pd.DataFrame(rows).set_index("setting")
+
+
+def plot_loss(details: Mapping, title: str = ""):
+    """Training loss per step (thin) and its mean per epoch (markers), with epoch boundaries."""
+    import matplotlib.pyplot as plt
+
+    tr = details["training"]
+    loss = np.asarray(tr["loss"], dtype=float)
+    epochs = np.asarray(tr["epoch_of_step"], dtype=int)
+    steps = np.arange(1, len(loss) + 1)
+    fig, ax = plt.subplots(figsize=(6.4, 2.8))
+    ax.plot(steps, loss, color="#8fb3d9", lw=1, label="loss per step")
+    for e in np.unique(epochs):
+        sel = epochs == e
+        ax.plot([steps[sel].mean()], [loss[sel].mean()], "o", color="#1f3b73",
+                label="mean per epoch" if e == epochs.min() else None)
+        if e != epochs.max():
+            ax.axvline(steps[sel].max() + 0.5, color="#bbbbbb", lw=0.8, ls=":")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("cross-entropy (train)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8, loc="upper right")
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
