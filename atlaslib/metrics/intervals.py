@@ -135,3 +135,40 @@ def cluster_binary_metrics(y_true: Sequence, y_pred: Sequence, groups: Sequence,
         v = float(v)
         out[name] = {"value": None if np.isnan(v) else v, "ci_low": lo, "ci_high": hi}
     return out
+
+
+def item_bootstrap_ci(successes: Sequence, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,
+                      seed: int = bootstrap.DEFAULT_SEED, level: float = LEVEL) -> tuple[float, float]:
+    """Percentile bootstrap interval of a proportion treating items as independent (items drawn with
+    replacement), for comparison with :func:`cluster_proportion_ci`."""
+    s = np.asarray(successes, dtype=float)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(s), size=(n_resamples, len(s)))
+    return bootstrap.percentile_ci(s[idx].mean(1), level)
+
+
+def simulate_coverage(n_sims: int = 500, *, n_clusters: int = 100, cluster_size: int = 8, p: float = 0.3,
+                      icc: float = 0.3, n_resamples: int = 400, seed: int = 20261006) -> dict:
+    """Coverage of the true proportion ``p`` by the cluster and the item bootstrap intervals on simulated
+    clustered binary data: cluster ``g`` has its own rate ``p_g ~ Beta(p·φ, (1−p)·φ)`` with
+    ``φ = (1 − icc)/icc`` (so the within-cluster correlation of the outcomes is ``icc``; ``icc = 0``:
+    independent items), and ``cluster_size`` items ``~ Bernoulli(p_g)``. Returns ``{"cluster", "item"}``
+    shares of the ``n_sims`` intervals that contain ``p``, and the mean interval widths."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n_clusters), cluster_size)
+    hit = {"cluster": 0, "item": 0}
+    width = {"cluster": 0.0, "item": 0.0}
+    for k in range(n_sims):
+        if icc > 0:
+            phi = (1 - icc) / icc
+            pg = rng.beta(p * phi, (1 - p) * phi, size=n_clusters)
+        else:
+            pg = np.full(n_clusters, p)
+        y = (rng.random(n_clusters * cluster_size) < pg[groups]).astype(int)
+        c = cluster_proportion_ci(y, groups, n_resamples=n_resamples, seed=seed + k)
+        i = item_bootstrap_ci(y, n_resamples=n_resamples, seed=seed + k)
+        for name, (lo, hi) in (("cluster", (c["ci_low"], c["ci_high"])), ("item", i)):
+            hit[name] += int(lo <= p <= hi)
+            width[name] += (hi - lo) / n_sims
+    return {"cluster": hit["cluster"] / n_sims, "item": hit["item"] / n_sims,
+            "cluster_width": width["cluster"], "item_width": width["item"], "n_sims": n_sims, "icc": icc}

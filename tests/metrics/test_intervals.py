@@ -1,0 +1,72 @@
+"""Exact and cluster intervals: Clopper-Pearson against scipy, the cluster bootstrap against concatenated
+draws, a seeded coverage simulation, and undefined metrics rendered as n/a."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import beta, binomtest
+
+from atlaslib.metrics import bootstrap as B
+from atlaslib.metrics import intervals as I
+
+
+@pytest.mark.parametrize("k,n", [(0, 21), (21, 21), (7, 30), (1, 207), (0, 132)])
+def test_clopper_pearson_equals_scipy_binomtest(k, n):
+    ci = binomtest(k, n).proportion_ci(0.95, method="exact")
+    lo, hi = I.clopper_pearson(k, n)
+    assert lo == pytest.approx(ci.low, abs=1e-12) and hi == pytest.approx(ci.high, abs=1e-12)
+
+
+def test_one_sided_upper_bound():
+    # 0 of n: closed form 1 - 0.05**(1/n) (rule of three: about 3/n)
+    assert I.clopper_pearson_upper(0, 132) == pytest.approx(1 - 0.05 ** (1 / 132))
+    assert I.clopper_pearson_upper(4, 50) == pytest.approx(beta.ppf(0.95, 5, 46))
+    ci = binomtest(4, 50, alternative="less").proportion_ci(0.95, method="exact")
+    assert I.clopper_pearson_upper(4, 50) == pytest.approx(ci.high)
+    assert I.clopper_pearson_upper(5, 5) == 1.0 and np.isnan(I.clopper_pearson_upper(0, 0))
+    with pytest.raises(ValueError, match="k = 3 exceeds n = 2"):
+        I.clopper_pearson(3, 2)
+
+
+def test_cluster_interval_equals_concatenated_draws():
+    rng = np.random.default_rng(1)
+    groups = np.repeat([f"s{g}" for g in range(25)], rng.integers(1, 6, 25))
+    y = (rng.random(len(groups)) < 0.4).astype(int)
+    out = I.cluster_proportion_ci(y, groups, n_resamples=200, seed=9)
+    loop = [y[idx].mean() for idx in B.cluster_indices(groups, 200, 9)]
+    np.testing.assert_allclose(out["resamples"], loop, rtol=0, atol=1e-15)
+    assert (out["ci_low"], out["ci_high"]) == pytest.approx(B.percentile_ci(loop))
+    assert out["n_clusters"] == 25 and out["few_clusters"] is True      # < 30 clusters: flagged
+
+
+def test_cluster_binary_metrics_are_the_confusion_formulas():
+    from atlaslib.metrics import classification as C
+
+    rng = np.random.default_rng(2)
+    groups = np.repeat(np.arange(40), 3)
+    y = (rng.random(120) < 0.3).astype(int)
+    p = np.where(rng.random(120) < 0.8, y, 1 - y)
+    out = I.cluster_binary_metrics(y, p, groups, n_resamples=100, seed=4)
+    assert out["macro_f1"]["value"] == C.macro_f1(y, p) and out["precision"]["value"] == C.precision(y, p)
+    loop = [C.sensitivity(y[i], p[i]) for i in B.cluster_indices(groups, 100, 4)]
+    assert (out["sensitivity"]["ci_low"], out["sensitivity"]["ci_high"]) == pytest.approx(B.percentile_ci(loop))
+    assert out["few_clusters"] is False
+
+
+def test_coverage_simulation_cluster_covers_item_undercovers():
+    """500 seeded simulations of 100 clusters x 8 items, true proportion 0.3, within-cluster correlation
+    0.3: the cluster interval covers 0.3 in 92-98 % of them, the item interval clearly less."""
+    sim = I.simulate_coverage(500, icc=0.3)
+    assert 0.92 <= sim["cluster"] <= 0.98, sim
+    assert sim["item"] < 0.85, sim
+
+
+def test_undefined_metric_is_na_never_zero():
+    from atlaslib.book import fmt_metric
+    from atlaslib.metrics.report import binary_metrics
+
+    y = np.array([1, 0, 0, 1, 0, 0, 0, 0])
+    m = binary_metrics(y, np.zeros(8, int), None, "zero_shot", n_resamples=50)
+    assert m["precision_zero_shot"]["value"] is None
+    assert fmt_metric(m["precision_zero_shot"]).startswith("n/a (undefined: nothing predicted positive")
+    assert m["macro_f1_zero_shot"]["value"] == pytest.approx(6 / 7 / 2)     # F1 affirmed 12/14, F1 negated 0
