@@ -172,6 +172,12 @@ def is_gated(cell: dict) -> bool:
     return bool(extra.get("gated") or extra.get("gated_text") or params.get("gated"))
 
 
+def _is_external(cell: dict) -> bool:
+    from .external import is_external
+
+    return is_external(cell)
+
+
 def collect_cells(paths: BuildPaths, card: Card, publish: bool, failed: list[RunRequest]) -> list[dict]:
     """Result cells of a card that have an executed notebook, minus failed runs (and gated ones when
     publishing)."""
@@ -185,7 +191,9 @@ def collect_cells(paths: BuildPaths, card: Card, publish: bool, failed: list[Run
             continue
         nb = paths.runs / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.ipynb"
         if not nb.is_file():
-            continue
+            if not _is_external(cell):  # scored predictions files have no notebook; their row links the JSON
+                continue
+            nb = None
         cell["_notebook_src"] = nb
         cells.append(cell)
     return cells
@@ -219,14 +227,16 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
     for cell in cells:
         rel = Path("book/runs") / card.name / cell["version"] / results.slug(cell["model"])
         (src / rel).mkdir(parents=True, exist_ok=True)
-        nb_rel = rel / f"{cell['protocol']}.ipynb"
-        _copy_run_notebook(cell["_notebook_src"], src / nb_rel,
-                           f"{card.title.split(':')[0]} run: {cell['model']} · {cell['protocol']} · {cell['version']}")
+        nb_rel = rel / f"{cell['protocol']}.ipynb" if cell["_notebook_src"] is not None else None
+        if nb_rel is not None:
+            _copy_run_notebook(cell["_notebook_src"], src / nb_rel,
+                               f"{card.title.split(':')[0]} run: {cell['model']} · {cell['protocol']} · {cell['version']}")
         json_rel = Path("book/results") / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.json"
         (src / json_rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cell["_path"], src / json_rel)
-        cell["_notebook_rel"], cell["_json_rel"] = str(nb_rel), str(json_rel)
-        docs.append(str(nb_rel.with_suffix("")))
+        cell["_notebook_rel"], cell["_json_rel"] = (str(nb_rel) if nb_rel else None), str(json_rel)
+        if nb_rel is not None:
+            docs.append(str(nb_rel.with_suffix("")))
     page = src / card.page
     if not page.is_file():
         page.parent.mkdir(parents=True, exist_ok=True)
@@ -358,6 +368,12 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
                       f"| label map | {_md_escape(', '.join(f'{k} → {v}' for k, v in prof.label_map.items())) or '—'} |",
                       ""]
             source, caps = prof.source, ", ".join(prof.capabilities)
+        elif mine and all(_is_external(c) for c in mine):
+            ext = mine[0]["spec"]["profile"]
+            lines += [_md_escape(ext.get("description") or ""), "",
+                      "Predictions made outside the atlas and scored by `atlas score` with each card's own metrics "
+                      "and intervals (no notebook); each result cell records the predictions' sha256.", ""]
+            source, caps = "external predictions", "—"
         else:
             owners = sorted({c["card"] for c in mine})
             lines += [f"A baseline or predictor defined by the card{'s' if len(owners) > 1 else ''} "
