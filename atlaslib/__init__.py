@@ -16,3 +16,11 @@ Layout (where things live):
 """
 
 __version__ = "0.1.0"
+
+
+def evaluate(card, version, predict_fn=None, predictions=None, **options):
+    """The result cell of any system on a card's test split: ``predict_fn`` (called on each item's record)
+    or ``predictions`` (a file, folder, mapping or list). See :func:`atlaslib.external.score.evaluate`."""
+    from .external import evaluate as _evaluate
+
+    return _evaluate(card, version, predict_fn, predictions, **options)
