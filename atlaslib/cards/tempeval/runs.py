@@ -170,9 +170,88 @@ class RunResult:
         return table_frame(self.table)
 
 
-def _doc_record(doc: Document, path: Path) -> dict:
-    return {"item_id": doc.doc_id, "n_event": len(doc.of_type("EVENT")), "n_timex3": len(doc.of_type("TIMEX3")),
-            "n_contains": len(doc.tlinks("CONTAINS")), "xml_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+#: Slices, as data: slice name -> the ``slices`` key of each per-document record (counts per value) and the
+#: leaderboard metric whose items it slices. The value of an item is its attribute (DocTimeRel, Polarity,
+#: TIMEX3 Class) or, for CONTAINS, the band of the character gap between its two arguments (:data:`GAP_BANDS`).
+SLICES = {
+    "DocTimeRel class": {"field": "doctimerel", "metric": "doctimerel_f1"},
+    "event polarity": {"field": "polarity", "metric": "event_span_f1"},
+    "TIMEX3 class": {"field": "timex3_class", "metric": "timex_span_f1"},
+    "CONTAINS argument distance (characters)": {"field": "contains_gap", "metric": "contains_f1",
+                                                "order": ("0-20", "21-100", "101-500", ">500")},
+}
+GAP_BANDS = ((0, 20, "0-20"), (21, 100, "21-100"), (101, 500, "101-500"), (501, None, ">500"))
+#: ``found`` keys of each record -> the leaderboard metric whose gold items they mark
+FOUND = {"event_span": "event_span_f1", "timex3_span": "timex_span_f1", "doctimerel": "doctimerel_f1",
+         "contains": "contains_f1"}
+
+
+def _gap_band(a: tuple, b: tuple) -> str:
+    """Band of the characters between two argument spans (0 when they touch or overlap)."""
+    (s1, e1), (s2, e2) = (min(x for x, _ in a), max(y for _, y in a)), (min(x for x, _ in b), max(y for _, y in b))
+    gap = max(0, max(s1, s2) - min(e1, e2))
+    return next(lab for lo, hi, lab in GAP_BANDS if gap >= lo and (hi is None or gap <= hi))
+
+
+def _items(doc: Document) -> dict:
+    """The scored items of one document, as the scorer's views define them (see :mod:`.scoring`):
+    ``(spans, value)`` for entities, ``((source spans), (target spans))`` for CONTAINS, with the slice value."""
+    events, timexes = doc.of_type("EVENT"), doc.of_type("TIMEX3")
+    ids = doc.by_id()
+    contains = []
+    for r in doc.tlinks("CONTAINS"):
+        a, b = ids.get(r.source), ids.get(r.target)
+        if a is not None and b is not None:
+            contains.append(((a.spans, b.spans), _gap_band(a.spans, b.spans)))
+    return {
+        "event_span": [(e.spans, None) for e in events],
+        "timex3_span": [(e.spans, None) for e in timexes],
+        "doctimerel": [((e.spans, e.properties.get("DocTimeRel")), e.properties.get("DocTimeRel")) for e in events],
+        "polarity": [(e.spans, e.properties.get("Polarity")) for e in events],
+        "timex3_class": [(e.spans, e.properties.get("Class")) for e in timexes],
+        "contains": contains,
+    }
+
+
+def outcome_record(gold: Document, pred: Document) -> dict:
+    """What one document's predictions got right, without text.
+
+    ``found``: per kind, one character per gold item in the reference's order, ``1`` when the prediction
+    holds the same item. ``slices``: per slice field and value, the scorer's four counts
+    ``[reference, predicted, precision_correct, recall_correct]`` (as :func:`.scoring.f1_from_counts` takes
+    them): gold items with that value, predicted items with that value, predicted items with that value that
+    are in the reference, gold items with that value that are predicted. Polarity and TIMEX3 class slice the
+    span items by their attribute (gold's for recall, the prediction's for precision); DocTimeRel and the
+    CONTAINS distance band are part of the item itself. Summed over values, the counts are the scorer's row
+    (tested)."""
+    g, p = _items(gold), _items(pred)
+    found = {}
+    for kind in FOUND:
+        have = {item for item, _ in p[kind]}
+        found[kind] = "".join("1" if item in have else "0" for item, _ in g[kind])
+    slices = {}
+    for field_, kind in (("doctimerel", "doctimerel"), ("polarity", "polarity"), ("timex3_class", "timex3_class"),
+                         ("contains_gap", "contains")):
+        gold_items, pred_items = dict(g[kind]), dict(p[kind])
+        counts: dict = {}
+        for item, v in gold_items.items():
+            c = counts.setdefault(str(v), [0, 0, 0, 0])
+            c[0] += 1
+            c[3] += item in pred_items
+        for item, v in pred_items.items():
+            c = counts.setdefault(str(v), [0, 0, 0, 0])
+            c[1] += 1
+            c[2] += item in gold_items
+        slices[field_] = counts
+    return {"found": found, "slices": slices}
+
+
+def _doc_record(doc: Document, path: Path, gold: Document | None = None) -> dict:
+    rec = {"item_id": doc.doc_id, "n_event": len(doc.of_type("EVENT")), "n_timex3": len(doc.of_type("TIMEX3")),
+           "n_contains": len(doc.tlinks("CONTAINS")), "xml_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    if gold is not None:
+        rec.update(outcome_record(gold, doc))
+    return rec
 
 
 def run(version: str, model: str, protocol: str, *, data_dir=None, thyme_text_dir=None, annotation_dir=None,
@@ -185,7 +264,8 @@ def run(version: str, model: str, protocol: str, *, data_dir=None, thyme_text_di
     pred_dir = work_dir / "predicted"
     write_corpus(docs, pred_dir)
     table = score_directories(corpus.reference_dir, pred_dir, closure=True, per_document=True)
-    preds = [_doc_record(d, pred_dir / d.doc_id / d.file_name) for d in docs]
+    gold = {d.doc_id: d for d in corpus.test}
+    preds = [_doc_record(d, pred_dir / d.doc_id / d.file_name, gold.get(d.doc_id)) for d in docs]
     return RunResult(version, model, protocol, table, metrics_from_table(table, model, protocol), preds, info,
                      corpus, pred_dir)
 
