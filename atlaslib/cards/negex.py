@@ -79,7 +79,8 @@ CARD = Card(
     licence_note=("The kit's Apache-2.0 is declared only by the package README beside the file; the repository "
                   "has no licence file. Local evaluation only until the terms are confirmed."),
     task="binary assertion: negated vs affirmed concept",
-    data="NegEx test kit, 2,376 sentences from 120 de-identified reports",
+    data=("NegEx test kit: {{fact:negex.rows}} rows ({{fact:negex.distinct_sentences}} distinct sentences) "
+          "from 120 de-identified reports"),
 )
 
 
@@ -403,9 +404,8 @@ def predictions(test: pd.DataFrame, out: dict, data_dir=None) -> list[dict]:
     in the unmarked sentence the rule system saw) or None for no trigger in scope."""
     scores = out.get("score")
     native = out.get("native")
-    evidence = getattr(out.get("adapter"), "last_evidence", None)
-    if evidence is not None and len(evidence) != len(test):
-        evidence = None
+    by_text = getattr(out.get("adapter"), "evidence_by_text", None) or {}
+    evidence = [by_text[t] for t in test["text"]] if all(t in by_text for t in test["text"]) else None
     slices = item_slices(test, data_dir=data_dir)
     rows = []
     for i, (iid, gold, pred) in enumerate(zip(test["item_id"], test["decision"], out["pred"])):

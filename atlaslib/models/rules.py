@@ -35,6 +35,14 @@ negspacy (:class:`NegspacyAssertion`)
     [PREP] as preceding and [POSP] as following triggers, [PSEU] as pseudo and [CONJ]/[PREN]/[POST] as
     termination, which mirrors GenNegEx's "possible" tag. Output: negated -> ABSENT, else possible ->
     POSSIBLE, else PRESENT. (The NegEx card counts POSSIBLE as affirmed, as GenNegEx's evaluation does.)
+
+Evidence
+    After each :meth:`~_RuleAssertion.predict_assertion` call, ``adapter.last_evidence`` holds per item the
+    trigger that made the decision: ``{"trigger": text, "category": ..., "span": [start, end]}`` with the
+    span in characters of the unmarked sentence the rule system saw (``sentence[start:end] == trigger``),
+    or None when the label is PRESENT (no trigger in scope). ConText reads it from medspaCy's modifiers;
+    negspacy does not keep it and it is recovered with negspacy's own matcher and scope rule (see
+    :meth:`NegspacyAssertion.evidence`).
 """
 from __future__ import annotations
 
@@ -106,11 +114,19 @@ def negex_termsets(triggers: dict[str, list[str]]) -> tuple[dict, dict]:
 
 
 class _RuleAssertion:
+    """Shared driver. Besides the labels, every call of :meth:`predict_assertion` leaves the evidence per item
+    in ``last_evidence`` (and in ``evidence_by_text``, keyed by marked text): ``{"trigger", "category",
+    "span"}`` for the trigger that made an ABSENT or POSSIBLE decision (``span`` = character offsets in the
+    unmarked sentence, :func:`split_marked`'s first value, which is the text the rule system saw), or None
+    for PRESENT: no trigger in scope."""
+
     capability = "predict.assertion"
 
     def __init__(self, profile: Profile, progress: bool = True):
         self.profile = profile
         self.progress = progress
+        self.last_evidence: list | None = None
+        self.evidence_by_text: dict = {}   # marked text -> evidence, over every call (same text, same evidence)
 
     def _docs(self, marked_texts):
         from atlaslib.models.hf import progress_bar
@@ -135,7 +151,23 @@ class _RuleAssertion:
         bar.close()
 
     def predict_assertion(self, marked_texts) -> list[str]:
-        return [self._label(ent) for ent in self._docs(marked_texts)]
+        """Labels per marked text; :attr:`last_evidence` then holds, per text, the trigger behind the label
+        (:meth:`evidence`)."""
+        texts = list(marked_texts) if not isinstance(marked_texts, str) and hasattr(marked_texts, "__iter__") \
+            else marked_texts
+        labels, evidence = [], []
+        for ent in self._docs(texts):
+            label = self._label(ent)
+            labels.append(label)
+            evidence.append(self.evidence(ent, label))
+        self.last_evidence = evidence
+        self.evidence_by_text.update(zip(texts, evidence))
+        return labels
+
+    @staticmethod
+    def _trigger(doc, start: int, end: int, category: str) -> dict:
+        span = doc[start:end]
+        return {"trigger": span.text, "category": category, "span": [span.start_char, span.end_char]}
 
     @property
     def info(self) -> dict:
@@ -179,6 +211,25 @@ class ConTextAssertion(_RuleAssertion):
         if ent._.is_uncertain or ent._.is_hypothetical:
             return "POSSIBLE"
         return "PRESENT"
+
+    _DECIDING = {"ABSENT": ("NEGATED_EXISTENCE",), "POSSIBLE": ("POSSIBLE_EXISTENCE", "HYPOTHETICAL")}
+
+    def evidence(self, ent, label: str) -> dict | None:
+        """The ConText modifier behind the label, read from medspaCy's own record (``ent._.modifiers``): among
+        the modifiers of the label's categories, the one nearest the target; None for PRESENT."""
+        if label not in self._DECIDING:
+            return None
+        mods = [m for m in ent._.modifiers if m.category in self._DECIDING[label]]
+        if not mods:
+            raise RuntimeError(f"ConText labelled {ent.text!r} {label} but holds no modifier of "
+                               f"{self._DECIDING[label]}")
+
+        def distance(m):
+            a, b = m.modifier_span
+            return ent.start - b if b <= ent.start else a - ent.end if a >= ent.end else 0
+
+        best = min(mods, key=lambda m: (distance(m), m.modifier_span))
+        return self._trigger(ent.doc, *best.modifier_span, best.category)
 
     @property
     def info(self) -> dict:
@@ -229,6 +280,35 @@ class NegspacyAssertion(_RuleAssertion):
         if ent._.negex_possible:
             return "POSSIBLE"
         return "PRESENT"
+
+    _PASSES = {"ABSENT": ("negex", "[PREN]", "[POST]"), "POSSIBLE": ("negex_possible", "[PREP]", "[POSP]")}
+
+    def evidence(self, ent, label: str) -> dict | None:
+        """The trigger behind the label. negspacy 1.0.4 sets only a boolean (``ent._.negex``) and does not
+        keep the phrase that fired, so it is recovered here with the pass's own component: its
+        ``process_negations`` (the same PhraseMatcher, pseudo-negation filter and termsets) and
+        ``termination_boundaries``, then negspacy's rule: within the entity's scope (between termination
+        boundaries), a preceding trigger starting before the entity or a following trigger ending after it
+        (negspacy checks preceding ones first). Among those that qualify, the one nearest the entity is
+        reported. Category = the GenNegEx tag of the phrase ([PREN]/[POST] for ABSENT, [PREP]/[POSP] for
+        POSSIBLE). None for PRESENT."""
+        if label not in self._PASSES:
+            return None
+        name, pre_tag, post_tag = self._PASSES[label]
+        pipe = self.nlp.get_pipe(name)
+        doc = ent.doc
+        preceding, following, terminating = pipe.process_negations(doc)
+        for b0, b1 in pipe.termination_boundaries(doc, terminating):
+            if not (b0 <= ent.start and ent.end <= b1):
+                continue
+            pre = [(s, e) for _, s, e in preceding if b0 <= s < b1 and s < ent.start]
+            if pre:
+                return self._trigger(doc, *max(pre), pre_tag)
+            post = [(s, e) for _, s, e in following if b0 <= s < b1 and e > ent.end]
+            if post:
+                return self._trigger(doc, *min(post), post_tag)
+        raise RuntimeError(f"negspacy labelled {ent.text!r} {label} but no {pre_tag}/{post_tag} trigger of its "
+                           "scope qualifies")
 
     @property
     def info(self) -> dict:
