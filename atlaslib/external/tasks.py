@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -141,10 +142,18 @@ def _nli(version, split, data_dir, protocol) -> Split:
                  context={"cases": cases})
 
 
+@lru_cache(maxsize=2)
+def _maccrobat_items(data_dir):
+    """The converted corpus, once per process and data directory (400 files, sha256-checked)."""
+    from ..cards import maccrobat
+
+    return maccrobat.load_items(data_dir)
+
+
 def _maccrobat(version, split, data_dir, protocol) -> Split:
     from ..cards import maccrobat
 
-    items = maccrobat.load_items(data_dir)
+    items = _maccrobat_items(None if data_dir is None else str(data_dir)).copy()
     manifest = maccrobat.split(items, version)
     ids = list(manifest.test if split == "test" else manifest.train)
     frame = items.set_index("item_id").loc[ids]
