@@ -1,0 +1,463 @@
+"""The course: lessons executed at build time, the learning path, and the take-home downloads.
+
+A lesson is a MyST text notebook ``book/course/<name>.md`` (jupytext header, like the card notebooks) whose
+first code cell is tagged ``parameters`` and defines ``results_dir`` and ``data_dir``. Its front matter
+says what it reads::
+
+    atlas:
+      uses: [nli_negation]                        # cards whose data the lesson reads (licence, gating)
+      requires: [nli_negation/builtin-v1/always-abstain/zero_shot]   # result cells it reads
+      requires_local: [negex/atlas-full-v1/majority/zero_shot]       # cells read by its local-only cells
+
+:func:`render_course` (called by :func:`atlaslib.book.render_site`) renders every lesson into the site tree:
+
+- the lesson is executed with papermill (kernel ``python3`` of this environment, offline, working
+  directory the repository) against the build's results folder; the executed notebook replaces the
+  ``.md`` in the site tree. A lesson that raises stops the build with :class:`LessonFailed`, naming the
+  lesson and the cell; the failed notebook is kept in ``<build>/failed/course/`` and nothing is rendered
+  as if it had run;
+- a lesson whose result cells are absent from this build becomes a short page saying which cells it
+  needs and the command that makes them (never a half-run lesson);
+- in a publish build a lesson that uses a card whose licence is unconfirmed or whose data are gated
+  becomes a "withheld" page (and is listed on the build's withheld page); cells tagged ``local-only``
+  (sections that read such a card inside an otherwise open lesson) are removed before execution, as
+  they are in a local build that lacks the cells they read; a note says what was left out and why;
+- every executed lesson gets a "take it home" box: the lesson as MyST ``.md`` and as a fresh ``.ipynb``
+  (no outputs), both as downloads, and the one command that runs it from a clone
+  (``python -m atlaslib.pages.course <lesson>``);
+- every card page shown gets the same for its card notebook (``notebooks/<card>.md``);
+- ``book/start_here.md``'s ``<!-- learning-path -->`` line becomes the table of cards and lessons, with
+  links only to pages this build has.
+
+Executed lessons are cached in ``<build>/course-cache/`` on the lesson text, the cells it reads, the
+atlaslib source digest and the publish flag, so a rebuild with nothing changed executes nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent.parent
+LESSON_DIR = Path("book") / "course"
+DOWNLOAD_DIR = Path("book") / "downloads"
+PATH_MARK = "<!-- learning-path -->"
+SOLUTION_TAG = "solution"
+LOCAL_ONLY_TAG = "local-only"
+KERNEL = "python3"
+CELL_TIMEOUT = 900
+
+
+class LessonError(ValueError):
+    """A lesson file is not a valid lesson (no parameters cell, bad front matter)."""
+
+
+class LessonFailed(ValueError):
+    """A lesson raised while executing; names the lesson and the cell. (A ValueError so that ``atlas book``
+    reports it in one line like any other input it cannot render.)"""
+
+    def __init__(self, lesson: str, cell: int | None, error: str, kept: str | None):
+        self.lesson, self.cell, self.error, self.kept = lesson, cell, error, kept
+        where = f"cell {cell}" if cell is not None else "an unknown cell"
+        super().__init__(f"lesson {lesson} failed in {where}: {error}"
+                         + (f" (executed notebook kept at {kept})" if kept else ""))
+
+
+@dataclass(frozen=True)
+class CellRef:
+    """``card/version/model-slug/protocol`` of a result cell a lesson reads."""
+    card: str
+    version: str
+    model: str
+    protocol: str
+
+    @classmethod
+    def parse(cls, text: str, where: str) -> "CellRef":
+        parts = str(text).split("/")
+        if len(parts) < 4:
+            raise LessonError(f"{where}: {text!r} is not card/version/model/protocol")
+        return cls(parts[0], parts[1], "/".join(parts[2:-1]), parts[-1])
+
+    def path(self, results_dir: Path) -> Path:
+        from ..results import cell_path
+
+        return cell_path(results_dir, self.card, self.version, self.model, self.protocol)
+
+    @property
+    def label(self) -> str:
+        return f"{self.card}/{self.version}/{self.model}/{self.protocol}"
+
+    def command(self) -> str:
+        return (f"atlas run --card {self.card} --model {self.model} --protocol {self.protocol} "
+                f"--version {self.version}")
+
+
+@dataclass
+class Lesson:
+    name: str
+    path: Path
+    title: str
+    uses: tuple[str, ...] = ()
+    requires: tuple[CellRef, ...] = ()
+    requires_local: tuple[CellRef, ...] = ()
+    solutions: int = 0
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def doc(self) -> str:
+        return (LESSON_DIR / self.name).as_posix()
+
+    def missing(self, results_dir: Path, local: bool = False) -> list[CellRef]:
+        """Required cells (or the local-only ones) absent from ``results_dir`` or not ``ok``."""
+        out = []
+        for ref in (self.requires_local if local else self.requires):
+            p = ref.path(results_dir)
+            try:
+                ok = p.is_file() and json.loads(p.read_text(encoding="utf-8")).get("status") == "ok"
+            except (OSError, json.JSONDecodeError):
+                ok = False
+            if not ok:
+                out.append(ref)
+        return out
+
+
+def _tags(cell) -> list:
+    return cell.get("metadata", {}).setdefault("tags", [])
+
+
+def read_lesson(path: Path):
+    """(Lesson, notebook) of a lesson file; :class:`LessonError` names the file and what is wrong."""
+    import jupytext
+
+    path = Path(path)
+    nb = jupytext.read(path)
+    params = [c for c in nb.cells if c.cell_type == "code" and "parameters" in _tags(c)]
+    if not params:
+        raise LessonError(f"{path}: no code cell is tagged 'parameters' (expected one defining results_dir "
+                          f"and data_dir)")
+    for name in ("results_dir", "data_dir"):
+        if not re.search(rf"^{name}\s*=", params[0].source, flags=re.M):
+            raise LessonError(f"{path}: the parameters cell does not define {name}")
+    meta = dict(nb.metadata.get("atlas") or {})
+    title = next((c.source.lstrip()[2:].split("\n")[0].strip() for c in nb.cells
+                  if c.cell_type == "markdown" and c.source.lstrip().startswith("# ")), None)
+    if not title:
+        raise LessonError(f"{path}: no '# title' heading")
+    where = f"{path}: front matter atlas"
+    lesson = Lesson(
+        name=path.stem, path=path, title=title, meta=meta,
+        uses=tuple(meta.get("uses") or ()),
+        requires=tuple(CellRef.parse(r, where + ".requires") for r in meta.get("requires") or ()),
+        requires_local=tuple(CellRef.parse(r, where + ".requires_local") for r in meta.get("requires_local") or ()),
+        solutions=sum(1 for c in nb.cells if c.cell_type == "code" and SOLUTION_TAG in _tags(c)),
+    )
+    return lesson, nb
+
+
+def _lesson_files(root: Path) -> list[Path]:
+    """Lesson files under ``root/book/course`` in the order of the learning path (front matter
+    ``atlas.order``, then name)."""
+    import jupytext
+
+    def order(p: Path):
+        return ((jupytext.read(p).metadata.get("atlas") or {}).get("order", 99), p.stem)
+
+    return sorted((p for p in (Path(root) / LESSON_DIR).glob("*.md") if p.name != "index.md"), key=order)
+
+
+def lessons(root: Path = REPO) -> list[Lesson]:
+    """Every lesson under ``root/book/course``, in the order of the learning path."""
+    return [read_lesson(p)[0] for p in _lesson_files(root)]
+
+
+def _withheld_reason(lesson: Lesson, cards: dict) -> str | None:
+    for name in lesson.uses:
+        card = cards.get(name)
+        if card is None:
+            continue
+        if not card.licence_confirmed:
+            return f"it works on the {card.title.split(':')[0]} data; {card.licence_note}"
+        if card.gated:
+            return f"it works on gated data ({card.title.split(':')[0]}, data use agreement)"
+    return None
+
+
+def _strip_local_only(nb, why: str) -> int:
+    """Remove cells tagged local-only; put one note where the first was. Returns how many went."""
+    import nbformat
+
+    idx = [i for i, c in enumerate(nb.cells) if LOCAL_ONLY_TAG in _tags(c)]
+    if not idx:
+        return 0
+    note = nbformat.v4.new_markdown_cell(f"```{{note}}\nA section of this lesson is left out of this build: {why}\n```")
+    first = idx[0]
+    nb.cells = [c for i, c in enumerate(nb.cells) if i not in set(idx)]
+    nb.cells.insert(first, note)
+    return len(idx)
+
+
+def cache_key(lesson_text: str, refs, results_dir: Path, publish: bool) -> str:
+    from ..runner import source_digest
+
+    h = hashlib.sha256()
+    h.update(lesson_text.encode())
+    h.update(b"publish" if publish else b"local")
+    h.update(source_digest().encode())
+    for ref in refs:
+        p = ref.path(results_dir)
+        h.update(ref.label.encode())
+        h.update(p.read_bytes() if p.is_file() else b"-")
+    return h.hexdigest()
+
+
+def execute(nb, *, results_dir: Path, data_dir=None, name: str = "lesson", failed_dir: Path | None = None,
+            kernel_name: str = KERNEL, timeout: int = CELL_TIMEOUT):
+    """Execute a lesson notebook with papermill (parameters ``results_dir`` and ``data_dir``); returns the
+    executed notebook or raises :class:`LessonFailed` naming the lesson and the (source) cell."""
+    import nbformat
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    work = Path(tempfile.mkdtemp(prefix="atlas-lesson-"))
+    src_nb, out_nb = work / "in.ipynb", work / "out.ipynb"
+    try:
+        nbformat.write(nb, src_nb)
+        params = {"results_dir": str(results_dir), "data_dir": str(data_dir) if data_dir else None}
+        os.environ.setdefault("ATLAS_PROGRESS", "plain")
+        try:
+            papermill.execute_notebook(str(src_nb), str(out_nb), parameters=params, kernel_name=kernel_name,
+                                       cwd=str(REPO), progress_bar=False, log_output=False,
+                                       execution_timeout=timeout,
+                                       extra_arguments=["--IPKernelApp.log_level=ERROR"])
+        except PapermillExecutionError as exc:
+            kept = _keep(out_nb, failed_dir, name)
+            # papermill's index counts its injected cell, which sits right after the parameters cell
+            params_at = next((i for i, c in enumerate(nb.cells) if "parameters" in _tags(c)), 0)
+            cell = exc.cell_index if exc.cell_index <= params_at else exc.cell_index - 1
+            raise LessonFailed(name, cell + 1, f"{exc.ename}: {exc.evalue}", kept) from None
+        except Exception as exc:
+            kept = _keep(out_nb, failed_dir, name)
+            raise LessonFailed(name, None, f"{type(exc).__name__}: {exc}", kept) from None
+        return nbformat.read(out_nb, as_version=4)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _keep(executed: Path, failed_dir: Path | None, name: str) -> str | None:
+    if failed_dir is None or not executed.is_file():
+        return None
+    target = Path(failed_dir) / "course" / f"{name}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(executed, target)
+    return str(target)
+
+
+def _tidy(nb) -> None:
+    """Hide the parameters (the build's own folders are not the reader's business)."""
+    for cell in nb.cells:
+        tags = _tags(cell)
+        if ("parameters" in tags or "injected-parameters" in tags) and "remove-cell" not in tags:
+            tags.append("remove-cell")
+
+
+def _write_downloads(src: Path, md_text: str, stem: str) -> tuple[Path, Path]:
+    """The MyST text and a fresh .ipynb (no outputs) of a notebook, under book/downloads/ in the site."""
+    import jupytext
+
+    out = src / DOWNLOAD_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    md, ipynb = out / f"{stem}.md", out / f"{stem}.ipynb"
+    md.write_text(md_text, encoding="utf-8")
+    jupytext.write(jupytext.reads(md_text, fmt="md:myst"), ipynb, fmt="ipynb")
+    return md, ipynb
+
+
+def take_home_block(page_dir: Path, md: Path, ipynb: Path, command: str, what: str) -> str:
+    rel = lambda p: os.path.relpath(p, page_dir)  # noqa: E731
+    return (f":::{{admonition}} Take {what} home\n:class: tip atlas-take-home\n"
+            f"Download {what} as a {{download}}`MyST notebook (.md) <{rel(md)}>` or a "
+            f"{{download}}`Jupyter notebook (.ipynb) <{rel(ipynb)}>`. From a clone of the atlas, after the "
+            f"set-up (`make env`), one command runs it:\n\n```bash\n{command}\n```\n:::\n")
+
+
+def lesson_command(name: str) -> str:
+    return f".venv/bin/python -m atlaslib.pages.course {name}"
+
+
+def _stub(title: str, body: str) -> str:
+    return f"# {title}\n\n```{{note}}\n{body}\n```\n"
+
+
+def render_course(src: Path, paths, publish: bool, withheld: list | None = None, cards=None) -> list[str]:
+    """Render every lesson of ``src/book/course`` (executed, stub or withheld), the card notebooks' take-home
+    boxes and the learning path; return the lessons' doc paths. ``withheld`` (the build's list of
+    (what, why)) gets the lessons a publish build leaves out; ``cards`` are the cards this build shows
+    (default: every available card, minus the unlicensed ones when publishing)."""
+    import nbformat
+
+    from ..cards import available_cards
+
+    src = Path(src)
+    all_cards = {c.name: c for c in available_cards()}
+    if cards is None:
+        cards = [c for c in all_cards.values() if not (publish and not c.licence_confirmed)]
+    shown = {c.name: c for c in cards}
+    results_dir = Path(paths.results)
+    cache_dir = Path(paths.build) / "course-cache"
+    docs, done = [], {}
+    for path in _lesson_files(src):
+        lesson, nb = read_lesson(path)
+        page_dir = path.parent
+        reason = _withheld_reason(lesson, all_cards) if publish else None
+        if reason:
+            path.write_text(_stub(lesson.title, f"This lesson is left out of the published book: {reason} "
+                                  f"A local build (`atlas book`) shows it."), encoding="utf-8")
+            if withheld is not None:
+                withheld.append((f"lesson `{lesson.name}`", reason))
+            done[lesson.name] = ("withheld", lesson)
+            docs.append(lesson.doc)
+            continue
+        missing = lesson.missing(results_dir)
+        if missing:
+            cmds = "\n".join(f"    {r.command()}" for r in missing)
+            path.write_text(_stub(lesson.title, "This lesson was not run in this build: it reads result cells "
+                                  "this build does not have (" + ", ".join(f"`{r.label}`" for r in missing) +
+                                  "). Make them, then build the book again:\n\n" + cmds + "\n"), encoding="utf-8")
+            done[lesson.name] = ("not run", lesson)
+            docs.append(lesson.doc)
+            continue
+        local_missing = lesson.missing(results_dir, local=True)
+        local_reason = None
+        if publish:
+            local_reason = ("it reads data whose licence is unconfirmed, which the published book leaves out; "
+                            "a local build shows it.")
+        elif local_missing:
+            local_reason = ("it reads result cells this build does not have ("
+                            + ", ".join(f"`{r.label}`" for r in local_missing) + ").")
+        text = path.read_text(encoding="utf-8")
+        refs = lesson.requires + (() if local_reason else lesson.requires_local)
+        key = cache_key(text, refs, results_dir, publish)
+        cached = cache_dir / f"{lesson.name}.ipynb"
+        executed = None
+        if cached.is_file():
+            old = nbformat.read(cached, as_version=4)
+            if old.metadata.get("atlas_course_key") == key:
+                executed = old
+        if executed is None:
+            if local_reason:
+                _strip_local_only(nb, local_reason)
+            executed = execute(nb, results_dir=results_dir, name=lesson.name,
+                               failed_dir=Path(paths.build) / "failed")
+            executed.metadata["atlas_course_key"] = key
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            nbformat.write(executed, cached)
+        _tidy(executed)
+        md, ipynb = _write_downloads(src, text, f"lesson-{lesson.name}")
+        box = take_home_block(page_dir, md, ipynb, lesson_command(lesson.name), "this lesson")
+        title_at = next(i for i, c in enumerate(executed.cells)
+                        if c.cell_type == "markdown" and c.source.lstrip().startswith("# "))
+        executed.cells.insert(title_at + 1, nbformat.v4.new_markdown_cell(box))
+        executed.metadata.pop("atlas_course_key", None)
+        nbformat.write(executed, path.with_suffix(".ipynb"))
+        path.unlink()
+        done[lesson.name] = ("ran", lesson)
+        docs.append(lesson.doc)
+    _card_take_home(src, shown)
+    _learning_path(src, shown, done)
+    return docs
+
+
+def card_command(card) -> str:
+    version, model, protocol = card.default_matrix[0]
+    return (f".venv/bin/atlas run --card {card.name} --model {model} --protocol {protocol} "
+            f"--version {version}")
+
+
+def _card_take_home(src: Path, shown: dict) -> None:
+    """A 'take this notebook home' section at the end of every shown card page."""
+    for name, card in shown.items():
+        page = src / card.page
+        nb_src = REPO / card.notebook
+        if not page.is_file() or not nb_src.is_file():
+            continue
+        md, ipynb = _write_downloads(src, nb_src.read_text(encoding="utf-8"), f"card-{name}")
+        block = take_home_block(page.parent, md, ipynb, card_command(card), "this card's notebook")
+        page.write_text(page.read_text(encoding="utf-8").rstrip() + "\n\n## Run this card yourself\n\n"
+                        "The card's notebook runs one model under one protocol on one split version; "
+                        "the parameters at its top say which.\n\n" + block, encoding="utf-8")
+
+
+def _learning_path(src: Path, shown: dict, done: dict) -> None:
+    page = src / "book" / "start_here.md"
+    if not page.is_file():
+        return
+    text = page.read_text(encoding="utf-8")
+    if PATH_MARK not in text:
+        return
+    lines = ["| step | lesson | what it teaches | reads | status in this build |", "|---|---|---|---|---|"]
+    for i, (name, (status, lesson)) in enumerate(done.items(), 1):
+        teaches = str(lesson.meta.get("teaches", "")).strip().replace("|", "\\|")
+        reads = []
+        for c in lesson.uses:
+            card = shown.get(c)
+            label = (card.title.split(":")[0] if card else c)
+            reads.append(f"[{label}](cards/{c}.md)" if card else label)
+        status_text = {"ran": "executed", "not run": "not run here (needs result cells)",
+                       "withheld": "withheld from the published book"}[status]
+        lines.append(f"| {i} | {{doc}}`{lesson.title} <course/{name}>` | {teaches} | {', '.join(reads) or '—'} | "
+                     f"{status_text} |")
+    page.write_text(text.replace(PATH_MARK, "\n".join(lines)), encoding="utf-8")
+
+
+# -- running a lesson from a clone -------------------------------------------------------------------------
+
+def run_local(name: str, *, results_dir: Path | None = None, out: Path | None = None, data_dir=None,
+              log=print) -> Path:
+    """Make the result cells a lesson reads (cached runs), execute it, write the executed notebook; return
+    its path. ``python -m atlaslib.pages.course <lesson>`` calls this."""
+    import nbformat
+
+    from .. import runner
+
+    path = REPO / LESSON_DIR / f"{name}.md"
+    if not path.is_file():
+        known = ", ".join(lsn.name for lsn in lessons())
+        raise LessonError(f"no lesson {name!r}; expected one of {known}")
+    lesson, nb = read_lesson(path)
+    results_dir = Path(results_dir or REPO / "results")
+    for ref in lesson.requires + lesson.requires_local:
+        if ref in lesson.missing(results_dir) + lesson.missing(results_dir, local=True):
+            log(f"running {ref.label} (the lesson reads its result cell)")
+            runner.run(runner.RunRequest(ref.card, ref.version, ref.model, ref.protocol), results_dir=results_dir,
+                       data_dir=data_dir)
+    out = Path(out or REPO / "_build" / "course" / f"{name}.ipynb")
+    executed = execute(nb, results_dir=results_dir, data_dir=data_dir, name=name,
+                       failed_dir=REPO / "_build" / "failed")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(executed, out)
+    log(f"lesson {name} executed: {out}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print("usage: python -m atlaslib.pages.course LESSON   (one of: "
+              + ", ".join(lsn.name for lsn in lessons()) + ")", file=sys.stderr)
+        return 2
+    try:
+        run_local(argv[0])
+    except (LessonError, LessonFailed) as exc:
+        print(f"lesson: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
