@@ -31,6 +31,7 @@ import pandas as pd
 import yaml
 
 from . import linkcheck, plots, results
+from .pages import facts
 from .cards import Card, available_cards
 from .runner import REPO, RunFailed, RunOutcome, RunRequest
 
@@ -250,7 +251,7 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
     if not card.licence_confirmed:
         text = _insert_after_title(text, (
             "```{warning}\n**Local evaluation only.** " + card.licence_note +
-            " `atlas book --publish` leaves this card out.\n```\n"))
+            " The numbers on this page may not be cited or republished until the licence is confirmed.\n```\n"))
     page.write_text(text, encoding="utf-8")
     return sorted(docs)
 
@@ -380,11 +381,13 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
                       f"{', '.join(owners)} (in `atlaslib/cards/`), not a registry profile.", ""]
             source, caps = "card baseline", "—"
         if mine:
-            lines += ["## Result cells", "", "| card | version | protocol | primary metric | status |",
+            lines += ["## Result cells", "", "The first leaderboard metric of the card that the run has a value for "
+                      "(a baseline that addresses only some sub-tasks shows the first of those).", "",
+                      "| card | version | protocol | headline metric | status |",
                       "|---|---|---|---|---|"]
             for c in sorted(mine, key=lambda c: (c["card"], c["version"], c["protocol"])):
                 card = by_card.get(c["card"])
-                base = card.metrics[0] if card else ""
+                base = headline_metric(card, c) if card else ""
                 val = fmt_metric(c["metrics"].get(f"{base}_{c['protocol']}")) if c["status"] == "ok" else \
                     f"not run: {_md_escape(short_reason(c.get('reason')))}"
                 lines.append(f"| [{c['card']}](../cards/{c['card']}.md) | `{c['version']}` | {c['protocol']} | "
@@ -397,6 +400,14 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
     (out_dir / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
     return docs
 
+
+def headline_metric(card: Card, cell: dict) -> str:
+    """The metric a model page shows for a cell: the card's first leaderboard metric with a value in the cell
+    (TempEval's memorize has no CONTAINS score, so its span F1 is shown), else the card's primary metric."""
+    for base in card.metrics:
+        if (cell.get("metrics", {}).get(f"{base}_{cell['protocol']}") or {}).get("value") is not None:
+            return base
+    return card.metrics[0]
 
 def render_reproduction(src: Path, cards: list[Card], cells: list[dict]) -> None:
     """Fill the reproduction chapter: every published figure a card's cells reproduce, beside ours
@@ -548,6 +559,7 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
     if publish:
         render_withheld(src, withheld)
         extra.append("book/withheld")
+    facts.substitute_site(src, shown_cells, cache_dir=paths.build)  # {{fact:KEY}} placeholders, every page
     render_toc(src, card_docs, dropped, extra, model_docs)
     return src, withheld
 

@@ -82,27 +82,31 @@ BOOTSTRAP_RESAMPLES = 1000
 METRIC_BASES = ("entity_f1", "entity_precision", "entity_recall", "entity_macro_f1")
 PROTOCOL_CAPABILITY = {"zero_shot": "predict.ner", "probe": "embed.text.tokens"}
 BASELINES = ("memorize",)
+#: The protocol each card baseline runs under: ``train_lookup`` = look up phrases memorised from the train
+#: sentences (it learns from the train split, so it is not zero-shot, and it has no features to probe).
+BASELINE_PROTOCOL = {"memorize": "train_lookup"}
 
 CARD = Card(
     name="maccrobat",
     title="Clinical entity recognition (MACCROBAT)",
     notebook="notebooks/maccrobat.md",
     versions=("atlas-n100-v1",),
-    protocols=("zero_shot", "probe"),
+    protocols=("zero_shot", "probe", "train_lookup"),
     metrics=METRIC_BASES,
     default_matrix=(
-        ("atlas-n100-v1", "memorize", "zero_shot"),
+        ("atlas-n100-v1", "memorize", "train_lookup"),
         ("atlas-n100-v1", "all-minilm-l6-v2", "probe"),
         ("atlas-n100-v1", "samrawal/bert-base-uncased_clinical-ner", "zero_shot"),
         ("atlas-n100-v1", "d4data/biomedical-ner-all", "zero_shot"),
     ),
     higher_is_better={m: True for m in METRIC_BASES},
     licence_confirmed=True,
-    licence_note=("MACCROBAT2020 on figshare is reported as CC BY 4.0 (the project brief's statement, not "
-                  "independently confirmed here); the HF conversion used as reference is tagged MIT; the "
-                  "GitHub copy pinned here (Saieiei/NLP) states no licence."),
+    licence_note=("MACCROBAT2020's licence is stated on its figshare record (Caufield et al.), which is usually "
+                  "cited as CC BY 4.0 but could not be consulted here, so that licence is unconfirmed; the HF "
+                  "conversion used as reference is tagged MIT in its dataset card; the GitHub copy pinned here "
+                  "(Saieiei/NLP) states no licence."),
     task="entity recognition with exact word boundaries (problem / treatment / test), IOB2 over words",
-    data="MACCROBAT2020, 200 case reports, 4,541 sentences (brat standoff)",
+    data="MACCROBAT2020, 200 case reports, {{fact:maccrobat.sentences}} sentences (brat standoff)",
 )
 
 
@@ -502,13 +506,17 @@ def overlap_of(model: str, info: dict | None = None) -> list:
 
 def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str,
                  n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED, adapter=None) -> Outcome:
-    """Run one (model, protocol) on the split: ``memorize`` is the card's own baseline (zero_shot slot);
+    """Run one (model, protocol) on the split: ``memorize`` is the card's own baseline (protocol
+    ``train_lookup``: it looks up phrases memorised from the train sentences);
     any other name goes through ``atlaslib.models.load_adapter``. Absent weights or a missing
     capability give an Outcome with status ``not_run`` and the reason (never an exception)."""
     import time
 
     if protocol not in CARD.protocols:
         raise ValueError(f"maccrobat: protocol {protocol!r} unknown; expected one of {CARD.protocols}")
+    if protocol in BASELINE_PROTOCOL.values() and model not in BASELINES:
+        raise ValueError(f"maccrobat: protocol {protocol!r} is the memorize baseline's; model {model!r} runs "
+                         f"under {', '.join(PROTOCOL_CAPABILITY)}")
     t0 = time.perf_counter()
     idx = items.set_index("item_id")
     missing = [i for i in manifest.train + manifest.test if i not in idx.index]
@@ -521,8 +529,9 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
                   item_ids=list(manifest.test), documents=test["document"].tolist(),
                   gold=[list(t) for t in test["tags"]])
     if model == "memorize":
-        if protocol != "zero_shot":
-            raise ValueError("maccrobat: the memorize baseline fills the zero_shot slot only (no features to probe)")
+        if protocol != BASELINE_PROTOCOL["memorize"]:
+            raise ValueError(f"maccrobat: the memorize baseline runs under protocol 'train_lookup' only (it "
+                             f"learns phrases from the train sentences; it has no head or features), got {protocol!r}")
         pred, mem = memorize_tags(train, test)
         out.details = {"baseline": "atlaslib.models.memorize.PhraseMemorizer", "casefold": False,
                        "threshold": "annotated in > 1/2 of occurrences", "match": "longest first, word boundaries",
@@ -782,3 +791,83 @@ def reproduction_rows(audit_result: dict) -> list[dict]:
                                       "singh-aditya/MACCROBAT_biomedical_ner @ 1470ebf")
             for r in summary.to_dict(orient="records")]
 
+
+
+# ------------------------------------------------------------------------------- gold-cut leakage
+def natural_word_spans(text: str) -> list[tuple[int, int]]:
+    """Word spans of ``text`` without the gold cuts: what a model would see if the card did not cut words
+    where mentions start or end (:func:`words_of` with no ``cuts``)."""
+    return words_of(text)
+
+
+def gold_cut_mentions(items: pd.DataFrame) -> dict:
+    """How many gold mentions have a boundary that only the gold cuts create: a first character that is
+    not the start of a natural word, or a last character that is not the end of one ("hepatosplenomegaly"
+    annotated as "splenomegaly" inside one run of letters). Without the cuts such a mention cannot be
+    matched exactly at all; with them its boundary is handed to the model in the word list. Returns
+    ``{"mentions": all gold mentions, "cut_inside_word": those, "sentences": sentences holding one}``."""
+    total = inside = sentences = 0
+    for text, spans, ms in zip(items["text"], items["word_spans"], items["mentions"]):
+        nat = natural_word_spans(text)
+        starts, ends = {a for a, _ in nat}, {b for _, b in nat}
+        hit = 0
+        for _, first, last in ms:
+            total += 1
+            if spans[first][0] not in starts or spans[last][1] not in ends:
+                hit += 1
+        inside += hit
+        sentences += bool(hit)
+    return {"mentions": total, "cut_inside_word": inside, "sentences": sentences}
+
+
+def char_mentions(tags: Sequence[str], spans: Sequence[tuple[int, int]]) -> set[tuple[str, int, int]]:
+    """Mentions of IOB2 ``tags`` as character spans ``(type, start of first word, end of last word)``."""
+    return {(t, spans[a][0], spans[b][1]) for t, a, b in tag_mentions(list(tags))}
+
+
+def char_span_f1(gold: Sequence[set], pred: Sequence[set]) -> dict:
+    """Micro P/R/F1 over character-span mentions pooled over sentences: a mention counts when its type,
+    start and end character match. P = TP / (TP + FP), R = TP / (TP + FN), F1 = 2·TP / (2·TP + FP + FN)
+    (0 when there is nothing to count)."""
+    tp = sum(len(g & p) for g, p in zip(gold, pred))
+    fp = sum(len(p - g) for g, p in zip(gold, pred))
+    fn = sum(len(g - p) for g, p in zip(gold, pred))
+    return {"tp": tp, "fp": fp, "fn": fn, "precision": tp / (tp + fp) if tp + fp else 0.0,
+            "recall": tp / (tp + fn) if tp + fn else 0.0, "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0}
+
+
+def uncut_tags(text: str, spans: Sequence[tuple[int, int]], gold_tags: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Natural words of ``text`` and IOB2 tags projected onto them: a gold mention (read off ``gold_tags``
+    over the cut ``spans``) covers every natural word it overlaps; a mention whose words are already
+    taken by an earlier one is left out (it cannot be represented without the cuts)."""
+    nat = natural_word_spans(text)
+    tags = ["O"] * len(nat)
+    for t, cs, ce in sorted(char_mentions(gold_tags, spans), key=lambda m: m[1]):
+        ws = [k for k, (a, b) in enumerate(nat) if a < ce and cs < b]
+        if not ws or any(tags[k] != "O" for k in ws):
+            continue
+        tags[ws[0]] = f"B-{t}"
+        for k in ws[1:]:
+            tags[k] = f"I-{t}"
+    return [text[a:b] for a, b in nat], tags
+
+
+def probe_without_gold_cuts(items: pd.DataFrame, manifest: SplitManifest, adapter, pred_with_cuts) -> dict:
+    """The leakage of the gold cuts, measured on the word probe: the same probe trained and tested on the
+    natural words (no cuts at gold boundaries), both runs scored against the exact gold character spans
+    (:func:`char_span_f1`). ``pred_with_cuts``: the run's own test tags on the cut words (its F1 in
+    character spans equals its word-level F1). Returns both scores and their difference."""
+    from ..protocols import tokens as tok
+
+    idx = items.set_index("item_id")
+    train, test = idx.loc[manifest.train], idx.loc[manifest.test]
+    tr = [uncut_tags(t, s, g) for t, s, g in zip(train["text"], train["word_spans"], train["tags"])]
+    te_words = [natural_word_spans(t) for t in test["text"]]
+    res = tok.probe_ner(adapter, [w for w, _ in tr], [g for _, g in tr],
+                        [[t[a:b] for a, b in sp] for t, sp in zip(test["text"], te_words)])
+    gold = [char_mentions(g, s) for g, s in zip(test["tags"], test["word_spans"])]
+    with_cuts = char_span_f1(gold, [char_mentions(p, s) for p, s in zip(pred_with_cuts, test["word_spans"])])
+    without = char_span_f1(gold, [char_mentions(p, s) for p, s in zip(res["tags"], te_words)])
+    return {"with_gold_cuts": with_cuts, "without_gold_cuts": without,
+            "f1_difference": with_cuts["f1"] - without["f1"], **{f"test_{k}": v for k, v in
+                                                                 gold_cut_mentions(test.reset_index()).items()}}

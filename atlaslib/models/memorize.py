@@ -1,5 +1,9 @@
 """The ``memorize`` baseline: tag test text with the phrases that were mentions in training.
 
+It learns from the train split, so it is never a zero-shot model: MACCROBAT runs it under its own
+protocol ``train_lookup`` (look up phrases memorised from the train sentences); Clinical TempEval runs it
+in the task's phases, as the 2015 paper did.
+
 Generic over character spans, so any span card can use it (MACCROBAT applies it to its sentence
 words joined by single spaces; Clinical TempEval to document text):
 

@@ -180,7 +180,7 @@ def test_split_invariants(corpus, manifest):
 
 
 def test_memorize_run_and_cell(corpus, manifest):
-    out = mc.run_protocol(corpus.items, manifest, "memorize", "zero_shot", n_resamples=200)
+    out = mc.run_protocol(corpus.items, manifest, "memorize", "train_lookup", n_resamples=200)
     assert out.status == "ok" and len(out.pred) == 100
     # the card's scorer equals seqeval on the run's own tag sequences
     assert out.scores["f1"]["value"] == pytest.approx(f1_score(out.gold, out.pred))
@@ -188,13 +188,15 @@ def test_memorize_run_and_cell(corpus, manifest):
     for k in ("f1", "precision", "recall", "macro_f1"):
         assert out.scores[k]["ci_low"] <= out.scores[k]["value"] <= out.scores[k]["ci_high"]
     cell = mc.build_cell(out, manifest, corpus.items)
-    assert set(cell["metrics"]) == {"entity_f1_zero_shot", "entity_precision_zero_shot",
-                                    "entity_recall_zero_shot", "entity_macro_f1_zero_shot"}
+    assert set(cell["metrics"]) == {"entity_f1_train_lookup", "entity_precision_train_lookup",
+                                    "entity_recall_train_lookup", "entity_macro_f1_train_lookup"}
     assert cell["split"]["hash"] == manifest.hash and cell["overlap"] == []
     assert set(cell["extra"]["per_type"]) == set(mc.TYPES)
     json.dumps(cell)
-    with pytest.raises(ValueError, match="zero_shot slot only"):
-        mc.run_protocol(corpus.items, manifest, "memorize", "probe")
+    with pytest.raises(ValueError, match="'train_lookup' only"):
+        mc.run_protocol(corpus.items, manifest, "memorize", "zero_shot")
+    with pytest.raises(ValueError, match="is the memorize baseline's"):
+        mc.run_protocol(corpus.items, manifest, "all-minilm-l6-v2", "train_lookup")
 
 
 def test_hub_model_without_weights_is_not_run_with_overlap_marker(corpus, manifest, monkeypatch):
@@ -239,9 +241,9 @@ def test_card_definition():
     c = mc.CARD
     assert c.name == "maccrobat" and c.versions == ("atlas-n100-v1",)
     assert c.metrics == ("entity_f1", "entity_precision", "entity_recall", "entity_macro_f1")
-    assert ("atlas-n100-v1", "memorize", "zero_shot") in c.default_matrix
+    assert ("atlas-n100-v1", "memorize", "train_lookup") in c.default_matrix
     assert c.notebook == "notebooks/maccrobat.md"
-    assert c.protocols == ("zero_shot", "probe")
+    assert c.protocols == ("zero_shot", "probe", "train_lookup")
     assert [c.metric_name(b, "probe") for b in c.metrics] == [
         "entity_f1_probe", "entity_precision_probe", "entity_recall_probe", "entity_macro_f1_probe"]
 

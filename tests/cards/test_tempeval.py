@@ -315,6 +315,11 @@ def test_metrics_leave_out_what_a_model_does_not_predict(tmp_path):
         {x["row"]: x for x in r.table["rows"]}["contains"]["f1"])
     assert r.metrics["contains_f1_phase2"]["ci_low"] < r.metrics["contains_f1_phase2"]["value"] < r.metrics["contains_f1_phase2"]["ci_high"]
     assert r.metrics["doctimerel_f1_phase2"]["value"] is None and "not applicable" in r.metrics["doctimerel_f1_phase2"]["reason"]
+    assert r.metrics["doctimerel_accuracy_phase2"]["value"] is None   # closest predicts no DocTimeRel
+    m = runs.metrics_from_table(r.table, "majority-doctimerel", "phase2")
+    assert m["doctimerel_accuracy_phase2"]["value"] == pytest.approx(
+        {x["row"]: x for x in r.table["rows"]}["doctimerel"]["f1"])   # phase 2: the scorer's F1 is accuracy
+    assert m["doctimerel_f1_phase2"]["value"] is None and "doctimerel_accuracy" in m["doctimerel_f1_phase2"]["reason"]
     with pytest.raises(runs.TextUnavailable):
         runs.predict("memorize", "phase1", runs.Corpus([], [], tmp_path, False, True))
 
