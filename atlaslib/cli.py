@@ -166,7 +166,7 @@ def main(argv=None) -> int:
     p.add_argument("--version", required=True)
     p.add_argument("--force", action="store_true", help="ignore the run cache")
     _add_data_dir(p)
-    _add_output_dirs(p)
+    _add_output_dirs(p, build=True)  # a failed notebook is kept in <build dir>/failed/
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("book", help="run the default matrix and build the HTML book")

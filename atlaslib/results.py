@@ -23,6 +23,7 @@ Schema (``schema_version`` 1)::
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -52,12 +53,22 @@ class ResultCellError(ValueError):
     """A result cell file is missing fields or is not valid JSON."""
 
 
-def slug(name: str) -> str:
-    """File-system-safe model slug: ``bvanaken/clinical-assertion-negation-bert`` →
-    ``bvanaken--clinical-assertion-negation-bert``; local paths keep only their last part."""
+def is_local_model(name: str) -> bool:
+    """True for a model named by a folder path: absolute (as the runner records local models), ``~``-,
+    ``./``- or ``../``-relative, or any relative path with a separator that exists."""
     s = str(name).strip()
-    if os.sep in s and os.path.exists(s):
-        s = "local-" + Path(s).name
+    return (os.path.isabs(s) or s.startswith(("~", "./", "../", "." + os.sep))
+            or (os.sep in s and os.path.exists(s)))
+
+
+def slug(name: str) -> str:
+    """File-system-safe model slug, unique to the model: ``bvanaken/clinical-assertion-negation-bert`` →
+    ``bvanaken--clinical-assertion-negation-bert``; a local folder gives ``local-<folder name>-<first 8 hex
+    of the sha256 of its resolved absolute path>``, so two folders of the same name never share a slug."""
+    s = str(name).strip()
+    if is_local_model(s):
+        resolved = str(Path(s).expanduser().resolve())
+        s = f"local-{Path(resolved).name}-{hashlib.sha256(resolved.encode()).hexdigest()[:8]}"
     s = s.replace("/", "--")
     return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-") or "model"
 
@@ -137,7 +148,7 @@ def git_commit(repo: str | os.PathLike | None = None) -> str | None:
         return None
 
 
-def environment() -> dict:
+def environment(torch_info: bool = True) -> dict:
     from . import __version__
 
     env = {
@@ -147,6 +158,8 @@ def environment() -> dict:
         "atlaslib_version": __version__,
         "atlaslib_commit": git_commit(),
     }
+    if not torch_info:  # a run decided before any model code: no torch import (seconds) for its cell
+        return env
     try:
         import torch
 
@@ -183,7 +196,8 @@ class Timer:
 def make_cell(spec: RunSpec, *, metrics: dict, predictions: list[dict], split: dict | None = None,
               data_sha256: dict | None = None, seeds: dict | None = None, timing: dict | None = None,
               extra: dict | None = None, overlap: list | None = None, status: str = "ok",
-              reason: str | None = None) -> dict:
+              reason: str | None = None, env: dict | None = None) -> dict:
+    """A result cell (schema above); ``env`` replaces :func:`environment` (which imports torch)."""
     return _jsonable({
         "schema_version": SCHEMA_VERSION,
         "card": spec.card, "version": spec.version, "model": spec.model, "protocol": spec.protocol,
@@ -194,7 +208,7 @@ def make_cell(spec: RunSpec, *, metrics: dict, predictions: list[dict], split: d
         "split": split or {},
         "data_sha256": data_sha256 or {},
         "seeds": seeds or {},
-        "environment": environment(),
+        "environment": environment() if env is None else env,
         "timing": timing or {},
         "overlap": overlap or [],
         "predictions": predictions,
@@ -222,6 +236,19 @@ def _jsonable(obj: Any):
     return obj
 
 
+def current_umask() -> int:
+    """The process umask (read from /proc when possible, else by setting and restoring it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` via a temp file in the same folder + fsync + rename: a killed
     process leaves either the old file or the new one, never a partial file."""
@@ -229,6 +256,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; give the mode open() would
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
@@ -248,14 +276,60 @@ def write_cell(cell: dict, path: str | os.PathLike) -> Path:
 
 
 def read_cell(path: str | os.PathLike) -> dict:
+    """A result cell read from ``path`` and checked against the schema (:func:`validate_cell`); any
+    fault raises :class:`ResultCellError` naming the file and the field."""
     try:
         cell = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ResultCellError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultCellError(f"{path}: cannot read the result cell ({type(exc).__name__})") from None
+    validate_cell(cell, path)
+    cell["_path"] = str(path)
+    return cell
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def validate_cell(cell, path="result cell") -> dict:
+    """Check a cell against the schema above: identity fields are non-empty strings, ``status`` is ok or
+    not_run, ``metrics`` maps names to ``{value, ci_low, ci_high[, reason]}`` with numbers or null (a null
+    value needs a reason), ``predictions`` is a list of objects. Raises :class:`ResultCellError` naming the
+    file and the field; returns the cell."""
+    if not isinstance(cell, dict):
+        raise ResultCellError(f"{path}: expected a JSON object, got {type(cell).__name__}")
     for key in ("card", "version", "model", "protocol", "metrics", "status"):
         if key not in cell:
             raise ResultCellError(f"{path}: result cell lacks field {key!r}")
-    cell["_path"] = str(path)
+    for key in ("card", "version", "model", "protocol"):
+        if not isinstance(cell[key], str) or not cell[key]:
+            raise ResultCellError(f"{path}: field {key!r} must be a non-empty string")
+    if cell["status"] not in ("ok", "not_run"):
+        raise ResultCellError(f"{path}: field 'status' must be 'ok' or 'not_run'")
+    if cell.get("reason") is not None and not isinstance(cell["reason"], str):
+        raise ResultCellError(f"{path}: field 'reason' must be a string or null")
+    if not isinstance(cell["metrics"], dict):
+        raise ResultCellError(f"{path}: field 'metrics' must be an object of metric name -> entry")
+    for name, e in cell["metrics"].items():
+        where = f"{path}: field metrics.{name}"
+        if not isinstance(e, dict):
+            raise ResultCellError(f"{where} must be an object {{value, ci_low, ci_high}}")
+        for k in ("value", "ci_low", "ci_high"):
+            if e.get(k) is not None and not _is_number(e[k]):
+                raise ResultCellError(f"{where}.{k} must be a number or null, got {type(e[k]).__name__}")
+        if e.get("value") is None and not isinstance(e.get("reason"), str):
+            raise ResultCellError(f"{where}: a null value needs a 'reason' string")
+        if e.get("reason") is not None and not isinstance(e["reason"], str):
+            raise ResultCellError(f"{where}.reason must be a string or null")
+    for key, typ in (("predictions", list), ("extra", dict), ("spec", dict), ("split", dict), ("timing", dict),
+                     ("overlap", list)):
+        if cell.get(key) is not None and not isinstance(cell[key], typ):
+            raise ResultCellError(f"{path}: field {key!r} must be a JSON {'array' if typ is list else 'object'}")
+    for i, row in enumerate(cell.get("predictions") or [], 1):
+        if not isinstance(row, dict):
+            raise ResultCellError(f"{path}: field predictions[{i}] must be an object")
     return cell
 
 

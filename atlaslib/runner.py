@@ -8,6 +8,16 @@ written to temporary files and renamed into place only when the whole notebook s
 killed run never leaves a partial file nor replaces a good one; a failed notebook is kept for reading in
 ``_build/failed/`` and the failure names the notebook and the cell.
 
+Before any kernel starts (:func:`preflight`), the request is checked: card, version, protocol and model (a
+registry profile, a card baseline, a local folder or a hub id) must exist, or a ValueError names the bad value
+and the valid ones; a run that cannot happen (capability missing, weights not available here, text under a
+data use agreement) gets its not-run result cell and a short stub notebook at once, without a kernel. Every
+path is made absolute against the caller's working directory first (the kernel runs in the repository).
+
+Outputs: the executed notebook and the cell replace the old pair together or not at all; a failed or
+interrupted run leaves no work folder and no empty output folder; a work folder left by a killed run is
+removed by the next run of the same request.
+
 Cache key (:func:`run_key`): sha256 over the notebook text, the parameters, the sha256 of every pinned data
 file of the card, the atlaslib version and the digest of atlaslib's source files, and the model profile
 (incl. its revision). A run whose stored cell carries the same key and whose executed notebook exists is
@@ -132,6 +142,10 @@ def _profile_dict(model: str) -> dict:
 
 
 def run_key(request: RunRequest, notebook_text: str) -> str:
+    try:
+        blocked = preflight(request)
+    except Exception as exc:  # an invalid request is refused by run(); its key only has to be stable
+        blocked = f"invalid: {type(exc).__name__}"
     payload = {
         "notebook_sha256": hashlib.sha256(notebook_text.encode()).hexdigest(),
         "parameters": request.parameters(),
@@ -139,6 +153,8 @@ def run_key(request: RunRequest, notebook_text: str) -> str:
         "atlaslib_version": __version__,
         "atlaslib_source": source_digest(),
         "profile": _profile_dict(request.model),
+        # a not-run decided before the kernel is re-decided when the weights arrive
+        "preflight": blocked,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -171,69 +187,377 @@ def check_request(request: RunRequest):
     return card
 
 
+# --------------------------------------------------------------------------------------------- before a kernel
+
+def resolve_model(model: str) -> str:
+    """A model named by an existing local folder (relative to the caller's working directory, or with
+    ``~``) becomes its absolute path; registry names, card baselines and hub ids are returned as given."""
+    from .models import load_profiles
+
+    s = str(model).strip()
+    if s in load_profiles():
+        return s
+    p = Path(s).expanduser()
+    if p.is_dir() and (os.sep in s or s.startswith((".", "~")) or not _looks_like_hub_id(s)):
+        return str(p.resolve())
+    return s
+
+
+def _looks_like_hub_id(s: str) -> bool:
+    import re
+
+    return re.match(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", s) is not None
+
+
+def resolve_request(request: RunRequest) -> RunRequest:
+    """The request with a local model folder made absolute (see :func:`resolve_model`)."""
+    from dataclasses import replace
+
+    model = resolve_model(request.model)
+    return request if model == request.model else replace(request, model=model)
+
+
+CARD_BASELINES = {
+    # models a card knows by itself (not registry profiles), per protocol they can fill
+    "maccrobat": {"memorize": ("train_lookup",)},
+    "nli_negation": {"always-entailment": ("zero_shot",), "always-abstain": ("zero_shot",),
+                     "medspacy-context-nli": ("zero_shot",), "minilm-similarity": ("zero_shot",)},
+    "tempeval": {"closest": ("phase1", "phase2"), "memorize": ("phase1", "phase2"),
+                 "majority-doctimerel": ("phase2",)},
+}
+#: the capabilities a card's protocol asks of a registry, local or hub model (first one present is used)
+CARD_CAPABILITIES = {
+    ("negex", "zero_shot"): ("predict.assertion", "score.options"),
+    ("negex", "probe"): ("embed.text.pooled",),
+    ("maccrobat", "zero_shot"): ("predict.ner",),
+    ("maccrobat", "probe"): ("embed.text.tokens",),
+    ("nli_negation", "zero_shot"): ("predict.nli",),
+}
+
+
+def _unknown_model(request: RunRequest, exc: Exception) -> ValueError:
+    from .models import load_profiles
+
+    if request.card == "tempeval":
+        return ValueError(f"card tempeval has no model {request.model!r}; expected one of "
+                          f"{', '.join(sorted(CARD_BASELINES['tempeval']))}")
+    names = sorted(CARD_BASELINES.get(request.card, {})) + sorted(load_profiles())
+    return ValueError(f"unknown model {request.model!r} for card {request.card}: not an existing local model "
+                      f"folder, not a hub id 'org/name', and not one of {', '.join(names)}")
+
+
+def preflight(request: RunRequest) -> str | None:
+    """Decide, without a kernel, whether ``request`` can run: None when it can (its kernel decides the
+    rest), else the not-run reason the card's notebook would record (capability missing, weights
+    unavailable, text under a data use agreement). An invalid card, version, protocol or model raises
+    ValueError (KeyError for an unknown card) naming the bad value and the valid ones."""
+    from .models import CapabilityMissing, ProfileError, WeightsUnavailable, check_weights, get_profile
+
+    check_request(request)
+    card, model, protocol = request.card, request.model, request.protocol
+    baselines = CARD_BASELINES.get(card, {})
+    if model in baselines:
+        if protocol not in baselines[model]:
+            raise ValueError(f"card {card}: model {model!r} has no {protocol} run; its protocols: "
+                             f"{', '.join(baselines[model])}")
+        if card == "tempeval":
+            needs_text = model == "memorize" or protocol == "phase1"
+            if request.version == "thyme-dev-2015" and needs_text and not dict(request.params).get("thyme_text_dir"):
+                return (f"{model} {protocol} needs the note text; THYME text is under a Mayo Clinic DUA "
+                        f"(set thyme_text_dir to run it)")
+        if card == "nli_negation" and model == "minilm-similarity":
+            try:
+                check_weights(get_profile("all-minilm-l6-v2"))
+            except WeightsUnavailable as exc:
+                return str(exc)
+        return None
+    if card == "tempeval":
+        raise _unknown_model(request, KeyError(model))
+    try:
+        profile = get_profile(model)
+    except ProfileError as exc:
+        raise _unknown_model(request, exc) from None
+    wanted = CARD_CAPABILITIES.get((card, protocol))
+    if wanted is None:  # a card the runner has no table for: its notebook decides
+        return None
+    try:
+        if profile.capabilities_known and not any(c in profile.capabilities for c in wanted):
+            have = ", ".join(profile.capabilities) or "none"
+            raise CapabilityMissing(f"model {profile.name!r} has no capability {wanted[0]!r} (it has: {have})")
+        check_weights(profile)
+    except WeightsUnavailable as exc:
+        return str(exc) if card == "nli_negation" else ("weights unavailable" if card == "maccrobat" else exc.short)
+    except CapabilityMissing as exc:
+        if card == "negex":
+            return (f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
+                    f"{model} has {', '.join(profile.capabilities) or 'none'}")
+        if card == "maccrobat":
+            return f"capability missing: {wanted[0]}"
+        return f"n/a: {exc}"
+    return None
+
+
+def not_run_metric_names(card: str, protocol: str) -> list[str]:
+    """The metric names a card's own not-run cell carries for ``protocol``."""
+    import importlib
+
+    from .cards import CARD_MODULES
+
+    if card == "tempeval":
+        from .cards.tempeval import runs
+
+        return runs.metric_names(protocol)
+    if card == "nli_negation":
+        from .cards import nli_negation
+
+        return [nli_negation.CARD.metric_name(b, protocol) for b in nli_negation.METRICS]
+    mod = importlib.import_module(CARD_MODULES[card])
+    bases = getattr(mod, "METRIC_BASES", None) or get_card(card).metrics
+    return [f"{b}_{protocol}" for b in bases]
+
+
+def stub_notebook(request: RunRequest, reason: str):
+    """A short notebook (not executed) for a run that cannot happen: title, reason, link to the card page."""
+    import nbformat
+
+    card = get_card(request.card)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(f"# {card.title.split(':')[0]} run: {request.model} · {request.protocol} · "
+                                      f"{request.version}"),
+        nbformat.v4.new_markdown_cell(
+            f"**Not run:** {reason}\n\nThis run was decided before any code ran: the atlas checked the model "
+            f"against what the `{request.protocol}` protocol needs and found it cannot run here. Its result cell "
+            f"records the reason, and the leaderboard shows it as not run.\n\n"
+            f"[Back to the card page](../../../../cards/{card.name}.md)"),
+    ]
+    return nb
+
+
+def _stale_work_dirs(folder: Path) -> list[Path]:
+    """Work folders in a run's output folder whose process is gone (runs killed with SIGKILL): their
+    ``owner`` file names a host and pid that no longer runs, or, without one, they are over 2 minutes old."""
+    import socket
+
+    stale = []
+    for d in folder.glob("atlas-run-*"):
+        if not d.is_dir():
+            continue
+        try:
+            host, pid = (d / "owner").read_text().split()
+            alive = host == socket.gethostname() and _pid_alive(int(pid))
+        except (OSError, ValueError):  # no owner yet (just made) or an older runner's folder: go by age
+            try:
+                alive = time.time() - d.stat().st_mtime < 120
+            except OSError:
+                alive = True
+        if not alive:
+            stale.append(d)
+    return stale
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _prune_empty(folder: Path, root: Path) -> None:
+    """Remove ``folder`` and its parents up to (not including) ``root`` while they are empty."""
+    folder, root = Path(folder), Path(root)
+    while folder != root and root in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
+def _check_writable(folder: Path, what: str) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the {what} folder {folder} ({exc.strerror or type(exc).__name__})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"the {what} folder {folder} is not writable; nothing was run or replaced")
+
+
+class OutputError(OSError):
+    """An output folder cannot be created or written: the run did not start and nothing was replaced."""
+
+
+def _replace_pair(new_nb: Path, new_cell: Path, nb_out: Path, res_out: Path, backup: Path) -> None:
+    """Move the new notebook and cell into place together. The old notebook is copied aside first and the
+    old cell is only ever replaced by the last rename, so when either rename fails the old pair (or none)
+    is what stays: notebook and cell never disagree."""
+    backup.mkdir(exist_ok=True)
+    old_nb = backup / "old.ipynb"
+    had_nb = nb_out.is_file()
+    try:
+        if had_nb:
+            shutil.copy2(nb_out, old_nb)
+        os.replace(new_nb, nb_out)
+    except OSError as exc:
+        raise OutputError(f"could not write {nb_out} ({exc.strerror or type(exc).__name__}); the previous "
+                          f"notebook and cell are kept") from None
+    try:
+        os.replace(new_cell, res_out)
+    except BaseException as exc:
+        try:
+            os.replace(old_nb, nb_out) if had_nb else nb_out.unlink(missing_ok=True)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise OutputError(f"could not write {res_out} ({exc.strerror or type(exc).__name__}); the previous "
+                              f"notebook and cell are kept") from None
+        raise
+
+
+def _write_stub(request: RunRequest, reason: str, key: str, nb_out: Path, res_out: Path, work: Path) -> dict:
+    import nbformat
+
+    from . import results
+    from .models import get_profile
+
+    try:
+        profile = get_profile(request.model).to_dict()
+    except Exception:
+        profile = {"name": request.model}
+    spec = results.RunSpec(card=request.card, version=request.version, model=request.model,
+                           protocol=request.protocol, profile=profile, revision=profile.get("revision"),
+                           parameters={**dict(request.params), "run_key": key})
+    cell = results.not_run_cell(spec, reason, not_run_metric_names(request.card, request.protocol),
+                                timing={"wall_seconds": 0.0, "peak_rss_mb": None},
+                                extra={"decided_before_run": True}, env=results.environment(torch_info=False))
+    cell["run_key"] = key
+    nbformat.write(stub_notebook(request, reason), work / "out.ipynb")
+    tmp_cell = Path(tempfile.mkstemp(dir=res_out.parent, prefix=f".{res_out.name}.", suffix=".tmp")[1])
+    try:
+        write_cell(cell, tmp_cell)
+        _replace_pair(work / "out.ipynb", tmp_cell, nb_out, res_out, work / "backup")
+    finally:
+        tmp_cell.unlink(missing_ok=True)
+    return cell
+
+
 def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results",
         runs_dir: str | os.PathLike = REPO / "book" / "runs", data_dir: str | os.PathLike | None = None,
         failed_dir: str | os.PathLike = REPO / "_build" / "failed", force: bool = False,
         kernel_name: str = "python3", timeout: int | None = 3600) -> RunOutcome:
-    """Run one notebook (or reuse its current outputs); raise :class:`RunFailed` when it fails."""
-    import nbformat
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
+    """Run one notebook (or reuse its current outputs); raise :class:`RunFailed` when it fails.
 
+    A run that cannot happen (:func:`preflight`) writes its not-run cell and a stub notebook without a
+    kernel (status "ran", ``extra["preflight"]`` True); an invalid request raises ValueError / KeyError
+    before anything is written; an output folder that cannot be written raises :class:`OutputError`."""
+    import socket
+
+    import nbformat
+
+    request = resolve_request(request)
     card = check_request(request)
+    reason = preflight(request)
     nb_src = REPO / card.notebook
     nb = read_text_notebook(nb_src)
     key = run_key(request, nb_src.read_text(encoding="utf-8"))
-    results_dir, runs_dir = Path(results_dir), Path(runs_dir)
+    results_dir, runs_dir = Path(results_dir).expanduser().resolve(), Path(runs_dir).expanduser().resolve()
+    failed_dir = Path(failed_dir).expanduser().resolve()
+    data_dir = str(Path(data_dir).expanduser().resolve()) if data_dir not in (None, "") else None
     nb_out, res_out = output_paths(request, results_dir, runs_dir)
     if not force and is_current(request, key, results_dir, runs_dir):
         cell = read_cell(res_out)
         return RunOutcome(request, "cached", cell_status=cell["status"], notebook=str(nb_out), result=str(res_out),
                           peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
                           seconds=0.0)
+    _refuse_clash(request, res_out)
 
-    nb_out.parent.mkdir(parents=True, exist_ok=True)
-    res_out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="atlas-run-", dir=nb_out.parent))
+    made = [d for d in (nb_out.parent, res_out.parent) if not d.exists()]
+    work = None
     try:
-        src_ipynb, out_ipynb, tmp_cell = work / "in.ipynb", work / "out.ipynb", work / "cell.json"
-        nbformat.write(nb, src_ipynb)
-        params = {**request.parameters(), "data_dir": str(data_dir) if data_dir else None,
-                  "result_path": str(tmp_cell), "run_key": key}
-        # Widgets are not saved in executed notebooks: kernels draw plain progress bars.
-        os.environ.setdefault("ATLAS_PROGRESS", "plain")
+        _check_writable(nb_out.parent, "executed-notebook")
+        _check_writable(res_out.parent, "result-cell")
+        for d in _stale_work_dirs(nb_out.parent):
+            shutil.rmtree(d, ignore_errors=True)
+        work = Path(tempfile.mkdtemp(prefix=f"atlas-run-{request.protocol}-", dir=nb_out.parent))
+        (work / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
         start = time.perf_counter()
-        try:
-            papermill.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, kernel_name=kernel_name,
-                                       cwd=str(REPO), progress_bar=False, log_output=False,
-                                       execution_timeout=timeout,
-                                       # the kernel's own start-up chatter (e.g. its note that the local
-                                       # loopback channel is unencrypted) is not the run's business;
-                                       # errors inside the notebook are still raised and kept
-                                       extra_arguments=["--IPKernelApp.log_level=ERROR"])
-        except PapermillExecutionError as exc:
-            kept = _keep_failed(out_ipynb, request, Path(failed_dir))
-            cell_no = _source_cell_number(nb, exc.cell_index)
-            raise RunFailed(request, card.notebook, cell_no, f"{exc.ename}: {exc.evalue}", kept) from None
-        except Exception as exc:
-            kept = _keep_failed(out_ipynb, request, Path(failed_dir))
-            raise RunFailed(request, card.notebook, None, f"{type(exc).__name__}: {exc}", kept) from None
-        seconds = time.perf_counter() - start
-        if not tmp_cell.is_file():
-            kept = _keep_failed(out_ipynb, request, Path(failed_dir))
-            raise RunFailed(request, card.notebook, None,
-                            "the notebook finished without writing its result cell (result_path)", kept)
-        cell = read_cell(tmp_cell)
-        cell.pop("_path", None)
-        cell["run_key"] = key  # the runner owns the cache key, whatever the notebook recorded
-        write_cell(cell, tmp_cell)
-        os.replace(out_ipynb, nb_out)
-        os.replace(tmp_cell, res_out)
-        return RunOutcome(request, "ran", seconds=round(seconds, 2), cell_status=cell["status"],
-                          peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
-                          notebook=str(nb_out), result=str(res_out))
+        if reason is not None:
+            cell = _write_stub(request, reason, key, nb_out, res_out, work)
+            made = []
+            return RunOutcome(request, "ran", seconds=round(time.perf_counter() - start, 3), cell_status="not_run",
+                              notebook=str(nb_out), result=str(res_out), extra={"preflight": True})
+        outcome = _execute(request, card, nb, key, work, nb_out, res_out, data_dir, failed_dir, kernel_name,
+                           timeout, start)
+        made = []
+        return outcome
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        for d in made:  # a run that wrote nothing leaves no empty folders behind
+            _prune_empty(d, runs_dir if d == nb_out.parent else results_dir)
+
+
+def _refuse_clash(request: RunRequest, res_out: Path) -> None:
+    """Two models must never share a cell: refuse when the cell in place belongs to another model."""
+    if not res_out.is_file():
+        return
+    try:
+        other = json.loads(res_out.read_text(encoding="utf-8")).get("model")
+    except (OSError, ValueError, AttributeError):
+        return
+    if other is not None and other != request.model:
+        raise OutputError(f"{res_out} holds the result of model {other!r}, not {request.model!r}; it is not "
+                          f"replaced (rename one of the two model folders)")
+
+
+def _execute(request, card, nb, key, work: Path, nb_out: Path, res_out: Path, data_dir, failed_dir: Path,
+             kernel_name, timeout, start) -> RunOutcome:
+    import nbformat
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    src_ipynb, out_ipynb, tmp_cell = work / "in.ipynb", work / "out.ipynb", work / "cell.json"
+    nbformat.write(nb, src_ipynb)
+    params = {**request.parameters(), "data_dir": data_dir, "result_path": str(tmp_cell), "run_key": key}
+    # Widgets are not saved in executed notebooks: kernels draw plain progress bars.
+    os.environ.setdefault("ATLAS_PROGRESS", "plain")
+    try:
+        papermill.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, kernel_name=kernel_name,
+                                   cwd=str(REPO), progress_bar=False, log_output=False,
+                                   execution_timeout=timeout,
+                                   # the kernel's own start-up chatter (e.g. its note that the local
+                                   # loopback channel is unencrypted) is not the run's business;
+                                   # errors inside the notebook are still raised and kept
+                                   extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    except PapermillExecutionError as exc:
+        kept = _keep_failed(out_ipynb, request, failed_dir)
+        cell_no = _source_cell_number(nb, exc.cell_index)
+        raise RunFailed(request, card.notebook, cell_no, f"{exc.ename}: {exc.evalue}", kept) from None
+    except Exception as exc:
+        kept = _keep_failed(out_ipynb, request, failed_dir)
+        raise RunFailed(request, card.notebook, None, f"{type(exc).__name__}: {exc}", kept) from None
+    seconds = time.perf_counter() - start
+    if not tmp_cell.is_file():
+        kept = _keep_failed(out_ipynb, request, failed_dir)
+        raise RunFailed(request, card.notebook, None,
+                        "the notebook finished without writing its result cell (result_path)", kept)
+    cell = read_cell(tmp_cell)
+    cell.pop("_path", None)
+    cell["run_key"] = key  # the runner owns the cache key, whatever the notebook recorded
+    staged = Path(tempfile.mkstemp(dir=res_out.parent, prefix=f".{res_out.name}.", suffix=".tmp")[1])
+    try:
+        write_cell(cell, staged)
+        _replace_pair(out_ipynb, staged, nb_out, res_out, work / "backup")
+    finally:
+        staged.unlink(missing_ok=True)
+    return RunOutcome(request, "ran", seconds=round(seconds, 2), cell_status=cell["status"],
+                      peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
+                      notebook=str(nb_out), result=str(res_out))
 
 
 def _keep_failed(executed: Path, request: RunRequest, failed_dir: Path) -> str | None:

@@ -114,12 +114,15 @@ def resolve(pf: PinnedFile, data_dir_: str | os.PathLike | None = None, *, downl
     cached = cache_dir() / pf.name
     if cached.is_file():
         return _check(pf, cached, "cached")
+    looked = (f"{pf.name} was not found in the data folder (looked for {local / pf.name})" if local is not None
+              else f"{pf.name} was not found: no data folder is set ({ENV_DATA_DIR} or --data-dir)")
+    looked += f" nor in the download cache ({cached})"
     if not download:
-        raise DataSourceError(
-            f"{pf.name} is neither in the data directory ({local}) nor in the cache; expected sha256 "
-            f"{pf.sha256}. {_manual_hint(pf)}"
-        )
-    _download(pf, cached)
+        raise DataSourceError(f"{looked}; expected sha256 {pf.sha256}. {_manual_hint(pf)}")
+    try:
+        _download(pf, cached)
+    except DataSourceError as exc:
+        raise DataSourceError(f"{looked}; then {exc}") from None
     return cached
 
 

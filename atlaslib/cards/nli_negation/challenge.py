@@ -250,13 +250,16 @@ def _calls_with_case(fn: Callable) -> bool:
 def _run_predictor(predictor, cases: tuple[NliNegationCase, ...]) -> list:
     batch = getattr(predictor, "predict_batch", None)
     if callable(batch):
+        failed = None
         try:
             out = batch([c.premise for c in cases], [c.hypothesis for c in cases])
         except NliNegationError:  # the atlas's own errors are value-free already
             raise
         except Exception as exc:
+            failed = type(exc).__name__
+        if failed is not None:  # raised outside the handler: neither __cause__ nor __context__ keeps the text
             raise NliNegationPredictorError(
-                f"the predictor raised {type(exc).__name__} on the batch of {len(cases)} cases "
+                f"the predictor raised {failed} on the batch of {len(cases)} cases "
                 "(message withheld: it may quote case text)") from None
         if isinstance(out, (str, bytes)) or not hasattr(out, "__iter__"):
             raise NliNegationInputError("the predictor's batch output is not a list of labels")
@@ -270,27 +273,64 @@ def _run_predictor(predictor, cases: tuple[NliNegationCase, ...]) -> list:
     with_case = _calls_with_case(predictor)
     out = []
     for i, c in enumerate(cases, 1):
+        failed = None
         try:
             out.append(predictor(c) if with_case else predictor(c.premise, c.hypothesis))
         except NliNegationError:
             raise
         except Exception as exc:
+            failed = type(exc).__name__
+        if failed is not None:  # raised outside the handler: no exception chain keeps the case text
             raise NliNegationPredictorError(
-                f"the predictor raised {type(exc).__name__} on the case at position {i} "
+                f"the predictor raised {failed} on the case at position {i} "
                 "(message withheld: it may quote case text)") from None
     return out
+
+
+def _predictions_by_id_or_position(predictions):
+    """Predictions as a :class:`Mapping` (matched by case id) or a plain sequence (case order).
+
+    A pandas Series is mapping-like: it is read by its index (case ids), never by position, and its index
+    must be unique; a DataFrame, a numpy array of more than one dimension or a set (no order) is ambiguous
+    and refused."""
+    import numpy as np
+
+    mod = type(predictions).__module__ or ""
+    if mod.startswith("pandas"):
+        import pandas as pd
+
+        if isinstance(predictions, pd.Series):
+            if not predictions.index.is_unique:
+                raise NliNegationInputError("predictions: the Series index (case ids) has repeated entries")
+            return {k: (None if v is None or (isinstance(v, float) and v != v) else v)
+                    for k, v in predictions.items()}
+        raise NliNegationInputError(
+            f"predictions: a {type(predictions).__name__} is ambiguous; give a Series indexed by case id, a "
+            "dict {case id: label} or a list in case order")
+    if isinstance(predictions, np.ndarray):
+        if predictions.ndim != 1:
+            raise NliNegationInputError(f"predictions: expected a 1-d array, got {predictions.ndim} dimensions")
+        return [None if v is None else (str(v) if isinstance(v, np.str_) else v) for v in predictions.tolist()]
+    if isinstance(predictions, (set, frozenset)) or type(predictions).__name__ in ("dict_keys", "dict_values"):
+        raise NliNegationInputError(
+            f"predictions: a {type(predictions).__name__} has no fixed case order; give a list in case order or "
+            "a mapping by case id")
+    return predictions
 
 
 def collect_predictions(cases=None, *, predictions=None, predictor=None) -> list[str | None]:
     """Resolve the prediction source into one normalised label (or ``None``) per case, case order.
 
-    Exactly one of ``predictions`` (an iterable in case order, or a mapping keyed by case id whose
-    keys equal the case ids) and ``predictor`` (a callable on ``(premise, hypothesis)`` or on one
+    Exactly one of ``predictions`` (a plain sequence in case order, or a mapping keyed by case id whose
+    keys equal the case ids; a pandas Series counts as a mapping by its index, see
+    :func:`_predictions_by_id_or_position`) and ``predictor`` (a callable on ``(premise, hypothesis)`` or on one
     case; an object with ``predict_batch(premises, hypotheses)`` is called once) must be given.
     """
     cases = validate_cases(default_nli_negation_cases() if cases is None else cases)
     if (predictions is None) == (predictor is None):
         raise NliNegationInputError("give exactly one of predictions= and predictor=")
+    if predictor is None:
+        predictions = _predictions_by_id_or_position(predictions)
     if predictor is not None:
         raw = _run_predictor(predictor, cases)
     elif isinstance(predictions, Mapping):

@@ -357,7 +357,7 @@ def load_nli_negation_cases(path) -> tuple[NliNegationCase, ...]:
         raise NliNegationInputError(f"{where}: no such file")
     suffix = p.suffix.lower()
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a UTF-8 byte-order mark (Windows editors) is accepted
     except UnicodeDecodeError:
         raise NliNegationInputError(f"{where}: not UTF-8 text") from None
     rows: list[tuple[int, Any]] = []

@@ -138,10 +138,15 @@ def parse_name(path: str | os.PathLike) -> dict:
     return m.groupdict()
 
 
-def read_document(path: str | os.PathLike, text: str | None = None, *, check_references: bool = True) -> Document:
-    """One Anafora XML file -> :class:`Document`. Relation ``Source``/``Target`` ids must exist in the file."""
+def read_document(path: str | os.PathLike, text: str | None = None, *, check_references: bool = True,
+                  strict_name: bool = True) -> Document:
+    """One Anafora XML file -> :class:`Document`. Relation ``Source``/``Target`` ids must exist in the file.
+    ``strict_name=False`` accepts any file name (the document id is then the name up to its first dot)."""
     path = Path(path)
-    meta = parse_name(path)
+    if strict_name or FILE_RE.match(path.name):
+        meta = parse_name(path)
+    else:
+        meta = {"doc": path.name.split(".")[0], "schema": "", "annotator": "", "status": ""}
     root = _parse_root(path)
     if root.tag != "data":
         raise AnaforaError(f"{path}: root element is <{root.tag}>, expected <data>")

@@ -48,7 +48,6 @@ import logging
 import os
 import sys
 import sysconfig
-import xml.etree.ElementTree as ET
 from importlib import metadata
 from pathlib import Path
 
@@ -106,25 +105,64 @@ def view_name(view) -> str:
     return ":".join(view) if isinstance(view, tuple) else view
 
 
+def _check_regex(xml_name_regex: str):
+    import re
+
+    try:
+        return re.compile(xml_name_regex)
+    except re.error as exc:
+        raise ScoringError(f"--xml-name-regex {xml_name_regex!r} is not a valid regular expression "
+                           f"({exc.msg} at position {exc.pos})") from None
+
+
 def _check_dir(path, what: str, xml_name_regex: str) -> Path:
+    """The folder, after reading every matching file as Anafora XML (root <data>, each entity's span
+    '<start>,<end>', every relation's Source/Target an id of the same file): the first fault raises
+    :class:`ScoringError` naming the file and the element."""
+    from .anafora_io import read_document
+
     path = Path(path)
     if not path.is_dir():
         raise ScoringError(f"{what} directory {path} does not exist (expected <dir>/<doc>/<doc>.*.xml)")
-    import re
-
+    regex = _check_regex(xml_name_regex)
     n = 0
     for f in sorted(path.rglob("*.xml")):
-        if not re.search(xml_name_regex, f.name):
+        if not regex.search(f.name):
             continue
         n += 1
         try:
-            ET.parse(f)
-        except ET.ParseError as exc:
-            line, col = exc.position
-            raise ScoringError(f"{f}: malformed XML at line {line}, column {col + 1} ({what} file)") from None
+            read_document(f, strict_name=False)
+        except AnaforaError as exc:
+            raise ScoringError(f"{exc} ({what} file)") from None
     if what == "reference" and n == 0:
         raise ScoringError(f"reference directory {path} has no files matching {xml_name_regex!r}")
     return path
+
+
+def input_warnings(reference_dir, predicted_dir, xml_name_regex: str = TEMPORAL_FILE_RE) -> list[str]:
+    """What the scorer would pass over in silence: no predicted file at all, predicted documents that are
+    not in the reference (the scorer ignores them), reference documents without a predicted file (scored
+    as predicting nothing). One line each; an empty list when the two folders match."""
+    regex = _check_regex(xml_name_regex)
+
+    def docs(root: Path) -> set[str]:
+        return {str(f.parent.relative_to(root)) for f in root.rglob("*.xml") if regex.search(f.name)}
+
+    ref, pred = docs(Path(reference_dir)), docs(Path(predicted_dir))
+    out = []
+    if not pred:
+        out.append(f"predicted directory {predicted_dir} has no files matching {xml_name_regex!r}: every "
+                   "score below is that of a system that predicts nothing")
+    else:
+        extra = sorted(pred - ref)
+        if extra:
+            out.append(f"{len(extra)} predicted document(s) are not in the reference and are not scored: "
+                       f"{', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
+        absent = sorted(ref - pred)
+        if absent:
+            out.append(f"{len(absent)} reference document(s) have no predicted file and count as predicting "
+                       f"nothing: {', '.join(absent[:5])}{' ...' if len(absent) > 5 else ''}")
+    return out
 
 
 def _merge(file_named_scores, scores_type, per_document: list | None = None):
@@ -291,7 +329,9 @@ def paper_tables(tables: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    """``atlas score tempeval -r REF -p PRED [--closure]``: print the table as JSON."""
+    """``atlas score tempeval -r REF -p PRED [--closure] [--strict]``: print the table as JSON; bad input is
+    one line on stderr and exit 2; an empty prediction set or unmatched documents are a warning (exit 2 with
+    ``--strict``)."""
     parser = argparse.ArgumentParser(prog="atlas score tempeval", description=(
         "Score Anafora XML predictions against a reference with the official Clinical TempEval scorer "
         "(anaforatools) and print one JSON table: P/R/F1 (and A) per sub-task."))
@@ -300,12 +340,24 @@ def main(argv=None) -> int:
     parser.add_argument("--closure", action="store_true", help="add CONTAINS scored with temporal closure")
     parser.add_argument("-x", "--xml-name-regex", default=TEMPORAL_FILE_RE,
                         help="which XML files to score (default: %(default)r)")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail (exit 2) instead of warning when no prediction is found or documents do "
+                             "not match between the two folders")
     args = parser.parse_args(argv)
     try:
         table = score_directories(args.reference, args.predicted, closure=args.closure,
                                   xml_name_regex=args.xml_name_regex)
+        warned = input_warnings(args.reference, args.predicted, args.xml_name_regex)
     except (ScoringError, AnaforaError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"atlas score tempeval: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the scorer itself failed on input the checks above let through
+        print(f"atlas score tempeval: error: the scorer failed on these folders ({type(exc).__name__}: "
+              f"{str(exc).splitlines()[0] if str(exc) else ''})", file=sys.stderr)
+        return 2
+    for line in warned:
+        print(f"atlas score tempeval: {'error' if args.strict else 'warning'}: {line}", file=sys.stderr)
+    if warned and args.strict:
         return 2
     print(json.dumps(table, indent=1))
     return 0

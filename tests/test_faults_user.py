@@ -1,0 +1,403 @@
+"""Faults and bad inputs a careful user hits: each gets one clear answer, nothing is lost, nothing is silent.
+
+One test per case of the fault list (hub ids outside the registry, slug clashes, relative paths, a failed
+write, NLI predictions by id, ``atlas score tempeval`` input, cells validated on read, a missing data file,
+leftovers and Ctrl-C, value-free errors), plus property tests over prediction inputs.
+
+Runs that cannot happen are decided before a kernel starts, so most tests here start none; the few that
+need a real notebook run (a hub model from the local cache, relative paths, Ctrl-C) run the NegEx card on
+atlas-n100-v1 with tiny models.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from atlaslib import cli, results, runner, sources
+from atlaslib.runner import RunRequest
+from tests import tiny_models
+
+REPO = Path(__file__).resolve().parent.parent
+ATLAS = [sys.executable, "-c", "import sys; from atlaslib.cli import main; sys.exit(main())"]
+N100 = "atlas-n100-v1"
+
+
+def _env(**extra) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def atlas(*args, cwd=REPO, env=None, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([*ATLAS, *map(str, args)], cwd=cwd, env=env or _env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_line(stderr: str) -> str:
+    """The whole of stderr must be one line and no traceback."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in stderr, stderr
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def files_under(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def empty_dirs(root: Path) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_dir() and not any(p.iterdir())]
+
+
+def hub_cache_with(tmp_path: Path, repo_id: str, model_dir: Path) -> Path:
+    """A Hugging Face cache folder (``HF_HUB_CACHE`` layout) holding ``model_dir``'s files as ``repo_id`` at
+    main."""
+    hub = tmp_path / "hf" / "hub"
+    org, name = repo_id.split("/")
+    repo = hub / f"models--{org}--{name}"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(model_dir, repo / "snapshots" / commit)
+    return hub
+
+
+# ------------------------------------------------------------------------------------------------ 1
+
+
+def test_case01_hub_id_outside_the_registry_runs_from_the_local_cache_and_absent_weights_say_so(tmp_path,
+                                                                                                  data_dir):
+    model = tiny_models.tiny_assertion_classifier(tmp_path / "build")
+    hub = hub_cache_with(tmp_path, "tinyorg/tiny-assertion", model)
+    env = _env(HF_HOME=hub.parent, HF_HUB_CACHE=hub, ATLAS_DATA_DIR=data_dir)
+    out = tmp_path / "out"
+    common = ["--protocol", "zero_shot", "--version", N100, "--results-dir", out / "results",
+              "--runs-dir", out / "runs", "--build-dir", out / "_build"]
+
+    done = atlas("run", "--card", "negex", "--model", "tinyorg/tiny-assertion", *common, env=env)
+    assert done.returncode == 0, done.stderr
+    cell = json.loads((out / "results/negex" / N100 / "tinyorg--tiny-assertion/zero_shot.json").read_text())
+    assert cell["status"] == "ok", cell["reason"]
+    assert cell["spec"]["capability"] == "predict.assertion"
+    assert len(cell["predictions"]) == cell["split"]["n_test"] > 0
+
+    done = atlas("run", "--card", "negex", "--model", "foo/bar", *common, env=env)
+    assert done.returncode == 0, done.stderr
+    cell = json.loads((out / "results/negex" / N100 / "foo--bar/zero_shot.json").read_text())
+    assert cell["status"] == "not_run"
+    assert cell["reason"].startswith("weights unavailable: foo/bar")
+    assert all(m["reason"].startswith("not run: weights unavailable") for m in cell["metrics"].values())
+
+
+# ------------------------------------------------------------------------------------------------ 2
+
+
+def test_case02_two_local_models_with_the_same_folder_name_keep_their_own_cells(tmp_path, data_dir):
+    a = tiny_models.tiny_encoder(tmp_path / "a", name="m")
+    b = tiny_models.tiny_encoder(tmp_path / "b", name="m")
+    paths = dict(results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", data_dir=data_dir)
+    # an encoder has no zero-shot capability on NegEx: each run is a not-run cell of its own model
+    out_a = runner.run(RunRequest("negex", N100, str(a), "zero_shot"), **paths)
+    cell_a = Path(out_a.result).read_bytes()
+    out_b = runner.run(RunRequest("negex", N100, str(b), "zero_shot"), **paths)
+    assert out_a.result != out_b.result and out_a.notebook != out_b.notebook
+    assert Path(out_a.result).read_bytes() == cell_a                    # not replaced
+    assert json.loads(Path(out_a.result).read_text())["model"] == str(a)
+    assert json.loads(Path(out_b.result).read_text())["model"] == str(b)
+    assert results.slug(str(a)).startswith("local-m-") and results.slug(str(a)) != results.slug(str(b))
+
+    # a cell already in the place of another model is never replaced
+    clash = Path(out_b.result)
+    cell = json.loads(clash.read_text())
+    cell["model"] = "/somewhere/else/m"
+    clash.write_text(json.dumps(cell))
+    before = clash.read_bytes()
+    with pytest.raises(runner.OutputError, match="holds the result of model '/somewhere/else/m'"):
+        runner.run(RunRequest("negex", N100, str(b), "zero_shot"), force=True, **paths)
+    assert clash.read_bytes() == before
+
+
+# ------------------------------------------------------------------------------------------------ 3
+
+
+def test_case03_relative_paths_resolve_against_the_callers_folder(tmp_path, data_dir):
+    here = tmp_path / "elsewhere"
+    tiny_models.tiny_encoder(here, name="my-model")
+    (here / "shared").mkdir()
+    os.symlink(data_dir, here / "shared" / "data")
+    before = sorted(str(p) for p in REPO.rglob("atlas-run-*"))
+    done = atlas("run", "--card", "negex", "--model", "./my-model", "--protocol", "probe", "--version", N100,
+                 "--data-dir", "shared/data", "--results-dir", "out/results", "--runs-dir", "out/runs",
+                 "--build-dir", "out/_build", cwd=here, env=_env(ATLAS_DATA_DIR=data_dir))
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["result"] == "ok"
+    cell = json.loads(Path(printed["result_cell"]).read_text())
+    assert cell["model"] == str((here / "my-model").resolve())
+    assert Path(printed["result_cell"]).is_relative_to(here / "out" / "results")
+    assert Path(printed["notebook"]).is_relative_to(here / "out" / "runs")
+    assert sorted(str(p) for p in REPO.rglob("atlas-run-*")) == before      # no stray work folder
+    assert not (REPO / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------------ 4
+
+
+def test_case04_a_failed_write_replaces_neither_notebook_nor_cell(tmp_path, data_dir, monkeypatch, capsys):
+    args = ["run", "--card", "negex", "--model", "foo/bar", "--protocol", "zero_shot", "--version", N100,
+            "--results-dir", str(tmp_path / "results"), "--runs-dir", str(tmp_path / "runs"),
+            "--build-dir", str(tmp_path / "_build")]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    before = files_under(tmp_path)
+
+    real_replace = os.replace
+
+    cell = tmp_path / "results/negex" / N100 / "foo--bar/zero_shot.json"
+
+    def replace(src, dst, *a, **kw):  # the cell cannot be replaced (after the notebook was)
+        if Path(dst) == cell:
+            raise PermissionError(13, "Permission denied", str(dst))
+        return real_replace(src, dst, *a, **kw)
+
+    monkeypatch.setattr(os, "replace", replace)
+    assert cli.main([*args, "--force"]) == 1
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("atlas run: ") and "zero_shot.json" in line and "Permission denied" in line
+    assert files_under(tmp_path) == before       # the notebook and the cell are the old pair, nothing else
+
+
+# ------------------------------------------------------------------------------------------------ 5
+
+
+def test_case05_nli_predictions_in_a_series_are_matched_by_case_id():
+    import pandas as pd
+
+    from atlaslib.cards import nli_negation as nn
+
+    cases = nn.default_nli_negation_cases()
+    gold = pd.Series({c.case_id: c.gold_label for c in cases}).sample(frac=1.0, random_state=3)
+    assert list(gold.index) != [c.case_id for c in cases]            # really shuffled
+    report = nn.run_nli_negation_challenge(gold)
+    assert report.aggregate_accuracy.value == 1.0
+    assert report.to_json() == nn.run_nli_negation_challenge([c.gold_label for c in cases]).to_json()
+    # ambiguous inputs are refused, naming what to give instead
+    for bad in (gold.to_frame("label"), set(gold), gold.to_numpy().reshape(-1, 1),
+                pd.Series(list(gold), index=[0] * len(gold))):
+        with pytest.raises(nn.NliNegationInputError):
+            nn.run_nli_negation_challenge(bad)
+
+
+# ------------------------------------------------------------------------------------------------ 6
+
+ENTITY = ("<entity><id>{id}</id><span>{span}</span><type>EVENT</type><parentsType>TemporalEntities</parentsType>"
+          "<properties><DocTimeRel>OVERLAP</DocTimeRel></properties></entity>")
+TLINK = ("<relation><id>{id}</id><type>TLINK</type><parentsType>TemporalRelations</parentsType><properties>"
+         "<Source>{src}</Source><Type>CONTAINS</Type><Target>{tgt}</Target></properties></relation>")
+
+
+def _anafora(root: Path, doc: str, body: str, kind: str = "system") -> Path:
+    f = root / doc / f"{doc}.Temporal-Relation.{kind}.completed.xml"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(f"<?xml version='1.0' encoding='UTF-8'?>\n<data><annotations>{body}</annotations></data>\n")
+    return f
+
+
+def test_case06_score_tempeval_answers_bad_predictions_with_one_line(tmp_path, capsys):
+    ref = tmp_path / "ref"
+    _anafora(ref, "doc1", ENTITY.format(id="1@e", span="0,5") + ENTITY.format(id="2@e", span="6,9")
+             + TLINK.format(id="3@r", src="1@e", tgt="2@e"), kind="gold")
+
+    def score(pred: Path, *extra) -> tuple[int, str]:
+        code = cli.main(["score", "tempeval", "-r", str(ref), "-p", str(pred), *extra])
+        return code, capsys.readouterr().err
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, err = score(empty)
+    assert code == 0 and "warning" in one_line(err) and "no files matching" in err
+    code, err = score(empty, "--strict")
+    assert code == 2 and "error" in one_line(err)
+
+    foo = tmp_path / "foo"
+    f = foo / "doc1" / "doc1.Temporal-Relation.system.completed.xml"
+    f.parent.mkdir(parents=True)
+    f.write_text("<foo/>")
+    code, err = score(foo)
+    assert code == 2 and str(f) in one_line(err) and "<data>" in err
+
+    extra = tmp_path / "extra"
+    _anafora(extra, "doc1", ENTITY.format(id="1@e", span="0,5"))
+    _anafora(extra, "doc9", ENTITY.format(id="1@e", span="0,5"))
+    code, err = score(extra)
+    assert code == 0 and "doc9" in one_line(err) and "not in the reference" in err
+    code, err = score(extra, "--strict")
+    assert code == 2 and "doc9" in one_line(err)
+
+    bad_span = tmp_path / "span"
+    f = _anafora(bad_span, "doc1", ENTITY.format(id="7@e", span="abc,def"))
+    code, err = score(bad_span)
+    assert code == 2 and str(f) in one_line(err) and "7@e" in err and "abc,def" in err
+
+    code, err = score(extra, "-x", "[")
+    assert code == 2 and "--xml-name-regex '['" in one_line(err)
+
+    dangling = tmp_path / "dangling"
+    f = _anafora(dangling, "doc1", ENTITY.format(id="1@e", span="0,5") + TLINK.format(id="9@r", src="1@e",
+                                                                                        tgt="404@e"))
+    code, err = score(dangling, "--closure")
+    assert code == 2 and str(f) in one_line(err) and "9@r" in err and "404@e" in err
+
+
+# ------------------------------------------------------------------------------------------------ 7
+
+
+def test_case07_book_no_run_names_the_cell_file_and_field_of_a_bad_value(tmp_path, capsys):
+    cell = results.not_run_cell(results.RunSpec("negex", N100, "majority", "zero_shot"), "x", ["macro_f1_zero_shot"],
+                                env={})
+    cell["status"] = "ok"
+    cell["metrics"]["macro_f1_zero_shot"] = {"value": "0.9", "ci_low": 0.8, "ci_high": 0.95}
+    path = results.cell_path(tmp_path / "results", "negex", N100, "majority", "zero_shot")
+    results.write_cell(cell, path)
+    nb = tmp_path / "runs/negex" / N100 / "majority/zero_shot.ipynb"
+    nb.parent.mkdir(parents=True)
+    nb.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    code = cli.main(["book", "--no-run", "--card", "negex", "--results-dir", str(tmp_path / "results"),
+                     "--runs-dir", str(tmp_path / "runs"), "--build-dir", str(tmp_path / "_build")])
+    line = one_line(capsys.readouterr().err)
+    assert code == 2
+    assert str(path) in line and "metrics.macro_f1_zero_shot.value" in line and "number" in line
+
+
+# ------------------------------------------------------------------------------------------------ 8
+
+
+def test_case08_missing_data_file_says_where_it_looked_before_the_download_failure(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATLAS_CACHE_DIR", str(tmp_path / "cache"))
+    pf = sources.PinnedFile("negex/absent.txt", "http://127.0.0.1:9/absent.txt", "a" * 64)
+    with pytest.raises(sources.DataSourceError) as info:
+        sources.resolve(pf, tmp_path / "data")
+    msg = str(info.value)
+    looked = f"negex/absent.txt was not found in the data folder (looked for {tmp_path / 'data' / pf.name})"
+    assert msg.startswith(looked)
+    assert msg.index(looked) < msg.index("could not download negex/absent.txt from http://127.0.0.1:9/absent.txt")
+
+
+# ------------------------------------------------------------------------------------------------ 9
+
+
+def test_case09_stale_work_folders_go_failed_runs_leave_no_empty_folders_and_cells_get_the_notebook_mode(
+        tmp_path, data_dir, monkeypatch):
+    paths = dict(results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", data_dir=data_dir)
+    req = RunRequest("negex", N100, "foo/bar", "zero_shot")
+    # a run killed with SIGKILL left its work folder (process gone) ...
+    folder = tmp_path / "runs/negex" / N100 / "foo--bar"
+    killed = folder / "atlas-run-zero_shot-dead"
+    killed.mkdir(parents=True)
+    (killed / "out.ipynb").write_text("{}")
+    (killed / "owner").write_text(f"{os.uname().nodename} 999999999\n")
+    legacy = folder / "atlas-run-x1y2z3"                         # ... or one without an owner, long ago
+    legacy.mkdir()
+    os.utime(legacy, (time.time() - 3600, time.time() - 3600))
+    out = runner.run(req, **paths)
+    assert not killed.exists() and not legacy.exists()
+    assert sorted(p.name for p in folder.iterdir()) == ["zero_shot.ipynb"]
+
+    # result cells get the mode a notebook gets (umask honoured), not mkstemp's 0600
+    nb_mode = stat.S_IMODE(os.stat(out.notebook).st_mode)
+    assert stat.S_IMODE(os.stat(out.result).st_mode) == nb_mode == 0o666 & ~results.current_umask()
+
+    # a run that fails writes nothing and leaves no empty folder behind
+    import papermill
+
+    def boom(*a, **kw):
+        raise RuntimeError("kernel died")
+
+    monkeypatch.setattr(papermill, "execute_notebook", boom)
+    with pytest.raises(runner.RunFailed):
+        runner.run(RunRequest("negex", N100, "majority", "zero_shot"), failed_dir=tmp_path / "failed", **paths)
+    assert empty_dirs(tmp_path) == []
+    assert not (tmp_path / "results/negex" / N100 / "majority").exists()
+
+
+def _kill_tree(pid: int, sig) -> None:
+    import psutil
+
+    try:
+        procs = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        try:
+            p.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
+
+
+def test_case09_ctrl_c_prints_one_line_exits_130_and_leaves_no_partial_output(tmp_path, data_dir):
+    """SIGINT (Ctrl-C) in the middle of a notebook run, as a terminal sends it to the whole foreground group."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen([*ATLAS, "run", "--card", "negex", "--model", "majority", "--protocol", "zero_shot",
+                             "--version", N100, "--results-dir", str(out / "results"), "--runs-dir",
+                             str(out / "runs"), "--build-dir", str(out / "_build")], cwd=REPO, env=_env(ATLAS_DATA_DIR=data_dir),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.rglob("atlas-run-*/in.ipynb")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never started its notebook"
+            time.sleep(0.05)
+        time.sleep(1.0)  # the kernel is starting / executing cells
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            _kill_tree(proc.pid, signal.SIGKILL)
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert one_line(stderr) == "atlas run: interrupted; no partial output was kept"
+    assert stdout == ""
+    assert [p for p in out.rglob("*") if p.is_file()] == []      # no cell, no notebook, no work folder
+    assert set(empty_dirs(out)) <= {str(out / "results"), str(out / "runs")}
+
+
+# ------------------------------------------------------------------------------------------------ 10
+
+
+def test_case10_predictor_errors_keep_no_case_text_and_a_bom_is_accepted(tmp_path):
+    from atlaslib.cards import nli_negation as nn
+
+    cases = nn.default_nli_negation_cases()
+
+    def leaky(premise, hypothesis):
+        raise ValueError(f"cannot read {premise!r}")
+
+    class LeakyBatch:
+        def predict_batch(self, premises, hypotheses):
+            raise KeyError(premises[0])
+
+    for predictor in (leaky, LeakyBatch()):
+        with pytest.raises(nn.NliNegationPredictorError) as info:
+            nn.run_nli_negation_challenge(predictor=predictor)
+        err = info.value
+        assert err.__cause__ is None and err.__context__ is None
+        assert cases[0].premise not in str(err)
+
+    rows = [{"case_id": c.case_id, "pattern": c.pattern, "premise": c.premise, "hypothesis": c.hypothesis,
+             "gold_label": c.gold_label, "negation_depth": c.negation_depth, "section": c.section,
+             "synthetic": True, "contains_real_phi": False} for c in cases[:3]]
+    f = tmp_path / "cases.jsonl"
+    f.write_bytes(b"\xef\xbb\xbf" + "\n".join(json.dumps(r) for r in rows).encode("utf-8"))
+    assert [c.case_id for c in nn.load_nli_negation_cases(f)] == [c.case_id for c in cases[:3]]
+    g = tmp_path / "cases.json"
+    g.write_bytes(b"\xef\xbb\xbf" + json.dumps(rows).encode("utf-8"))
+    assert nn.load_nli_negation_cases(g) == nn.load_nli_negation_cases(f)
