@@ -458,7 +458,8 @@ def test_report_json_schema_is_closed():
     for p in d["patterns"]:
         assert set(p) == {"pattern", "n_cases", "n_abstentions", "aggregate_accuracy", "false_entailment_rate"}
     assert set(d["gate"]) == {"max_false_entailment_rate", "minimum_aggregate_accuracy", "accuracy_gate_enabled",
-                              "false_entailment_gate_passed", "accuracy_gate_passed", "passed"}
+                              "false_entailment_gate_passed", "accuracy_gate_passed", "passed", "certify",
+                              "false_entailment_upper_bound"}
     md = r.to_markdown()
     assert "| simple | 63 | 0 | 0.333 [0.220, 0.463] (21/63)" in md
     assert "| False-entailment ceiling | ≤ 0.000 | FAIL |" in md and PINNED_SHA256 in md

@@ -70,3 +70,29 @@ def test_undefined_metric_is_na_never_zero():
     assert m["precision_zero_shot"]["value"] is None
     assert fmt_metric(m["precision_zero_shot"]).startswith("n/a (undefined: nothing predicted positive")
     assert m["macro_f1_zero_shot"]["value"] == pytest.approx(6 / 7 / 2)     # F1 affirmed 12/14, F1 negated 0
+
+
+def test_nli_certify_gate_uses_the_one_sided_upper_bound():
+    from atlaslib.cards.nli_negation.challenge import run_nli_negation_challenge
+    from atlaslib.cards.nli_negation.corpus import default_nli_negation_cases
+
+    cases = default_nli_negation_cases()
+    perfect = [c.gold_label for c in cases]
+    n = sum(c.gold_label != "entailment" for c in cases)
+    plain = run_nli_negation_challenge(perfect, max_false_entailment_rate=0.05)
+    assert plain.gate.false_entailment_gate_passed and not plain.gate.certify
+    # 0 false entailments among n certify only a rate below 1 - 0.05**(1/n)
+    bound = 1 - 0.05 ** (1 / n)
+    cert = run_nli_negation_challenge(perfect, max_false_entailment_rate=0.05, certify=True)
+    assert cert.gate.false_entailment_upper_bound == pytest.approx(bound)
+    assert cert.gate.false_entailment_gate_passed is (bound < 0.05)
+    assert not run_nli_negation_challenge(perfect, max_false_entailment_rate=bound * 0.99,
+                                          certify=True).gate.false_entailment_gate_passed
+    assert not run_nli_negation_challenge(perfect, certify=True).gate.passed      # a ceiling of 0 is never certified
+    one_fe = list(perfect)
+    one_fe[next(i for i, c in enumerate(cases) if c.gold_label != "entailment")] = "entailment"
+    r = run_nli_negation_challenge(one_fe, max_false_entailment_rate=0.05, certify=True)
+    ci = binomtest(1, n, alternative="less").proportion_ci(0.95, method="exact")
+    assert r.gate.false_entailment_upper_bound == pytest.approx(ci.high)
+    assert r.gate.false_entailment_gate_passed is (ci.high < 0.05)
+    assert f"{ci.high:.3f}" in r.to_markdown()

@@ -16,6 +16,10 @@ Gates, kept separate:
 
 - false-entailment ceiling: passes when ``false_entailment_rate <= max_false_entailment_rate``
   (default 0.0: a single false entailment fails it). An undefined rate fails it (fail closed).
+  With ``certify=True`` it passes only when the exact one-sided 95 % upper bound of the rate,
+  ``Beta.ppf(0.95; k+1, n−k)`` (1 when k = n), is *under* the ceiling: a claim about the model's rate,
+  not about this sample. Zero false entailments among n non-entailing cases certify only a rate below
+  ``1 − 0.05^(1/n)`` (about 3/n), so a ceiling of 0 can never be certified.
 - accuracy floor: passes when ``aggregate_accuracy >= minimum_aggregate_accuracy``. It is ON by
   default at :data:`DEFAULT_MINIMUM_AGGREGATE_ACCURACY` = 0.5 (see there); ``None`` switches it off.
 - combined: both configured gates pass.
@@ -122,6 +126,8 @@ class GateDecision:
     false_entailment_gate_passed: bool
     accuracy_gate_passed: bool
     passed: bool
+    certify: bool = False
+    false_entailment_upper_bound: float | None = None   # exact one-sided 95 % upper bound of the rate
 
     @property
     def accuracy_gate_enabled(self) -> bool:
@@ -133,7 +139,9 @@ class GateDecision:
                 "accuracy_gate_enabled": self.accuracy_gate_enabled,
                 "false_entailment_gate_passed": self.false_entailment_gate_passed,
                 "accuracy_gate_passed": self.accuracy_gate_passed,
-                "passed": self.passed}
+                "passed": self.passed,
+                "certify": self.certify,
+                "false_entailment_upper_bound": self.false_entailment_upper_bound}
 
 
 @dataclass(frozen=True)
@@ -199,10 +207,16 @@ class NliNegationReport:
             "",
             "| Gate | Threshold | Decision |",
             "|---|---|---|",
-            f"| False-entailment ceiling | ≤ {g.max_false_entailment_rate:.3f} | "
-            f"{ok(g.false_entailment_gate_passed)} |",
+            (f"| False-entailment ceiling (certified: 95 % upper bound < ceiling) | "
+             f"< {g.max_false_entailment_rate:.3f} | {ok(g.false_entailment_gate_passed)} |" if g.certify else
+             f"| False-entailment ceiling | ≤ {g.max_false_entailment_rate:.3f} | "
+             f"{ok(g.false_entailment_gate_passed)} |"),
             f"| Accuracy floor | {floor} | {ok(g.accuracy_gate_passed)} |",
             f"| Combined | both | {ok(g.passed)} |",
+            "",
+            (f"False-entailment rate {rate(self.false_entailment_rate)}; one-sided 95% upper bound "
+             f"{g.false_entailment_upper_bound:.3f}." if g.false_entailment_upper_bound is not None else
+             "False-entailment rate undefined (no non-entailing case)."),
             "",
             f"Intervals: exact Clopper-Pearson, {self.confidence_level:.0%}. Schema: `{self.schema_version}`.",
             f"Case set sha256: `{self.case_set_sha256}`. Predictions sha256: `{self.predictions_sha256}`.",
@@ -381,11 +395,21 @@ def _scores(cases, labels) -> tuple[int, int, RateEstimate, RateEstimate]:
     return n, abst, RateEstimate.of(correct, n), RateEstimate.of(fe, len(non_ent))
 
 
+def false_entailment_upper_bound(successes: int, trials: int, level: float = CONFIDENCE_LEVEL) -> float | None:
+    """Exact one-sided upper confidence bound of the false-entailment rate: ``Beta.ppf(level; k+1, n−k)``,
+    1 when k = n, None when n = 0 (equal to ``scipy.stats.binomtest(k, n, alternative="less")``'s exact
+    interval's upper end)."""
+    if trials == 0:
+        return None
+    return 1.0 if successes == trials else float(beta.ppf(level, successes + 1, trials - successes))
+
+
 def score_predictions(cases, labels: list[str | None], *,
                       max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
-                      minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY
-                      ) -> NliNegationReport:
-    """Score normalised labels (see :func:`collect_predictions`) against the cases' gold labels."""
+                      minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
+                      certify: bool = False) -> NliNegationReport:
+    """Score normalised labels (see :func:`collect_predictions`) against the cases' gold labels.
+    ``certify=True``: the false-entailment gate compares the one-sided 95 % upper bound with the ceiling."""
     cases = validate_cases(cases)
     max_fe = _check_threshold("max_false_entailment_rate", max_false_entailment_rate, False)
     min_acc = _check_threshold("minimum_aggregate_accuracy", minimum_aggregate_accuracy, True)
@@ -400,18 +424,24 @@ def score_predictions(cases, labels: list[str | None], *,
             continue
         pn, pabst, pacc, pfer = _scores([cases[i] for i in idx], [labels[i] for i in idx])
         per.append(PatternScores(pat, pn, pabst, pacc, pfer))
-    fe_ok = fer.value is not None and fer.value <= max_fe
+    upper = false_entailment_upper_bound(fer.successes, fer.trials)
+    if certify:
+        fe_ok = upper is not None and upper < max_fe
+    else:
+        fe_ok = fer.value is not None and fer.value <= max_fe
     acc_ok = True if min_acc is None else acc.value >= min_acc
-    gate = GateDecision(max_fe, min_acc, fe_ok, acc_ok, fe_ok and acc_ok)
+    gate = GateDecision(max_fe, min_acc, fe_ok, acc_ok, fe_ok and acc_ok, bool(certify), upper)
     digest = case_set_sha256(cases)
     return NliNegationReport(n, abst, acc, fer, tuple(per), gate, digest, predictions_sha256(labels, digest))
 
 
 def run_nli_negation_challenge(predictions=None, *, predictor=None, cases=None,
                                max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
-                               minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY
-                               ) -> NliNegationReport:
+                               minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
+                               certify: bool = False) -> NliNegationReport:
     """Run the challenge on ``cases`` (default: the built-in corpus) and return the report.
+    ``certify=True``: the safety gate passes only when the one-sided 95 % upper bound of the
+    false-entailment rate is under ``max_false_entailment_rate`` (see the module docstring).
 
     ``predictions``: labels in case order or a mapping keyed by case id; ``predictor``: a callable
     on ``(premise, hypothesis)`` or on one :class:`NliNegationCase` (or an object with
@@ -422,7 +452,7 @@ def run_nli_negation_challenge(predictions=None, *, predictor=None, cases=None,
     _check_threshold("minimum_aggregate_accuracy", minimum_aggregate_accuracy, True)
     labels = collect_predictions(cases, predictions=predictions, predictor=predictor)
     return score_predictions(cases, labels, max_false_entailment_rate=max_false_entailment_rate,
-                             minimum_aggregate_accuracy=minimum_aggregate_accuracy)
+                             minimum_aggregate_accuracy=minimum_aggregate_accuracy, certify=certify)
 
 
 def _check_report(report) -> NliNegationReport:
@@ -440,7 +470,10 @@ def assert_false_entailment_gate(report: NliNegationReport) -> None:
         shown = "undefined (no non-entailing gold case)" if r.value is None else f"{r.value:.4f}"
         raise FalseEntailmentGateError(
             f"false-entailment gate failed: rate {shown} ({r.successes} false entailments in {r.trials} "
-            f"non-entailing cases) against the ceiling {g.max_false_entailment_rate:.4f}")
+            f"non-entailing cases" + (f"; one-sided 95 % upper bound {g.false_entailment_upper_bound:.4f}, "
+                                      "which must be under the ceiling to certify" if g.certify and
+                                      g.false_entailment_upper_bound is not None else "") +
+            f") against the ceiling {g.max_false_entailment_rate:.4f}")
 
 
 def assert_nli_negation_gate(report: NliNegationReport) -> None:
