@@ -66,10 +66,13 @@ CAPABILITIES = (
     "predict.ner",
     "predict.nli",
 )
-SOURCES = ("builtin", "hub", "pypi", "path")
+SOURCES = ("builtin", "hub", "pypi", "path", "openai-compatible")
 ASSERTION_LABELS = ("PRESENT", "ABSENT", "POSSIBLE")
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 PROFILES_FILE = Path(__file__).with_name("profiles.yml")
+#: more profile files merged over the built-in registry (``os.pathsep``-separated; ``--profiles`` sets it, and
+#: notebook kernels inherit it)
+PROFILES_ENV = "ATLAS_PROFILES"
 _PROFILE_KEYS = {"source", "location", "revision", "capabilities", "label_map", "trained_on", "description",
                  "options"}
 _REQUIRED_KEYS = _PROFILE_KEYS - {"options"}
@@ -156,6 +159,10 @@ def _validate(name: str, entry: Any, where: str) -> Profile:
     for key, typ in (("label_map", dict), ("trained_on", list), ("options", dict)):
         if key in entry and entry[key] is not None and not isinstance(entry[key], typ):
             raise ProfileError(f"{where}: profile {name!r} key {key!r} must be a {typ.__name__}")
+    if entry["source"] == "openai-compatible":
+        from atlaslib.models.openai_compat import check_entry
+
+        check_entry(name, entry, where)
     if entry["source"] in ("hub", "pypi") and not entry.get("revision"):
         raise ProfileError(f"{where}: profile {name!r} (source {entry['source']}) needs a pinned 'revision'")
     return Profile(
@@ -169,7 +176,32 @@ def _validate(name: str, entry: Any, where: str) -> Profile:
 
 
 def load_profiles(path: str | os.PathLike | None = None) -> dict[str, Profile]:
-    """All registry profiles from ``profiles.yml`` (validated: unknown keys or capabilities raise)."""
+    """All registry profiles from ``profiles.yml`` (validated: unknown keys or capabilities raise); without
+    ``path``, merged with the files named by ``$ATLAS_PROFILES`` (:func:`merge_profiles`)."""
+    if path is None:
+        return merge_profiles(_load_one(None), user_profile_files())
+    return _load_one(path)
+
+
+def user_profile_files() -> list[str]:
+    """The profile files named by ``$ATLAS_PROFILES`` (``os.pathsep``-separated), in order."""
+    return [f for f in os.environ.get(PROFILES_ENV, "").split(os.pathsep) if f.strip()]
+
+
+def merge_profiles(base: dict[str, Profile], files) -> dict[str, Profile]:
+    """``base`` plus the profiles of each file (same schema and validation as ``profiles.yml``); a name
+    defined twice raises one :class:`ProfileError` naming both places."""
+    out, origin = dict(base), {k: f"the built-in registry ({PROFILES_FILE.name})" for k in base}
+    for f in files:
+        for name, prof in _load_one(f).items():
+            if name in out:
+                raise ProfileError(f"{f}: profile {name!r} is already defined in {origin[name]}; "
+                                   f"choose another name")
+            out[name], origin[name] = prof, str(f)
+    return out
+
+
+def _load_one(path: str | os.PathLike | None) -> dict[str, Profile]:
     p = str(path or PROFILES_FILE)
     try:
         st = os.stat(p)
@@ -504,6 +536,10 @@ def load_adapter(profile_or_name, capability: str, *, data_dir=None, **options):
             from atlaslib.models.rules import NegspacyAssertion
             return NegspacyAssertion(profile, data_dir=data_dir, **opts)
         raise ProfileError(f"builtin model {profile.name!r}: no adapter named {profile.location!r}")
+
+    if profile.source == "openai-compatible":
+        from atlaslib.models.openai_compat import OpenAICompatible
+        return OpenAICompatible(profile, capability, **opts)
 
     from atlaslib.models import hf
     cls = {
