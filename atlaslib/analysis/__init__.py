@@ -1,0 +1,26 @@
+"""Where and why models fail, computed from result cells alone (no model is run again).
+
+Each module has one entry point that takes result cells (the JSON dicts of ``results/<card>/<version>/...``),
+so a reader's own notebook can produce the tables of the card pages for their own runs:
+
+- :func:`atlaslib.analysis.disagreement.disagreement`: items the ``ok`` runs disagree on, items every run gets
+  wrong; for span and relation cards, gold mentions / relations found by all, some or none of the runs.
+- :func:`atlaslib.analysis.slices.slice_table`: the card's metric per slice (slices declared as data in each
+  card module's ``SLICES``), with bootstrap intervals, or a note when a slice is too small for one.
+- :func:`atlaslib.analysis.calibration.calibration_table`: Brier score and expected calibration error of the
+  runs that give scores, with intervals; :func:`~atlaslib.analysis.calibration.reliability` for the diagram.
+- :func:`atlaslib.analysis.triggers.trigger_tables`: the rule systems' triggers behind false positives and
+  false negatives on the NegEx card.
+"""
+from __future__ import annotations
+
+
+def ok_cells(cells) -> list[dict]:
+    """The cells with ``status == "ok"`` and predictions, in a stable order (by model, then protocol)."""
+    out = [c for c in cells if c.get("status") == "ok" and c.get("predictions")]
+    return sorted(out, key=lambda c: (c["spec"]["model"], c["spec"]["protocol"]))
+
+
+def run_label(cell: dict) -> str:
+    """``model (protocol)``: how a run is named in the analysis tables."""
+    return f"{cell['spec']['model']} ({cell['spec']['protocol']})"

@@ -1,0 +1,134 @@
+"""Calibration of runs that give scores: Brier score, expected calibration error (ECE) and the reliability
+diagram, with bootstrap intervals on the card's own resamples.
+
+Scores are the records' ``score`` (the probability the run gives to the positive class, e.g. P(negated) on
+the NegEx card); ``y`` is 1 for a positive gold label. A run whose records carry no score (labels only, or
+a constant baseline with ``score: null``) gets "n/a (labels only)".
+
+- Brier score ``= (1/N) Σ (s_i − y_i)²``.
+- Equal-mass bins: the items sorted by score (stable, so ties keep record order) are cut into
+  :data:`N_BINS` = 10 consecutive bins of sizes as equal as possible (``numpy.array_split``: the first
+  ``N mod 10`` bins hold one item more).
+- ECE ``= Σ_b (n_b / N) · |mean(y in b) − mean(s in b)|`` over those 10 equal-mass bins.
+- Intervals: the percentile interval of each statistic over the same stratified resamples that give the
+  card's other intervals (:func:`atlaslib.metrics.bootstrap.stratified_indices` with the cell's bootstrap
+  seed and the card's number of resamples); the bins are recomputed within each resample.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import ok_cells, run_label
+
+N_BINS = 10
+NO_SCORES = "n/a (labels only)"
+#: the positive gold label of each card with scores
+POSITIVE = {"negex": "negated"}
+
+
+def brier(y, s):
+    """Brier score ``mean((s − y)²)``; vectorised over leading axes."""
+    y, s = np.asarray(y, float), np.asarray(s, float)
+    return ((s - y) ** 2).mean(axis=-1)
+
+
+def _bin_sizes(n: int, n_bins: int = N_BINS) -> np.ndarray:
+    return np.array([len(a) for a in np.array_split(np.arange(n), n_bins)], dtype=int)
+
+
+def equal_mass_bins(s, n_bins: int = N_BINS) -> list[np.ndarray]:
+    """Item indices of each equal-mass bin: the stable score order cut into ``n_bins`` runs of sizes as
+    equal as possible (``np.array_split``)."""
+    order = np.argsort(np.asarray(s, float), kind="stable")
+    return [b for b in np.array_split(order, n_bins) if len(b)]
+
+
+def ece(y, s, n_bins: int = N_BINS):
+    """Expected calibration error over equal-mass bins, ``Σ_b (n_b/N)·|ȳ_b − s̄_b|``; vectorised over the
+    leading axes of ``y`` and ``s`` (each row is binned on its own scores)."""
+    y, s = np.asarray(y, float), np.asarray(s, float)
+    if y.ndim == 1:
+        return float(ece(y[None], s[None], n_bins)[0])
+    n = y.shape[-1]
+    order = np.argsort(s, axis=-1, kind="stable")
+    ys, ss = np.take_along_axis(y, order, -1), np.take_along_axis(s, order, -1)
+    sizes = _bin_sizes(n, n_bins)
+    sizes = sizes[sizes > 0]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    ysum, ssum = np.add.reduceat(ys, starts, axis=-1), np.add.reduceat(ss, starts, axis=-1)
+    return (np.abs(ysum - ssum) / n).sum(axis=-1)  # (n_b/N)·|ysum/n_b − ssum/n_b| = |ysum − ssum|/N
+
+
+def reliability(y, s, n_bins: int = N_BINS) -> pd.DataFrame:
+    """The reliability diagram's points: per equal-mass bin, ``n``, score range, mean score (confidence)
+    and observed positive rate."""
+    y, s = np.asarray(y, float), np.asarray(s, float)
+    rows = []
+    for k, idx in enumerate(equal_mass_bins(s, n_bins)):
+        rows.append({"bin": k + 1, "n": len(idx), "score_min": float(s[idx].min()), "score_max": float(s[idx].max()),
+                     "mean_score": float(s[idx].mean()), "observed_rate": float(y[idx].mean())})
+    return pd.DataFrame(rows)
+
+
+def scores_of(cell: dict, positive: str | None = None):
+    """``(y, s)`` arrays of a cell, or None when any record has no score."""
+    recs = cell.get("predictions") or []
+    if not recs or any(r.get("score") is None for r in recs):
+        return None
+    positive = positive or POSITIVE.get(cell.get("card"), "negated")
+    y = np.array([r["gold"] == positive for r in recs], dtype=float)
+    s = np.array([float(r["score"]) for r in recs], dtype=float)
+    return y, s
+
+
+def calibration_row(cell: dict, n_resamples: int | None = None, seed: int | None = None) -> dict:
+    """Brier and ECE (10 equal-mass bins) of one run with their percentile intervals, or n/a."""
+    from ..metrics import bootstrap
+
+    label = run_label(cell)
+    ys = scores_of(cell)
+    if ys is None:
+        return {"run": label, "n": len(cell.get("predictions") or []), "brier": None, "brier_low": None,
+                "brier_high": None, "ece": None, "ece_low": None, "ece_high": None, "note": NO_SCORES}
+    y, s = ys
+    seed = seed if seed is not None else int((cell.get("seeds") or {}).get("bootstrap", bootstrap.DEFAULT_SEED))
+    idx = bootstrap.stratified_indices(y.astype(int), n_resamples or bootstrap.DEFAULT_RESAMPLES, seed)
+    b_lo, b_hi = bootstrap.percentile_ci(brier(y[idx], s[idx]))
+    e_lo, e_hi = bootstrap.percentile_ci(ece(y[idx], s[idx]))
+    return {"run": label, "n": len(y), "brier": float(brier(y, s)), "brier_low": b_lo, "brier_high": b_hi,
+            "ece": float(ece(y, s)), "ece_low": e_lo, "ece_high": e_hi, "note": ""}
+
+
+def calibration_table(cells) -> pd.DataFrame:
+    """Library entry point: one row per ok run: ``n``, Brier and ECE with intervals, or
+    ``note = "n/a (labels only)"``."""
+    cols = ["run", "n", "brier", "brier_low", "brier_high", "ece", "ece_low", "ece_high", "note"]
+    return pd.DataFrame([calibration_row(c) for c in ok_cells(cells)], columns=cols)
+
+
+def plot_reliability(cells, title: str = ""):
+    """Reliability diagram of the runs with scores (one line per run; equal-mass bins), or None when no run
+    has scores."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [(run_label(c), scores_of(c)) for c in ok_cells(cells)]
+    runs = [(lab, ys) for lab, ys in runs if ys is not None]
+    if not runs:
+        return None
+    fig, ax = plt.subplots(figsize=(4.8, 4.4))
+    ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="perfect calibration")
+    for lab, (y, s) in runs:
+        r = reliability(y, s)
+        ax.plot(r["mean_score"], r["observed_rate"], marker="o", lw=1.5, label=lab)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("mean score in bin (10 equal-mass bins)")
+    ax.set_ylabel("observed rate of the positive class")
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig

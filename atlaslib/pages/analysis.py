@@ -1,0 +1,190 @@
+"""Where and why models fail, on the card page: disagreement between runs, the metric per slice,
+calibration and (NegEx) the rule triggers behind the errors, for one (card, split version) with two or more
+``ok`` runs. Every table is also written as a CSV download.
+
+The numbers come from :mod:`atlaslib.analysis`; this module only lays them out.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from ..analysis import calibration as CAL, disagreement as DIS, ok_cells, slices as SL, triggers as TRG
+
+SHOW_ROWS = 10
+
+
+def _num(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{float(v):.3f}"
+
+
+def _with_ci(v, lo, hi, note="") -> str:
+    s = _num(v)
+    if lo is not None and hi is not None and not any(isinstance(x, float) and math.isnan(x) for x in (lo, hi)):
+        return f"{s} [{lo:.3f}, {hi:.3f}]"
+    return f"{s} ({note})" if note else s
+
+
+class _Downloads:
+    def __init__(self, page_dir: Path, card: str, version: str):
+        self.page_dir, self.dir = page_dir, page_dir / "_downloads"
+        self.stem = f"analysis-{card}-{version}"
+
+    def link(self, frame: pd.DataFrame, name: str, what: str) -> str:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / f"{self.stem}-{name}.csv"
+        frame.to_csv(path, index=False, float_format="%.6g")
+        return f"{{download}}`{what} (CSV) <{os.path.relpath(path, self.page_dir)}>`"
+
+
+def _table(frame: pd.DataFrame) -> str:
+    return frame.to_markdown(index=False) + "\n"
+
+
+def disagreement_markdown(card, version, vcells, dl: _Downloads) -> str:
+    d = DIS.disagreement(vcells, card.name)
+    out = ["### Disagreement between runs\n"]
+    compared = ", ".join(f"`{r}`" for r in d.runs) or "none"
+    note = (f" Runs that give the same answer to every item are left out: "
+            f"{', '.join(f'`{r}`' for r in d.excluded)}." if d.excluded else "")
+    if len(d.runs) < 2:
+        return "\n".join(out + [f"Fewer than two runs to compare ({compared}).{note}\n"])
+    if d.unit == "item":
+        out.append(f"Runs compared: {compared}.{note} An item is *disputed* when the runs do not all give the "
+                   "same answer, and *hard* when every run gets it wrong.\n")
+        out.append(_table(d.summary))
+        hard = d.hard.drop(columns=["status"])
+        out.append(f"Hard items ({len(hard):,}):\n")
+        if len(hard):
+            out.append(_table(hard.head(SHOW_ROWS)))
+            if len(hard) > SHOW_ROWS:
+                out.append(f"The first {SHOW_ROWS} of {len(hard):,} are shown; all are in the download.\n")
+        frame = d.items[d.items["status"] != "agreed, right"]
+        out.append(dl.link(frame, "disagreement", "disputed and hard items") + " · " +
+                   dl.link(d.summary, "disagreement-summary", "counts") + "\n")
+    else:
+        unit = "gold mention" if d.unit == "mention" else "gold item"
+        how = ("the run predicts exactly that mention (type, first and last word)" if d.unit == "mention"
+               else "the scorer counts the run's prediction of it as correct; only runs that address the "
+                    "sub-task count (column `runs`)")
+        out.append(f"Runs compared: {compared}.{note} A {unit} is found by a run when {how}.\n")
+        out.append(_table(d.summary))
+        out.append(dl.link(d.items, "found", f"every {unit} with the runs that found it") + " · " +
+                   dl.link(d.summary, "found-summary", "counts") + "\n")
+    return "\n".join(out)
+
+
+def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
+    table = SL.slice_table(vcells, card.name)
+    primary = SL.PRIMARY[card.name]
+    out = ["### Slices\n"]
+    if table.empty:
+        return "\n".join(out + ["The runs' prediction records carry no slice fields.\n"])
+    what = {"negex": "macro F1 with its stratified bootstrap interval",
+            "nli_negation": "accuracy with its exact (Clopper–Pearson) interval",
+            "maccrobat": "strict entity F1 with its cluster bootstrap interval over case reports (mention slices "
+                         "score the mentions of the slice: recall over gold, precision over predicted ones)",
+            "tempeval": "the scorer's F1 with its bootstrap interval over documents"}[card.name]
+    minimum = SL.MIN_NLI if card.name == "nli_negation" else SL.MIN_ITEMS
+    out.append(f"The card's metric per slice: {what}, 95 %. `n` counts the slice's "
+               f"{'gold items' if card.name in ('maccrobat', 'tempeval') else 'items'}; a slice with fewer than "
+               f"{minimum} has no interval and says so.\n")
+    prim = table[table["metric"] == primary]
+    for name in dict.fromkeys(prim["slice"]):
+        sub = prim[prim["slice"] == name]
+        runs = list(dict.fromkeys(sub["run"]))
+        groups = list(dict.fromkeys(sub["group"]))
+        rows = []
+        for g in groups:
+            row = {name: g}
+            for r in runs:
+                hit = sub[(sub["group"] == g) & (sub["run"] == r)]
+                if len(hit):
+                    x = hit.iloc[0]
+                    row.setdefault("n", int(x["n"]))
+                    row[r] = _with_ci(x["value"], x["ci_low"], x["ci_high"], x["note"])
+                else:
+                    row[r] = "—"
+            rows.append(row)
+        frame = pd.DataFrame(rows)
+        out.append(f"**{name}**\n")
+        out.append(_table(frame[[name, "n", *runs]]))
+    out.append(dl.link(table, "slices", "every slice, run and metric") + "\n")
+    return "\n".join(out)
+
+
+def calibration_markdown(card, version, vcells, dl: _Downloads, page_dir: Path) -> str:
+    table = CAL.calibration_table(vcells)
+    out = ["### Calibration\n",
+           f"For runs that give scores: Brier score and expected calibration error (ECE) over "
+           f"{CAL.N_BINS} equal-mass bins of the score, with 95 % intervals over the same stratified resamples "
+           "as the leaderboard's. Runs that give labels only have no calibration.\n"]
+    shown = pd.DataFrame({
+        "run": table["run"], "n": table["n"],
+        "Brier": [_with_ci(*r) if not n else n for r, n in zip(
+            table[["brier", "brier_low", "brier_high"]].itertuples(index=False), table["note"])],
+        f"ECE ({CAL.N_BINS} equal-mass bins)": [_with_ci(*r) if not n else n for r, n in zip(
+            table[["ece", "ece_low", "ece_high"]].itertuples(index=False), table["note"])],
+    })
+    out.append(_table(shown))
+    out.append(dl.link(table, "calibration", "calibration") + "\n")
+    if (table["note"] == "").any():
+        import matplotlib.pyplot as plt
+
+        fig = CAL.plot_reliability(vcells, title=f"reliability · {version}")
+        if fig is not None:
+            fig_dir = page_dir / "_figures"
+            fig_dir.mkdir(parents=True, exist_ok=True)
+            name = f"reliability-{card.name}-{version}.png"
+            fig.savefig(fig_dir / name, dpi=110)
+            plt.close(fig)
+            out.append(f"```{{figure}} _figures/{name}\n:alt: reliability diagram on {version}\n\n"
+                       f"Reliability diagram on `{version}`: per equal-mass bin ({CAL.N_BINS} bins), the mean "
+                       "score against the observed rate of the positive class; the dashed line is perfect "
+                       "calibration.\n```\n")
+    return "\n".join(out)
+
+
+def triggers_markdown(card, version, vcells, dl: _Downloads) -> str:
+    t = TRG.trigger_tables(vcells)
+    fp, fn = t["false_positives"], t["false_negatives"]
+    if fp.empty and fn.empty:
+        return ""
+    out = ["### Why the rule systems decided\n",
+           "Each rule system records the trigger that made its decision. False positives (affirmed concepts "
+           "called negated), by the trigger that fired; false negatives (negated concepts called affirmed), by "
+           "what the rules had: no trigger in scope (with or without one of the kit's negation triggers "
+           "elsewhere in the sentence), or the trigger of a *possible* decision.\n"]
+    for frame, what, name in ((fp, "False positives", "false-positive-triggers"),
+                              (fn, "False negatives", "false-negative-triggers")):
+        out.append(f"**{what}** ({int(frame['count'].sum()) if len(frame) else 0:,} over the rule runs)\n")
+        if len(frame):
+            shown = frame.groupby("run", sort=False).head(SHOW_ROWS)
+            out.append(_table(shown))
+            if len(shown) < len(frame):
+                out.append(f"The {SHOW_ROWS} most frequent per run are shown; all are in the download.\n")
+        out.append(dl.link(frame, name, what.lower()) + "\n")
+    return "\n".join(out)
+
+
+def render(card, version: str, cells: list[dict], page_dir: Path, src: Path | None = None) -> str:
+    """The analysis sections of one (card, version), or "" with fewer than two ok runs."""
+    vcells = [c for c in cells if c.get("card", card.name) == card.name and c.get("version") == version]
+    if len(ok_cells(vcells)) < 2:
+        return ""
+    page_dir = Path(page_dir)
+    dl = _Downloads(page_dir, card.name, version)
+    parts = [f"## Where models fail: `{version}`\n",
+             "Computed from the runs' per-item records (no model is run again); the same tables come from "
+             "`atlaslib.analysis` for any set of result cells.\n",
+             disagreement_markdown(card, version, vcells, dl),
+             slices_markdown(card, version, vcells, dl),
+             calibration_markdown(card, version, vcells, dl, page_dir)]
+    if card.name == "negex":
+        parts.append(triggers_markdown(card, version, vcells, dl))
+    return "\n".join(p for p in parts if p)

@@ -1,0 +1,70 @@
+"""Brier and ECE against hand-computed values and scikit-learn; equal-mass reliability bins."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import brier_score_loss
+
+from atlaslib.analysis import calibration as C
+from atlaslib.metrics import bootstrap
+
+from .cells import negex_cell
+
+
+def test_brier_equals_hand_value_and_sklearn():
+    y = np.array([1, 0, 1, 0])
+    s = np.array([0.9, 0.2, 0.4, 0.0])
+    hand = (0.1 ** 2 + 0.2 ** 2 + 0.6 ** 2 + 0.0) / 4          # = 0.1025
+    assert C.brier(y, s) == pytest.approx(0.1025) == pytest.approx(hand)
+    rng = np.random.default_rng(0)
+    y2, s2 = rng.integers(0, 2, 57), rng.random(57)
+    assert C.brier(y2, s2) == pytest.approx(brier_score_loss(y2, s2))
+
+
+def test_ece_equals_hand_value_with_equal_mass_bins():
+    # 20 items -> 10 bins of 2, in score order
+    s = np.linspace(0.025, 0.975, 20)
+    y = np.zeros(20)
+    y[[1, 3, 19, 18, 10]] = 1
+    hand = 0.0
+    for b in range(10):
+        idx = [2 * b, 2 * b + 1]
+        hand += (2 / 20) * abs(y[idx].mean() - s[idx].mean())
+    assert C.ece(y, s) == pytest.approx(hand)
+    # hand value written out for the first bins: |0.5 - 0.05| and |0.5 - 0.15| ... and a perfect score has ECE 0
+    assert C.ece(np.array([0, 0, 1, 1] * 5), np.array([0, 0, 1, 1] * 5, float)) == pytest.approx(0.0)
+    # the vectorised form bins every row on its own scores
+    rows_y = np.stack([y, y[::-1]])
+    rows_s = np.stack([s, s])
+    assert C.ece(rows_y, rows_s) == pytest.approx([C.ece(y, s), C.ece(y[::-1], s)])
+
+
+@pytest.mark.parametrize("n", [20, 25, 1432])
+def test_reliability_bins_hold_equal_counts(n):
+    rng = np.random.default_rng(n)
+    s = rng.random(n)
+    s[:5] = 0.5                                                   # ties stay in one stable order
+    y = (rng.random(n) < s).astype(int)
+    r = C.reliability(y, s)
+    assert len(r) == C.N_BINS == 10 and r["n"].sum() == n
+    assert r["n"].max() - r["n"].min() <= (0 if n % 10 == 0 else 1)
+    assert (np.diff(r["mean_score"]) >= 0).all()
+    assert r["observed_rate"].tolist() == pytest.approx(
+        [y[idx].mean() for idx in C.equal_mass_bins(s)])
+
+
+def test_calibration_table_intervals_use_the_cards_stratified_resamples():
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 60)
+    s = np.clip(y * 0.6 + rng.random(60) * 0.4, 0, 1)
+    gold = ["negated" if v else "affirmed" for v in y]
+    cells = [negex_cell("probe-model", gold, gold, score=list(s)),
+             negex_cell("rules", gold, gold)]                     # labels only
+    t = C.calibration_table(cells).set_index("run")
+    row = t.loc["probe-model (probe)"]
+    assert row["brier"] == pytest.approx(brier_score_loss(y, s))
+    idx = bootstrap.stratified_indices(y, bootstrap.DEFAULT_RESAMPLES, 7)   # the cell's bootstrap seed
+    lo, hi = bootstrap.percentile_ci([C.ece(y[i], s[i]) for i in idx[:]])
+    assert (row["ece_low"], row["ece_high"]) == pytest.approx((lo, hi))
+    assert t.loc["rules (zero_shot)", "note"] == C.NO_SCORES == "n/a (labels only)"
+    assert t.loc["rules (zero_shot)", "brier"] is None or np.isnan(t.loc["rules (zero_shot)", "brier"])
