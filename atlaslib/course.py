@@ -290,7 +290,7 @@ def learners() -> dict:
         "1-nearest neighbour": lambda: make_pipeline(TfidfVectorizer(ngram_range=(1, 2)),
                                                      KNeighborsClassifier(n_neighbors=1, metric="cosine")),
         "logistic regression": lambda: make_pipeline(TfidfVectorizer(ngram_range=(1, 2)),
-                                                     LogisticRegression(max_iter=2000)),
+                                                     LogisticRegression(solver="liblinear")),
     }
 
 
@@ -334,6 +334,20 @@ def leakage_experiment(items: pd.DataFrame, k: int = 5, seed: int = SEED) -> dic
                          "accuracy": float((p == y).mean())})
     return {"scores": pd.DataFrame(rows), "leaked": leaked(items, schemes["items (sentences leak)"]),
             "predictions": preds, "folds": schemes}
+
+
+def paired_gain_ci(y_true, pred_a, pred_b, metric: Callable | None = None, n_resamples: int = 1000,
+                   seed: int = SEED, level: float = LEVEL) -> dict:
+    """``metric(y, a) − metric(y, b)`` (default macro F1) with a paired percentile interval: both predictions
+    scored on the same resamples, stratified by gold (the NegEx card's resampling)."""
+    from .metrics.classification import macro_f1
+
+    metric = metric or macro_f1
+    y, a, b = (np.asarray(v, dtype=int) for v in (y_true, pred_a, pred_b))
+    idx = bootstrap.stratified_indices(y, n_resamples, seed)
+    diffs = bootstrap.resampled(metric, idx, y, a) - bootstrap.resampled(metric, idx, y, b)
+    lo, hi = bootstrap.percentile_ci(diffs, level)
+    return {"value": float(metric(y, a) - metric(y, b)), "ci_low": lo, "ci_high": hi}
 
 
 def leakage_pivot(scores: pd.DataFrame, metric: str = "macro_f1") -> pd.DataFrame:
