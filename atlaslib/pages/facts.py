@@ -54,6 +54,17 @@ CONSTANTS: dict[str, str] = {
     "0.912": "the illustrative cell in the intro's 'How to read a cell' (not a result)",
     "0.880": "the illustrative cell in the intro's 'How to read a cell' (not a result)",
     "0.940": "the illustrative cell in the intro's 'How to read a cell' (not a result)",
+    "36": "MACCROBAT types mapped to O (41 types, 5 kept)",
+    "4.0": "the licence name CC BY 4.0",
+    "1.0": "an F1 of 1 by construction (gold spans given in phase 2)",
+    "30": "the scheduler connect timeout in seconds (atlaslib.executor); the cluster count under which the "
+          "metrics chapter warns that a cluster bootstrap is too narrow",
+    "0.95": "the confidence level as a fraction",
+    "2.5": "lower percentile of a 95 % interval",
+    "97.5": "upper percentile of a 95 % interval",
+    "80": "power of the minimum detectable difference (atlaslib.metrics.compare)",
+    "5": "two-sided level of the minimum detectable difference, in %",
+    "127.0.0.1": "the loopback address",
     "0.5": "the NLI accuracy floor default (atlaslib.cards.nli_negation.challenge)",
     "120": "reports in the NegEx kit (its file name: Annotations-1-120-random.txt)",
     "1.2": "GenNegEx version 1.2 (chapmanbe/negex)",
@@ -92,6 +103,58 @@ CONSTANTS: dict[str, str] = {
     "6/7": "anaforatools' closure test case, expected precision",
     "4/9": "anaforatools' closure test case, expected recall",
 }
+
+
+#: The pages whose prose :func:`typed_numbers` checks (relative to the repository): card pages, the intro,
+#: the methods chapters.
+PROSE_PAGES = ("book/cards/*.md", "book/intro.md", "book/methods/*.md")
+
+_FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
+_CODE_INFO = re.compile(r"^\s*(\{(code-cell|code|code-block|literalinclude|math|raw)\}|[A-Za-z0-9_+-]+)?\s*$")
+_NUMBER = re.compile(r"(?<![\w.#])\d+(?:,\d{3})*(?:\.\d+)*(?:/\d+)?(?![\w])")
+
+
+def prose_text(markdown: str) -> list[tuple[int, str]]:
+    """The prose lines of a MyST page, each with its line number: code fences (```` ``` ````,
+    ```` ```{code-cell} ````), inline code, HTML comments, ``{{fact:…}}`` placeholders, link targets, URLs
+    and directive options (``:alt: …``) removed; the text of admonitions and figures' captions kept."""
+    text = re.sub(r"<!--.*?-->", lambda m: "\n" * m.group(0).count("\n"), markdown, flags=re.S)
+    out, fence = [], None
+    for no, line in enumerate(text.split("\n"), 1):
+        m = _FENCE.match(line.strip())
+        if fence is not None:
+            if m and m.group(1)[0] == fence[0][0] and len(m.group(1)) >= len(fence[0]) and not m.group(2).strip():
+                fence = None
+            elif not fence[1] and not re.match(r"^\s*:[\w-]+:", line):
+                out.append((no, line))
+            continue
+        if m:
+            fence = (m.group(1), bool(_CODE_INFO.match(m.group(2))))
+            continue
+        out.append((no, line))
+    cleaned = []
+    for no, line in out:
+        line = PLACEHOLDER.sub(" ", line)
+        line = re.sub(r"`[^`]*`", " ", line)
+        line = re.sub(r"\]\([^)]*\)", "]", line)
+        line = re.sub(r"https?://\S+", " ", line)
+        cleaned.append((no, line))
+    return cleaned
+
+
+def typed_numbers(markdown: str) -> list[tuple[int, str]]:
+    """Every number typed in the prose of ``markdown`` (see :func:`prose_text`) that is not in
+    :data:`CONSTANTS`, as ``(line, number)``. Parts of words and names are not numbers: ``i2b2``,
+    ``MiniLM-L6-v2``, ``Apache-2.0``, ``F1``, ``SemEval-2015``."""
+    found = []
+    for no, line in prose_text(markdown):
+        for m in _NUMBER.finditer(line):
+            before = line[max(0, m.start() - 2):m.start()]
+            if len(before) == 2 and before[1] == "-" and before[0].isalnum():
+                continue  # a hyphenated name: Apache-2.0, SemEval-2015
+            if m.group(0) not in CONSTANTS:
+                found.append((no, m.group(0)))
+    return found
 
 
 class UnknownFact(KeyError):

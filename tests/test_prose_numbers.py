@@ -1,0 +1,283 @@
+"""Every number in the prose of the card pages, the intro and the methods chapters is rendered from data or
+result cells ({{fact:KEY}}, atlaslib.pages.facts) or is one of the listed constants; the statements a
+reading of the book against its cells found wrong stay corrected.
+
+The site tree is rendered by ``book.render_site`` (no Jupyter Book build) from a few hand-built result cells
+whose predictions are chosen so that each fact has a value computed here independently."""
+from __future__ import annotations
+
+import csv
+import glob
+import re
+import unicodedata
+from pathlib import Path
+
+import nbformat
+import pytest
+from scipy.stats import binomtest
+
+from atlaslib import book, results
+from atlaslib.cards import negex
+from atlaslib.cards.nli_negation.corpus import PATTERNS, default_nli_negation_cases
+from atlaslib.pages import facts
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = {"python": "test"}
+
+
+# -- the checker ----------------------------------------------------------------------------------------
+
+def test_checker_finds_typed_numbers_and_nothing_else():
+    md = """# Title with 2,376 sentences
+
+Typed: 0.413223 and ±0.15 and 48–63 cases, 1.3.1.
+Rendered: {{fact:negex.rows}}; code `1,442` and
+```python
+x = 123
+```
+```{warning}
+Inside a warning: 17 rows.
+```
+Names: i2b2, MiniLM-L6-v2, Apache-2.0, SemEval-2015, F1, [link](../a/17.md), #232, 95 %.
+"""
+    found = facts.typed_numbers(md)
+    assert found == [(1, "2,376"), (3, "0.413223"), (3, "0.15"), (3, "48"), (3, "63"), (9, "17")]
+
+
+@pytest.mark.parametrize("page", sorted(p for pat in facts.PROSE_PAGES for p in glob.glob(str(REPO / pat))))
+def test_prose_numbers_are_rendered_or_listed_constants(page):
+    """A number typed into prose must become {{fact:KEY}} (a fact computed in atlaslib.pages.facts) or,
+    if it is a true constant (a seed, a year, a published figure), an entry of facts.CONSTANTS with its
+    source."""
+    typed = facts.typed_numbers(Path(page).read_text(encoding="utf-8"))
+    assert not typed, (f"{Path(page).relative_to(REPO)}: numbers typed by hand (line, number): {typed}. Write "
+                       f"{{{{fact:KEY}}}} (atlaslib/pages/facts.py) or list a true constant in facts.CONSTANTS.")
+
+
+@pytest.fixture(scope="module")
+def facts_cache(tmp_path_factory):
+    """One cache of the slow data facts (the MACCROBAT corpus) for the whole module."""
+    return tmp_path_factory.mktemp("facts-cache")
+
+
+def test_every_placeholder_in_the_sources_names_a_known_fact(facts_cache):
+    ctx = facts.FactContext(cache_dir=facts_cache)
+    keys = {m.group(1) for p in (REPO / "book").rglob("*.md") for m in facts.PLACEHOLDER.finditer(p.read_text())}
+    keys |= {m.group(1) for f in ("atlaslib/cards/negex.py", "atlaslib/cards/maccrobat.py",
+                                  "atlaslib/cards/nli_negation/card.py")
+             for m in facts.PLACEHOLDER.finditer((REPO / f).read_text())}
+    assert keys
+    for k in sorted(keys):
+        ctx.get(k)  # raises UnknownFact
+
+
+def test_unknown_fact_fails_naming_page_and_key(data_dir):
+    with pytest.raises(facts.UnknownFact, match=r"book/x\.md: unknown fact 'negex\.distinct_sentence'.*"
+                                                 r"did you mean|book/x\.md: unknown fact 'negex\.distinct_sentence'"):
+        facts.substitute("{{fact:negex.distinct_sentence}}", facts.FactContext(data_dir=data_dir), "book/x.md")
+    with pytest.raises(facts.UnknownFact, match="unknown fact namespace 'nope'"):
+        facts.substitute("{{fact:nope.x}}", facts.FactContext(), "book/x.md")
+
+
+def test_fact_formats():
+    assert facts.Fact(2376).text() == "2,376"
+    assert facts.Fact(0.80587, "percent").text() == "80.6 %"
+    assert facts.Fact(0.4462, "rate").text() == "0.446"
+    assert facts.Fact((0.2911, 0.70889), "interval").text() == "[0.291, 0.709]"
+
+
+# -- NegEx facts against independent counts --------------------------------------------------------------
+
+def _kit_rows(data_dir) -> list[list[str]]:
+    path = Path(data_dir) / negex.ANNOTATIONS.name
+    return [r for r in csv.reader(path.read_text(encoding="utf-8").splitlines(), delimiter="\t") if r]
+
+
+def test_length_bands_and_miss_kinds_by_hand():
+    import pandas as pd
+
+    items = pd.DataFrame({"item_id": ["a", "b", "c", "d"],
+                          "sentence": ["x" * 50, "y" * 150, "z" * 400, "w" * 100],
+                          "text": ["SKIN: No [entity] RASHES [entity].", "He was negative for [entity] FEVER [entity].",
+                                   "[entity] ALLERGIES [entity] - NONE.", "No [entity] PAIN [entity]."]})
+    recs = [{"item_id": i, "gold": "negated", "pred": p} for i, p in zip("abcd", ["affirmed", "affirmed", "negated",
+                                                                            "affirmed"])]
+    bands = facts.error_rates_by_length(items, {"m": recs}).set_index("band")
+    assert bands.loc["0–100", ["items", "errors"]].tolist() == [2, 2]
+    assert bands.loc["101–300", "error_rate"] == 1.0 and bands.loc["over 300", "errors"] == 0
+    miss = facts.negation_misses(items, recs)
+    assert miss.set_index("item_id")["kind"].to_dict() == {"a": "section header", "b": "negative for", "d": "other"}
+
+
+# -- the rendered site ------------------------------------------------------------------------------------
+
+def _write(paths: book.BuildPaths, cell: dict) -> None:
+    results.write_cell(cell, results.cell_path(paths.results, cell["card"], cell["version"], cell["model"],
+                                               cell["protocol"]))
+    nb = paths.runs / cell["card"] / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.ipynb"
+    nb.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# run")]), nb)
+
+
+def _cell(card, version, model, protocol, metrics, predictions, extra=None, split=None):
+    spec = results.RunSpec(card=card, version=version, model=model, protocol=protocol)
+    return results.make_cell(spec, metrics=metrics, predictions=predictions, extra=extra or {}, split=split or {},
+                             env=ENV)
+
+
+HEADER_MISSES = ("negex-0089", "negex-1989")   # "SKIN: No RASHES", "PSYCHOLOGICAL: No DEPRESSION"
+OTHER_MISS = "negex-2109"                       # "He did have some LEFT-SIDED WEAKNESS although ... resolved"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, data_dir, facts_cache):
+    import shutil
+
+    root = tmp_path_factory.mktemp("prose")
+    paths = book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
+    shutil.copytree(facts_cache, paths.build)  # the MACCROBAT facts, if an earlier test computed them
+    items = negex.load_items(data_dir)
+    full = negex.split(items, "atlas-full-v1")
+    gold = items.set_index("item_id")["decision"]
+    m = lambda v: results.metric(v, v, v)  # noqa: E731
+    # medspaCy: three misses (two after a section header); the probe: one long-sentence error
+    med = [{"item_id": i, "gold": gold[i], "pred": "affirmed" if i in HEADER_MISSES + (OTHER_MISS,) else gold[i],
+            "score": None} for i in full.test]
+    long_ids = [i for i in full.test if len(items.set_index("item_id").loc[i, "sentence"]) > 300]
+    probe = [{"item_id": i, "gold": gold[i], "pred": ("affirmed" if gold[i] == "negated" else "negated")
+              if i == long_ids[0] else gold[i], "score": 0.5} for i in full.test]
+    repro = [{"system": "2,376 rows", "tp": 440, "tn": 1860, "fp": 25, "fn": 51, "sensitivity": 0.896,
+              "specificity": 0.987, "precision": 0.946}]
+    nm = {f"{b}_zero_shot": m(0.9) for b in negex.METRIC_BASES}
+    cells = [
+        _cell("negex", "atlas-full-v1", "medspacy-context", "zero_shot", nm, med, {"reproduction": repro}),
+        _cell("negex", "atlas-full-v1", "negspacy-negex-kit", "zero_shot", nm, med,
+              {"reproduction": [dict(repro[0], sensitivity=0.95, specificity=0.97, precision=0.92)]}),
+        _cell("negex", "atlas-full-v1", "all-minilm-l6-v2", "probe", {f"{b}_probe": m(0.9) for b in negex.METRIC_BASES},
+              probe),
+    ]
+    # NLI: one report with a known per-pattern false-entailment count
+    fe = {"simple": (3, 42), "nested": (18, 36), "double": (1, 24), "section_scoped": (0, 30)}
+    pats = []
+    for p, (k, n) in fe.items():
+        ci = binomtest(k, n).proportion_ci(method="exact")
+        pats.append({"pattern": p, "n_cases": 0, "n_abstentions": 0,
+                     "false_entailment_rate": {"successes": k, "trials": n, "value": k / n,
+                                               "ci_low": ci.low, "ci_high": ci.high}})
+    cells.append(_cell("nli_negation", "builtin-v1", "always-entailment", "zero_shot",
+                       {"aggregate_accuracy_zero_shot": m(0.5)}, [], {"report": {"patterns": pats}}))
+    # TempEval: the scorer's table of closest, the audit numbers, a synthetic-v1 memorize cell
+    table = {"rows": [{"row": "CONTAINS", "reference": 6173, "predicted": 2078, "correct": 1050, "precision": 0.5053,
+                       "recall": 0.1701, "f1": 0.2545},
+                      {"row": "CONTAINS (closure)", "precision": 0.5452, "recall": 0.1734, "f1": 0.2591}]}
+    audit = {f"{s}.{k}": v for s in ("Train", "Dev") for k, v in (
+        ("scorer.EVENT", 38890), ("scorer.TIMEX3", 3833), ("scorer.CONTAINS", 11176), ("file.EVENT", 39002),
+        ("file.CONTAINS", 11248), ("event_outside_annotations", 65), ("event_exact_duplicates", 47),
+        ("contains_duplicate_pairs", 72), ("contains_added_by_closure", 2935))}
+    cells.append(_cell("tempeval", "thyme-dev-2015", "closest", "phase2", {"contains_f1_phase2": m(0.2545)}, [],
+                       {"scorer_table": table, "thyme_audit": audit}))
+    cells.append(_cell("tempeval", "thyme-dev-2015", "majority-doctimerel", "phase2",
+                       {"doctimerel_accuracy_phase2": m(0.468)}, []))
+    cells.append(_cell("tempeval", "synthetic-v1", "memorize", "phase1",
+                       {"contains_closure_f1_phase1": results.metric(None, reason="not applicable"),
+                        "event_span_f1_phase1": m(0.8)}, [], {"n_train_documents": 28, "n_test_documents": 12}))
+    # MACCROBAT: a probe cell carrying the gold-cut measurement
+    leak = {"with_gold_cuts": {"f1": 0.5}, "without_gold_cuts": {"f1": 0.25}, "f1_difference": 0.25,
+            "model": "all-minilm-l6-v2"}
+    cells.append(_cell("maccrobat", "atlas-n100-v1", "all-minilm-l6-v2", "probe", {"entity_f1_probe": m(0.5)}, [],
+                       {"gold_cut_leakage": leak}))
+    for c in cells:
+        _write(paths, c)
+    import atlaslib.pages.course as course_pages
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(book, "render_course", lambda *a, **k: [], raising=False)
+    mp.setattr(course_pages, "render_course", lambda *a, **k: [])
+    try:
+        src, _ = book.render_site(paths)
+    finally:
+        mp.undo()
+    return {"src": src, "items": items, "full": full, "fe": fe, "long_ids": long_ids}
+
+
+def _text(src: Path, page: str) -> str:
+    return re.sub(r"\s+", " ", (src / page).read_text(encoding="utf-8"))
+
+
+def test_rendered_pages_hold_no_placeholder(site):
+    left = [str(p) for p in (site["src"] / "book").rglob("*.md") if "{{fact:" in p.read_text()]
+    assert not left
+
+
+def test_negex_counts_rows_and_distinct_sentences_apart(site, data_dir):
+    rows = _kit_rows(data_dir)
+    found = [r for r in rows if r[1].strip().casefold() in r[2].casefold()]
+    distinct = {unicodedata.normalize("NFKC", " ".join(r[2].split())).casefold() for r in found}
+    page = _text(site["src"], "book/cards/negex.md")
+    assert f"{len(rows):,} rows from 120 de-identified reports" in page
+    assert f"{len(found):,} items in {len(distinct):,} distinct sentences" in page
+    intro = _text(site["src"], "book/intro.md")
+    assert f"{len(rows):,} rows ({len(distinct):,} distinct sentences)" in intro
+    assert "2,376 sentences" not in page + intro
+
+
+def test_negex_balances_and_subset_are_the_splits(site):
+    items, full = site["items"], site["full"]
+    lab = items.set_index("item_id")["label"]
+    n100 = negex.split(items, "atlas-n100-v1")
+    affirmed = 1 - lab.loc[full.test].mean()
+    page = _text(site["src"], "book/cards/negex.md")
+    assert f"| class balance | {100 * affirmed:.1f} % of `atlas-full-v1` test items are affirmed" in page
+    assert "78–79" not in page
+    f1_majority = affirmed / (1 + affirmed)  # F1 of the affirmed class when everything is affirmed, halved
+    assert f"scores {f1_majority:.3f} macro F1" in page
+    splits = _text(site["src"], "book/methods/splits.md")
+    assert set(n100.test) <= set(full.test)
+    assert "Every test item of `atlas-n100-v1` is also a test item of `atlas-full-v1`." in splits
+    assert (f"{len(full.test):,} items, {100 * lab.loc[full.test].mean():.1f} % negated against "
+            f"{100 * lab.mean():.1f} % in the pool") in splits
+    assert "same three rules on every card" not in splits
+
+
+def test_context_misses_and_length_bands_come_from_predictions(site):
+    page = _text(site["src"], "book/cards/negex.md")
+    assert ('of its 3 false negatives, 2 are negations that follow a section header directly ("SKIN: No RASHES" '
+            'and "PSYCHOLOGICAL: No DEPRESSION"), 0 use the phrase "negative for", and 1 are other phrasings') in page
+    n_long = len(site["long_ids"])
+    assert f"| all-minilm-l6-v2 (probe) |" in page and f"1 of {n_long:,} ({1 / n_long:.3f})" in page
+    assert "tend to miss long" not in page
+    gap = max(abs(0.959 - 0.95), abs(0.982 - 0.97), abs(0.933 - 0.92))   # published GenNegEx vs the cell
+    assert f"lands within {gap:.3f} of each of the three rates" in page
+
+
+def test_nli_denominators_and_widest_interval(site):
+    cases = default_nli_negation_cases()
+    per = {p: sum(c.pattern == p and c.gold_label != "entailment" for c in cases) for p in PATTERNS}
+    page = _text(site["src"], "book/cards/nli_negation.md")
+    expected = ", ".join(f"{per[p]} ({p})" for p in PATTERNS[:-1]) + f" and {per[PATTERNS[-1]]} ({PATTERNS[-1]})"
+    assert expected in page
+    k, n = site["fe"]["nested"]
+    ci = binomtest(k, n).proportion_ci(method="exact")
+    assert f"[{ci.low:.3f}, {ci.high:.3f}] (`always-entailment` on `nested`, {k} of {n})" in page
+    assert "±0.15" not in page and "48–63" not in page
+
+
+def test_maccrobat_tempeval_and_sources(site):
+    mac = _text(site["src"], "book/cards/maccrobat.md")
+    assert "F1 0.500 with the gold cuts and 0.250 when trained and tested on uncut words" in mac
+    assert "project brief" not in mac and "zero-shot slot" not in mac and "`train_lookup`" in mac
+    tmp = _text(site["src"], "book/cards/tempeval.md")
+    assert "`closest` finds 1,050 of 6,173 CONTAINS with 2,078 guesses (P 0.505, R 0.170, F1 0.255" in tmp
+    assert "reaches 0.468 accuracy" in tmp and "(28 Train, 12 Dev)" in tmp
+    assert "issue 5" not in tmp and "`doctimerel_accuracy`" in tmp
+    for page in ("book/cards/negex.md", "book/cards/tempeval.md"):
+        assert "may not be cited or republished until the licence is confirmed" in _text(site["src"], page)
+        assert "leaves this card out" not in _text(site["src"], page)
+    intro = _text(site["src"], "book/intro.md")
+    assert "are not separated by this test set" not in intro and "paired comparisons" in intro
+    assert 'A "no" in the *same* column' not in _text(site["src"], "book/reproduction.md")
+
+
+def test_model_page_shows_a_metric_the_run_has(site):
+    page = _text(site["src"], "book/models/memorize.md")
+    assert "event_span_f1: 0.800" in page and "contains_closure_f1: n/a" not in page
