@@ -1,0 +1,359 @@
+"""Leaderboards of one (card, split version), rendered from result cells.
+
+Two tables, so each fits a 1,200 px page:
+
+1. the card's metrics, one row per (model, protocol), each with the interval the card declares (on its own
+   line); where a proportion sits at 0 or 1, or a percentile interval has zero width for a predictor that
+   is not constant, the exact Clopper–Pearson interval stands beside it ("exact [...]"). A metric without
+   a value shows one short mark (``n/a`` or ``not run``) and a footnote number; each reason is written
+   once under the table.
+2. "tied with the best": the tie group on the primary metric (and the test that decided it), the rank
+   interval over the resamples, P(rank 1), and the intervals that assume something different from the
+   declared one (NegEx: sentence-cluster; NLI: template-cluster and the one-sided upper bound of the
+   false-entailment rate).
+
+The same rows are written as CSV and JSON downloads.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..metrics import bootstrap, intervals
+
+MISSING = "—"
+
+
+def fmt_value(v) -> str:
+    """Three decimals, or the missing mark."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return MISSING
+    return f"{float(v):.3f}"
+
+
+def fmt_interval(lo, hi) -> str:
+    if lo is None or hi is None or any(isinstance(x, float) and math.isnan(x) for x in (lo, hi)):
+        return ""
+    return f"[{lo:.3f}, {hi:.3f}]"
+
+
+class Footnotes:
+    """Numbered reasons, each written once."""
+
+    def __init__(self):
+        self.reasons: list[str] = []
+
+    def mark(self, reason: str) -> str:
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        return f"<sup>{self.reasons.index(reason) + 1}</sup>"
+
+    def markdown(self) -> str:
+        return "".join(f"\n<sup>{k}</sup> {r}<br>" for k, r in enumerate(self.reasons, 1)).strip()
+
+
+# -- exact intervals beside degenerate ones ---------------------------------------------------------------
+
+def _negex_arrays(cell):
+    preds = cell.get("predictions") or []
+    y = np.array([r["gold"] == "negated" for r in preds], dtype=int)
+    p = np.array([r["pred"] == "negated" for r in preds], dtype=int)
+    return y, p
+
+
+def proportion_counts(cell: dict, base: str) -> tuple[int, int] | None:
+    """``(k, n)`` of a leaderboard metric that is a proportion, from the cell's own records; None otherwise."""
+    card = cell["card"]
+    if card == "negex" and base in ("sensitivity", "specificity", "precision"):
+        c = (cell.get("extra") or {}).get("confusion")
+        if not c:
+            return None
+        tp, fp, tn, fn = (int(c[k]) for k in ("tp", "fp", "tn", "fn"))
+        return {"sensitivity": (tp, tp + fn), "specificity": (tn, tn + fp), "precision": (tp, tp + fp)}[base]
+    if card == "maccrobat" and base in ("entity_precision", "entity_recall"):
+        tot = _span_totals(cell)
+        if tot is None:
+            return None
+        tp, fp, fn = tot
+        return (tp, tp + fp) if base == "entity_precision" else (tp, tp + fn)
+    if card == "nli_negation" and base in ("aggregate_accuracy", "false_entailment_rate"):
+        rep = ((cell.get("extra") or {}).get("report") or {}).get(base) or {}
+        if "successes" in rep:
+            return int(rep["successes"]), int(rep["trials"])
+    return None
+
+
+def _span_totals(cell):
+    from ..metrics.spans import span_counts
+
+    preds = cell.get("predictions") or []
+    if not preds or "gold" not in preds[0]:
+        return None
+    key = "_span_totals"
+    if key not in cell:
+        counts, _ = span_counts([r["gold"] for r in preds], [r["pred"] for r in preds])
+        cell[key] = tuple(int(x) for x in counts.sum((0, 1)))
+    return cell[key]
+
+
+def constant_predictor(cell: dict) -> bool:
+    preds = cell.get("predictions") or []
+    if not preds or "pred" not in preds[0]:
+        return False
+    first = preds[0]["pred"]
+    return all(r["pred"] == first for r in preds)
+
+
+def exact_beside(cell: dict, base: str, entry: dict) -> tuple[float, float] | None:
+    """The exact Clopper–Pearson interval to show beside a degenerate declared interval, else None."""
+    v = entry.get("value")
+    if v is None:
+        return None
+    lo, hi = entry.get("ci_low"), entry.get("ci_high")
+    declared_exact = cell["card"] == "nli_negation"
+    zero_width = lo is not None and hi is not None and lo == hi
+    if declared_exact or not (v in (0.0, 1.0) or (zero_width and not constant_predictor(cell))):
+        return None
+    kn = proportion_counts(cell, base)
+    if kn is None or kn[1] == 0:
+        return None
+    return intervals.clopper_pearson(*kn)
+
+
+def metric_cell(cell: dict, base: str, notes: Footnotes) -> str:
+    entry = cell["metrics"].get(f"{base}_{cell['protocol']}")
+    if entry is None:
+        return "n/a" + notes.mark("not reported by this run")
+    if entry.get("value") is None:
+        reason = entry.get("reason") or "not applicable"
+        return "n/a" + notes.mark(reason)
+    kn = proportion_counts(cell, base)
+    if kn is not None and kn[1] == 0:            # a cell written before the zero-division rule stored 0
+        from ..metrics.classification import UNDEFINED_REASONS
+        return "n/a" + notes.mark(UNDEFINED_REASONS.get(base, "undefined: empty denominator"))
+    text = fmt_value(entry["value"])
+    ci = fmt_interval(entry.get("ci_low"), entry.get("ci_high"))
+    if ci:
+        text += f' <span class="atlas-ci">{ci}</span>'
+    exact = exact_beside(cell, base, entry)
+    if exact:
+        text += f' <span class="atlas-ci atlas-exact">exact</span> <span class="atlas-ci atlas-exact">{fmt_interval(*exact)}</span>'
+    return text
+
+
+# -- intervals that assume something else -------------------------------------------------------------------
+
+def cluster_intervals(cell: dict) -> dict:
+    """The card's additional intervals of one ok run: ``{label: {value, ci_low, ci_high, n_clusters,
+    few_clusters}}`` or ``{label: {"reason": ...}}`` when the cell lacks the fields."""
+    card, preds = cell["card"], cell.get("predictions") or []
+    seed = int((cell.get("seeds") or {}).get("bootstrap") or bootstrap.DEFAULT_SEED)
+    out = {}
+    if card == "negex":
+        if not preds or "sentence_key" not in preds[0]:
+            return {"macro F1, sentence-cluster": {"reason": "this cell's predictions carry no sentence_key"}}
+        y, p = _negex_arrays(cell)
+        res = intervals.cluster_binary_metrics(y, p, [r["sentence_key"] for r in preds], seed=seed)
+        out["macro F1, sentence-cluster"] = {**res["macro_f1"], "n_clusters": res["n_clusters"],
+                                              "few_clusters": res["few_clusters"]}
+    elif card == "nli_negation":
+        if not preds or "template" not in preds[0]:
+            return {"accuracy, template-cluster": {"reason": "this cell's predictions carry no template"}}
+        gold = np.array([r["gold"] for r in preds])
+        pred = np.array([r["pred"] for r in preds])
+        tmpl = np.array([r["template"] for r in preds])
+        out["accuracy, template-cluster"] = intervals.cluster_proportion_ci(pred == gold, tmpl, seed=seed)
+        ne = gold != "entailment"
+        out["false entailment, template-cluster"] = intervals.cluster_proportion_ci(
+            pred[ne] == "entailment", tmpl[ne], seed=seed)
+    for v in out.values():
+        v.pop("resamples", None)
+    return out
+
+
+def fe_upper_bound(cell: dict) -> tuple[int, int, float] | None:
+    """NLI: ``(false entailments, non-entailing cases, one-sided 95 % upper bound)``."""
+    kn = proportion_counts(cell, "false_entailment_rate")
+    if kn is None or kn[1] == 0:
+        return None
+    return kn[0], kn[1], intervals.clopper_pearson_upper(*kn)
+
+
+def _interval_text(d: dict, notes: Footnotes) -> str:
+    if "reason" in d:
+        return "n/a" + notes.mark(d["reason"])
+    text = f"{fmt_value(d['value'])} {fmt_interval(d['ci_low'], d['ci_high'])}"
+    if d.get("few_clusters"):
+        text += " ⚠" + notes.mark(f"fewer than {intervals.FEW_CLUSTERS} clusters: a cluster bootstrap interval "
+                                  "is then too narrow; read it as optimistic")
+    return text
+
+
+# -- the tables ---------------------------------------------------------------------------------------------
+
+def _rows(card, version, cells):
+    rows = [c for c in cells if c["card"] == card.name and c["version"] == version]
+
+    def primary(c):
+        e = c["metrics"].get(f"{card.metrics[0]}_{c['protocol']}") or {}
+        v = e.get("value")
+        return -math.inf if v is None else (v if card.higher_is_better.get(card.metrics[0], True) else -v)
+
+    rows.sort(key=lambda c: (c["status"] != "ok", -primary(c), c["model"], c["protocol"]))
+    return rows
+
+
+def _md(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _name(text) -> str:
+    """A model name that may break after '/' and '-' (long hub ids would otherwise widen the table)."""
+    return _md(text).replace("/", "/<wbr>").replace("-", "-<wbr>")
+
+
+def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, src: Path, failed=(),
+                       comparison=None, short_reason=lambda r: r) -> str:
+    from ..metrics.compare import run_label
+
+    rows = _rows(card, version, cells)
+    failed = [r for r in failed if r.card == card.name and r.version == version]
+    if not rows and not failed:
+        return f"*No result cells for `{version}` yet.*\n"
+    notes = Footnotes()
+    head = ["model", "protocol"] + [m.replace("_", " ") for m in card.metrics] + ["run"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    overlap_seen = False
+    for c in rows:
+        name = _name(c["model"])
+        if c.get("overlap"):
+            name += " †"
+            overlap_seen = True
+        if c["status"] != "ok":
+            vals = ["not run" + notes.mark("not run: " + _md(short_reason(c.get("reason"))))] + \
+                   [MISSING] * (len(card.metrics) - 1)
+        else:
+            vals = [metric_cell(c, b, notes) for b in card.metrics]
+        links = []
+        if c.get("_notebook_rel"):
+            links.append(f"[notebook]({os.path.relpath(src / c['_notebook_rel'], page_dir)})")
+        if c.get("_json_rel"):
+            links.append(f"{{download}}`JSON <{os.path.relpath(src / c['_json_rel'], page_dir)}>`")
+        lines.append("| " + " | ".join([name, c["protocol"].replace("_", "_<wbr>")] + vals + [" · ".join(links)]) + " |")
+    for req in failed:
+        lines.append("| " + " | ".join([_name(req.model), req.protocol, "**failed**" + notes.mark(
+            "failed: see the build log")] + [MISSING] * (len(card.metrics) - 1) + [""]) + " |")
+    out = [":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n"]
+    if overlap_seen:
+        out.append("† trained on data that overlaps this card: not comparable with the other rows.\n")
+    n_units = _few_cluster_units(card, rows)
+    if n_units:
+        out.append(f"⚠ The declared intervals of `{version}` resample {n_units[0]} {n_units[1]}: a bootstrap over "
+                   f"fewer than {intervals.FEW_CLUSTERS} clusters is too narrow; read these intervals as "
+                   "optimistic.\n")
+    second = _ranks_table(card, version, rows, comparison, notes, run_label)
+    if notes.reasons:
+        out.append(notes.markdown() + "\n")
+    if second:
+        out.append(second)
+    return "\n".join(out)
+
+
+def _few_cluster_units(card, rows):
+    ok = [c for c in rows if c["status"] == "ok"]
+    if not ok:
+        return None
+    s = ok[0].get("split") or {}
+    if card.name == "tempeval":
+        n, unit = s.get("n_test"), "documents"
+    elif card.name == "maccrobat":
+        n, unit = s.get("test_reports"), "case reports"
+    else:
+        return None
+    return (n, unit) if n is not None and n < intervals.FEW_CLUSTERS else None
+
+
+def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -> str:
+    ok = [c for c in rows if c["status"] == "ok"]
+    if not ok:
+        return ""
+    ranks = comparison.ranks.set_index("model") if comparison is not None and not comparison.ranks.empty else None
+    extra = {run_label(c): cluster_intervals(c) for c in ok}
+    extra_cols = []
+    for d in extra.values():
+        extra_cols += [k for k in d if k not in extra_cols]
+    fe_col = card.name == "nli_negation"
+    head = ["model", "tie group", "rank [95 %]", "P(rank 1)"] + extra_cols + (
+        ["false entailment, one-sided 95 % upper bound"] if fe_col else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in ok:
+        lab = run_label(c)
+        if ranks is not None and lab in ranks.index:
+            r = ranks.loc[lab]
+            tie = "top" if r["tie_group"] == "top" else MISSING
+            if r["decided_by"] != "best" and r["tie_group"] == "top":
+                tie += f" ({r['decided_by']})"
+            elif r["decided_by"] == "best":
+                tie += " (best)"
+            else:
+                tie = f"below ({r['decided_by']})"
+            rank = f"{int(r['rank'])} [{int(r['rank_low'])}–{int(r['rank_high'])}]"
+            p1 = f"{r['p_rank1']:.3f}"
+        else:
+            tie = rank = p1 = MISSING
+        vals = [tie, rank, p1]
+        for col in extra_cols:
+            d = extra[lab].get(col)
+            vals.append(_interval_text(d, notes) if d else MISSING)
+        if fe_col:
+            ub = fe_upper_bound(c)
+            vals.append(MISSING if ub is None else f"{ub[2]:.3f} ({ub[0]} of {ub[1]})")
+        lines.append("| " + " | ".join([_name(lab)] + vals) + " |")
+    primary = card.metrics[0].replace("_", " ")
+    intro = (f"**Tied with the best on {primary}.** The top group holds the best model and every model not "
+             "significantly different from it at 5 % after Holm's adjustment over all pairs (the test that "
+             "decided is named); the rank interval is the 2.5–97.5 % range of the model's rank over the "
+             "paired resamples, P(rank 1) the share of resamples where it ranks first.")
+    if extra_cols:
+        intro += (" The further columns are intervals that assume something different from the declared one: "
+                  "they resample whole clusters (sentences, templates) instead of items.")
+    return intro + "\n\n:::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n"
+
+
+def leaderboard_frame(card, version: str, cells: list[dict], comparison=None) -> pd.DataFrame:
+    """The leaderboard as a flat table (the CSV/JSON download): per metric value, ci_low, ci_high, reason;
+    tie group, rank interval and P(rank 1)."""
+    from ..metrics.compare import run_label
+
+    ranks = comparison.ranks.set_index("model") if comparison is not None and not comparison.ranks.empty else None
+    out = []
+    for c in _rows(card, version, cells):
+        row = {"card": card.name, "version": version, "model": c["model"], "protocol": c["protocol"],
+               "status": c["status"], "overlap": ", ".join(c.get("overlap") or [])}
+        for b in card.metrics:
+            e = c["metrics"].get(f"{b}_{c['protocol']}") or {}
+            row[b] = e.get("value")
+            row[f"{b}_ci_low"], row[f"{b}_ci_high"] = e.get("ci_low"), e.get("ci_high")
+            row[f"{b}_reason"] = e.get("reason") or (c.get("reason") if c["status"] != "ok" else None)
+        lab = run_label(c)
+        if ranks is not None and lab in ranks.index:
+            r = ranks.loc[lab]
+            row.update(tie_group=r["tie_group"], decided_by=r["decided_by"], rank=int(r["rank"]),
+                       rank_low=int(r["rank_low"]), rank_high=int(r["rank_high"]), p_rank1=float(r["p_rank1"]))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def write_downloads(frame: pd.DataFrame, folder: Path, stem: str) -> tuple[Path, Path]:
+    """``<stem>.csv`` and ``<stem>.json`` (records) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path = folder / f"{stem}.csv", folder / f"{stem}.json"
+    frame.to_csv(csv_path, index=False, float_format="%.6g")
+    records = json.loads(frame.to_json(orient="records"))
+    json_path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    return csv_path, json_path
