@@ -31,7 +31,9 @@ import pandas as pd
 import yaml
 
 from . import linkcheck, plots, results
+from .pages import analysis as analysis_page
 from .pages import facts
+from .pages.course import render_course
 from .cards import Card, available_cards
 from .runner import REPO, RunFailed, RunOutcome, RunRequest
 
@@ -82,7 +84,8 @@ def run_matrix(requests: list[RunRequest], paths: BuildPaths, *, data_dir=None, 
 # -- formatting ----------------------------------------------------------------------------------------
 
 def fmt_metric(entry: dict | None) -> str:
-    """``0.912 [0.880, 0.940]``; ``n/a (<reason>)`` when the metric has no value."""
+    """``0.912 [0.880, 0.940]`` (three decimals); ``n/a (<reason>)`` when the metric has no value (an
+    undefined metric reads ``n/a (undefined: …)``, never a number)."""
     if entry is None:
         return "n/a"
     if entry.get("value") is None:
@@ -120,40 +123,17 @@ def _primary_value(cell: dict, card: Card) -> float:
 
 
 def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: Path, src: Path,
-                         failed: list[RunRequest] = ()) -> str:
-    """A MyST table for one (card, version): one row per (model, protocol), best primary metric first."""
-    rows = [c for c in cells if c["card"] == card.name and c["version"] == version]
-    rows.sort(key=lambda c: (c["status"] != "ok", -_primary_value(c, card), c["model"], c["protocol"]))
-    head = ["model", "protocol"] + [m.replace("_", " ") for m in card.metrics] + ["run"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    overlap_seen = False
-    for c in rows:
-        name = _md_escape(c["model"])
-        if c.get("overlap"):
-            name += " †"
-            overlap_seen = True
-        if c["status"] != "ok":
-            vals = [f"not run: {_md_escape(short_reason(c.get('reason')))}"] + [""] * (len(card.metrics) - 1)
-        else:
-            vals = [_ci_html(_md_escape(fmt_metric(c["metrics"].get(f"{b}_{c['protocol']}")))) for b in card.metrics]
-        links = []
-        nb = c.get("_notebook_rel")
-        if nb:
-            links.append(f"[notebook]({os.path.relpath(src / nb, page_dir)})")
-        js = c.get("_json_rel")
-        if js:
-            links.append(f"{{download}}`JSON <{os.path.relpath(src / js, page_dir)}>`")
-        lines.append("| " + " | ".join([name, c["protocol"]] + vals + [" · ".join(links)]) + " |")
-    for req in failed:
-        if req.card == card.name and req.version == version:
-            lines.append("| " + " | ".join([_md_escape(req.model), req.protocol, "**failed**: see the build log"]
-                                           + [""] * len(card.metrics)) + " |")
-    if len(lines) == 2:
-        return f"*No result cells for `{version}` yet.*\n"
-    out = ":::{container} atlas-leaderboard full-width\n" + "\n".join(lines) + "\n:::\n"
-    if overlap_seen:
-        out += "\n† trained on data that overlaps this card: not comparable with the other rows.\n"
-    return out
+                         failed: list[RunRequest] = (), comparison=None) -> str:
+    """The leaderboard of one (card, version): the card's metrics with their declared intervals (exact
+    intervals beside degenerate ones, one footnote per reason), then the tie group, rank interval and
+    P(rank 1) of every ok run and the intervals that assume clusters (see :mod:`atlaslib.pages.leaderboard`)."""
+    from .pages import leaderboard as lb
+    from .pages.comparisons import comparison_for
+
+    if comparison is None:
+        comparison = comparison_for(card, version, cells)
+    comp = None if isinstance(comparison, str) else comparison
+    return lb.leaderboard_tables(card, version, cells, page_dir, src, failed, comp, short_reason)
 
 
 # -- rendering the site tree -----------------------------------------------------------------------------
@@ -269,6 +249,7 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
              "and interval is computed: [splits](../methods/splits.md), [protocols](../methods/protocols.md), "
              "[metrics and intervals](../methods/metrics.md).\n```\n"]
     fig_dir = page_dir / "_figures"
+    from .pages import comparisons
     for version in card.versions:
         parts.append(f"## Leaderboard: `{version}`\n")
         vcells = [c for c in cells if c["version"] == version]
@@ -276,11 +257,12 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
             s = vcells[0]["split"]
             parts.append(f"Split `{version}`: {s.get('n_test', '?')} test items, {s.get('n_train', '?')} train "
                          f"items; manifest sha256 `{str(s.get('hash', ''))[:12]}…`.\n")
-        parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed))
+        comp = comparisons.comparison_for(card, version, cells)
+        parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed, comparison=comp))
         for base in card.metrics:
             frame = forest_frame(card, vcells, base)
-            if frame.dropna(subset=["value", "ci_low", "ci_high"]).empty:
-                continue  # nothing with an interval (e.g. pass/fail gates): the table says it all
+            if len(frame.dropna(subset=["value", "ci_low", "ci_high"])) < 2:
+                continue  # one run (or none with an interval, e.g. pass/fail gates): the table says it all
             fig_dir.mkdir(parents=True, exist_ok=True)
             name = f"forest-{card.name}-{version}-{base}.png"
             fig = plots.forest(frame, "value", "ci_low", "ci_high", "label", title=f"{base} · {version}",
@@ -288,8 +270,14 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
                                xlabel=f"{base.replace('_', ' ')} (point estimate and 95 % interval)")
             fig.savefig(fig_dir / name, dpi=110)
             plt.close(fig)
+            dagger = " † marks a model trained on data that overlaps this card." if frame["label"].str.endswith(
+                "†").any() else ""
             parts.append(f"```{{figure}} _figures/{name}\n:alt: forest plot of {base} on {version}\n\n"
-                         f"`{base}` on `{version}` with 95 % intervals, models ordered by the point estimate.\n```\n")
+                         f"`{base}` on `{version}` with the declared 95 % intervals, models ordered by the point "
+                         f"estimate; the axis is zoomed to the intervals.{dagger}\n```\n")
+        parts.append(comparisons.render(card, version, cells, page_dir, src, comp))
+        parts.append(analysis_page.render(card, version, cells, page_dir, src))
+    comparisons.fill_metrics_chapter(src, card, cells)
     repro = reproduction_markdown(cells)
     if repro:
         parts.append(repro)
@@ -297,12 +285,16 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
 
 
 def forest_frame(card: Card, cells: list[dict], base: str | None = None) -> pd.DataFrame:
+    """One row per ok run with a value of ``base``: label (``model (protocol)``, ``†`` when the model's
+    training data overlap the card), value and the declared interval."""
     base = base or card.metrics[0]
     rows = []
     for c in cells:
+        if c.get("status", "ok") != "ok":
+            continue
         e = c["metrics"].get(f"{base}_{c['protocol']}") or {}
-        rows.append({"label": f"{c['model']} ({c['protocol']})", "value": e.get("value"),
-                     "ci_low": e.get("ci_low"), "ci_high": e.get("ci_high")})
+        label = f"{c['model']} ({c['protocol']})" + (" †" if c.get("overlap") else "")
+        rows.append({"label": label, "value": e.get("value"), "ci_low": e.get("ci_low"), "ci_high": e.get("ci_high")})
     return pd.DataFrame(rows, columns=["label", "value", "ci_low", "ci_high"])
 
 
@@ -408,6 +400,7 @@ def headline_metric(card: Card, cell: dict) -> str:
         if (cell.get("metrics", {}).get(f"{base}_{cell['protocol']}") or {}).get("value") is not None:
             return base
     return card.metrics[0]
+
 
 def render_reproduction(src: Path, cards: list[Card], cells: list[dict]) -> None:
     """Fill the reproduction chapter: every published figure a card's cells reproduce, beside ours
@@ -555,6 +548,7 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
     render_reproduction(src, shown_cards, shown_cells)
     model_docs = render_models(src, shown_cards, shown_cells)
     render_build_report(src, report)
+    render_course(src, paths, publish, withheld, shown_cards)  # lessons run on these cells; take-home boxes
     extra = ["book/build_report"]
     if publish:
         render_withheld(src, withheld)
