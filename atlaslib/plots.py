@@ -60,25 +60,105 @@ def confusion_matrix(counts: Mapping[str, int], positive: str = "negated", negat
     return fig
 
 
+def _zoom(lows, highs, pad_share=0.08, min_span=0.02, clip=(0.0, 1.0)):
+    lo, hi = float(np.nanmin(lows)), float(np.nanmax(highs))
+    span = max(hi - lo, min_span)
+    a, b = lo - pad_share * span, hi + pad_share * span
+    if clip is not None and lo >= clip[0] and hi <= clip[1]:
+        a, b = max(a, clip[0] - 0.01), min(b, clip[1] + 0.01)
+    return a, b
+
+
 def forest(frame: pd.DataFrame, value: str, low: str, high: str, label: str = "label",
-           title: str = "", xlim: tuple | None = (0, 1), higher_is_better: bool = True,
+           title: str = "", xlim: tuple | None = None, higher_is_better: bool = True,
            xlabel: str | None = None) -> plt.Figure:
     """Forest plot: one row per entry, point estimate with its interval, ordered by the estimate
-    (best at the top). Rows without a value are left out (the leaderboard says why)."""
+    (best at the top). Rows without a value are left out (the leaderboard says why). The axis zooms to
+    the data unless ``xlim`` is given; a zero-width interval is drawn as a short vertical bar (so it is
+    seen, not mistaken for a missing one) and named in the legend."""
     d = frame.dropna(subset=[value]).astype({value: float, low: float, high: float})
     d = d.sort_values(value, ascending=higher_is_better)
-    fig, ax = plt.subplots(figsize=(6.4, 0.45 * max(len(d), 1) + 1.0))
+    fig, ax = plt.subplots(figsize=(6.4, 0.45 * max(len(d), 1) + 1.2))
     y = np.arange(len(d))
-    lo = (d[value] - d[low]).clip(lower=0).fillna(0).to_numpy(float)
-    hi = (d[high] - d[value]).clip(lower=0).fillna(0).to_numpy(float)
-    ax.errorbar(d[value].to_numpy(float), y, xerr=[lo, hi], fmt="o", color="#1f3b73", ecolor="#7f8c8d", capsize=3)
+    v = d[value].to_numpy(float)
+    lo_v = d[low].fillna(d[value]).to_numpy(float)
+    hi_v = d[high].fillna(d[value]).to_numpy(float)
+    lo = (v - lo_v).clip(min=0)
+    hi = (hi_v - v).clip(min=0)
+    ax.errorbar(v, y, xerr=[lo, hi], fmt="o", color="#1f3b73", ecolor="#7f8c8d", capsize=3)
+    zero = (hi_v - lo_v) == 0
+    if zero.any():
+        ax.plot(v[zero], y[zero], marker="|", markersize=16, mew=2.5, ls="none", color="#c0392b",
+                label="zero-width interval")
+        ax.legend(fontsize=7, loc="best")
     ax.set_yticks(y, d[label].tolist())
     ax.set_ylim(-0.7, len(d) - 0.3)
-    if xlim:
-        pad = 0.03 * (xlim[1] - xlim[0])
-        ax.set_xlim(xlim[0] - pad, xlim[1] + pad)
+    ax.set_xlim(*(xlim if xlim else _zoom(lo_v, hi_v)))
     ax.grid(axis="x", alpha=0.3)
     ax.set_xlabel(xlabel or value)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def pairwise_differences(pairs: pd.DataFrame, title: str = "", xlabel: str = "difference (A − B)") -> plt.Figure:
+    """One row per pair ``A − B``: the difference with its paired 95 % interval; pairs significant after
+    Holm in red (and marked ``*``), a dashed line at 0."""
+    d = pairs.reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(7.2, 0.42 * max(len(d), 1) + 1.3))
+    y = np.arange(len(d))[::-1]
+    sig = d["significant"].to_numpy(bool)
+    for yy, (_, r), s in zip(y, d.iterrows(), sig):
+        col = "#c0392b" if s else "#1f3b73"
+        ax.errorbar([r["difference"]], [yy], xerr=[[max(r["difference"] - r["ci_low"], 0)],
+                                                  [max(r["ci_high"] - r["difference"], 0)]],
+                    fmt="o", color=col, ecolor=col, capsize=3)
+        if r["ci_high"] == r["ci_low"]:
+            ax.plot([r["difference"]], [yy], marker="|", markersize=14, mew=2.5, color=col)
+    ax.axvline(0, color="black", ls="--", lw=1)
+    ax.set_yticks(y, [f"{a} − {b}" + (" *" if s else "") for a, b, s in zip(d["model_a"], d["model_b"], sig)],
+                  fontsize=8)
+    lo, hi = _zoom(np.r_[d["ci_low"].to_numpy(float), 0.0], np.r_[d["ci_high"].to_numpy(float), 0.0], clip=None)
+    ax.set_xlim(lo, hi)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def width_vs_size(frame: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Interval width against test size: one line per model from ``frame`` (columns model, n, width,
+    metric), log-scaled size axis, with the 1/√n reference through the first point of each model."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for model, g in frame.groupby("model"):
+        g = g.sort_values("n")
+        ax.plot(g["n"], g["width"], marker="o", label=model)
+    ax.set_xscale("log")
+    ax.set_xlabel("test items (log scale)")
+    ax.set_ylabel("width of the 95 % interval")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def coverage(frame: pd.DataFrame, level: float = 0.95, title: str = "") -> plt.Figure:
+    """Coverage of the true value by two intervals against the within-cluster correlation (columns icc,
+    cluster, item), with the nominal level dashed."""
+    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    ax.plot(frame["icc"], frame["cluster"], marker="o", label="cluster bootstrap")
+    ax.plot(frame["icc"], frame["item"], marker="s", label="item bootstrap (items taken as independent)")
+    ax.axhline(level, color="black", ls="--", lw=1, label=f"nominal {level:.0%}")
+    ax.set_xlabel("within-cluster correlation of the outcomes")
+    ax.set_ylabel("coverage of the true proportion")
+    ax.set_ylim(min(0.5, float(frame[["cluster", "item"]].min().min()) - 0.05), 1.0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()

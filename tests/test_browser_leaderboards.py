@@ -1,0 +1,106 @@
+"""Leaderboards in a real browser (headless chromium at 1,200 px) and in the rendered HTML.
+
+Reuses the small book of ``tests/test_browser.py`` (NegEx atlas-n100-v1: the majority baseline and a
+not-run hub model). A copy of the card page gets a script that measures every leaderboard table after
+layout; chromium's ``--dump-dom`` returns the measurements. Checked: no leaderboard is wider than the
+1,200 px window or its article column (it would slide under the page's table of contents) or needs
+horizontal scrolling; no interval of zero width for a predictor that is not
+constant lacks its exact interval; no undefined metric is shown as a number; long reasons are footnotes.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+from tests.test_browser import CARD_PAGE, _chromium, chromium, read_dom, small_book  # noqa: F401 (fixture)
+
+WIDTH = 1200
+MEASURE = """<script>
+window.addEventListener('load', () => {
+  const boards = [...document.querySelectorAll('.atlas-leaderboard')].map(el => {
+    const t = el.querySelector('table') || el; const r = t.getBoundingClientRect();
+    const scrolling = [el, ...el.querySelectorAll('*')].filter(e => ['auto', 'scroll'].includes(
+      getComputedStyle(e).overflowX) && e.scrollWidth > e.clientWidth + 1).length;
+    return {width: Math.round(r.width), right: Math.round(r.right), scrolling: scrolling};
+  });
+  const art = document.querySelector('.bd-article') || document.querySelector('main') || document.body;
+  const pre = document.createElement('pre'); pre.id = 'atlas-widths';
+  pre.textContent = JSON.stringify({viewport: document.documentElement.clientWidth,
+                                    article: Math.round(art.getBoundingClientRect().right),
+                                    page: document.documentElement.scrollWidth, boards: boards});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def measure(html_page, profile) -> dict:
+    """Layout of every leaderboard on ``html_page`` at 1,200 px (a measuring copy beside the page)."""
+    probe = html_page.with_name(html_page.stem + "-measure.html")
+    probe.write_text(html_page.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    try:
+        dom = _chromium(["--virtual-time-budget=5000", f"--window-size={WIDTH},1600", "--dump-dom",
+                         probe.as_uri()], profile).stdout
+    finally:
+        probe.unlink(missing_ok=True)
+    m = re.search(r'<pre id="atlas-widths"[^>]*>(.*?)</pre>', dom, flags=re.S)
+    assert m, "the measuring script did not run"
+    return json.loads(m.group(1).replace("&quot;", '"'))
+
+
+def test_no_leaderboard_is_wider_than_1200_px(small_book, tmp_path):
+    chromium()
+    html_dir, _ = small_book
+    site = tmp_path / "site"
+    shutil.copytree(html_dir, site)
+    got = measure(site / CARD_PAGE, tmp_path / "profile")
+    assert got["boards"], "no leaderboard on the card page"
+    for b in got["boards"]:
+        assert b["width"] <= WIDTH and b["right"] <= min(got["viewport"], got["article"]) + 1, got
+        assert b["scrolling"] == 0, f"a leaderboard scrolls horizontally: {got}"
+    assert got["page"] <= got["viewport"] + 1, got
+
+
+def _cells_text(html: str) -> list[list[str]]:
+    r = read_dom(html)
+    return [row for table in r.tables for row in table]
+
+
+def test_rendered_leaderboard_shows_exact_intervals_and_no_undefined_number(small_book):
+    html_dir, results_dir = small_book
+    html = (html_dir / CARD_PAGE).read_text(encoding="utf-8")
+    cell = json.loads((results_dir / "negex/atlas-n100-v1/majority/zero_shot.json").read_text())
+    assert cell["metrics"]["precision_zero_shot"]["value"] is None          # nothing predicted negated
+    rows = [row for row in _cells_text(html) if row and row[0].startswith("majority")]
+    assert rows, "the majority row is missing"
+    row = rows[0]
+    texts = " ".join(row)
+    # sensitivity 0 and specificity 1: zero-width percentile intervals, each with its exact interval
+    for value in ("0.000", "1.000"):
+        hit = [c for c in row if c.startswith(value) and "[" in c]
+        assert hit and all("exact [" in c for c in hit), row
+    # precision is undefined: a mark and a footnote, never a number
+    assert re.search(r"n/a\s*\d", texts), row
+    assert "undefined: nothing predicted positive" in html
+    # not-run reason written once as a footnote, not in every cell
+    assert html.count("weights unavailable") == 1
+
+
+def test_no_zero_width_interval_without_exact_one_in_any_built_card(small_book):
+    """Over every card page of the build: a ``[x, x]`` interval appears only for a constant predictor's
+    non-proportion metric, or next to ``exact [...]``."""
+    html_dir, results_dir = small_book
+    constant = set()
+    for path in results_dir.rglob("*.json"):
+        c = json.loads(path.read_text())
+        preds = c.get("predictions") or []
+        if preds and len({str(p.get("pred")) for p in preds}) == 1:
+            constant.add(c["model"])
+    for page in (html_dir / "book" / "cards").glob("*.html"):
+        for row in _cells_text(page.read_text(encoding="utf-8")):
+            for cell in row[1:]:
+                m = re.match(r"(\d\.\d{3})\s*\[(\d\.\d{3}), (\d\.\d{3})\]", cell)
+                if m and m.group(2) == m.group(3) and "exact [" not in cell:
+                    assert row[0].split(" ")[0] in constant, (page.name, row)
