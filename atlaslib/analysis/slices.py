@@ -16,6 +16,8 @@ maccrobat       entity F1 (strict, :mod:`atlaslib.metrics.spans`) cluster bootst
 tempeval        the scorer's F1 from its counts                 bootstrap over documents (``bootstrap_f1``)
 ==============  ==============================================  =============================================
 
+On NegEx, a group whose items all have one gold label gets no macro F1 ("one gold class only": the other
+class's F1 would count only false alarms); its sensitivity or specificity still says how the runs did.
 A group with fewer than :data:`MIN_ITEMS` units (items; gold mentions for span slices; gold items for
 TempEval) gets its point estimate and, instead of an interval, the note "too few … for an interval".
 """
@@ -142,10 +144,12 @@ def _negex(cell, slices) -> list[dict]:
             m = lab == g
             n = int(m.sum())
             note = "" if n >= MIN_ITEMS else f"too few items ({n} < {MIN_ITEMS}) for an interval"
-            if n >= MIN_ITEMS and len(set(y[m])) < 2:
-                note = "one gold class only"
             for metric, (v, lo, hi) in negex_group_scores(y[m], p[m], seed).items():
-                why = note or ("" if np.isfinite(v) else "undefined on this group")
+                if metric == "macro_f1" and len(set(y[m])) < 2:
+                    # one gold class: the other class's F1 only counts false alarms; no macro F1
+                    v, lo, hi, why = None, None, None, "one gold class only"
+                else:
+                    why = note or ("" if np.isfinite(v) else "undefined on this group")
                 rows.append(_row(run, name, g, n, metric, v, lo, hi, why))
     return rows
 

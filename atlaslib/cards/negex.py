@@ -61,18 +61,29 @@ GENNEGEX = {"tp": 471, "tn": 1851, "fp": 34, "fn": 20,
 
 VERSIONS = ("atlas-n100-v1", "atlas-full-v1")
 METRIC_BASES = ("macro_f1", "sensitivity", "specificity", "precision", "roc_auc")
+#: The ``finetune`` protocol's recipe (atlaslib.protocols.finetune): the encoder and a new linear head over
+#: LABELS on the mean-pooled marked sentence, trained on the 500 train items only, fixed epochs, no
+#: validation split. max_length 256 truncates no NegEx item (the longest marked sentence is 255 sub-words
+#: for all-MiniLM-L6-v2), so both [entity] markers are always seen.
+FINETUNE_RECIPE = {
+    "optimizer": "torch.optim.AdamW", "learning_rate": 5e-5, "epochs": 3, "batch_size": 16, "max_length": 256,
+    "warmup_ratio": 0.1, "weight_decay": 0.01, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "max_grad_norm": 1.0,
+    "head_dropout": 0.1, "seed": SEED, "torch_threads": 2, "eval_batch_size": 64,
+    "validation": "none: fixed epochs, no early stopping; test items unseen until prediction",
+}
 
 CARD = Card(
     name="negex",
     title="NegEx test kit: is the concept negated?",
     notebook="notebooks/negex.md",
     versions=VERSIONS,
-    protocols=("zero_shot", "probe"),
+    protocols=("zero_shot", "probe", "finetune"),
     metrics=METRIC_BASES,
     default_matrix=tuple(
         (v, m, p) for v in VERSIONS for m, p in (
             ("majority", "zero_shot"), ("medspacy-context", "zero_shot"), ("negspacy-negex-kit", "zero_shot"),
-            ("all-minilm-l6-v2", "probe"), ("bvanaken/clinical-assertion-negation-bert", "zero_shot"),
+            ("all-minilm-l6-v2", "probe"), ("all-minilm-l6-v2", "finetune"),
+            ("bvanaken/clinical-assertion-negation-bert", "zero_shot"),
         )
     ),
     licence_confirmed=False,
@@ -301,11 +312,13 @@ def assertion_label_map() -> dict:
 
 
 def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFrame, *, seed: int = SEED,
-                 data_dir=None) -> dict:
+                 data_dir=None, retrain: bool = False) -> dict:
     """Run ``model`` under ``protocol`` on the split; returns ``{pred, score, capability, details, profile}``.
 
     zero_shot uses ``predict.assertion`` when the profile has it, else ``score.options``; probe uses
-    ``embed.text.pooled``. A missing capability or absent weights raise :class:`NotRun` with the reason.
+    ``embed.text.pooled``; finetune trains the encoder of an ``embed.text.pooled`` model with a new head
+    (:data:`FINETUNE_RECIPE`; ``retrain`` ignores cached weights). A missing capability or absent weights
+    raise :class:`NotRun` with the reason.
     """
     from ..models import CapabilityMissing, WeightsUnavailable, get_profile, load_adapter
     from ..protocols import items as P
@@ -318,8 +331,9 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
     if capability is None:
         raise NotRun(f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
                      f"{model} has {', '.join(profile.capabilities) or 'none'}")
+    options = {"max_length": FINETUNE_RECIPE["max_length"], "embed_cache": False} if protocol == "finetune" else {}
     try:
-        adapter = load_adapter(profile, capability, data_dir=data_dir)
+        adapter = load_adapter(profile, capability, data_dir=data_dir, **options)
     except WeightsUnavailable as exc:
         raise NotRun(exc.short) from None  # the reason without the loader's low-level cause
     except CapabilityMissing as exc:
@@ -328,6 +342,14 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
         out = P.zero_shot_assertion(adapter, test["text"].tolist(), assertion_label_map())
     elif capability == "score.options":
         out = P.zero_shot_options(adapter, option_prompts(test), OPTIONS)
+    elif protocol == "finetune":
+        from ..protocols import finetune as FT
+
+        res = FT.finetune_sequence(adapter, train["item_id"].tolist(), train["text"].tolist(),
+                                   train["decision"].tolist(), test["text"].tolist(), LABELS, FINETUNE_RECIPE,
+                                   data_sha256=data_sha256(data_dir), retrain=retrain)
+        pos = LABELS.index(POSITIVE)
+        out = {"pred": (res["pred"] == pos).astype(int), "score": res["proba"][:, pos], "details": res["details"]}
     else:
         out = P.probe(adapter, train["text"].tolist(), train["label"].tolist(), test["text"].tolist(), seed=seed)
     out.update(capability=capability, profile=profile.to_dict(), adapter=adapter)
@@ -377,7 +399,8 @@ def item_slices(test: pd.DataFrame, triggers=None, data_dir=None) -> list[dict]:
       none. This is position only, with no scope rules: which trigger a rule system used is in ``evidence``.
     """
     pattern = _trigger_regex(negation_triggers(data_dir) if triggers is None else triggers)
-    n_concepts = test["n_concepts"] if "n_concepts" in test else test.groupby("sentence_key")["item_id"].transform("size")
+    n_concepts = (test["n_concepts"] if "n_concepts" in test
+                  else test.groupby("sentence_key")["sentence_key"].transform("size"))
     rows = []
     for sentence, concept, key, nc in zip(test["sentence"], test["concept"], test["sentence_key"], n_concepts):
         s = clean(sentence)
@@ -492,7 +515,8 @@ def build_cell(spec, *, out: dict | None, not_run_reason: str | None, metrics: d
     from ..metrics.report import confusion_counts
 
     common = dict(split=split_cell, data_sha256=data_sha256(data_dir), timing=timing or {},
-                  seeds={"split": SEED, "bootstrap": bootstrap.DEFAULT_SEED})
+                  seeds={"split": SEED, "bootstrap": bootstrap.DEFAULT_SEED,
+                         **({"finetune": FINETUNE_RECIPE["seed"]} if spec.protocol == "finetune" else {})})
     if out is None:
         return results.not_run_cell(spec, not_run_reason, metric_names(spec.protocol), **common)
     spec.profile, spec.capability = out["profile"], out["capability"]

@@ -23,6 +23,13 @@ def _num(v) -> str:
     return f"{float(v):.3f}"
 
 
+def _short(note: str) -> str:
+    """The slice table's cell note: the reason without the counts the ``n`` column already shows."""
+    if not note:
+        return ""
+    return "too few for an interval" if note.startswith("too few") else note
+
+
 def _with_ci(v, lo, hi, note="") -> str:
     s = _num(v)
     if lo is not None and hi is not None and not any(isinstance(x, float) and math.isnan(x) for x in (lo, hi)):
@@ -95,25 +102,23 @@ def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
                f"{'gold items' if card.name in ('maccrobat', 'tempeval') else 'items'}; a slice with fewer than "
                f"{minimum} has no interval and says so.\n")
     prim = table[table["metric"] == primary]
+    cells = {(r.slice, r.group, r.run): r for r in prim.itertuples(index=False)}
+    runs = list(dict.fromkeys(prim["run"]))
     for name in dict.fromkeys(prim["slice"]):
-        sub = prim[prim["slice"] == name]
-        runs = list(dict.fromkeys(sub["run"]))
-        groups = list(dict.fromkeys(sub["group"]))
+        groups = list(dict.fromkeys(prim.loc[prim["slice"] == name, "group"]))
         rows = []
         for g in groups:
-            row = {name: g}
+            row = {name: g, "n": ""}
             for r in runs:
-                hit = sub[(sub["group"] == g) & (sub["run"] == r)]
-                if len(hit):
-                    x = hit.iloc[0]
-                    row.setdefault("n", int(x["n"]))
-                    row[r] = _with_ci(x["value"], x["ci_low"], x["ci_high"], x["note"])
-                else:
+                x = cells.get((name, g, r))
+                if x is None:
                     row[r] = "—"
+                    continue
+                row["n"] = int(x.n)
+                row[r] = _with_ci(x.value, x.ci_low, x.ci_high, _short(x.note))
             rows.append(row)
-        frame = pd.DataFrame(rows)
         out.append(f"**{name}**\n")
-        out.append(_table(frame[[name, "n", *runs]]))
+        out.append(_table(pd.DataFrame(rows)[[name, "n", *runs]]))
     out.append(dl.link(table, "slices", "every slice, run and metric") + "\n")
     return "\n".join(out)
 

@@ -1,0 +1,86 @@
+"""The rule adapters' evidence: every recorded trigger lies inside the sentence the rules saw and its text is
+the span's text; ABSENT/POSSIBLE always have one, PRESENT never. On the NegEx n100 items with both rule
+systems, and over the NegEx result cells of the default book when they hold evidence."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from atlaslib.analysis.triggers import check_evidence, trigger_tables
+from atlaslib.cards import negex
+from atlaslib.models import load_adapter
+from atlaslib.models.rules import split_marked
+
+from .cells import negex_cell
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def n100(data_dir):
+    items = negex.load_items(data_dir)
+    _, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
+    return test
+
+
+@pytest.mark.parametrize("profile", ["negspacy-negex-kit", "medspacy-context"])
+def test_every_trigger_span_is_its_text_in_the_sentence(profile, n100, data_dir):
+    opts = {"data_dir": data_dir} if profile.startswith("negspacy") else {}
+    adapter = load_adapter(profile, "predict.assertion", progress=False, **opts)
+    labels = adapter.predict_assertion(n100["text"].tolist())
+    evidence = adapter.last_evidence
+    assert len(evidence) == len(labels) == len(n100)
+    with_trigger = 0
+    for text, sentence, label, e in zip(n100["text"], n100["sentence"], labels, evidence):
+        assert split_marked(text)[0] == sentence             # the text the rules saw = the card's sentence
+        assert (e is None) == (label == "PRESENT")
+        if e is not None:
+            a, b = e["span"]
+            assert 0 <= a < b <= len(sentence) and sentence[a:b] == e["trigger"]
+            with_trigger += 1
+    assert with_trigger >= 20                                   # n100 holds 30 negated items
+    # the card's records carry the same evidence, and the checker agrees
+    out = {"pred": [int(x == "ABSENT") for x in labels], "adapter": adapter}
+    recs = negex.predictions(n100, out, data_dir)
+    assert [r["evidence"] for r in recs] == evidence
+    assert check_evidence({"predictions": recs}, dict(zip(n100["item_id"], n100["sentence"]))) == []
+
+
+def test_checker_reports_a_wrong_span():
+    recs = [{"item_id": "a", "evidence": {"trigger": "no", "category": "[PREN]", "span": [0, 2]}},
+            {"item_id": "b", "evidence": {"trigger": "no", "category": "[PREN]", "span": [1, 3]}},
+            {"item_id": "c", "evidence": {"trigger": "no", "category": "[PREN]", "span": [5, 9]}}]
+    problems = check_evidence({"predictions": recs}, {"a": "no pain", "b": "no pain", "c": "no pain"})
+    assert len(problems) == 2 and problems[0].startswith("b: sentence[1:3] = 'o '") and "outside" in problems[1]
+
+
+def test_book_negex_cells_hold_valid_evidence(data_dir):
+    root = Path(os.environ.get("ATLAS_RESULTS_DIR") or REPO / "results")
+    cells = [json.loads(p.read_text()) for p in sorted((root / "negex").glob("*/*/zero_shot.json"))]
+    cells = [c for c in cells if c.get("status") == "ok" and any("evidence" in r for r in c["predictions"])]
+    if not cells:
+        pytest.skip("no NegEx result cells with rule evidence under the results directory (build the default book first)")
+    items = negex.load_items(data_dir)
+    sentences = dict(zip(items["item_id"], items["sentence"]))
+    for c in cells:
+        assert check_evidence(c, sentences) == [], c["model"]
+
+
+def test_trigger_tables_count_false_positives_and_misses():
+    gold = ["affirmed", "affirmed", "affirmed", "negated", "negated", "negated"]
+    pred = ["negated", "negated", "negated", "affirmed", "affirmed", "negated"]
+    ev = [{"trigger": "No", "category": "[PREN]", "span": [0, 2]}, {"trigger": "no", "category": "[PREN]", "span": [0, 2]},
+          {"trigger": "denies", "category": "[PREN]", "span": [0, 6]}, None,
+          {"trigger": "possible", "category": "[PREP]", "span": [0, 8]}, {"trigger": "no", "category": "[PREN]", "span": [0, 2]}]
+    cells = [negex_cell("negspacy", gold, pred, evidence=ev, trigger_side=[None, None, None, "after", None, None]),
+             negex_cell("probe", gold, gold)]                  # no evidence: left out
+    t = trigger_tables(cells)
+    fp = t["false_positives"].set_index("trigger")["count"].to_dict()
+    assert fp == {"no": 2, "denies": 1}                         # case-folded, most frequent first
+    fn = t["false_negatives"]
+    assert fn["trigger"].tolist() == ["no trigger in scope", "possible"]
+    assert fn.iloc[0]["category"] == "a kit negation trigger elsewhere in the sentence"
+    assert set(t["false_positives"]["run"]) == {"negspacy (zero_shot)"}
