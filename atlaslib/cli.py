@@ -2,7 +2,7 @@
 
     atlas split --card negex --version atlas-n100-v1         print the split manifest (JSON)
     atlas run   --card negex --model M --protocol P --version V [--force]
-    atlas book  [--publish] [--force] [--no-run] [--card C ...]
+    atlas book  [--publish] [--force] [--no-run] [--card C ...] [--profiles FILE ...] [--matrix FILE ...]
     atlas list                                               cards, versions, default matrix, profiles
     atlas score tempeval -r REF -p PRED [--closure]          official Clinical TempEval scores as JSON
     atlas score --card C --version V --predictions FILE --name NAME   a system's predictions -> result cell
@@ -115,7 +115,8 @@ def cmd_book(args) -> int:
         cards = [get_card(c) for c in args.card] if args.card else None
         return book.build(paths=_paths(args), publish=args.publish, force=args.force, run_runs=not args.no_run,
                           data_dir=_abs(args.data_dir), cards=cards, executor=args.executor,
-                          scheduler=args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit)
+                          scheduler=args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit,
+                          requests=getattr(args, "matrix_requests", None))  # --matrix: default + listed runs
     except (ValueError, KeyError, ExecutorError) as exc:
         return _fail("book", exc, 2)
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
 
 def _data_dir(p: argparse.ArgumentParser) -> None:
@@ -31,6 +33,7 @@ def register(sub) -> None:
     p.add_argument("-o", "--output", required=True, help="folder to write into")
     _data_dir(p)
     p.set_defaults(func=cmd_export)
+    add_profiles_options(sub)
 
 
 def add_score_options(p: argparse.ArgumentParser) -> None:
@@ -88,3 +91,128 @@ def cmd_score(args) -> int:
                       "protocol": cell["protocol"], "status": out.status, "result_cell": str(out.path),
                       "metrics": {k: v.get("value") for k, v in cell["metrics"].items()}}, indent=1))
     return 0
+
+
+# -- your own profiles and matrix ---------------------------------------------------------------------------
+
+RUN_KEYS = {"card", "version", "model", "protocol"}
+PREDICTION_KEYS = {"card", "version", "predictions", "name", "description", "trained_on", "protocol"}
+
+
+def add_profiles_options(sub) -> None:
+    """``--profiles FILE`` (repeatable) on ``atlas run``, ``atlas book`` and ``atlas list``; ``--matrix FILE``
+    (repeatable) on ``atlas book``. Both are applied before the command runs (see :func:`_prepared`)."""
+    for command in ("run", "book", "list"):
+        p = sub.choices.get(command)
+        if p is None:
+            continue
+        p.add_argument("--profiles", action="append", default=[], metavar="FILE",
+                       help="a profiles file (same schema as atlaslib/models/profiles.yml) merged over the built-in "
+                            "registry (repeatable; also $ATLAS_PROFILES, os.pathsep-separated)")
+        if command == "book":
+            p.add_argument("--matrix", action="append", default=[], metavar="FILE",
+                           help="runs to add to the default matrix: a YAML list of {card, version, model, protocol} "
+                                "or {card, version, predictions, name[, description, trained_on]} (repeatable)")
+        p.set_defaults(func=_prepared(p.get_default("func"), command))
+
+
+def use_profiles(files) -> None:
+    """Put profile files first on ``$ATLAS_PROFILES`` (absolute paths), so that this process, notebook kernels
+    and local Dask workers (which inherit the environment) all see the merged registry."""
+    from ..models import PROFILES_ENV
+
+    files = [str(Path(f).expanduser().resolve()) for f in files]
+    if not files:
+        return
+    prev = [f for f in os.environ.get(PROFILES_ENV, "").split(os.pathsep) if f]
+    os.environ[PROFILES_ENV] = os.pathsep.join(files + [f for f in prev if f not in files])
+
+
+def read_matrix(path) -> list[dict]:
+    """Entries of a matrix file (YAML or JSON): a list, or a mapping with a ``runs`` list. Each entry is a run
+    ``{card, version, model, protocol}`` or scored predictions ``{card, version, predictions, name, ...}``;
+    ``predictions`` paths are relative to the matrix file. Unknown keys raise ValueError naming the entry."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"matrix file {path} not found") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    entries = data.get("runs") if isinstance(data, dict) else data
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"{path}: expected a list of runs (or a mapping with a 'runs' list)")
+    out = []
+    for n, e in enumerate(entries, 1):
+        where = f"{path}: entry {n}"
+        if not isinstance(e, dict):
+            raise ValueError(f"{where}: expected a mapping with card, version, model, protocol")
+        allowed = PREDICTION_KEYS if "predictions" in e else RUN_KEYS
+        unknown = sorted(set(e) - allowed)
+        missing = sorted((allowed & ({"card", "version", "predictions", "name"} if "predictions" in e else RUN_KEYS))
+                         - set(e))
+        if unknown or missing:
+            raise ValueError(f"{where}: " + "; ".join(
+                ([f"unknown key(s) {unknown}"] if unknown else []) + ([f"missing key(s) {missing}"] if missing else []))
+                + f"; allowed: {sorted(allowed)}")
+        e = {k: (str(v) if k not in ("trained_on",) else v) for k, v in e.items()}
+        if "predictions" in e:
+            e["predictions"] = str((path.parent / e["predictions"]).resolve())
+        e["_where"] = where
+        out.append(e)
+    return out
+
+
+def matrix_requests(args) -> list | None:
+    """The default matrix plus the ``--matrix`` runs (checked like ``atlas run``'s); scores the matrix's
+    predictions entries into the results folder first (cached by the file's sha256). None without --matrix."""
+    from .. import runner
+    from ..book import default_requests
+    from ..cards import get_card
+    from . import score
+
+    files = getattr(args, "matrix", None) or []
+    if not files:
+        return None
+    cards = [get_card(c) for c in args.card] if getattr(args, "card", None) else None
+    names = {c.name for c in cards} if cards else None
+    requests = default_requests(cards)
+    for f in files:
+        for e in read_matrix(f):
+            if names is not None and e["card"] not in names:
+                continue
+            if "predictions" in e:
+                trained = e.get("trained_on") or []
+                score(e["card"], e["version"], e["predictions"], e["name"], description=e.get("description", ""),
+                      trained_on=[trained] if isinstance(trained, str) else trained, protocol=e.get("protocol"),
+                      results_dir=Path(args.results_dir).expanduser().resolve(), data_dir=args.data_dir)
+                continue
+            req = runner.RunRequest(e["card"], e["version"], e["model"], e["protocol"])
+            try:
+                runner.check_request(req)
+            except (ValueError, KeyError) as exc:
+                raise ValueError(f"{e['_where']}: {exc.args[0] if exc.args else exc}") from None
+            if req not in requests:
+                requests.append(req)
+    return requests
+
+
+def _prepared(fn, command: str):
+    def run(args) -> int:
+        from ..models import ProfileError, load_profiles
+        from . import PredictionsError
+
+        try:
+            use_profiles(getattr(args, "profiles", []))
+            load_profiles()  # one clear error for a bad file or a name defined twice, before anything runs
+            if command == "book":
+                args.matrix_requests = matrix_requests(args)
+        except (ProfileError, PredictionsError, ValueError, KeyError) as exc:
+            print(f"atlas {command}: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}",
+                  file=sys.stderr)
+            return 2
+        return fn(args)
+    run.__wrapped__ = fn
+    return run
