@@ -190,10 +190,13 @@ def user_profile_files() -> list[str]:
 
 def merge_profiles(base: dict[str, Profile], files) -> dict[str, Profile]:
     """``base`` plus the profiles of each file (same schema and validation as ``profiles.yml``); a name
-    defined twice raises one :class:`ProfileError` naming both places."""
+    defined twice raises one :class:`ProfileError` naming both places. A relative ``location`` of a
+    ``source: path`` profile is a folder relative to its file."""
     out, origin = dict(base), {k: f"the built-in registry ({PROFILES_FILE.name})" for k in base}
     for f in files:
         for name, prof in _load_one(f).items():
+            if prof.source == "path" and not os.path.isabs(os.path.expanduser(prof.location)):
+                prof.location = str((Path(f).resolve().parent / prof.location).resolve())
             if name in out:
                 raise ProfileError(f"{f}: profile {name!r} is already defined in {origin[name]}; "
                                    f"choose another name")
