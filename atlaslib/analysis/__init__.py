@@ -24,3 +24,10 @@ def ok_cells(cells) -> list[dict]:
 def run_label(cell: dict) -> str:
     """``model (protocol)``: how a run is named in the analysis tables."""
     return f"{cell['spec']['model']} ({cell['spec']['protocol']})"
+
+
+def addresses(cell: dict, metrics) -> bool:
+    """True when one of ``metrics`` (a base name or several) has a value in the cell (for the cell's
+    protocol): the run addresses that sub-task."""
+    names = (metrics,) if isinstance(metrics, str) else tuple(metrics)
+    return any((cell["metrics"].get(f"{m}_{cell['protocol']}") or {}).get("value") is not None for m in names)

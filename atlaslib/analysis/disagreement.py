@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import ok_cells, run_label
+from . import addresses, ok_cells, run_label
 
 ITEM_CARDS = ("negex", "nli_negation")
 
@@ -120,8 +120,7 @@ def _tempeval_found(runs, labels) -> pd.DataFrame:
     frames = []
     for kind, metric in FOUND.items():
         use = [(lab, c) for lab, c in zip(labels, runs)
-               if (c["metrics"].get(f"{metric}_{c['protocol']}") or {}).get("value") is not None
-               and all("found" in p for p in c["predictions"])]
+               if addresses(c, metric) and all("found" in p for p in c["predictions"])]
         if not use:
             continue
         rows = {}

@@ -29,7 +29,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from . import ok_cells, run_label
+from . import addresses, ok_cells, run_label
 
 #: fewest units (items, gold mentions, gold relations) a group needs for an interval
 MIN_ITEMS = 20
@@ -256,7 +256,7 @@ def _tempeval(cell, slices) -> list[dict]:
     rows = []
     for name, spec in slices.items():
         f, metric = spec["field"], spec["metric"]
-        if (cell["metrics"].get(f"{metric}_{cell['protocol']}") or {}).get("value") is None:
+        if not addresses(cell, metric):
             continue  # the run does not address this sub-task
         if not all("slices" in r and f in r["slices"] for r in recs):
             continue

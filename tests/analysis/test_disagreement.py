@@ -56,10 +56,10 @@ def test_mention_disagreement_equals_set_computation():
 def test_relation_disagreement_counts_only_runs_that_address_the_kind():
     def tcell(model, bits, addresses):
         metrics = {f"{m}_phase2": {"value": 0.5 if m in addresses else None}
-                   for m in ("event_span_f1", "timex_span_f1", "doctimerel_f1", "contains_f1")}
+                   for m in ("event_span_f1", "timex_span_f1", "doctimerel_accuracy", "contains_f1")}
         return cell("tempeval", model, [{"item_id": "doc1", "found": bits}], protocol="phase2", metrics=metrics)
     cells = [tcell("closest", {"contains": "1100", "doctimerel": "0000"}, {"contains_f1"}),
-             tcell("other", {"contains": "1010", "doctimerel": "0110"}, {"contains_f1", "doctimerel_f1"})]
+             tcell("other", {"contains": "1010", "doctimerel": "0110"}, {"contains_f1", "doctimerel_accuracy"})]
     d = disagreement(cells)
     s = d.summary.set_index("kind")
     assert s.loc["contains", ["found by all", "found by some", "found by none"]].tolist() == [1, 2, 1]

@@ -128,7 +128,7 @@ def test_maccrobat_length_slice_equals_direct_mention_count():
 
 def test_tempeval_slice_equals_scorer_f1_of_summed_counts():
     per_doc = [{"BEFORE": [3, 2, 2, 2], "OVERLAP": [1, 2, 0, 0]}, {"BEFORE": [20, 18, 15, 15]}]
-    metrics = {"doctimerel_f1_phase2": {"value": 0.5}}
+    metrics = {"doctimerel_accuracy_phase2": {"value": 0.5}}          # phase 2 names it accuracy
     recs = [{"item_id": f"doc{k}", "slices": {"doctimerel": d}} for k, d in enumerate(per_doc)]
     t = S.slice_table([cell("tempeval", "a", recs, protocol="phase2", metrics=metrics, seeds={"bootstrap": 3}),
                        cell("tempeval", "b", recs, protocol="phase2", metrics={})], "tempeval",
