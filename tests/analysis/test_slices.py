@@ -132,7 +132,7 @@ def test_tempeval_slice_equals_scorer_f1_of_summed_counts():
     recs = [{"item_id": f"doc{k}", "slices": {"doctimerel": d}} for k, d in enumerate(per_doc)]
     t = S.slice_table([cell("tempeval", "a", recs, protocol="phase2", metrics=metrics, seeds={"bootstrap": 3}),
                        cell("tempeval", "b", recs, protocol="phase2", metrics={})], "tempeval",
-                      {"DocTimeRel class": {"field": "doctimerel", "metric": "doctimerel_f1"}})
+                      {"DocTimeRel class": S.card_slices("tempeval")["DocTimeRel class"]})
     assert set(t["run"]) == {"a (phase2)"}                      # b does not address DocTimeRel
     before = t[t.group == "BEFORE"].iloc[0]
     counts = np.array([[3, 2, 2, 2], [20, 18, 15, 15]], float)
