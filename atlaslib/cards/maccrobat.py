@@ -452,10 +452,20 @@ class Outcome:
     def metrics(self) -> dict:
         """Cell metrics ``entity_*_<protocol>`` → ``results.metric(...)`` (null with reason when not run)."""
         out = {}
+        undefined = {}
+        if self.status == "ok":   # the atlas's zero-division rule: an empty denominator is n/a, never 0
+            n_pred = sum(len(tag_mentions(p)) for p in self.pred)
+            n_gold = sum(len(tag_mentions(g)) for g in self.gold)
+            undefined = {"precision": "undefined: no mention predicted" if n_pred == 0 else None,
+                         "recall": "undefined: no gold mention" if n_gold == 0 else None}
+            both = "undefined: no mention in gold or predictions" if n_pred + n_gold == 0 else None
+            undefined.update(f1=both, macro_f1=both)
         for base, key in zip(METRIC_BASES, ("f1", "precision", "recall", "macro_f1")):
             name = CARD.metric_name(base, self.protocol)
             if self.status != "ok":
                 out[name] = _results.metric(None, reason=f"not run: {self.reason}")
+            elif undefined.get(key):
+                out[name] = _results.metric(None, reason=undefined[key])
             else:
                 s = self.scores[key]
                 out[name] = _results.metric(s["value"], s["ci_low"], s["ci_high"])
