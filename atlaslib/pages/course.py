@@ -29,8 +29,9 @@ says what it reads::
 - ``book/start_here.md``'s ``<!-- learning-path -->`` line becomes the table of cards and lessons, with
   links only to pages this build has.
 
-Executed lessons are cached in ``<build>/course-cache/`` on the lesson text, the cells it reads, the
-atlaslib source digest and the publish flag, so a rebuild with nothing changed executes nothing.
+Executed lessons are cached in ``<build>/course-cache/`` on the notebook as executed, the cells it reads and
+the atlaslib source digest, so a rebuild with nothing changed executes nothing. Lessons that must run execute
+in parallel worker processes (``$ATLAS_COURSE_WORKERS``, default up to 3), each with its own kernel.
 """
 from __future__ import annotations
 
@@ -67,6 +68,9 @@ class LessonFailed(ValueError):
         where = f"cell {cell}" if cell is not None else "an unknown cell"
         super().__init__(f"lesson {lesson} failed in {where}: {error}"
                          + (f" (executed notebook kept at {kept})" if kept else ""))
+
+    def __reduce__(self):  # lessons run in worker processes; the failure travels back whole
+        return (LessonFailed, (self.lesson, self.cell, self.error, self.kept))
 
 
 @dataclass(frozen=True)
@@ -182,7 +186,7 @@ def _withheld_reason(lesson: Lesson, cards: dict) -> str | None:
         if card is None:
             continue
         if not card.licence_confirmed:
-            return f"it works on the {card.title.split(':')[0]} data; {card.licence_note}"
+            return f"it works on the {card.title.split(':')[0]} data, whose licence is unconfirmed ({card.licence_note})"
         if card.gated:
             return f"it works on gated data ({card.title.split(':')[0]}, data use agreement)"
     return None
@@ -202,12 +206,13 @@ def _strip_local_only(nb, why: str) -> int:
     return len(idx)
 
 
-def cache_key(lesson_text: str, refs, results_dir: Path, publish: bool) -> str:
+def cache_key(notebook_text: str, refs, results_dir: Path) -> str:
+    """sha256 over the notebook as it will be executed (after local-only cells are removed), the result cells
+    it reads and atlaslib's source digest."""
     from ..runner import source_digest
 
     h = hashlib.sha256()
-    h.update(lesson_text.encode())
-    h.update(b"publish" if publish else b"local")
+    h.update(notebook_text.encode())
     h.update(source_digest().encode())
     for ref in refs:
         p = ref.path(results_dir)
@@ -249,6 +254,45 @@ def execute(nb, *, results_dir: Path, data_dir=None, name: str = "lesson", faile
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _execute_json(name: str, nb_json: str, results_dir: str, failed_dir: str | None) -> str:
+    """Worker-process entry: execute one lesson given as JSON, return the executed notebook as JSON."""
+    import nbformat
+
+    nb = nbformat.reads(nb_json, as_version=4)
+    out = execute(nb, results_dir=Path(results_dir), name=name, failed_dir=Path(failed_dir) if failed_dir else None)
+    return nbformat.writes(out)
+
+
+def execute_all(todo: list, *, results_dir: Path, failed_dir: Path | None = None, workers: int | None = None) -> dict:
+    """Execute several lessons ``[(name, notebook)]``, up to ``workers`` at a time (default
+    ``$ATLAS_COURSE_WORKERS``, else min(3, CPU count)), each in its own process and kernel. Returns
+    ``{name: executed notebook}``; the first failure (in lesson order) is raised as :class:`LessonFailed`
+    after every lesson has finished."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import nbformat
+
+    if not todo:
+        return {}
+    workers = workers or int(os.environ.get("ATLAS_COURSE_WORKERS") or min(3, os.cpu_count() or 1))
+    if workers <= 1 or len(todo) == 1:
+        return {name: execute(nb, results_dir=results_dir, name=name, failed_dir=failed_dir) for name, nb in todo}
+    with ProcessPoolExecutor(max_workers=min(workers, len(todo)),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [(name, pool.submit(_execute_json, name, nbformat.writes(nb), str(results_dir),
+                                      str(failed_dir) if failed_dir else None)) for name, nb in todo]
+        out, errors = {}, []
+        for name, fut in futures:
+            try:
+                out[name] = nbformat.reads(fut.result(), as_version=4)
+            except LessonFailed as exc:
+                errors.append(exc)
+    if errors:
+        raise errors[0]
+    return out
+
+
 def _keep(executed: Path, failed_dir: Path | None, name: str) -> str | None:
     if failed_dir is None or not executed.is_file():
         return None
@@ -264,6 +308,12 @@ def _tidy(nb) -> None:
         tags = _tags(cell)
         if ("parameters" in tags or "injected-parameters" in tags) and "remove-cell" not in tags:
             tags.append("remove-cell")
+
+
+def _myst_text(nb) -> str:
+    import jupytext
+
+    return jupytext.writes(nb, fmt="md:myst")
 
 
 def _write_downloads(src: Path, md_text: str, stem: str) -> tuple[Path, Path]:
@@ -310,10 +360,9 @@ def render_course(src: Path, paths, publish: bool, withheld: list | None = None,
     shown = {c.name: c for c in cards}
     results_dir = Path(paths.results)
     cache_dir = Path(paths.build) / "course-cache"
-    docs, done = [], {}
+    docs, done, jobs = [], {}, []
     for path in _lesson_files(src):
         lesson, nb = read_lesson(path)
-        page_dir = path.parent
         reason = _withheld_reason(lesson, all_cards) if publish else None
         if reason:
             path.write_text(_stub(lesson.title, f"This lesson is left out of the published book: {reason} "
@@ -335,39 +384,42 @@ def render_course(src: Path, paths, publish: bool, withheld: list | None = None,
         local_missing = lesson.missing(results_dir, local=True)
         local_reason = None
         if publish:
-            local_reason = ("it reads data whose licence is unconfirmed, which the published book leaves out; "
+            local_reason = ("it reads data the published book leaves out (a licence not yet confirmed); "
                             "a local build shows it.")
         elif local_missing:
             local_reason = ("it reads result cells this build does not have ("
                             + ", ".join(f"`{r.label}`" for r in local_missing) + ").")
         text = path.read_text(encoding="utf-8")
+        if local_reason and _strip_local_only(nb, local_reason) and publish:
+            text = _myst_text(nb)  # the take-home copy leaves the withheld section out too
         refs = lesson.requires + (() if local_reason else lesson.requires_local)
-        key = cache_key(text, refs, results_dir, publish)
+        key = cache_key(nbformat.writes(nb), refs, results_dir)
         cached = cache_dir / f"{lesson.name}.ipynb"
         executed = None
         if cached.is_file():
             old = nbformat.read(cached, as_version=4)
             if old.metadata.get("atlas_course_key") == key:
                 executed = old
+        jobs.append((lesson, path, text, nb, key, cached, executed))
+        done[lesson.name] = ("ran", lesson)
+        docs.append(lesson.doc)
+    todo = [(j[0].name, j[3]) for j in jobs if j[6] is None]
+    fresh = execute_all(todo, results_dir=results_dir, failed_dir=Path(paths.build) / "failed")
+    for lesson, path, text, nb, key, cached, executed in jobs:
         if executed is None:
-            if local_reason:
-                _strip_local_only(nb, local_reason)
-            executed = execute(nb, results_dir=results_dir, name=lesson.name,
-                               failed_dir=Path(paths.build) / "failed")
+            executed = fresh[lesson.name]
             executed.metadata["atlas_course_key"] = key
             cache_dir.mkdir(parents=True, exist_ok=True)
             nbformat.write(executed, cached)
         _tidy(executed)
         md, ipynb = _write_downloads(src, text, f"lesson-{lesson.name}")
-        box = take_home_block(page_dir, md, ipynb, lesson_command(lesson.name), "this lesson")
+        box = take_home_block(path.parent, md, ipynb, lesson_command(lesson.name), "this lesson")
         title_at = next(i for i, c in enumerate(executed.cells)
                         if c.cell_type == "markdown" and c.source.lstrip().startswith("# "))
         executed.cells.insert(title_at + 1, nbformat.v4.new_markdown_cell(box))
         executed.metadata.pop("atlas_course_key", None)
         nbformat.write(executed, path.with_suffix(".ipynb"))
         path.unlink()
-        done[lesson.name] = ("ran", lesson)
-        docs.append(lesson.doc)
     _card_take_home(src, shown)
     _learning_path(src, shown, done)
     return docs

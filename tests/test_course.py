@@ -1,0 +1,356 @@
+"""The course: every lesson executes on the pinned environment, offline, and every exercise's solution runs and
+asserts its answer; a failing lesson stops the build; publish builds withhold NegEx lessons; atlaslib.course
+against independent references (scipy, hand-computed cases, atlaslib.metrics).
+
+A small book is built once per session (:func:`build_course_book`; ``tests/test_browser_course.py`` reuses it):
+the four offline NLI challenge runs are scored in-process into a results folder (no notebook, no kernel),
+the NegEx card supplies the kit for the leakage lesson, and ``book.build`` renders and builds it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import binom, binomtest
+
+from atlaslib import book, course, results
+from atlaslib.cards import get_card
+from atlaslib.metrics import compare, intervals
+from atlaslib.pages import course as pages
+
+NLI_MODELS = ("medspacy-context-nli", "minilm-similarity", "always-entailment", "always-abstain")
+_BUILT: dict = {}
+
+
+def write_nli_cells(results_dir: Path) -> None:
+    """The NLI challenge's offline runs, scored in-process (the same cells the card notebook writes)."""
+    from atlaslib.cards import nli_negation as nli
+
+    for model in NLI_MODELS:
+        cell = nli.run_card(model).cell()
+        results.write_cell(cell, results.cell_path(results_dir, "nli_negation", "builtin-v1", model, "zero_shot"))
+
+
+def build_course_book(tmp_path_factory, data_dir) -> dict:
+    """Build (once per session) a local book of the NLI and NegEx cards with every lesson executed; return its
+    paths, html directory and the build log."""
+    if "book" not in _BUILT:
+        root = tmp_path_factory.mktemp("course-book")
+        paths = book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
+        write_nli_cells(paths.results)
+        logs: list[str] = []
+        code = book.build(paths=paths, cards=[get_card("nli_negation"), get_card("negex")], run_runs=False,
+                          data_dir=data_dir, log=lambda *a, **k: logs.append(" ".join(map(str, a))))
+        assert code == 0, "course book build failed:\n" + "\n".join(logs)
+        _BUILT["book"] = {"paths": paths, "html": paths.html_out(False) / "_build" / "html",
+                          "src": paths.src(False), "log": logs}
+    return _BUILT["book"]
+
+
+@pytest.fixture(scope="session")
+def course_book(tmp_path_factory, data_dir):
+    return build_course_book(tmp_path_factory, data_dir)
+
+
+# -- every lesson, executed ------------------------------------------------------------------------------
+
+LESSONS = pages.lessons()
+
+
+def test_the_course_has_six_lessons_in_the_toc():
+    import yaml
+
+    toc = yaml.safe_load((pages.REPO / "_toc.yml").read_text())
+    course_part = next(p for p in toc["parts"] if p["caption"] == "Course")
+    assert [c["file"] for c in course_part["chapters"]] == [lsn.doc for lsn in LESSONS]
+    assert len(LESSONS) == 6
+    running = next(p for p in toc["parts"] if p["caption"] == "Running the atlas")
+    assert running["chapters"] == [{"file": "book/methods/scale_out"}]
+    assert not any(c.get("file") == "book/methods/scale_out"
+                   for p in toc["parts"] if p["caption"] != "Running the atlas" for c in p["chapters"])
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lsn: lsn.name)
+def test_lesson_executed_and_every_solution_asserted(course_book, lesson):
+    """The executed lesson is in the site; no cell errored; ≥ 3 exercises, each solution hidden in a closed
+    toggle, executed, and asserting its answer."""
+    nb = nbformat.read(course_book["src"] / "book" / "course" / f"{lesson.name}.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors
+    assert all(c.get("execution_count") is not None for c in code), "a code cell did not run"
+    solutions = [c for c in code if "solution" in c.metadata.get("tags", [])]
+    marker = re.compile(r"^\*\*Exercise \d+\.\*\*", flags=re.M)
+    exercises = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and marker.search(c.source)]
+    assert all(len(marker.findall(nb.cells[i].source)) == 1 for i in exercises)  # one exercise per text cell
+    assert len(exercises) >= 3 and len(solutions) >= len(exercises), (len(exercises), len(solutions))
+    assert all("hide-cell" in c.metadata["tags"] for c in solutions)
+    # each exercise's solution cells (up to the next exercise) assert the answer they print
+    for start, end in zip(exercises, exercises[1:] + [len(nb.cells)]):
+        block = nb.cells[start + 1:end]
+        assert any(c.cell_type == "code" and "solution" in c.metadata.get("tags", []) and "assert " in c.source
+                   for c in block), nb.cells[start].source[:80]
+    # the take-home box sits right under the title and the downloads exist
+    box = next(c for c in cells if c.cell_type == "markdown" and "Take this lesson home" in c.source)
+    assert f"atlaslib.pages.course {lesson.name}" in box.source
+    for suffix in (".md", ".ipynb"):
+        assert (course_book["src"] / "book" / "downloads" / f"lesson-{lesson.name}{suffix}").is_file()
+
+
+def test_local_only_section_left_out_with_a_note_when_its_cells_are_absent(course_book):
+    """The interval lesson's NegEx section needs negspacy's NegEx cells, which this small book lacks."""
+    nb = nbformat.read(course_book["src"] / "book" / "course" / "intervals.ipynb", as_version=4)
+    assert not any("local-only" in c.metadata.get("tags", []) for c in nb.cells)
+    note = [c.source for c in nb.cells if "left out of this build" in c.source]
+    assert len(note) == 1 and "negex/atlas-n100-v1/negspacy-negex-kit/zero_shot" in note[0]
+
+
+def test_learning_path_lists_every_lesson_with_its_status(course_book):
+    text = (course_book["src"] / "book" / "start_here.md").read_text()
+    assert pages.PATH_MARK not in text
+    for lesson in LESSONS:
+        assert f"{{doc}}`{lesson.title} <course/{lesson.name}>`" in text
+    assert text.count("| executed |") == 6
+
+
+def test_card_pages_offer_their_notebook(course_book):
+    for card in ("nli_negation", "negex"):
+        page = (course_book["src"] / "book" / "cards" / f"{card}.md").read_text()
+        assert "Run this card yourself" in page and f"--card {card}" in page
+        md = course_book["src"] / "book" / "downloads" / f"card-{card}.md"
+        assert md.read_text() == (pages.REPO / "notebooks" / f"{card}.md").read_text()
+        fresh = nbformat.read(md.with_suffix(".ipynb"), as_version=4)
+        assert fresh.cells and not any(c.get("outputs") for c in fresh.cells if c.cell_type == "code")
+
+
+def test_rebuild_reuses_executed_lessons(course_book):
+    """Nothing changed: every lesson comes from the course cache (no kernel is started)."""
+    paths = course_book["paths"]
+    src = paths.src(False)
+    before = {p.name: p.stat().st_mtime_ns for p in (paths.build / "course-cache").glob("*.ipynb")}
+    book.render_site(paths, cards=[get_card("nli_negation"), get_card("negex")])
+    after = {p.name: p.stat().st_mtime_ns for p in (paths.build / "course-cache").glob("*.ipynb")}
+    assert before == after and len(before) == 6
+    assert all((src / "book" / "course" / f"{lsn.name}.ipynb").is_file() for lsn in LESSONS)
+
+
+def test_publish_withholds_the_negex_lesson(course_book):
+    """A publish build: the NegEx lesson is a withheld page listed on the withheld page, the NegEx card's
+    notebook is not offered, and no course page or download mentions NegEx data."""
+    paths = course_book["paths"]
+    src, withheld = book.render_site(paths, publish=True, cards=[get_card("nli_negation"), get_card("negex")])
+    stub = (src / "book" / "course" / "leakage.md").read_text()
+    assert "left out of the published book" in stub and "```{code-cell}" not in stub
+    assert not (src / "book" / "course" / "leakage.ipynb").exists()
+    assert any(w.startswith("lesson `leakage`") for w, _ in withheld)
+    downloads = sorted(p.name for p in (src / "book" / "downloads").iterdir())
+    assert not any("negex" in d or "leakage" in d for d in downloads), downloads
+    for lesson in LESSONS:
+        if lesson.name == "leakage":
+            continue
+        nb = nbformat.read(src / "book" / "course" / f"{lesson.name}.ipynb", as_version=4)
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        assert '"negex"' not in code and "import negex" not in code, lesson.name  # reads no NegEx cell or data
+    assert "negspacy-negex-kit" not in (src / "book" / "downloads" / "lesson-intervals.md").read_text()
+    path = (src / "book" / "start_here.md").read_text()
+    assert "withheld from the published book" in path and "cards/negex.md" not in path
+    import yaml
+
+    toc = yaml.safe_load((src / "_toc.yml").read_text())
+    part = next(p for p in toc["parts"] if p["caption"] == "Course")
+    assert [c["file"] for c in part["chapters"]] == [lsn.doc for lsn in LESSONS]  # the stub keeps its place
+
+
+# -- the machinery on tiny lessons (one kernel each) --------------------------------------------------------
+
+TINY = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  name: python3
+  display_name: Python 3
+  language: python
+atlas:
+  uses: [nli_negation]
+  requires: {requires}
+---
+
+# A tiny lesson
+
+```{{code-cell}} python
+:tags: [parameters]
+results_dir = "results"
+data_dir = None
+```
+
+**Exercise 1.** Two and two.
+
+```{{code-cell}} python
+:tags: [hide-cell, solution]
+answer = 2 + 2
+assert answer == {expected}
+```
+"""
+
+
+def _tiny_site(tmp_path, requires="[]", expected=4) -> tuple[Path, book.BuildPaths]:
+    src = tmp_path / "src"
+    (src / "book" / "course").mkdir(parents=True)
+    (src / "book" / "course" / "tiny.md").write_text(TINY.format(requires=requires, expected=expected))
+    paths = book.BuildPaths(results=tmp_path / "results", runs=tmp_path / "runs", build=tmp_path / "_build")
+    return src, paths
+
+
+def test_a_wrong_answer_stops_the_build_and_nothing_renders(tmp_path):
+    src, paths = _tiny_site(tmp_path, expected=5)
+    with pytest.raises(pages.LessonFailed, match=r"lesson tiny failed in cell 4: AssertionError") as err:
+        pages.render_course(src, paths, publish=False, cards=[])
+    assert not (src / "book" / "course" / "tiny.ipynb").exists()
+    assert Path(err.value.kept).is_file()  # the failed notebook is kept for reading
+    assert not (paths.build / "course-cache" / "tiny.ipynb").exists()
+
+
+def test_a_lesson_without_its_cells_is_a_page_saying_so(tmp_path):
+    src, paths = _tiny_site(tmp_path, requires="[nli_negation/builtin-v1/always-abstain/zero_shot]")
+    docs = pages.render_course(src, paths, publish=False, cards=[])
+    text = (src / "book" / "course" / "tiny.md").read_text()
+    assert docs == ["book/course/tiny"]
+    assert "not run in this build" in text and "`nli_negation/builtin-v1/always-abstain/zero_shot`" in text
+    assert "atlas run --card nli_negation --model always-abstain --protocol zero_shot --version builtin-v1" in text
+    assert "code-cell" not in text
+
+
+def test_lesson_files_are_checked(tmp_path):
+    bad = tmp_path / "bad.md"
+    bad.write_text(TINY.format(requires="[]", expected=4).replace(":tags: [parameters]\n", ""))
+    with pytest.raises(pages.LessonError, match="bad.md: no code cell is tagged 'parameters'"):
+        pages.read_lesson(bad)
+    bad.write_text(TINY.format(requires="[x/y]", expected=4))
+    with pytest.raises(pages.LessonError, match="'x/y' is not card/version/model/protocol"):
+        pages.read_lesson(bad)
+    assert pages.main([]) == 2
+
+
+# -- atlaslib.course against independent references -------------------------------------------------------
+
+def test_bootstrap_by_hand_equals_the_library_bit_for_bit():
+    x = (np.arange(57) % 3 == 0).astype(float)
+    a, b = course.bootstrap_by_hand(x, 300, seed=7), course.library_bootstrap(x, 300, seed=7)
+    assert np.array_equal(a["resamples"], b["resamples"]) and a["value"] == pytest.approx(x.mean())
+    assert (a["ci_low"], a["ci_high"]) == (b["ci_low"], b["ci_high"])
+    assert (a["ci_low"], a["ci_high"]) == tuple(np.quantile(a["resamples"], [0.025, 0.975]))
+
+
+def test_normal_width_and_nested_subsets():
+    assert course.normal_width(0.5, 100) == pytest.approx(2 * 1.959964 * 0.05, rel=1e-6)
+    ids = [f"i{k}" for k in range(40)]
+    subsets = course.nested_subsets(ids, [5, 20, 40])
+    assert set(subsets[5]) <= set(subsets[20]) <= set(subsets[40]) == set(ids)
+    with pytest.raises(ValueError, match="size 41 exceeds the 40 items"):
+        course.nested_subsets(ids, [41])
+
+
+def test_ideal_bootstrap_and_exact_coverage_hand_cases():
+    assert course.ideal_bootstrap_interval(21, 21) == (1.0, 1.0)
+    assert course.ideal_bootstrap_interval(0, 30) == (0.0, 0.0)
+    # one item: Clopper–Pearson gives [0, 0.975] for k=0 and [0.025, 1] for k=1, so p = 0.5 is always covered;
+    # the bootstrap gives [0, 0] and [1, 1], so it never is
+    assert course.coverage("clopper-pearson", 0.5, 1) == pytest.approx(1.0)
+    assert course.coverage("bootstrap", 0.5, 1) == 0.0
+    # n = 2, p = 0.3: Clopper–Pearson misses p only for k = 2 (lower bound 0.158 < 0.3: covered too) -> 1
+    lo2 = intervals.clopper_pearson(2, 2)[0]
+    assert lo2 == pytest.approx(math.sqrt(0.025)) and course.coverage("clopper-pearson", 0.3, 2) == pytest.approx(1.0)
+    # bootstrap at n = 2: k=1 gives Binomial(2, ½) quantiles [0, 1] -> covers; k=0, k=2 collapse -> P(K=1)
+    assert course.coverage("bootstrap", 0.3, 2) == pytest.approx(binom.pmf(1, 2, 0.3))
+    with pytest.raises(ValueError, match="method must be"):
+        course.coverage("wald", 0.3, 2)
+
+
+def test_closed_form_sample_sizes():
+    assert course.smallest_n_all_correct(0.95) == 72  # ln(0.025)/ln(0.95) = 71.92
+    assert intervals.clopper_pearson(72, 72)[0] >= 0.95 > intervals.clopper_pearson(71, 71)[0]
+    assert course.cases_for_zero_upper_bound(0.01) == 368  # ln(0.025)/ln(0.99) = 367.04
+    assert intervals.clopper_pearson(0, 368)[1] <= 0.01 < intervals.clopper_pearson(0, 367)[1]
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        course.smallest_n_all_correct(1.0)
+
+
+def _cell(model, preds):
+    return {"card": "nli_negation", "version": "builtin-v1", "model": model, "protocol": "zero_shot",
+            "status": "ok", "metrics": {}, "predictions": preds}
+
+
+def test_paired_interval_and_mcnemar_match_the_comparison_library():
+    rng = np.random.default_rng(3)
+    gold = rng.choice(["entailment", "neutral", "contradiction"], size=80)
+    pa = np.where(rng.random(80) < 0.7, gold, "neutral")
+    pb = np.where(rng.random(80) < 0.5, gold, "entailment")
+    cells = [_cell(m, [{"item_id": f"c{i}", "gold": g, "pred": p} for i, (g, p) in enumerate(zip(gold, pr))])
+             for m, pr in (("a", pa), ("b", pb))]
+    pairs = course.paired_frame(*cells)
+    table = course.agreement_table(pairs, ("a", "b"))
+    b, c = int(table.loc["right", "wrong"]), int(table.loc["wrong", "right"])
+    assert b == int(np.sum((pa == gold) & (pb != gold))) and c == int(np.sum((pa != gold) & (pb == gold)))
+    row = compare.compare(cells).query("metric == 'aggregate_accuracy'").iloc[0]
+    assert (row["b"], row["c"]) == (b, c)
+    assert row["p_mcnemar"] == pytest.approx(binomtest(b, b + c, 0.5).pvalue)
+    assert course.paired_difference_ci(pairs) == pytest.approx((row["ci_low"], row["ci_high"]))
+    with pytest.raises(ValueError, match="not scored on the same items"):
+        course.paired_frame(cells[0], _cell("c", cells[1]["predictions"][1:]))
+
+
+def test_cluster_loop_matches_the_cluster_interval():
+    groups = np.repeat(np.arange(12), 5)
+    x = (np.random.default_rng(1).random(60) < np.repeat(np.linspace(0.1, 0.9, 12), 5)).astype(int)
+    lib = intervals.cluster_proportion_ci(x, groups, n_resamples=200, seed=5)
+    assert course.cluster_draws_by_hand(x, groups, 200, seed=5) == pytest.approx((lib["ci_low"], lib["ci_high"]))
+    frame = pd.DataFrame({"g": [1, 1, 2, 2, 3, 3], "correct": [True, True, True, False, False, False]})
+    assert course.pure_cluster_share(frame, "g") == pytest.approx(4 / 6)
+
+
+def test_leak_flags_and_folds_on_a_hand_built_kit():
+    import hashlib
+
+    assert course.fold_of("negex-0001", 5, 11) == int(hashlib.sha256(b"11:negex-0001").hexdigest(), 16) % 5
+    items = pd.DataFrame({"sentence_key": ["s1", "s1", "s2", "s3", "s3"]})
+    assert course.leaked(items, [0, 1, 2, 3, 3]).tolist() == [True, True, False, False, False]
+
+
+def test_paired_gain_interval():
+    y = np.array([1, 0, 1, 0, 1, 0, 0, 0])
+    same = course.paired_gain_ci(y, y, y, n_resamples=50)
+    assert same == {"value": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+    worse = np.array([0, 0, 1, 0, 1, 0, 0, 1])
+    from sklearn.metrics import f1_score
+
+    g = course.paired_gain_ci(y, y, worse, n_resamples=200)
+    assert g["value"] == pytest.approx(1 - f1_score(y, worse, average="macro"))
+    assert 0 <= g["ci_low"] <= g["value"] <= g["ci_high"]
+
+
+def test_constant_predictors_stay_below_the_floor():
+    from atlaslib.cards import nli_negation as nli
+
+    acc = course.constant_predictor_accuracy(nli.default_nli_negation_cases())
+    assert max(acc.values()) == pytest.approx(75 / 207)
+    assert max(acc.values()) < nli.DEFAULT_MINIMUM_AGGREGATE_ACCURACY
+    assert acc["always abstain"] == 0.0
+
+
+def test_load_cell_names_the_missing_file_and_command(tmp_path):
+    with pytest.raises(FileNotFoundError, match="atlas run --card nli_negation --model m --protocol zero_shot"):
+        course.load_cell(tmp_path, "nli_negation", "builtin-v1", "m", "zero_shot")
+    path = results.cell_path(tmp_path, "nli_negation", "builtin-v1", "m", "zero_shot")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"card": "nli_negation", "version": "builtin-v1", "model": "m", "protocol": "zero_shot",
+                                "metrics": {}, "status": "not_run", "reason": "weights unavailable"}))
+    with pytest.raises(ValueError, match="did not happen \\(weights unavailable\\)"):
+        course.load_cell(tmp_path, "nli_negation", "builtin-v1", "m", "zero_shot")
