@@ -229,8 +229,10 @@ CARD_BASELINES = {
 CARD_CAPABILITIES = {
     ("negex", "zero_shot"): ("predict.assertion", "score.options"),
     ("negex", "probe"): ("embed.text.pooled",),
+    ("negex", "finetune"): ("embed.text.pooled",),
     ("maccrobat", "zero_shot"): ("predict.ner",),
     ("maccrobat", "probe"): ("embed.text.tokens",),
+    ("maccrobat", "finetune"): ("embed.text.tokens",),
     ("nli_negation", "zero_shot"): ("predict.nli",),
 }
 
@@ -432,8 +434,13 @@ def _write_stub(request: RunRequest, reason: str, key: str, nb_out: Path, res_ou
     spec = results.RunSpec(card=request.card, version=request.version, model=request.model,
                            protocol=request.protocol, profile=profile, revision=profile.get("revision"),
                            parameters={**dict(request.params), "run_key": key})
+    overlap = []
+    if request.card == "maccrobat":  # its cells mark a model trained on MACCROBAT, run or not
+        from .cards import maccrobat
+
+        overlap = maccrobat.overlap_of(request.model)
     cell = results.not_run_cell(spec, reason, not_run_metric_names(request.card, request.protocol),
-                                timing={"wall_seconds": 0.0, "peak_rss_mb": None},
+                                overlap=overlap, timing={"wall_seconds": 0.0, "peak_rss_mb": None},
                                 extra={"decided_before_run": True}, env=results.environment(torch_info=False))
     cell["run_key"] = key
     nbformat.write(stub_notebook(request, reason), work / "out.ipynb")

@@ -401,3 +401,170 @@ def test_case10_predictor_errors_keep_no_case_text_and_a_bom_is_accepted(tmp_pat
     g = tmp_path / "cases.json"
     g.write_bytes(b"\xef\xbb\xbf" + json.dumps(rows).encode("utf-8"))
     assert nn.load_nli_negation_cases(g) == nn.load_nli_negation_cases(f)
+
+
+# ------------------------------------------------------------------------------------------------ properties
+# Any prediction input either scores correctly (against an independent reference) or raises one of the
+# library's own errors; no error message and no exception in its chain quotes case or item text.
+
+import random  # noqa: E402
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# no shrinking: a failing input is reported as drawn (shrinking 100-row inputs takes minutes)
+PROPERTY = settings(max_examples=15, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                           HealthCheck.data_too_large])
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
+                 st.text(max_size=12), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3),
+                                                                                             st.integers(), max_size=1))
+
+
+def _chain(exc: BaseException):
+    seen = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def assert_no_item_text(exc: BaseException, texts, window: int = 24) -> None:
+    """Neither the error nor any exception in its chain holds a ``window``-character run of any text."""
+    for e in _chain(exc):
+        msg = " ".join(str(a) for a in getattr(e, "args", ())) + " " + str(e)
+        pieces = {msg[i:i + window] for i in range(max(0, len(msg) - window + 1))}
+        for t in texts:
+            assert not any(t[i:i + window] in pieces for i in range(max(0, len(t) - window + 1))), (type(e), msg)
+
+
+def _mutate(draw, rows: list[dict], key: str, value_strategy) -> object:
+    """Valid rows, then maybe: a dropped row, a repeated row, an unknown id, a junk answer or score."""
+    rows = [dict(r) for r in rows]
+    kind = draw(st.sampled_from(["valid", "valid", "drop", "repeat", "unknown", "junk_answer", "junk_score",
+                                 "junk_id", "junk_row", "dict", "not_a_list"]))
+    i = draw(st.integers(0, len(rows) - 1))
+    if kind == "drop":
+        del rows[i]
+    elif kind == "repeat":
+        rows.append(dict(rows[i]))
+    elif kind == "unknown":
+        rows[i]["item_id"] = draw(st.text(min_size=1, max_size=8)) + "-x"
+    elif kind == "junk_answer":
+        rows[i][key] = draw(JUNK)
+    elif kind == "junk_score":
+        for r in rows:
+            r["score"] = 0.5
+        rows[i]["score"] = draw(JUNK)
+    elif kind == "junk_id":
+        rows[i]["item_id"] = draw(st.one_of(st.none(), st.integers(), st.lists(st.integers(), max_size=1)))
+    elif kind == "junk_row":
+        rows[i] = draw(JUNK)
+    elif kind == "dict":
+        return {r["item_id"]: r[key] for r in rows}
+    elif kind == "not_a_list":
+        return draw(st.one_of(st.none(), st.integers(), st.floats()))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def negex_split(data_dir):
+    from atlaslib.external.tasks import load_split
+
+    return load_split("negex", N100, "test", data_dir)
+
+
+@pytest.fixture(scope="module")
+def maccrobat_split(data_dir):
+    from atlaslib.external.tasks import load_split
+
+    return load_split("maccrobat", N100, "test", data_dir)
+
+
+@PROPERTY
+@given(st.data())
+def test_property_negex_prediction_records(negex_split, data_dir, data):
+    from sklearn.metrics import f1_score
+
+    from atlaslib.external.score import evaluate
+    from atlaslib.external.tasks import PredictionsError
+
+    s = negex_split
+    rng = random.Random(data.draw(st.integers(0, 2 ** 16), label="seed"))
+    labels = [rng.choice(["affirmed", "negated"]) for _ in s.ids]
+    rows = [{"item_id": i, "label": lab} for i, lab in zip(s.ids, labels)]
+    preds = _mutate(data.draw, rows, "label", None)
+    try:
+        cell = evaluate("negex", N100, predictions=preds, data_dir=data_dir, n_resamples=20)
+    except PredictionsError as exc:
+        assert_no_item_text(exc, [r["sentence"] for r in s.records])
+        return
+    got = {r["item_id"]: r["label"] for r in (preds if isinstance(preds, list) else
+                                              [{"item_id": k, "label": v} for k, v in preds.items()])}
+    gold = s.context["test"].set_index("item_id")["decision"]
+    ref = f1_score(gold.to_list(), [got[i] for i in gold.index], average="macro", labels=["affirmed", "negated"])
+    value = cell["metrics"]["macro_f1_zero_shot"]["value"]
+    assert value == pytest.approx(ref) if value is not None else len(set(gold) | set(got.values())) < 2
+
+
+@PROPERTY
+@given(st.data())
+def test_property_maccrobat_prediction_records(maccrobat_split, data_dir, data):
+    from seqeval.metrics import f1_score
+
+    from atlaslib.external.score import evaluate
+    from atlaslib.external.tasks import PredictionsError
+
+    s = maccrobat_split
+    rng = random.Random(data.draw(st.integers(0, 2 ** 16), label="seed"))
+    rows = [{"item_id": r["item_id"], "tags": [rng.choice(s.labels) for _ in r["words"]]} for r in s.records]
+    preds = _mutate(data.draw, rows, "tags", None)
+    try:
+        cell = evaluate("maccrobat", N100, predictions=preds, data_dir=data_dir, n_resamples=20)
+    except PredictionsError as exc:
+        assert_no_item_text(exc, [" ".join(r["words"]) for r in s.records])
+        return
+    got = {r["item_id"]: r["tags"] for r in (preds if isinstance(preds, list) else
+                                             [{"item_id": k, "tags": v} for k, v in preds.items()])}
+    gold = s.context["items"].set_index("item_id").loc[s.ids, "tags"]
+    ref = f1_score([list(t) for t in gold], [list(got[i]) for i in s.ids])
+    assert cell["metrics"]["entity_f1_zero_shot"]["value"] == pytest.approx(ref)
+
+
+@PROPERTY
+@given(st.data())
+def test_property_nli_prediction_inputs(data):
+    import numpy as np
+    import pandas as pd
+
+    from atlaslib.cards import nli_negation as nn
+
+    cases = nn.default_nli_negation_cases()
+    ids = [c.case_id for c in cases]
+    rng = random.Random(data.draw(st.integers(0, 2 ** 16), label="seed"))
+    labels = [rng.choice(["entailment", "neutral", "contradiction", None, "abstention", " Neutral "]) for _ in ids]
+    form = data.draw(st.sampled_from(["list", "tuple", "dict", "series", "shuffled_series", "array", "iterator",
+                                      "frame", "set", "short", "junk_label", "dict_missing", "dict_extra",
+                                      "duplicate_index", "scalar"]))
+    by_id = dict(zip(ids, labels))
+    preds = {
+        "list": lambda: list(labels), "tuple": lambda: tuple(labels), "dict": lambda: dict(by_id),
+        "series": lambda: pd.Series(by_id), "array": lambda: np.array(labels, dtype=object),
+        "shuffled_series": lambda: pd.Series(by_id).sample(frac=1.0, random_state=data.draw(st.integers(0, 9))),
+        "iterator": lambda: iter(labels), "frame": lambda: pd.DataFrame({"label": labels}, index=ids),
+        "set": lambda: set(lab for lab in labels if lab), "short": lambda: labels[:-1],
+        "junk_label": lambda: labels[:-1] + [data.draw(JUNK)],
+        "dict_missing": lambda: dict(list(by_id.items())[1:]),
+        "dict_extra": lambda: {**by_id, data.draw(st.text(max_size=6)) + "?": "neutral"},
+        "duplicate_index": lambda: pd.Series(labels, index=[ids[0]] * len(ids)),
+        "scalar": lambda: data.draw(st.one_of(st.none(), st.integers(), st.text(max_size=5))),
+    }[form]()
+    try:
+        report = nn.run_nli_negation_challenge(preds)
+    except nn.NliNegationError as exc:
+        assert_no_item_text(exc, [t for c in cases for t in (c.premise, c.hypothesis)])
+        return
+    norm = [None if v is None or v.strip().lower() == "abstention" else v.strip().lower()
+            for v in (by_id[i] for i in ids)]
+    correct = sum(p == c.gold_label for p, c in zip(norm, cases))
+    assert report.aggregate_accuracy.value == pytest.approx(correct / len(cases))
