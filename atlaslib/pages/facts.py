@@ -402,7 +402,7 @@ def _negex(ctx: FactContext) -> dict[str, Fact]:
     put("long_items", audit["long_sentences"])
     put("max_sentence_length", int(items["sentence"].str.len().max()))
     put("header_items", audit["items_with_header_fragment"])
-    nf = rows[rows["sentence"].str.contains("negative for", case=False, regex=False)]
+    nf = rows[rows["sentence"].map(negex.clean).str.contains("negative for", case=False, regex=False)]
     put("negative_for_rows", len(nf))
     s = negex_split_facts(items)
     for name in ("pool", "n100_test", "n100_train", "full_test", "full_train"):
@@ -679,8 +679,8 @@ def _tempeval(ctx: FactContext) -> dict[str, Fact]:
         f[f"tempeval.{k}"] = Fact(audit[k], "count", asrc) if k in audit else missing("audited TempEval run")
     rsrc = "TempEval result cells (extra.scorer_table, official scorer)"
     cell = ctx.cell("tempeval", "thyme-dev-2015", "closest", "phase2")
-    row = _scorer_row(cell, "CONTAINS") if cell else None
-    crow = _scorer_row(cell, "CONTAINS (closure)") if cell else None
+    row = _scorer_row(cell, "contains") if cell else None
+    crow = _scorer_row(cell, "contains_closure") if cell else None
     for k, kind, get in (("closest.contains_correct", "count", lambda r, c: r["correct"]),
                          ("closest.contains_reference", "count", lambda r, c: r["reference"]),
                          ("closest.contains_predicted", "count", lambda r, c: r["predicted"]),
