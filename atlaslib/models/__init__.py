@@ -355,8 +355,7 @@ def check_weights(profile: Profile) -> None:
             cached_hub_file(profile.location, f, profile.revision) is not None for f in WEIGHT_FILES)
         if not cached and (_hub_offline() or not _hub_reachable()):
             raise WeightsUnavailable(f"weights unavailable: {where} not in the local cache and no hub access",
-                                     model=profile.name, revision=profile.revision,
-                                     cause=f"looked in {hf_cache_dir()}")
+                                     model=profile.name, revision=profile.revision)
 
 
 def _hub_offline() -> bool:

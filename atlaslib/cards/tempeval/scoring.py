@@ -332,7 +332,11 @@ def main(argv=None) -> int:
     """``atlas score tempeval -r REF -p PRED [--closure] [--strict]``: print the table as JSON; bad input is
     one line on stderr and exit 2; an empty prediction set or unmatched documents are a warning (exit 2 with
     ``--strict``)."""
-    parser = argparse.ArgumentParser(prog="atlas score tempeval", description=(
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # one line, no usage block
+            self.exit(2, f"{self.prog}: error: {message}\n")
+
+    parser = Parser(prog="atlas score tempeval", description=(
         "Score Anafora XML predictions against a reference with the official Clinical TempEval scorer "
         "(anaforatools) and print one JSON table: P/R/F1 (and A) per sub-task."))
     parser.add_argument("-r", "--reference", required=True, help="reference root: <dir>/<doc>/<doc>.*.xml")
