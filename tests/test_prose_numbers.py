@@ -281,3 +281,41 @@ def test_maccrobat_tempeval_and_sources(site):
 def test_model_page_shows_a_metric_the_run_has(site):
     page = _text(site["src"], "book/models/memorize.md")
     assert "event_span_f1: 0.800" in page and "contains_closure_f1: n/a" not in page
+
+
+# -- run-page tables and the MACCROBAT gold-cut measure ------------------------------------------------------
+
+def test_whole_table_says_k_of_n_and_holds_every_row_in_full():
+    import pandas as pd
+
+    from atlaslib.pages.tables import whole_table
+
+    long = "x" * 300 + " END"
+    t = whole_table(pd.DataFrame({"id": range(12), "text": [long] * 12}), 10, "errors")
+    html = t._repr_html_()
+    assert "Showing 10 of 12 errors" in html and html.count("<details>") == 1
+    assert html.count(" END") == 10 + 12 and "..." not in html and "…" not in html
+    small = whole_table(pd.DataFrame({"id": [1, 2, 3]}), 10, "rows")
+    assert small.caption == "Showing 3 of 3 rows." and "<details>" not in small._repr_html_()
+
+
+def test_gold_cuts_counted_and_projected_by_hand():
+    import pandas as pd
+
+    from atlaslib.cards import maccrobat as mc
+
+    text = "hepatosplenomegaly and fever"
+    spans = mc.words_of(text, [6, 18, 23, 28])       # gold: "splenomegaly" (6-18) and "fever" (23-28)
+    words = [text[a:b] for a, b in spans]
+    assert words == ["hepato", "splenomegaly", "and", "fever"]
+    items = pd.DataFrame({"text": [text], "word_spans": [spans], "mentions": [[("problem", 1, 1), ("problem", 3, 3)]]})
+    assert mc.gold_cut_mentions(items) == {"mentions": 2, "cut_inside_word": 1, "sentences": 1}
+    gold_tags = ["O", "B-problem", "O", "B-problem"]
+    uncut_words, uncut = mc.uncut_tags(text, spans, gold_tags)
+    assert uncut_words == ["hepatosplenomegaly", "and", "fever"] and uncut == ["B-problem", "O", "B-problem"]
+    gold = [mc.char_mentions(gold_tags, spans)]
+    assert gold == [{("problem", 6, 18), ("problem", 23, 28)}]
+    # without the cuts the best a model can do is the whole word: one of two gold mentions found
+    pred = [mc.char_mentions(uncut, mc.natural_word_spans(text))]
+    s = mc.char_span_f1(gold, pred)
+    assert (s["tp"], s["fp"], s["fn"]) == (1, 1, 1) and s["f1"] == pytest.approx(0.5)
