@@ -433,8 +433,6 @@ def _negex(ctx: FactContext) -> dict[str, Fact]:
 def _negex_runs(ctx: FactContext) -> dict[str, Fact]:
     """Facts from the NegEx result cells: medspaCy ConText's misses on atlas-full-v1, error rates by
     sentence length."""
-    from ..cards import negex
-
     _, items = _negex_frames(ctx)
     f: dict[str, Fact] = {}
     src = "NegEx result cells (per-item predictions) and atlaslib.pages.facts.negation_misses"
@@ -472,7 +470,6 @@ def _negex_runs(ctx: FactContext) -> dict[str, Fact]:
     long_ = frame[frame["band"] == length_band(LENGTH_BANDS[-1][0])]
     f["negex_runs.long_items_full"] = (Fact(int(long_["items"].iloc[0]), "count", src) if len(long_)
                                        else missing(f"NegEx run on {version}"))
-    del negex
     return f
 
 
