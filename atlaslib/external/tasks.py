@@ -168,11 +168,14 @@ def _maccrobat(version, split, data_dir, protocol) -> Split:
 
 
 def _tempeval(version, split, data_dir, protocol) -> Split:
+    import atexit
+    import shutil
     import tempfile
 
     from ..cards.tempeval import anafora_io, runs
 
     work = Path(tempfile.mkdtemp(prefix="atlas-tempeval-"))
+    atexit.register(shutil.rmtree, work, True)  # the reference copy lives as long as this process
     corpus = runs.load_corpus(version, data_dir, work_dir=work)
     docs = corpus.test if split == "test" else corpus.train
     ids = [d.doc_id for d in docs]

@@ -20,7 +20,6 @@ import atlaslib
 from atlaslib import cli
 from atlaslib.results import read_cell
 
-KIT = Path(__file__).resolve().parents[3] / "shared" / "data" / "negex" / "negex.python"
 
 KIT_SCRIPT = '''
 import json, sys
@@ -43,13 +42,20 @@ def atlas(capsys, *args) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def kit():
-    if not (KIT / "negex.py").is_file():
-        pytest.fail(f"the NegEx kit's Python NegEx is missing at {KIT}")
-    spec = importlib.util.spec_from_file_location("kit_negex", KIT / "negex.py")
+def kit_dir(data_dir) -> Path:
+    """The kit's Python NegEx folder, shipped with the kit's data."""
+    return data_dir / "negex" / "negex.python"
+
+
+@pytest.fixture(scope="module")
+def kit(kit_dir):
+    kit_py = kit_dir
+    if not (kit_py / "negex.py").is_file():
+        pytest.fail(f"the NegEx kit's Python NegEx is missing at {kit_py}")
+    spec = importlib.util.spec_from_file_location("kit_negex", kit_py / "negex.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    rules = mod.sortRules((KIT / "negex_triggers.txt").read_text().splitlines(keepends=True))
+    rules = mod.sortRules((kit_py / "negex_triggers.txt").read_text().splitlines(keepends=True))
 
     def predict(item):
         flag = mod.negTagger(sentence=item["sentence"], phrases=[item["concept"]], rules=rules,
@@ -67,12 +73,12 @@ def exported(tmp_path_factory, data_dir):
 
 
 @pytest.fixture(scope="module")
-def kit_file(exported, tmp_path_factory):
+def kit_file(exported, tmp_path_factory, kit_dir):
     """The kit's NegEx, run in its own Python process over the exported items."""
     work = tmp_path_factory.mktemp("kit")
     script, preds = work / "run_negex.py", work / "negex-kit.jsonl"
     script.write_text(KIT_SCRIPT)
-    subprocess.run([sys.executable, str(script), str(KIT), str(exported / "items.jsonl"), str(preds)], check=True,
+    subprocess.run([sys.executable, str(script), str(kit_dir), str(exported / "items.jsonl"), str(preds)], check=True,
                    cwd=work)
     return preds
 
