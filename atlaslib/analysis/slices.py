@@ -106,27 +106,33 @@ def _seed(cell: dict, default: int) -> int:
 NEGEX_METRICS = ("macro_f1", "sensitivity", "specificity")
 
 
-def negex_group_scores(y, p, seed: int, n_resamples: int | None = None) -> dict:
+def negex_group_scores(y, p, seed: int, n_resamples: int | None = None, indices=None) -> dict:
     """``{metric: (value, ci_low, ci_high)}`` for one group: the card's functions on the group's items, the
-    percentile interval over the card's stratified resamples of the group (None without one)."""
+    percentile interval over the card's stratified resamples of the group (None without one). ``indices``
+    may pass those resamples in (they depend on the group's gold labels only, so runs share them)."""
     from ..metrics import bootstrap, classification as C
 
     y, p = np.asarray(y, int), np.asarray(p, int)
     n_resamples = n_resamples or bootstrap.DEFAULT_RESAMPLES
-    idx = bootstrap.stratified_indices(y, n_resamples, seed) if len(y) >= MIN_ITEMS else None
+    idx = None
+    if len(y) >= MIN_ITEMS:
+        idx = indices if indices is not None else bootstrap.stratified_indices(y, n_resamples, seed)
+    Y, P = (y[idx], p[idx]) if idx is not None else (None, None)   # gathered once for the three metrics
     out = {}
     for name in NEGEX_METRICS:
         fn = getattr(C, name)
         value = float(fn(y, p))
         lo = hi = None
         if idx is not None and np.isfinite(value):
-            lo, hi = bootstrap.percentile_ci(bootstrap.resampled(fn, idx, y, p))
+            lo, hi = bootstrap.percentile_ci(np.asarray(fn(Y, P), dtype=float))
         out[name] = (value, lo, hi)
     return out
 
 
-def _negex(cell, slices) -> list[dict]:
+def _negex(cell, slices, cache: dict | None = None) -> list[dict]:
     from ..metrics import bootstrap
+
+    cache = {} if cache is None else cache
 
     recs = cell["predictions"]
     run, seed = run_label(cell), _seed(cell, bootstrap.DEFAULT_SEED)
@@ -144,7 +150,13 @@ def _negex(cell, slices) -> list[dict]:
             m = lab == g
             n = int(m.sum())
             note = "" if n >= MIN_ITEMS else f"too few items ({n} < {MIN_ITEMS}) for an interval"
-            for metric, (v, lo, hi) in negex_group_scores(y[m], p[m], seed).items():
+            idx = None
+            if n >= MIN_ITEMS:
+                key = (seed, y[m].tobytes())
+                if key not in cache:
+                    cache[key] = bootstrap.stratified_indices(y[m], bootstrap.DEFAULT_RESAMPLES, seed)
+                idx = cache[key]
+            for metric, (v, lo, hi) in negex_group_scores(y[m], p[m], seed, indices=idx).items():
                 if metric == "macro_f1" and len(set(y[m])) < 2:
                     # one gold class: the other class's F1 only counts false alarms; no macro F1
                     v, lo, hi, why = None, None, None, "one gold class only"
@@ -287,6 +299,7 @@ def slice_table(cells, card: str | None = None, slices: dict | None = None) -> p
     card = card or (cells[0]["card"] if cells else "negex")
     slices = card_slices(card) if slices is None else slices
     rows = []
+    cache: dict = {}      # NegEx: the resamples of a group, shared by the runs (same items, same gold)
     for cell in ok_cells(cells):
-        rows.extend(SCORERS[card](cell, slices))
+        rows.extend(_negex(cell, slices, cache) if card == "negex" else SCORERS[card](cell, slices))
     return pd.DataFrame(rows, columns=COLUMNS)
