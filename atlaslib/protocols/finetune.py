@@ -240,7 +240,7 @@ def train_loop(model: _Head, examples: Sequence[dict], targets: Sequence, recipe
     bs, epochs = recipe["batch_size"], recipe["epochs"]
     steps_per_epoch = -(-n // bs)
     total = steps_per_epoch * epochs
-    no_decay = [p for name, p in model.named_parameters() if p.ndim < 2 or "LayerNorm" in name or "norm" in name.lower()]
+    no_decay = [p for name, p in model.named_parameters() if p.ndim < 2 or "norm" in name.lower()]
     ids_nd = {id(p) for p in no_decay}
     decay = [p for p in model.parameters() if id(p) not in ids_nd]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe["weight_decay"]},
@@ -514,7 +514,7 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
         proba = torch.softmax(torch.stack(logits) if logits else torch.zeros((0, len(labels))), dim=1).numpy()
     pred = proba.argmax(axis=1).astype(int) if len(proba) else np.zeros(0, dtype=int)
     details = _details(adapter, recipe, labels, record, cache_info,
-                       {"head": "masked mean of the last layer -> dropout -> linear",
+                       {"head": "masked mean of the last layer -> dropout -> linear", "n_train_items": len(train_ids),
                         "n_truncated": {"train": int(n_trunc_train), "test": int(n_trunc_test)},
                         "predict_seconds": round(time.perf_counter() - t0, 3)})
     return {"pred": pred, "proba": proba, "labels": labels, "model": model, "details": details}
@@ -606,7 +606,7 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
             raise AssertionError(f"test sentence {i}: {len(w)} words, {len(p)} tags")
     details = _details(adapter, recipe, tags, record, cache_info,
                        {"head": "last layer -> dropout -> linear per sub-word; word label on its first sub-word",
-                        "word_label": "first sub-word",
+                        "word_label": "first sub-word", "n_train_items": len(train_ids),
                         "repair": "conlleval (I-X after O/other type -> B-X)",
                         "chunking": "sentences over max_length sub-words cut into chunks of whole words",
                         "n_train_words": int(sum(len(t) for t in train_tags)),
@@ -615,6 +615,27 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
 
 
 # ------------------------------------------------------------------------------------------ pages
+
+def section_markdown(details: Mapping, unit: str = "items") -> str:
+    """The run page's fine-tuning section heading and paragraph, every number from ``details``."""
+    rec, tr = details["recipe"], details.get("training") or {}
+    n = details.get("n_train_items", tr.get("n_train_examples"))
+    how = (f"trained in this run in {tr.get('seconds'):.0f} s" if details.get("trained_here") else
+           f"loaded from the weight cache (trained earlier in {tr.get('seconds'):.0f} s with the same recipe, "
+           "encoder revision and train items)")
+    loss = tr.get("loss") or []
+    per_epoch = ""
+    if loss:
+        ep = np.asarray(tr["epoch_of_step"])
+        means = [float(np.mean(np.asarray(loss)[ep == e])) for e in np.unique(ep)]
+        per_epoch = " Mean train loss per epoch: " + ", ".join(f"{m:.3f}" for m in means) + "."
+    return (f"### Fine-tuning\n\nThe encoder and a new linear head were trained together on the {n} train "
+            f"{unit} only, for {rec['epochs']} epochs of {tr.get('steps_per_epoch')} steps ({rec['batch_size']} "
+            f"{unit} per step, learning rate {rec['learning_rate']:g} with {rec['warmup_ratio']:.0%} warm-up, "
+            f"seed {rec['seed']}). There is no validation split and no early stopping: the number of steps is "
+            f"fixed by the recipe, and the test {unit} are seen only once, for prediction. The weights were "
+            f"{how}.{per_epoch}")
+
 
 def recipe_table(details: Mapping):
     """The recipe as a two-column frame (setting, value) with what each setting means, plus the run's
@@ -636,7 +657,8 @@ def recipe_table(details: Mapping):
          "meaning": "wall time of training " + ("in this run" if details.get("trained_here") else
                                                 "when the cached weights were trained")},
         {"setting": "weights", "value": "trained in this run" if details.get("trained_here") else "loaded from cache",
-         "meaning": f"content key {str(cache.get('key'))[:16]}…" if cache.get("enabled") else (cache.get("note") or "")},
+         "meaning": (f"content key {str(cache.get('key'))[:16]}…" if cache.get("enabled")
+                     else (cache.get("note") or ""))},
         {"setting": "torch / transformers", "value": " / ".join(str(v) for v in details["versions"].values()),
          "meaning": "library versions"},
     ]

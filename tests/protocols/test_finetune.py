@@ -1,0 +1,176 @@
+"""The fine-tune protocol on tiny random encoders built locally: the loop trains, the head's label map is
+right, the same seed gives bit-identical weights and predictions, another seed another model, and the
+weight cache hits with nothing changed and misses when the recipe or the train items change."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from atlaslib import models
+from atlaslib.protocols import finetune as ft
+from tests.tiny_models import tiny_encoder
+
+RECIPE = {
+    "optimizer": "torch.optim.AdamW", "learning_rate": 2e-3, "epochs": 2, "batch_size": 8, "max_length": 32,
+    "warmup_ratio": 0.1, "weight_decay": 0.01, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "max_grad_norm": 1.0,
+    "head_dropout": 0.1, "seed": 7, "torch_threads": 1, "eval_batch_size": 16, "validation": "none",
+}
+CONCEPTS = ["fever", "cough", "stridor", "weakness", "chest pain", "air hunger"]
+
+
+def toy_items(n: int, offset: int = 0):
+    """``n`` separable items: "no X" is negated, "the patient has X" affirmed (X cycles over CONCEPTS)."""
+    ids, texts, labels = [], [], []
+    for i in range(offset, offset + n):
+        neg = i % 2 == 1
+        x = CONCEPTS[(i // 2) % len(CONCEPTS)]
+        ids.append(f"toy-{i:03d}")
+        texts.append(f"{'no' if neg else 'the patient has'} [entity] {x} [entity] .")
+        labels.append("negated" if neg else "affirmed")
+    return ids, texts, labels
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+    return str(tiny_encoder(tmp_path_factory.mktemp("ft")))
+
+
+@pytest.fixture(autouse=True)
+def weight_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(ft.CACHE_ENV, str(tmp_path / "ftcache"))
+    monkeypatch.delenv(ft.RETRAIN_ENV, raising=False)
+    monkeypatch.setenv("ATLAS_PROGRESS", "off")
+    return tmp_path / "ftcache"
+
+
+def run_seq(encoder_dir, recipe=RECIPE, labels=("affirmed", "negated"), n_train=32, ids=None, **kw):
+    ad = models.load_adapter(encoder_dir, "embed.text.pooled", embed_cache=False, progress=False)
+    tr_ids, tr_texts, tr_labels = toy_items(n_train)
+    _, te_texts, te_labels = toy_items(12, offset=100)
+    out = ft.finetune_sequence(ad, ids or tr_ids, tr_texts, tr_labels, te_texts, labels, recipe, **kw)
+    return out, te_labels
+
+
+def state(out) -> dict:
+    return {k: v.detach().clone() for k, v in out["model"].state_dict().items()}
+
+
+def test_check_recipe_names_the_bad_key():
+    with pytest.raises(ft.FinetuneError, match="missing key.*'seed'"):
+        ft.check_recipe({k: v for k, v in RECIPE.items() if k != "seed"})
+    with pytest.raises(ft.FinetuneError, match="unknown key.*'patience'"):
+        ft.check_recipe({**RECIPE, "patience": 3})
+    with pytest.raises(ft.FinetuneError, match="'epochs'.*positive integer"):
+        ft.check_recipe({**RECIPE, "epochs": 0})
+
+
+@pytest.mark.parametrize("labels", [("affirmed", "negated"), ("negated", "affirmed")])
+def test_sequence_head_learns_a_separable_set_and_maps_labels(encoder_dir, labels):
+    """Whatever order the head's classes have, predicted label names equal the gold names."""
+    out, gold = run_seq(encoder_dir, recipe={**RECIPE, "epochs": 3, "batch_size": 4}, labels=labels)
+    assert out["labels"] == list(labels) and out["details"]["id2label"] == dict(enumerate(labels))
+    assert [out["labels"][p] for p in out["pred"]] == gold
+    np.testing.assert_allclose(out["proba"].sum(axis=1), 1.0, rtol=1e-6)
+    tr = out["details"]["training"]
+    assert tr["steps"] == 3 * 8 == len(tr["loss"]) and tr["epoch_of_step"] == [1] * 8 + [2] * 8 + [3] * 8
+    assert np.mean(tr["loss"][-8:]) < np.mean(tr["loss"][:8])          # the loop trains
+    assert out["details"]["seeds"]["finetune"] == 7 and out["details"]["versions"]["torch"] == torch.__version__
+
+
+def test_same_seed_is_bit_identical_and_another_seed_is_another_model(encoder_dir):
+    a, _ = run_seq(encoder_dir, retrain=True)
+    b, _ = run_seq(encoder_dir, retrain=True)
+    c, _ = run_seq(encoder_dir, recipe={**RECIPE, "seed": 8}, retrain=True)
+    assert not a["details"]["weight_cache"]["hit"] and not b["details"]["weight_cache"]["hit"]
+    sa, sb, sc = state(a), state(b), state(c)
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert np.array_equal(a["proba"], b["proba"]) and a["details"]["training"]["loss"] == b["details"]["training"]["loss"]
+    assert not torch.equal(sa["classifier.weight"], sc["classifier.weight"])
+    assert not np.array_equal(a["proba"], c["proba"])
+
+
+def test_weight_cache_hits_unchanged_and_misses_on_recipe_or_train_ids(encoder_dir, weight_cache, monkeypatch):
+    first, _ = run_seq(encoder_dir)
+    assert first["details"]["trained_here"] and (weight_cache / first["details"]["weight_cache"]["key"]).is_dir()
+    again, _ = run_seq(encoder_dir)
+    cache = again["details"]["weight_cache"]
+    assert cache["hit"] and not again["details"]["trained_here"] and cache["key"] == first["details"]["weight_cache"]["key"]
+    assert np.array_equal(again["proba"], first["proba"])
+    assert again["details"]["training"]["loss"] == first["details"]["training"]["loss"]   # the record comes along
+    other_recipe, _ = run_seq(encoder_dir, recipe={**RECIPE, "learning_rate": 1e-3})
+    ids = [f"toy-{i:03d}" for i in range(31)] + ["toy-999"]
+    other_ids, _ = run_seq(encoder_dir, ids=ids)
+    for out in (other_recipe, other_ids):
+        assert not out["details"]["weight_cache"]["hit"]
+        assert out["details"]["weight_cache"]["key"] != cache["key"]
+    forced, _ = run_seq(encoder_dir, retrain=True)
+    assert not forced["details"]["weight_cache"]["hit"] and forced["details"]["weight_cache"]["key"] == cache["key"]
+    monkeypatch.setenv(ft.RETRAIN_ENV, "1")
+    assert not run_seq(encoder_dir)[0]["details"]["weight_cache"]["hit"]
+
+
+def test_token_targets_sit_on_first_subwords_and_long_sentences_are_chunked(encoder_dir):
+    tags = ["O", "B-problem", "I-problem"]
+    ad = models.load_adapter(encoder_dir, "embed.text.tokens", embed_cache=False, progress=False, max_length=12)
+    tok = ad.tokenizer
+    # "pneumonia" is not in the tiny vocabulary: it splits into several sub-words
+    assert len(tok.tokenize("pneumonia")) > 1
+    words = [["no", "pneumonia", "fever"]]
+    ex, targets, segs, keys = ft._word_examples(ad, words, [["O", "B-problem", "B-problem"]],
+                                                {t: k for k, t in enumerate(tags)})
+    n_sub = len(tok.tokenize("pneumonia"))
+    # 3 words are 2 + n_sub sub-words, more than the 10 that max_length 12 leaves beside CLS and SEP: two chunks
+    assert n_sub == 9 and len(ex) == 2 and [s[1:3] for s in segs] == [(0, 2), (2, 3)]
+    ig = ft.IGNORE_INDEX      # [CLS] no p ##n ##e ... [SEP] | [CLS] fever [SEP]: a label on each first sub-word
+    assert targets == [[ig, 0, 1] + [ig] * (n_sub - 1) + [ig], [ig, 1, ig]]
+    assert ex[0]["input_ids"][0] == tok.cls_token_id and ex[0]["input_ids"][-1] == tok.sep_token_id
+    assert ex[0]["_first"] == [1, 2] and ex[1]["_first"] == [1]
+
+
+def test_token_finetune_tags_every_word_and_learns_a_separable_set(encoder_dir):
+    tags = ["O", "B-problem", "I-problem"]
+    ad = models.load_adapter(encoder_dir, "embed.text.tokens", embed_cache=False, progress=False, max_length=32)
+    ids, texts, _ = toy_items(32)
+    words, gold = [], []
+    for t in texts:                       # "no fever ." / "the patient has chest pain ."
+        pre, concept = t.split(" [entity] ")[:2]
+        c = concept.split()
+        words.append(pre.split() + c + ["."])
+        gold.append(["O"] * len(pre.split()) + ["B-problem"] + ["I-problem"] * (len(c) - 1) + ["O"])
+    recipe = {**RECIPE, "epochs": 4, "batch_size": 4, "learning_rate": 5e-3}
+    out = ft.finetune_tokens(ad, ids, words, gold, words[:12], tags, recipe)
+    assert [len(t) for t in out["tags"]] == [len(w) for w in words[:12]]
+    assert out["tags"] == gold[:12]
+    assert out["details"]["word_label"] == "first sub-word" and out["details"]["n_train_items"] == 32
+    with pytest.raises(ft.FinetuneError, match="max_length is 32, the recipe's 16"):
+        ft.finetune_tokens(ad, ids, words, gold, words, tags, {**RECIPE, "max_length": 16})
+
+
+def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monkeypatch):
+    from atlaslib.cards import maccrobat, negex
+    from atlaslib.splits import SplitManifest
+
+    # NegEx: a missing capability is NotRun, an encoder trains (recipe shrunk for the tiny model)
+    items = negex.load_items(data_dir)
+    train, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
+    train, test = train[train.text.str.len() < 90].head(24), test[test.text.str.len() < 90].head(10)
+    with pytest.raises(negex.NotRun, match="capability missing"):
+        negex.run_protocol("majority", "finetune", train, test)
+    monkeypatch.setattr(negex, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1})
+    out = negex.run_protocol(encoder_dir, "finetune", train, test, data_dir=data_dir)
+    assert out["capability"] == "embed.text.pooled" and out["pred"].shape == (10,)
+    assert np.array_equal(out["pred"], (out["score"] >= 0.5).astype(int))   # 2 classes: arg-max = P >= 0.5
+    assert out["details"]["recipe"]["max_length"] == 64
+    # MACCROBAT on a hand-built items frame: no capability -> not_run cell; an encoder -> tags per word
+    rows = [{"item_id": f"m-{i}", "document": f"d{i % 3}", "words": ["no", "fever", "today"],
+             "tags": ["O", "B-problem", "O"], "mentions": [("problem", 1, 1)], "text": "no fever today"}
+            for i in range(9)]
+    mitems = pd.DataFrame(rows)
+    manifest = SplitManifest("maccrobat", "atlas-n100-v1", 1, [f"m-{i}" for i in range(6)], ["m-6", "m-7", "m-8"])
+    assert maccrobat.run_protocol(mitems, manifest, "majority", "finetune", n_resamples=20).status == "not_run"
+    monkeypatch.setattr(maccrobat, "FINETUNE_RECIPE", {**RECIPE, "epochs": 1})
+    res = maccrobat.run_protocol(mitems, manifest, encoder_dir, "finetune", n_resamples=20)
+    assert res.status == "ok" and [len(p) for p in res.pred] == [3, 3, 3]
+    assert res.details["recipe"]["epochs"] == 1
