@@ -319,3 +319,22 @@ def test_gold_cuts_counted_and_projected_by_hand():
     pred = [mc.char_mentions(uncut, mc.natural_word_spans(text))]
     s = mc.char_span_f1(gold, pred)
     assert (s["tp"], s["fp"], s["fn"]) == (1, 1, 1) and s["f1"] == pytest.approx(0.5)
+
+
+def test_tempeval_audit_numbers_flatten_the_audit_tables():
+    import pandas as pd
+
+    idx = pd.MultiIndex.from_product([["Train", "Dev"], ["documents", "EVENT", "TIMEX3", "CONTAINS"]])
+    t1 = pd.DataFrame({"official scorer": [3, 100, 10, 20, 2, 50, 5, 9],
+                       "elements in file": [3, 110, 10, 23, 2, 50, 5, 9],
+                       "elements in <annotations>": [3, 106, 10, 23, 2, 50, 5, 9]}, index=idx)
+    dup = pd.DataFrame({"Train": [6, 0, 3], "Dev": [0, 0, 0]},
+                       index=["EVENT_exact_duplicates", "EVENT_spans_with_two_attribute_sets", "CONTAINS_duplicate_pairs"])
+    con = pd.DataFrame({"Train": [7], "Dev": [1]}, index=["CONTAINS_added_by_closure"])
+    n = facts.tempeval_audit_numbers({"table1": t1, "duplicates": dup, "contains": con})
+    assert n["Train.file.EVENT"] - n["Train.scorer.EVENT"] == n["Train.event_outside_annotations"] + \
+        n["Train.event_exact_duplicates"] == 10
+    assert n["Train.contains_duplicate_pairs"] == 3 and n["Dev.contains_added_by_closure"] == 1
+    assert facts.FactContext(cells=[{"card": "tempeval", "version": "thyme-dev-2015", "model": "closest",
+                                     "protocol": "phase2", "status": "ok", "metrics": {},
+                                     "extra": {"thyme_audit": n}}]).get("tempeval.Train.file.EVENT").text() == "110"
