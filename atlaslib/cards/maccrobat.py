@@ -80,7 +80,16 @@ SEED = 20261006
 VERSIONS = {"atlas-n100-v1": {"n_test": 100, "n_train": 500}}
 BOOTSTRAP_RESAMPLES = 1000
 METRIC_BASES = ("entity_f1", "entity_precision", "entity_recall", "entity_macro_f1")
-PROTOCOL_CAPABILITY = {"zero_shot": "predict.ner", "probe": "embed.text.tokens"}
+PROTOCOL_CAPABILITY = {"zero_shot": "predict.ner", "probe": "embed.text.tokens", "finetune": "embed.text.tokens"}
+#: The ``finetune`` protocol's recipe (atlaslib.protocols.finetune): the encoder and a new linear head over
+#: the 7 TAGS, each word labelled on its first sub-word, trained on the 500 train sentences only, fixed
+#: epochs, no validation split; sentences over max_length sub-words are cut into chunks of whole words.
+FINETUNE_RECIPE = {
+    "optimizer": "torch.optim.AdamW", "learning_rate": 5e-5, "epochs": 3, "batch_size": 16, "max_length": 128,
+    "warmup_ratio": 0.1, "weight_decay": 0.01, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "max_grad_norm": 1.0,
+    "head_dropout": 0.1, "seed": SEED, "torch_threads": 2, "eval_batch_size": 64,
+    "validation": "none: fixed epochs, no early stopping; test items unseen until prediction",
+}
 BASELINES = ("memorize",)
 #: The protocol each card baseline runs under: ``train_lookup`` = look up phrases memorised from the train
 #: sentences (it learns from the train split, so it is not zero-shot, and it has no features to probe).
@@ -91,11 +100,12 @@ CARD = Card(
     title="Clinical entity recognition (MACCROBAT)",
     notebook="notebooks/maccrobat.md",
     versions=("atlas-n100-v1",),
-    protocols=("zero_shot", "probe", "train_lookup"),
+    protocols=("zero_shot", "probe", "train_lookup", "finetune"),
     metrics=METRIC_BASES,
     default_matrix=(
         ("atlas-n100-v1", "memorize", "train_lookup"),
         ("atlas-n100-v1", "all-minilm-l6-v2", "probe"),
+        ("atlas-n100-v1", "all-minilm-l6-v2", "finetune"),
         ("atlas-n100-v1", "samrawal/bert-base-uncased_clinical-ner", "zero_shot"),
         ("atlas-n100-v1", "d4data/biomedical-ner-all", "zero_shot"),
     ),
@@ -515,11 +525,13 @@ def overlap_of(model: str, info: dict | None = None) -> list:
 
 
 def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str,
-                 n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED, adapter=None) -> Outcome:
+                 n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED, adapter=None,
+                 retrain: bool = False) -> Outcome:
     """Run one (model, protocol) on the split: ``memorize`` is the card's own baseline (protocol
     ``train_lookup``: it looks up phrases memorised from the train sentences);
     any other name goes through ``atlaslib.models.load_adapter``. Absent weights or a missing
-    capability give an Outcome with status ``not_run`` and the reason (never an exception)."""
+    capability give an Outcome with status ``not_run`` and the reason (never an exception). ``finetune``
+    trains the encoder with a new token head (:data:`FINETUNE_RECIPE`; ``retrain`` ignores cached weights)."""
     import time
 
     if protocol not in CARD.protocols:
@@ -553,7 +565,9 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
             from .. import models
 
             try:
-                adapter = models.load_adapter(model, PROTOCOL_CAPABILITY[protocol])
+                options = ({"max_length": FINETUNE_RECIPE["max_length"], "embed_cache": False}
+                           if protocol == "finetune" else {})
+                adapter = models.load_adapter(model, PROTOCOL_CAPABILITY[protocol], **options)
             except models.WeightsUnavailable as exc:
                 out.status, out.reason = "not_run", "weights unavailable"
                 out.details = {"error": str(exc)}
@@ -570,6 +584,12 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
         out.overlap = overlap_of(model, info)
         if protocol == "zero_shot":
             res = tok.zero_shot_ner(adapter, test["words"].tolist(), NER_LABEL_TABLE)
+        elif protocol == "finetune":
+            from ..protocols import finetune as FT
+
+            res = FT.finetune_tokens(adapter, list(manifest.train), train["words"].tolist(), train["tags"].tolist(),
+                                     test["words"].tolist(), TAGS, FINETUNE_RECIPE, retrain=retrain,
+                                     data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST})
         else:
             res = tok.probe_ner(adapter, train["words"].tolist(), train["tags"].tolist(), test["words"].tolist())
         pred, out.details = res["tags"], res["details"]
@@ -734,7 +754,8 @@ def build_cell(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **par
                                         for t in TYPES},
                   "test_reports": int(test["document"].nunique())}
     common = dict(split=split_info, data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST},
-                  seeds={"split": SEED, "bootstrap": SEED, "bootstrap_resamples": BOOTSTRAP_RESAMPLES},
+                  seeds={"split": SEED, "bootstrap": SEED, "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+                         **({"finetune": FINETUNE_RECIPE["seed"]} if out.protocol == "finetune" else {})},
                   overlap=out.overlap, timing={"wall_seconds": round(out.seconds, 3),
                                                "peak_rss_mb": round(_results.peak_rss_mb(), 1)})
     if out.status != "ok":
