@@ -48,6 +48,11 @@ def _p(x) -> str:
     return "< 0.001" if x < 0.001 else f"{x:.3f}"
 
 
+def _peq(x) -> str:
+    t = _p(x)
+    return f"p {t}" if t.startswith("<") else f"p = {t}"
+
+
 def mdd_markdown(comp) -> str:
     m = comp.mdd
     base = m["metric"].replace("_", " ")
@@ -148,11 +153,11 @@ def worked_example(cells: list[dict]) -> str:
             f"{r['model_b']} {r['value_b']:.3f}. On each of the 1,000 stratified resamples both are scored on "
             f"the same drawn items; the 2.5 and 97.5 percentiles of the 1,000 differences give the paired "
             f"interval: {r['difference']:+.3f} {fmt_interval(r['ci_low'], r['ci_high'])} (paired-bootstrap "
-            f"p = {_p(r['p_bootstrap'])}).\n\n"
+            f"{_peq(r['p_bootstrap'])}).\n\n"
             f"McNemar looks only at the items where the two disagree about being right: {r['model_a']} is right "
             f"and {r['model_b']} wrong on b = {b} items, the reverse on c = {c}. Under the null hypothesis of "
             f"equal accuracy each of the {b + c} discordant items is a fair coin, so p = P(a Binomial({b + c}, ½) "
-            f"is at least as far from {(b + c) / 2:g} as {b}) = {_p(r['p_mcnemar'])}. The {n - b - c:,} items "
+            f"is at least as far from {(b + c) / 2:g} as {b}): {_peq(r['p_mcnemar'])}. The {n - b - c:,} items "
             "where both are right or both are wrong carry no information about which is better.\n")
     return "*This build has no NegEx split version with two or more runs to compare.*\n"
 

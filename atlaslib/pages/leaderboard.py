@@ -226,29 +226,30 @@ def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, sr
     if not rows and not failed:
         return f"*No result cells for `{version}` yet.*\n"
     notes = Footnotes()
-    head = ["model", "protocol"] + [m.replace("_", " ") for m in card.metrics] + ["run"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    overlap_seen = False
-    for c in rows:
-        name = _name(c["model"])
-        if c.get("overlap"):
-            name += " †"
-            overlap_seen = True
-        if c["status"] != "ok":
-            vals = ["not run" + notes.mark("not run: " + _md(short_reason(c.get("reason"))))] + \
-                   [MISSING] * (len(card.metrics) - 1)
-        else:
-            vals = [metric_cell(c, b, notes) for b in card.metrics]
-        links = []
-        if c.get("_notebook_rel"):
-            links.append(f"[notebook]({os.path.relpath(src / c['_notebook_rel'], page_dir)})")
-        if c.get("_json_rel"):
-            links.append(f"{{download}}`JSON <{os.path.relpath(src / c['_json_rel'], page_dir)}>`")
-        lines.append("| " + " | ".join([name, c["protocol"].replace("_", "_<wbr>")] + vals + [" · ".join(links)]) + " |")
-    for req in failed:
-        lines.append("| " + " | ".join([_name(req.model), req.protocol, "**failed**" + notes.mark(
-            "failed: see the build log")] + [MISSING] * (len(card.metrics) - 1) + [""]) + " |")
-    out = [":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n"]
+    overlap_seen = any(c.get("overlap") for c in rows)
+    tables = []
+    for group in metric_groups(card.metrics):
+        head = ["model", "protocol"] + [m.replace("_", " ") for m in group] + ["run"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for c in rows:
+            name = _name(c["model"]) + (" †" if c.get("overlap") else "")
+            if c["status"] != "ok":
+                vals = ["not run" + notes.mark("not run: " + _md(short_reason(c.get("reason"))))] + \
+                       [MISSING] * (len(group) - 1)
+            else:
+                vals = [metric_cell(c, b, notes) for b in group]
+            links = []
+            if c.get("_notebook_rel"):
+                links.append(f"[notebook]({os.path.relpath(src / c['_notebook_rel'], page_dir)})")
+            if c.get("_json_rel"):
+                links.append(f"{{download}}`JSON <{os.path.relpath(src / c['_json_rel'], page_dir)}>`")
+            lines.append("| " + " | ".join([name, c["protocol"].replace("_", "_<wbr>")] + vals + [" · ".join(links)])
+                         + " |")
+        for req in failed:
+            lines.append("| " + " | ".join([_name(req.model), req.protocol, "**failed**" + notes.mark(
+                "failed: see the build log")] + [MISSING] * (len(group) - 1) + [""]) + " |")
+        tables.append(":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n")
+    out = tables
     if overlap_seen:
         out.append("† trained on data that overlaps this card: not comparable with the other rows.\n")
     n_units = _few_cluster_units(card, rows)
@@ -261,7 +262,44 @@ def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, sr
         out.append(notes.markdown() + "\n")
     if second:
         out.append(second)
+    if card.name == "nli_negation":
+        out.append(pattern_denominators(rows))
     return "\n".join(out)
+
+
+def pattern_denominators(rows: list[dict]) -> str:
+    """NLI: per pattern, the cases (accuracy's denominator), the non-entailing cases (the false-entailment
+    rate's denominator) and the premise templates (the clusters), from the first ok run's records."""
+    ok = [c for c in rows if c["status"] == "ok" and c.get("predictions")]
+    if not ok or "pattern" not in ok[0]["predictions"][0]:
+        return ""
+    frame = pd.DataFrame(ok[0]["predictions"])
+    frame["non_entailing"] = frame["gold"] != "entailment"
+    has_t = "template" in frame
+    g = frame.groupby("pattern", sort=False)
+    table = pd.DataFrame({"cases": g.size(), "non-entailing cases": g["non_entailing"].sum()})
+    if has_t:
+        table["templates"] = g["template"].nunique()
+    lines = ["| pattern | " + " | ".join(table.columns) + " |", "|---|" + "---:|" * len(table.columns)]
+    for pat, r in table.iterrows():
+        lines.append(f"| {_md(pat)} | " + " | ".join(f"{int(v):,}" for v in r) + " |")
+    total = [len(frame), int(frame["non_entailing"].sum())] + ([frame["template"].nunique()] if has_t else [])
+    lines.append("| all | " + " | ".join(f"{v:,}" for v in total) + " |")
+    return ("**Denominators per pattern.** Accuracy is over the cases, the false-entailment rate over the "
+            "non-entailing cases; the template-cluster intervals resample the premise templates.\n\n"
+            + "\n".join(lines) + "\n")
+
+
+MAX_METRICS_PER_TABLE = 5
+
+
+def metric_groups(metrics) -> list[tuple]:
+    """The card's metrics in tables of at most :data:`MAX_METRICS_PER_TABLE` columns (as even as possible,
+    the primary metric in the first), so each table fits a 1,200 px page."""
+    metrics = tuple(metrics)
+    k = -(-len(metrics) // MAX_METRICS_PER_TABLE)
+    size = -(-len(metrics) // max(k, 1))
+    return [metrics[i:i + size] for i in range(0, len(metrics), size)]
 
 
 def _few_cluster_units(card, rows):

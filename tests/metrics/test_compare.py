@@ -2,6 +2,8 @@
 a duplicated model, the notebook entry point."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from scipy.stats import binomtest
@@ -124,3 +126,47 @@ def test_compare_refuses_mixed_items(negex_data):
     c2["predictions"] = c2["predictions"][1:]
     with pytest.raises(ValueError, match="different v items"):
         K.compare([negex_cell("A", y, a), c2])
+
+
+def test_rendered_leaderboard_markdown_without_a_browser(tmp_path):
+    """Hand-built NegEx cells: a perfect-sensitivity model (zero-width percentile interval, not constant),
+    the majority baseline (precision undefined), a copy, and a not-run cell; the markdown and downloads."""
+    import json
+
+    from atlaslib.book import leaderboard_markdown
+    from atlaslib.cards import get_card
+    from atlaslib.metrics.report import binary_metrics, confusion_counts
+    from atlaslib.pages import comparisons
+
+    card = get_card("negex")
+    y = np.array([1] * 12 + [0] * 48)
+    good = y.copy()
+    good[12:15] = 1                                            # all positives found, 3 false positives
+    cells = []
+    for name, pred in (("good", good), ("majority", np.zeros(60, int))):
+        c = negex_cell(name, y, pred)
+        c["metrics"] = binary_metrics(y, pred, None, "zero_shot", n_resamples=200, seed=11)
+        c["extra"] = {"confusion": confusion_counts(y, pred)}
+        cells.append(c)
+    cells.append({"card": "negex", "version": "v", "model": "hub/model-x", "protocol": "zero_shot",
+                  "status": "not_run", "reason": "weights unavailable: not in the local cache",
+                  "metrics": {f"{b}_zero_shot": {"value": None, "reason": "not run: weights unavailable"}
+                              for b in card.metrics}, "predictions": []})
+    md = leaderboard_markdown(card, "v", cells, tmp_path, tmp_path)
+    good_row = next(line for line in md.splitlines() if line.startswith("| good"))
+    assert "1.000 <span class=\"atlas-ci\">[1.000, 1.000]</span>" in good_row           # sensitivity 12/12
+    lo, hi = binomtest(12, 12).proportion_ci(0.95, method="exact")
+    assert f"[{lo:.3f}, {hi:.3f}]" in good_row and "exact" in good_row
+    maj_row = next(line for line in md.splitlines() if line.startswith("| majority"))
+    assert "0.000 [" not in maj_row.split("|")[6]                                         # precision column
+    assert "n/a<sup>" in maj_row.split("|")[6]
+    assert md.count("undefined: nothing predicted positive") == 1
+    assert md.count("weights unavailable") == 1 and "not run<sup>" in md
+    assert "| good (zero_shot) | top (best) | 1 [1–1] |" in md
+    assert re.search(r"\d\.\d{4}", md) is None                                           # three decimals at most
+    section = comparisons.render(card, "v", cells, tmp_path, tmp_path)
+    assert "What this test set can detect" in section and "b / c" in section
+    rows = json.loads((tmp_path / "_downloads" / "comparisons-negex-v.json").read_text())
+    f1 = next(r for r in rows if r["metric"] == "macro_f1")
+    assert (f1["b"], f1["c"]) == (12, 3)                   # good right & majority wrong: the 12 positives
+    assert (tmp_path / "_downloads" / "leaderboard-negex-v.csv").read_text().startswith("card,version,model")
