@@ -31,3 +31,13 @@ def addresses(cell: dict, metrics) -> bool:
     protocol): the run addresses that sub-task."""
     names = (metrics,) if isinstance(metrics, str) else tuple(metrics)
     return any((cell["metrics"].get(f"{m}_{cell['protocol']}") or {}).get("value") is not None for m in names)
+
+
+def n_resamples_of(cell: dict, default: int | None = None) -> int:
+    """The number of bootstrap resamples the run's own intervals used (``spec.parameters.n_resamples`` or
+    ``seeds.bootstrap_resamples``), else ``default`` (the atlas default)."""
+    from ..metrics.bootstrap import DEFAULT_RESAMPLES
+
+    params = (cell.get("spec") or {}).get("parameters") or {}
+    n = params.get("n_resamples") or (cell.get("seeds") or {}).get("bootstrap_resamples")
+    return int(n or default or DEFAULT_RESAMPLES)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import ok_cells, run_label
+from . import n_resamples_of, ok_cells, run_label
 
 N_BINS = 10
 NO_SCORES = "n/a (labels only)"
@@ -93,7 +93,7 @@ def calibration_row(cell: dict, n_resamples: int | None = None, seed: int | None
                 "brier_high": None, "ece": None, "ece_low": None, "ece_high": None, "note": NO_SCORES}
     y, s = ys
     seed = seed if seed is not None else int((cell.get("seeds") or {}).get("bootstrap", bootstrap.DEFAULT_SEED))
-    idx = bootstrap.stratified_indices(y.astype(int), n_resamples or bootstrap.DEFAULT_RESAMPLES, seed)
+    idx = bootstrap.stratified_indices(y.astype(int), n_resamples or n_resamples_of(cell), seed)
     b_lo, b_hi = bootstrap.percentile_ci(brier(y[idx], s[idx]))
     e_lo, e_hi = bootstrap.percentile_ci(ece(y[idx], s[idx]))
     return {"run": label, "n": len(y), "brier": float(brier(y, s)), "brier_low": b_lo, "brier_high": b_hi,

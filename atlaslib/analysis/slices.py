@@ -29,7 +29,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from . import addresses, ok_cells, run_label
+from . import addresses, n_resamples_of, ok_cells, run_label
 
 #: fewest units (items, gold mentions, gold relations) a group needs for an interval
 MIN_ITEMS = 20
@@ -135,7 +135,7 @@ def _negex(cell, slices, cache: dict | None = None) -> list[dict]:
     cache = {} if cache is None else cache
 
     recs = cell["predictions"]
-    run, seed = run_label(cell), _seed(cell, bootstrap.DEFAULT_SEED)
+    run, seed, n_res = run_label(cell), _seed(cell, bootstrap.DEFAULT_SEED), n_resamples_of(cell)
     rows = []
     for name, spec in slices.items():
         f = spec["field"]
@@ -153,8 +153,9 @@ def _negex(cell, slices, cache: dict | None = None) -> list[dict]:
             idx = None
             if n >= MIN_ITEMS:
                 key = (seed, y[m].tobytes())
+                key = (*key, n_res)
                 if key not in cache:
-                    cache[key] = bootstrap.stratified_indices(y[m], bootstrap.DEFAULT_RESAMPLES, seed)
+                    cache[key] = bootstrap.stratified_indices(y[m], n_res, seed)
                 idx = cache[key]
             for metric, (v, lo, hi) in negex_group_scores(y[m], p[m], seed, indices=idx).items():
                 if metric == "macro_f1" and len(set(y[m])) < 2:
@@ -210,7 +211,7 @@ def _maccrobat(cell, slices) -> list[dict]:
     recs = cell["predictions"]
     run = run_label(cell)
     seed = _seed(cell, 20261006)
-    n_res = int((cell.get("seeds") or {}).get("bootstrap_resamples", DEFAULT_RESAMPLES))
+    n_res = n_resamples_of(cell, DEFAULT_RESAMPLES)
     docs = [r["document"] for r in recs]
     rows = []
     for name, spec in slices.items():

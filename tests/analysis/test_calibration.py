@@ -58,12 +58,13 @@ def test_calibration_table_intervals_use_the_cards_stratified_resamples():
     y = rng.integers(0, 2, 60)
     s = np.clip(y * 0.6 + rng.random(60) * 0.4, 0, 1)
     gold = ["negated" if v else "affirmed" for v in y]
-    cells = [negex_cell("probe-model", gold, gold, score=list(s)),
-             negex_cell("rules", gold, gold)]                     # labels only
+    probe = negex_cell("probe-model", gold, gold, score=list(s))
+    probe["spec"]["parameters"] = {"n_resamples": 300}              # the run's own resample count is used
+    cells = [probe, negex_cell("rules", gold, gold)]                # labels only
     t = C.calibration_table(cells).set_index("run")
     row = t.loc["probe-model (probe)"]
     assert row["brier"] == pytest.approx(brier_score_loss(y, s))
-    idx = bootstrap.stratified_indices(y, bootstrap.DEFAULT_RESAMPLES, 7)   # the cell's bootstrap seed
+    idx = bootstrap.stratified_indices(y, 300, 7)                   # the cell's bootstrap seed
     lo, hi = bootstrap.percentile_ci([C.ece(y[i], s[i]) for i in idx[:]])
     assert (row["ece_low"], row["ece_high"]) == pytest.approx((lo, hi))
     assert t.loc["rules (zero_shot)", "note"] == C.NO_SCORES == "n/a (labels only)"
