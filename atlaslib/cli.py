@@ -142,7 +142,8 @@ def cmd_score(args) -> int:
 
         return external_cli.cmd_score(args)
     if args.task != "tempeval":
-        print(f"atlas score: unknown task {args.task!r}; expected tempeval (official scorer) or --card C "
+        what = "no task given" if args.task is None else f"unknown task {args.task!r}"
+        print(f"atlas score: {what}; expected tempeval (official scorer) or --card C "
               f"--version V --predictions FILE --name NAME", file=sys.stderr)
         return 2
     from .cards.tempeval import scoring
