@@ -243,7 +243,7 @@ def test_card_definition():
     assert c.metrics == ("entity_f1", "entity_precision", "entity_recall", "entity_macro_f1")
     assert ("atlas-n100-v1", "memorize", "train_lookup") in c.default_matrix
     assert c.notebook == "notebooks/maccrobat.md"
-    assert c.protocols == ("zero_shot", "probe", "train_lookup")
+    assert c.protocols == ("zero_shot", "probe", "train_lookup", "finetune")
     assert [c.metric_name(b, "probe") for b in c.metrics] == [
         "entity_f1_probe", "entity_precision_probe", "entity_recall_probe", "entity_macro_f1_probe"]
 
