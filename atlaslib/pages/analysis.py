@@ -104,7 +104,8 @@ def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
     prim = table[table["metric"] == primary]
     cells = {(r.slice, r.group, r.run): r for r in prim.itertuples(index=False)}
     runs = list(dict.fromkeys(prim["run"]))
-    for name in dict.fromkeys(prim["slice"]):
+    present = set(prim["slice"])
+    for name in [n for n in SL.card_slices(card.name) if n in present] + sorted(present - set(SL.card_slices(card.name))):
         groups = list(dict.fromkeys(prim.loc[prim["slice"] == name, "group"]))
         rows = []
         for g in groups:
@@ -136,6 +137,8 @@ def calibration_markdown(card, version, vcells, dl: _Downloads, page_dir: Path) 
         f"ECE ({CAL.N_BINS} equal-mass bins)": [_with_ci(*r) if not n else n for r, n in zip(
             table[["ece", "ece_low", "ece_high"]].itertuples(index=False), table["note"])],
     })
+    if not (table["note"] == "").any():
+        shown = shown.drop(columns=["n"])          # nothing scored: the table only says so, run by run
     out.append(_table(shown))
     out.append(dl.link(table, "calibration", "calibration") + "\n")
     if (table["note"] == "").any():
