@@ -80,6 +80,8 @@ def disagreement_markdown(card, version, vcells, dl: _Downloads) -> str:
                else "the scorer counts the run's prediction of it as correct; only runs that address the "
                     "sub-task count (column `runs`)")
         out.append(f"Runs compared: {compared}.{note} A {unit} is found by a run when {how}.\n")
+        if d.items.empty:
+            return "\n".join(out + ["The runs' prediction records do not say which gold items they found.\n"])
         out.append(_table(d.summary))
         out.append(dl.link(d.items, "found", f"every {unit} with the runs that found it") + " · " +
                    dl.link(d.summary, "found-summary", "counts") + "\n")
