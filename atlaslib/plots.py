@@ -106,7 +106,7 @@ def pairwise_differences(pairs: pd.DataFrame, title: str = "", xlabel: str = "di
     """One row per pair ``A − B``: the difference with its paired 95 % interval; pairs significant after
     Holm in red (and marked ``*``), a dashed line at 0."""
     d = pairs.reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(7.2, 0.42 * max(len(d), 1) + 1.3))
+    fig, ax = plt.subplots(figsize=(9.0, 0.42 * max(len(d), 1) + 1.3))
     y = np.arange(len(d))[::-1]
     sig = d["significant"].to_numpy(bool)
     for yy, (_, r), s in zip(y, d.iterrows(), sig):

@@ -122,7 +122,7 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, com
             base = comp.mdd["metric"]
             fig = plots.pairwise_differences(comp.pairs[comp.pairs["metric"] == base],
                                              title=f"{base} · {version}",
-                                             xlabel=f"difference in {base.replace('_', ' ')} (A − B), 95 % paired interval")
+                                             xlabel=f"{base.replace('_', ' ')}: A − B, 95 % paired interval")
             fig.savefig(fig_dir / name, dpi=110)
             plt.close(fig)
             out.append(f"```{{figure}} _figures/{name}\n:alt: paired differences of {base} on {version}\n\n"

@@ -132,6 +132,8 @@ def metric_cell(cell: dict, base: str, notes: Footnotes) -> str:
     if entry.get("value") is None:
         reason = entry.get("reason") or "not applicable"
         return "n/a" + notes.mark(reason)
+    if base.endswith("_gate") and entry.get("ci_low") is None:      # pass/fail gates are stored as 1/0
+        return "pass" if entry["value"] == 1 else "FAIL"
     kn = proportion_counts(cell, base)
     if kn is not None and kn[1] == 0:            # a cell written before the zero-division rule stored 0
         from ..metrics.classification import UNDEFINED_REASONS
@@ -285,9 +287,15 @@ def pattern_denominators(rows: list[dict]) -> str:
         lines.append(f"| {_md(pat)} | " + " | ".join(f"{int(v):,}" for v in r) + " |")
     total = [len(frame), int(frame["non_entailing"].sum())] + ([frame["template"].nunique()] if has_t else [])
     lines.append("| all | " + " | ".join(f"{v:,}" for v in total) + " |")
+    n_ne = int(frame["non_entailing"].sum())
+    bound = intervals.clopper_pearson_upper(0, n_ne) if n_ne else float("nan")
+    certify = (f"\n**What a clean run certifies.** Zero false entailments among the {n_ne:,} non-entailing cases "
+               f"certify only a false-entailment rate below {bound:.3f} (exact one-sided 95 % upper bound); "
+               "`run_nli_negation_challenge(..., certify=True)` passes the safety gate only when a run's bound is "
+               "under the ceiling.\n")
     return ("**Denominators per pattern.** Accuracy is over the cases, the false-entailment rate over the "
             "non-entailing cases; the template-cluster intervals resample the premise templates.\n\n"
-            + "\n".join(lines) + "\n")
+            + "\n".join(lines) + "\n" + certify)
 
 
 MAX_METRICS_PER_TABLE = 5
