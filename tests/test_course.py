@@ -37,6 +37,25 @@ def write_nli_cells(results_dir: Path) -> None:
         results.write_cell(cell, results.cell_path(results_dir, "nli_negation", "builtin-v1", model, "zero_shot"))
 
 
+def write_negex_cells(results_dir: Path, data_dir) -> None:
+    """negspacy (the kit's own triggers) on both NegEx split versions, run in-process the way the card notebook
+    runs it (split, protocol, metrics, the card's cell), with 200 resamples to keep it quick."""
+    from atlaslib.cards import negex
+    from atlaslib.metrics.report import binary_metrics
+
+    items = negex.load_items(data_dir)
+    for version in negex.VERSIONS:
+        manifest = negex.split(items, version)
+        train, test = negex.split_frames(items, manifest)
+        out = negex.run_protocol("negspacy-negex-kit", "zero_shot", train, test, data_dir=data_dir)
+        metrics = binary_metrics(test["label"], out["pred"], out["score"], "zero_shot", n_resamples=200)
+        spec = results.RunSpec(card="negex", version=version, model="negspacy-negex-kit", protocol="zero_shot",
+                               parameters={"n_resamples": 200})
+        cell = negex.build_cell(spec, out=out, not_run_reason=None, metrics=metrics, test=test,
+                                split_cell=negex.split_summary(items, manifest)["cell"], data_dir=data_dir)
+        results.write_cell(cell, results.cell_path(results_dir, "negex", version, "negspacy-negex-kit", "zero_shot"))
+
+
 def build_course_book(tmp_path_factory, data_dir) -> dict:
     """Build (once per session) a local book of the NLI and NegEx cards with every lesson executed; return its
     paths, html directory and the build log."""
@@ -44,6 +63,7 @@ def build_course_book(tmp_path_factory, data_dir) -> dict:
         root = tmp_path_factory.mktemp("course-book")
         paths = book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
         write_nli_cells(paths.results)
+        write_negex_cells(paths.results, data_dir)
         logs: list[str] = []
         code = book.build(paths=paths, cards=[get_card("nli_negation"), get_card("negex")], run_runs=False,
                           data_dir=data_dir, log=lambda *a, **k: logs.append(" ".join(map(str, a))))
@@ -97,18 +117,24 @@ def test_lesson_executed_and_every_solution_asserted(course_book, lesson):
         assert any(c.cell_type == "code" and "solution" in c.metadata.get("tags", []) and "assert " in c.source
                    for c in block), nb.cells[start].source[:80]
     # the take-home box sits right under the title and the downloads exist
-    box = next(c for c in cells if c.cell_type == "markdown" and "Take this lesson home" in c.source)
+    box = next(c for c in nb.cells if c.cell_type == "markdown" and "Take this lesson home" in c.source)
     assert f"atlaslib.pages.course {lesson.name}" in box.source
     for suffix in (".md", ".ipynb"):
         assert (course_book["src"] / "book" / "downloads" / f"lesson-{lesson.name}{suffix}").is_file()
 
 
-def test_local_only_section_left_out_with_a_note_when_its_cells_are_absent(course_book):
-    """The interval lesson's NegEx section needs negspacy's NegEx cells, which this small book lacks."""
+def test_local_only_section_runs_in_a_local_build_and_is_left_out_without_its_cells(course_book, tmp_path):
+    """The interval lesson's NegEx section runs in a local build that has negspacy's NegEx cells; without them it
+    is left out with a note naming them (and nothing else is)."""
     nb = nbformat.read(course_book["src"] / "book" / "course" / "intervals.ipynb", as_version=4)
-    assert not any("local-only" in c.metadata.get("tags", []) for c in nb.cells)
-    note = [c.source for c in nb.cells if "left out of this build" in c.source]
-    assert len(note) == 1 and "negex/atlas-n100-v1/negspacy-negex-kit/zero_shot" in note[0]
+    local = [c for c in nb.cells if "local-only" in c.metadata.get("tags", [])]
+    assert len(local) == 2 and all(c.get("execution_count") for c in local if c.cell_type == "code")
+    assert "atlas-full-v1" in json.dumps(local[1]["outputs"])
+    stripped = pages.read_lesson(pages.REPO / "book" / "course" / "intervals.md")[1]
+    n_cells = len(stripped.cells)
+    assert pages._strip_local_only(stripped, "it reads result cells this build does not have.") == 2
+    assert len(stripped.cells) == n_cells - 1
+    assert sum("left out of this build" in c.source for c in stripped.cells) == 1
 
 
 def test_learning_path_lists_every_lesson_with_its_status(course_book):
@@ -124,7 +150,8 @@ def test_card_pages_offer_their_notebook(course_book):
         page = (course_book["src"] / "book" / "cards" / f"{card}.md").read_text()
         assert "Run this card yourself" in page and f"--card {card}" in page
         md = course_book["src"] / "book" / "downloads" / f"card-{card}.md"
-        assert md.read_text() == (pages.REPO / "notebooks" / f"{card}.md").read_text()
+        text = md.read_text()
+        assert text.startswith("---\njupytext:") and ":tags: [parameters]" in text  # the card notebook's source
         fresh = nbformat.read(md.with_suffix(".ipynb"), as_version=4)
         assert fresh.cells and not any(c.get("outputs") for c in fresh.cells if c.cell_type == "code")
 
@@ -212,7 +239,7 @@ def _tiny_site(tmp_path, requires="[]", expected=4) -> tuple[Path, book.BuildPat
 def test_a_wrong_answer_stops_the_build_and_nothing_renders(tmp_path):
     src, paths = _tiny_site(tmp_path, expected=5)
     with pytest.raises(pages.LessonFailed, match=r"lesson tiny failed in cell 4: AssertionError") as err:
-        pages.render_course(src, paths, publish=False, cards=[])
+        pages.render_course(src, paths, publish=False, cards=[get_card("nli_negation")])
     assert not (src / "book" / "course" / "tiny.ipynb").exists()
     assert Path(err.value.kept).is_file()  # the failed notebook is kept for reading
     assert not (paths.build / "course-cache" / "tiny.ipynb").exists()
@@ -220,12 +247,19 @@ def test_a_wrong_answer_stops_the_build_and_nothing_renders(tmp_path):
 
 def test_a_lesson_without_its_cells_is_a_page_saying_so(tmp_path):
     src, paths = _tiny_site(tmp_path, requires="[nli_negation/builtin-v1/always-abstain/zero_shot]")
-    docs = pages.render_course(src, paths, publish=False, cards=[])
+    docs = pages.render_course(src, paths, publish=False, cards=[get_card("nli_negation")])
     text = (src / "book" / "course" / "tiny.md").read_text()
     assert docs == ["book/course/tiny"]
     assert "not run in this build" in text and "`nli_negation/builtin-v1/always-abstain/zero_shot`" in text
     assert "atlas run --card nli_negation --model always-abstain --protocol zero_shot --version builtin-v1" in text
     assert "code-cell" not in text
+
+
+def test_a_lesson_whose_card_is_not_in_the_build_is_not_run(tmp_path):
+    src, paths = _tiny_site(tmp_path)
+    pages.render_course(src, paths, publish=False, cards=[get_card("negex")])
+    text = (src / "book" / "course" / "tiny.md").read_text()
+    assert "works on the NLI negation challenge card, which this build does not include" in text
 
 
 def test_lesson_files_are_checked(tmp_path):

@@ -16,8 +16,8 @@ says what it reads::
   ``.md`` in the site tree. A lesson that raises stops the build with :class:`LessonFailed`, naming the
   lesson and the cell; the failed notebook is kept in ``<build>/failed/course/`` and nothing is rendered
   as if it had run;
-- a lesson whose result cells are absent from this build becomes a short page saying which cells it
-  needs and the command that makes them (never a half-run lesson);
+- a lesson whose card is not in this build, or whose result cells are absent from it, becomes a short page
+  saying so (which cells it needs and the command that makes them); never a half-run lesson;
 - in a publish build a lesson that uses a card whose licence is unconfirmed or whose data are gated
   becomes a "withheld" page (and is listed on the build's withheld page); cells tagged ``local-only``
   (sections that read such a card inside an otherwise open lesson) are removed before execution, as
@@ -372,6 +372,14 @@ def render_course(src: Path, paths, publish: bool, withheld: list | None = None,
             done[lesson.name] = ("withheld", lesson)
             docs.append(lesson.doc)
             continue
+        absent = [c for c in lesson.uses if c not in shown]
+        if absent:
+            names = ", ".join(all_cards[c].title.split(":")[0] if c in all_cards else c for c in absent)
+            path.write_text(_stub(lesson.title, f"This lesson was not run in this build: it works on the {names} "
+                                  f"card, which this build does not include."), encoding="utf-8")
+            done[lesson.name] = ("not run", lesson)
+            docs.append(lesson.doc)
+            continue
         missing = lesson.missing(results_dir)
         if missing:
             cmds = "\n".join(f"    {r.command()}" for r in missing)
@@ -460,7 +468,7 @@ def _learning_path(src: Path, shown: dict, done: dict) -> None:
             card = shown.get(c)
             label = (card.title.split(":")[0] if card else c)
             reads.append(f"[{label}](cards/{c}.md)" if card else label)
-        status_text = {"ran": "executed", "not run": "not run here (needs result cells)",
+        status_text = {"ran": "executed", "not run": "not run in this build",
                        "withheld": "withheld from the published book"}[status]
         lines.append(f"| {i} | {{doc}}`{lesson.title} <course/{name}>` | {teaches} | {', '.join(reads) or '—'} | "
                      f"{status_text} |")
