@@ -601,7 +601,8 @@ def _maccrobat(ctx: FactContext) -> dict[str, Fact]:
 
     from ..cards import maccrobat as M
 
-    key = _source_key(M, sys.modules[__name__]) + str(ctx.data_dir or "")
+    key = (_source_key(M, sys.modules[__name__]) + M._SUMS_PATH.read_text()  # code and pinned checksums
+           + str(ctx.data_dir or ""))
     cache = Path(ctx.cache_dir) / "facts-maccrobat.json" if ctx.cache_dir else None
     nums = None
     if cache is not None and cache.is_file():
