@@ -338,3 +338,16 @@ def test_tempeval_audit_numbers_flatten_the_audit_tables():
     assert facts.FactContext(cells=[{"card": "tempeval", "version": "thyme-dev-2015", "model": "closest",
                                      "protocol": "phase2", "status": "ok", "metrics": {},
                                      "extra": {"thyme_audit": n}}]).get("tempeval.Train.file.EVENT").text() == "110"
+
+
+def test_a_module_can_register_its_own_facts():
+    def provider(ctx):
+        return {"demo.count": facts.Fact(1234567)}
+
+    facts.register_provider("demo", provider)
+    try:
+        assert facts.substitute("n = {{fact:demo.count}}", facts.FactContext()) == "n = 1,234,567"
+        with pytest.raises(ValueError, match="already registered"):
+            facts.register_provider("demo", lambda ctx: {})
+    finally:
+        facts.PROVIDERS.pop("demo")

@@ -739,3 +739,12 @@ PROVIDERS: dict[str, Callable[[FactContext], dict[str, Fact]]] = {
     "maccrobat": _maccrobat,
     "tempeval": _tempeval,
 }
+
+
+def register_provider(namespace: str, provider: Callable[[FactContext], dict[str, Fact]]) -> None:
+    """Add a namespace of facts from another module (e.g. ``register_provider("compare", my_facts)`` at import
+    time of a module the book renderer imports): ``provider(ctx)`` returns ``{"compare.<name>": Fact(...)}``.
+    A namespace is registered once; a second registration under the same name is an error."""
+    if namespace in PROVIDERS and PROVIDERS[namespace] is not provider:
+        raise ValueError(f"fact namespace {namespace!r} is already registered")
+    PROVIDERS[namespace] = provider
