@@ -85,8 +85,9 @@ PROTOCOL_CAPABILITY = {"zero_shot": "predict.ner", "probe": "embed.text.tokens",
 #: the 7 TAGS, each word labelled on its first sub-word, trained on the 500 train sentences only, fixed
 #: epochs, no validation split; sentences over max_length sub-words are cut into chunks of whole words.
 FINETUNE_RECIPE = {
-    "optimizer": "torch.optim.AdamW", "learning_rate": 5e-5, "epochs": 3, "batch_size": 16, "max_length": 128,
-    "warmup_ratio": 0.1, "weight_decay": 0.01, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "max_grad_norm": 1.0,
+    "optimizer": "torch.optim.AdamW", "learning_rate": 5e-5, "epochs": 3, "batch_size": 16, "length_grouping": 8,
+    "max_length": 128, "warmup_ratio": 0.1, "weight_decay": 0.01, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8,
+    "max_grad_norm": 1.0,
     "head_dropout": 0.1, "seed": SEED, "torch_threads": 2, "eval_batch_size": 64,
     "validation": "none: fixed epochs, no early stopping; test items unseen until prediction",
 }

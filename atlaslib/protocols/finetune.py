@@ -19,13 +19,13 @@ What is trained
     card's recipe (a dict of data in the card module, checked by :func:`check_recipe` and recorded in the
     result cell): AdamW (weight decay on every weight except biases and LayerNorm), linear warm-up
     then linear decay to zero, cross-entropy (mean over items, or over labelled words), gradient
-    norm clipped, dynamic padding per batch.
+    norm clipped, dynamic padding per batch (batches of similar length: :func:`epoch_batches`).
 
 Determinism
     Training and prediction run under :func:`deterministic`: ``torch.use_deterministic_algorithms(True)``
     and the recipe's torch thread count (both restored afterwards). The head's initial weights come from
-    a ``torch.Generator`` seeded with the recipe seed; the order of the train items in each epoch from
-    ``numpy.random.default_rng(seed)``; dropout from ``torch.manual_seed(seed)`` set just before the
+    a ``torch.Generator`` seeded with the recipe seed; the order of the train items and of the batches in
+    each epoch from ``numpy.random.default_rng(seed)``; dropout from ``torch.manual_seed(seed)`` set just before the
     first step. The same seed gives the same weights and predictions bit for bit on the same machine
     (tested on tiny encoders).
 
@@ -80,6 +80,7 @@ RECIPE_KEYS = {
     "learning_rate": "peak learning rate (encoder and head)",
     "epochs": "passes over the train items (fixed; no early stopping)",
     "batch_size": "train items per step",
+    "length_grouping": "batches per shuffled group sorted by length before batching (1: plain random batches)",
     "max_length": "sub-words per input, special tokens included",
     "warmup_ratio": "share of the steps with linearly rising learning rate",
     "weight_decay": "AdamW decoupled weight decay (not on biases and LayerNorm)",
@@ -111,7 +112,7 @@ def check_recipe(recipe: Mapping) -> dict:
     if r["optimizer"] != "torch.optim.AdamW":
         raise FinetuneError(f"finetune recipe key 'optimizer': only 'torch.optim.AdamW' is implemented, "
                             f"got {r['optimizer']!r}")
-    for k in ("epochs", "batch_size", "max_length", "torch_threads", "eval_batch_size"):
+    for k in ("epochs", "batch_size", "max_length", "torch_threads", "eval_batch_size", "length_grouping"):
         if not isinstance(r[k], int) or isinstance(r[k], bool) or r[k] < 1:
             raise FinetuneError(f"finetune recipe key {k!r}: expected a positive integer, got {r[k]!r}")
     if not isinstance(r["seed"], int) or isinstance(r["seed"], bool) or r["seed"] < 0:
@@ -224,6 +225,21 @@ def _model_keys(enc) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ training
 
+def epoch_batches(lengths: Sequence[int], batch_size: int, group: int, rng: np.random.Generator) -> list:
+    """One epoch's batches of example indices: a seeded permutation, cut into groups of ``group`` batches;
+    inside a group the examples are sorted by length (longest first, stable) and cut into batches; then the
+    batch order is shuffled. Every example appears once; batches hold examples of similar length, so
+    dynamic padding wastes little. ``group=1`` gives plain consecutive batches of the permutation."""
+    order = rng.permutation(len(lengths))
+    if group <= 1:
+        return [order[a:a + batch_size] for a in range(0, len(order), batch_size)]
+    batches, span = [], group * batch_size
+    for a in range(0, len(order), span):
+        chunk = sorted(order[a:a + span], key=lambda i: -lengths[i])
+        batches += [np.asarray(chunk[b:b + batch_size]) for b in range(0, len(chunk), batch_size)]
+    return [batches[k] for k in rng.permutation(len(batches))]
+
+
 def train_loop(model: _Head, examples: Sequence[dict], targets: Sequence, recipe: Mapping, *, pad_id: int,
                keys: Sequence[str], token_level: bool, progress: bool = True, desc: str = "finetune") -> dict:
     """Train ``model`` in place; returns ``{loss, epoch_of_step, lr, steps, seconds}``.
@@ -257,11 +273,11 @@ def train_loop(model: _Head, examples: Sequence[dict], targets: Sequence, recipe
     ebar = progress_bar(epochs, f"{desc}: epochs", progress) if nested else None
     sbar = None if nested else progress_bar(total, f"{desc}: steps", progress)
     for epoch in range(epochs):
-        order = rng.permutation(n)
+        batches = epoch_batches([len(e["input_ids"]) for e in examples], bs, recipe["length_grouping"], rng)
         if nested:
             sbar = progress_bar(steps_per_epoch, f"{desc}: epoch {epoch + 1}/{epochs} steps", progress)
         for s in range(steps_per_epoch):
-            idx = order[s * bs:(s + 1) * bs]
+            idx = batches[s]
             batch = _collate([examples[i] for i in idx], pad_id, keys)
             logits = model(batch)
             if token_level:

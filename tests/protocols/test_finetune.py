@@ -13,7 +13,8 @@ from atlaslib.protocols import finetune as ft
 from tests.tiny_models import tiny_encoder
 
 RECIPE = {
-    "optimizer": "torch.optim.AdamW", "learning_rate": 2e-3, "epochs": 2, "batch_size": 8, "max_length": 32,
+    "optimizer": "torch.optim.AdamW", "learning_rate": 2e-3, "epochs": 2, "batch_size": 8, "length_grouping": 1,
+    "max_length": 32,
     "warmup_ratio": 0.1, "weight_decay": 0.01, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "max_grad_norm": 1.0,
     "head_dropout": 0.1, "seed": 7, "torch_threads": 1, "eval_batch_size": 16, "validation": "none",
 }
@@ -66,6 +67,18 @@ def test_check_recipe_names_the_bad_key():
         ft.check_recipe({**RECIPE, "epochs": 0})
 
 
+def test_epoch_batches_cover_every_item_once_and_group_by_length():
+    lengths = [5, 40, 7, 38, 6, 41, 8, 39, 9, 37, 4]
+    rng = np.random.default_rng(3)
+    plain = ft.epoch_batches(lengths, 4, 1, np.random.default_rng(3))
+    perm = rng.permutation(len(lengths))
+    assert [list(b) for b in plain] == [list(perm[:4]), list(perm[4:8]), list(perm[8:])]
+    grouped = ft.epoch_batches(lengths, 2, 6, np.random.default_rng(3))     # one group: sorted, then shuffled
+    assert sorted(i for b in grouped for i in b) == list(range(len(lengths))) and len(grouped) == 6
+    assert sorted(sorted(lengths[i] for i in b) for b in grouped) == [
+        [4], [5, 6], [7, 8], [9, 37], [38, 39], [40, 41]]
+
+
 @pytest.mark.parametrize("labels", [("affirmed", "negated"), ("negated", "affirmed")])
 def test_sequence_head_learns_a_separable_set_and_maps_labels(encoder_dir, labels):
     """Whatever order the head's classes have, predicted label names equal the gold names."""
@@ -86,7 +99,8 @@ def test_same_seed_is_bit_identical_and_another_seed_is_another_model(encoder_di
     assert not a["details"]["weight_cache"]["hit"] and not b["details"]["weight_cache"]["hit"]
     sa, sb, sc = state(a), state(b), state(c)
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
-    assert np.array_equal(a["proba"], b["proba"]) and a["details"]["training"]["loss"] == b["details"]["training"]["loss"]
+    assert np.array_equal(a["proba"], b["proba"])
+    assert a["details"]["training"]["loss"] == b["details"]["training"]["loss"]
     assert not torch.equal(sa["classifier.weight"], sc["classifier.weight"])
     assert not np.array_equal(a["proba"], c["proba"])
 
@@ -96,7 +110,8 @@ def test_weight_cache_hits_unchanged_and_misses_on_recipe_or_train_ids(encoder_d
     assert first["details"]["trained_here"] and (weight_cache / first["details"]["weight_cache"]["key"]).is_dir()
     again, _ = run_seq(encoder_dir)
     cache = again["details"]["weight_cache"]
-    assert cache["hit"] and not again["details"]["trained_here"] and cache["key"] == first["details"]["weight_cache"]["key"]
+    assert cache["hit"] and not again["details"]["trained_here"]
+    assert cache["key"] == first["details"]["weight_cache"]["key"]
     assert np.array_equal(again["proba"], first["proba"])
     assert again["details"]["training"]["loss"] == first["details"]["training"]["loss"]   # the record comes along
     other_recipe, _ = run_seq(encoder_dir, recipe={**RECIPE, "learning_rate": 1e-3})
