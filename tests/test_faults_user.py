@@ -262,8 +262,7 @@ def test_case06_score_tempeval_answers_bad_predictions_with_one_line(tmp_path, c
 
 
 def test_case07_book_no_run_names_the_cell_file_and_field_of_a_bad_value(tmp_path, capsys):
-    cell = results.not_run_cell(results.RunSpec("negex", N100, "majority", "zero_shot"), "x", ["macro_f1_zero_shot"],
-                                env={})
+    cell = results.not_run_cell(results.RunSpec("negex", N100, "majority", "zero_shot"), "x", ["macro_f1_zero_shot"])
     cell["status"] = "ok"
     cell["metrics"]["macro_f1_zero_shot"] = {"value": "0.9", "ci_low": 0.8, "ci_high": 0.95}
     path = results.cell_path(tmp_path / "results", "negex", N100, "majority", "zero_shot")
