@@ -466,8 +466,6 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
     before anything is written; an output folder that cannot be written raises :class:`OutputError`."""
     import socket
 
-    import nbformat
-
     request = resolve_request(request)
     card = check_request(request)
     reason = preflight(request)
@@ -496,7 +494,7 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
         (work / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
         start = time.perf_counter()
         if reason is not None:
-            cell = _write_stub(request, reason, key, nb_out, res_out, work)
+            _write_stub(request, reason, key, nb_out, res_out, work)
             made = []
             return RunOutcome(request, "ran", seconds=round(time.perf_counter() - start, 3), cell_status="not_run",
                               notebook=str(nb_out), result=str(res_out), extra={"preflight": True})
