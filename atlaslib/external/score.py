@@ -334,10 +334,18 @@ def _protocol(card: str, protocol: str | None) -> str:
 
 
 def _check_name(name: str) -> str:
+    """A non-empty name that is not one of the atlas's own models (registry profiles, card baselines)."""
+    from ..cards import available_cards
+    from ..models import load_profiles
+
     if not isinstance(name, str) or not name.strip():
         raise ValueError("--name: give the system a non-empty name (it names the result cell and the "
                          "leaderboard row)")
-    return name.strip()
+    name = name.strip()
+    own = set(load_profiles()) | {m for c in available_cards() for _, m, _ in c.default_matrix}
+    if name in own:
+        raise ValueError(f"--name {name!r} is a model the atlas runs itself; choose another name for the system")
+    return name
 
 
 def _target(results_dir, card, version, name, protocol) -> Path | None:

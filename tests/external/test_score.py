@@ -305,3 +305,23 @@ def test_external_cells_render_in_the_book(kit_file, tmp_path, capsys, data_dir)
     row = next(ln for ln in page.splitlines() if ln.replace("<wbr>", "").startswith("| kit-negex |"))
     assert "results/negex/atlas-n100-v1/kit-negex/zero_shot.json" in row and "notebook" not in row
     assert "scored by `atlas score`" in (src / "book" / "models" / "kit-negex.md").read_text()
+
+
+def test_scores_feed_roc_auc_and_names_stay_apart(tmp_path, data_dir):
+    from sklearn.metrics import roc_auc_score
+
+    from atlaslib.external import PredictionsError
+
+    def scored(item):
+        p = 0.9 if " no " in f" {item['sentence'].lower()} " else 0.2
+        return ("negated" if p > 0.5 else "affirmed", p)
+
+    cell = atlaslib.evaluate("negex", "atlas-n100-v1", predict_fn=scored, name="says-no", data_dir=data_dir)
+    gold = [p["gold"] == "negated" for p in cell["predictions"]]
+    assert cell["metrics"]["roc_auc_zero_shot"]["value"] == pytest.approx(
+        roc_auc_score(gold, [p["score"] for p in cell["predictions"]]))
+    with pytest.raises(PredictionsError, match="no score, while other rows have one"):
+        atlaslib.evaluate("negex", "atlas-n100-v1", data_dir=data_dir,
+                          predict_fn=lambda item: scored(item) if item["item_id"] != "negex-0014" else "affirmed")
+    with pytest.raises(ValueError, match="'majority' is a model the atlas runs itself"):
+        atlaslib.evaluate("negex", "atlas-n100-v1", predict_fn=scored, name="majority", data_dir=data_dir)
