@@ -206,7 +206,8 @@ class OpenAICompatible:
             try:
                 return out["choices"][0]["message"]["content"] or ""
             except (KeyError, IndexError, TypeError):
-                raise EndpointError(f"{self.base_url}/chat/completions: answer lacks choices[0].message.content") from None
+                raise EndpointError(f"{self.base_url}/chat/completions: the answer lacks "
+                                    f"choices[0].message.content") from None
         body = {"model": self.model, "prompt": prompt, "temperature": 0, "max_tokens": self.max_tokens}
         out = self.post("/completions", body)
         try:
@@ -249,7 +250,8 @@ class OpenAICompatible:
 
         from . import check_texts
 
-        prompts, options = check_texts(prompts, "score_options(prompts)"), check_texts(options, "score_options(options)")
+        prompts = check_texts(prompts, "score_options(prompts)")
+        options = check_texts(options, "score_options(options)")
         ll = np.zeros((len(prompts), len(options)))
         for i, p in enumerate(prompts):
             for k, o in enumerate(options):
