@@ -167,6 +167,26 @@ def test_rebuild_reuses_executed_lessons(course_book):
     assert all((src / "book" / "course" / f"{lsn.name}.ipynb").is_file() for lsn in LESSONS)
 
 
+def test_cache_key_ignores_cell_ids(tmp_path):
+    """jupytext gives every cell a random id on each read: the key must not see them."""
+    path = pages.REPO / "book" / "course" / "gates.md"
+    a, b = pages.read_lesson(path)[1], pages.read_lesson(path)[1]
+    assert [c.id for c in a.cells] != [c.id for c in b.cells]
+    assert pages.cache_key(pages._content(a), (), tmp_path) == pages.cache_key(pages._content(b), (), tmp_path)
+    b.cells[-1].source += "\n"
+    assert pages.cache_key(pages._content(a), (), tmp_path) != pages.cache_key(pages._content(b), (), tmp_path)
+
+
+def test_the_take_home_command_runs_a_lesson(course_book, tmp_path):
+    """``python -m atlaslib.pages.course edges`` from a clone: the cells it reads exist, so it only executes."""
+    out = pages.run_local("edges", results_dir=course_book["paths"].results, out=tmp_path / "edges.ipynb",
+                          log=lambda *a: None)
+    nb = nbformat.read(out, as_version=4)
+    assert all(c.get("execution_count") for c in nb.cells if c.cell_type == "code")
+    with pytest.raises(pages.LessonError, match="no lesson 'nope'; expected one of intervals, edges"):
+        pages.run_local("nope")
+
+
 def test_publish_withholds_the_negex_lesson(course_book):
     """A publish build: the NegEx lesson is a withheld page listed on the withheld page, the NegEx card's
     notebook is not offered, and no course page or download mentions NegEx data."""

@@ -206,6 +206,13 @@ def _strip_local_only(nb, why: str) -> int:
     return len(idx)
 
 
+def _content(nb) -> str:
+    """The notebook's cells (type, source, metadata) and metadata as JSON, without the random cell ids jupytext
+    gives a text notebook on every read."""
+    cells = [[c.cell_type, c.source, c.get("metadata", {})] for c in nb.cells]
+    return json.dumps({"cells": cells, "metadata": nb.metadata}, sort_keys=True, default=str)
+
+
 def cache_key(notebook_text: str, refs, results_dir: Path) -> str:
     """sha256 over the notebook as it will be executed (after local-only cells are removed), the result cells
     it reads and atlaslib's source digest."""
@@ -401,7 +408,7 @@ def render_course(src: Path, paths, publish: bool, withheld: list | None = None,
         if local_reason and _strip_local_only(nb, local_reason) and publish:
             text = _myst_text(nb)  # the take-home copy leaves the withheld section out too
         refs = lesson.requires + (() if local_reason else lesson.requires_local)
-        key = cache_key(nbformat.writes(nb), refs, results_dir)
+        key = cache_key(_content(nb), refs, results_dir)
         cached = cache_dir / f"{lesson.name}.ipynb"
         executed = None
         if cached.is_file():
@@ -497,8 +504,7 @@ def run_local(name: str, *, results_dir: Path | None = None, out: Path | None = 
             runner.run(runner.RunRequest(ref.card, ref.version, ref.model, ref.protocol), results_dir=results_dir,
                        data_dir=data_dir)
     out = Path(out or REPO / "_build" / "course" / f"{name}.ipynb")
-    executed = execute(nb, results_dir=results_dir, data_dir=data_dir, name=name,
-                       failed_dir=REPO / "_build" / "failed")
+    executed = execute(nb, results_dir=results_dir, data_dir=data_dir, name=name, failed_dir=out.parent / "failed")
     out.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(executed, out)
     log(f"lesson {name} executed: {out}")
