@@ -37,7 +37,7 @@ def comparison_for(card, version: str, cells: list[dict]):
     try:
         p = K.paired(ok)
     except (ValueError, KeyError) as exc:
-        return str(exc)
+        return str(exc).removeprefix("compare: ")
     p.higher_is_better = {**p.higher_is_better, **card.higher_is_better}
     return K.compare_paired(p)
 
