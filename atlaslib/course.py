@@ -151,6 +151,28 @@ def plot_width_by_n(table: pd.DataFrame, cells: pd.DataFrame | None = None, titl
     return fig
 
 
+def plot_cell_widths(table: pd.DataFrame, title: str = ""):
+    """Interval width against test size from result cells (one line per model, one point per split version),
+    with the 1/√n curve through each model's smallest version."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for k, (model, sub) in enumerate(table.sort_values("n").groupby("model", sort=False)):
+        ax.plot(sub["n"], sub["width"], "o-", color=f"C{k}", label=model)
+        n0, w0 = float(sub["n"].iloc[0]), float(sub["width"].iloc[0])
+        ns = np.linspace(n0, float(sub["n"].max()), 50)
+        ax.plot(ns, w0 * np.sqrt(n0 / ns), ":", color=f"C{k}", label=f"{model}: width × √(n₀/n)")
+        for _, r in sub.iterrows():
+            ax.annotate(r["version"], (r["n"], r["width"]), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("test items (log scale)")
+    ax.set_ylabel("width of the 95 % interval")
+    ax.set_title(title)
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 # -- lesson: proportions at the edge ---------------------------------------------------------------------------
 
 def ideal_bootstrap_interval(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:

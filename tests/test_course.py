@@ -312,6 +312,21 @@ def test_normal_width_and_nested_subsets():
         course.nested_subsets(ids, [41])
 
 
+def test_cell_widths_and_their_figure():
+    cells = [{"version": v, "model": "m", "split": {"n_test": n},
+              "metrics": {"f1": {"value": 0.9, "ci_low": 0.9 - w / 2, "ci_high": 0.9 + w / 2}}}
+             for v, n, w in (("atlas-n100-v1", 100, 0.2), ("atlas-full-v1", 1600, 0.05))]
+    table = course.cell_interval_widths(cells, "f1")
+    assert table["width"].tolist() == pytest.approx([0.2, 0.05]) and table["n"].tolist() == [100, 1600]
+    fig = course.plot_cell_widths(table)
+    points, curve = fig.axes[0].lines[:2]
+    assert list(points.get_xdata()) == [100, 1600]
+    assert curve.get_ydata()[-1] == pytest.approx(0.05)  # 0.2 · √(100/1600): exactly the 1/√n law here
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
 def test_ideal_bootstrap_and_exact_coverage_hand_cases():
     assert course.ideal_bootstrap_interval(21, 21) == (1.0, 1.0)
     assert course.ideal_bootstrap_interval(0, 30) == (0.0, 0.0)
