@@ -114,6 +114,12 @@ def test_weight_cache_hits_unchanged_and_misses_on_recipe_or_train_ids(encoder_d
     assert cache["key"] == first["details"]["weight_cache"]["key"]
     assert np.array_equal(again["proba"], first["proba"])
     assert again["details"]["training"]["loss"] == first["details"]["training"]["loss"]   # the record comes along
+    assert "trained in this run" in ft.section_markdown(first["details"])
+    assert "loaded from the weight cache" in ft.section_markdown(again["details"])
+    table = ft.recipe_table(again["details"])
+    assert set(ft.RECIPE_KEYS) <= set(table.index) and table.loc["weights", "value"] == "loaded from cache"
+    fig = ft.plot_loss(again["details"])
+    assert list(fig.axes[0].lines[0].get_ydata()) == again["details"]["training"]["loss"]
     other_recipe, _ = run_seq(encoder_dir, recipe={**RECIPE, "learning_rate": 1e-3})
     ids = [f"toy-{i:03d}" for i in range(31)] + ["toy-999"]
     other_ids, _ = run_seq(encoder_dir, ids=ids)

@@ -1,0 +1,159 @@
+"""Fine-tuning time per card on this machine, and what the finetune runs add to a cold `atlas book`.
+
+In a private folder (results, executed notebooks, an empty fine-tune weight cache and an empty embedding
+cache), the script executes the default matrix's ``finetune`` runs (all-minilm-l6-v2 on NegEx
+atlas-n100-v1 and atlas-full-v1, MACCROBAT atlas-n100-v1) through ``atlaslib.runner.run`` (papermill,
+exactly as ``atlas book`` runs them), one after the other:
+
+1. cold: empty weight cache, so the first run of each train set trains (the two NegEx versions share
+   their 500 train items, hence one content key: the second version loads the first one's weights);
+2. warm: the same runs again with ``force=True`` (every notebook executes again) and the weight cache
+   kept: nothing may train.
+
+Per run it prints the notebook wall time, the training and prediction seconds recorded in the result
+cell and whether the weights were trained or loaded. Then the added cold-build time: the cold finetune
+runs' total divided by the number of build workers (``--workers``, default: the CPU count, like the
+LocalCluster of ``atlas book``), printed beside the cold build without them (``--cold-build SECONDS``, e.g.
+from ``bench_incremental.py`` or a build report) or, with ``--measure-cold-build``, beside a cold
+``atlas book`` of the whole default matrix (finetune runs included) measured here in the same private
+folder. Exit status 1 when a warm run trained, a run is not ``ok``, or the cold build misses the
+10-minute goal.
+
+Run: ``.venv/bin/python benchmarks/bench_finetune.py [--cold-build 164] [--measure-cold-build]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import print_machine, use_data_dir  # noqa: E402
+
+GOAL_SECONDS = 600
+
+
+def finetune_requests():
+    from atlaslib import book
+
+    return [r for r in book.default_requests() if r.protocol == "finetune"]
+
+
+def run_all(requests, paths: dict, data_dir, force: bool) -> list[dict]:
+    from atlaslib import runner
+    from atlaslib.results import read_cell
+
+    rows = []
+    for req in requests:
+        start = time.perf_counter()
+        out = runner.run(req, data_dir=data_dir, force=force, **paths)
+        wall = time.perf_counter() - start
+        cell = read_cell(out.result)
+        det = cell["spec"]["parameters"].get("details", {})
+        tr = det.get("training") or {}
+        m = next(iter(cell["metrics"].values()))
+        rows.append({"run": req.label, "status": cell["status"], "wall_s": round(wall, 1),
+                     "train_s": tr.get("seconds") if det.get("trained_here") else 0.0,
+                     "predict_s": det.get("predict_seconds"), "weights": "trained" if det.get("trained_here")
+                     else "loaded", "steps": tr.get("steps"), "primary": m})
+    return rows
+
+
+def show(title: str, rows: list[dict]) -> None:
+    print(f"\n{title}")
+    print(f"  {'run':<48} {'wall s':>7} {'train s':>8} {'predict s':>9}  weights  primary metric [95 % CI]")
+    for r in rows:
+        m = r["primary"]
+        ci = (f"{m['value']:.3f} [{m['ci_low']:.3f}, {m['ci_high']:.3f}]" if m.get("value") is not None
+              else f"n/a ({m.get('reason')})")
+        print(f"  {r['run']:<48} {r['wall_s']:>7.1f} {r['train_s'] or 0:>8.1f} {r['predict_s'] or 0:>9.1f}  "
+              f"{r['weights']:<7}  {ci}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="build workers the finetune runs are spread over (default: CPU count)")
+    ap.add_argument("--cold-build", type=float, default=None,
+                    help="seconds of a cold `atlas book` of the default matrix without the finetune runs")
+    ap.add_argument("--measure-cold-build", action="store_true",
+                    help="also time a cold `atlas book` of the whole default matrix (finetune included)")
+    ap.add_argument("--executor", choices=("dask", "serial"), default="dask",
+                    help="executor of the measured cold build (as `atlas book`)")
+    ap.add_argument("--keep", action="store_true", help="keep the private folder and print its path")
+    args = ap.parse_args(argv)
+    data_dir = use_data_dir(args.data_dir)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("ATLAS_PROGRESS", "plain")
+    root = Path(tempfile.mkdtemp(prefix="atlas-bench-finetune-"))
+    os.environ["ATLAS_FINETUNE_CACHE_DIR"] = str(root / "finetune-cache")
+    os.environ["ATLAS_EMBED_CACHE_DIR"] = str(root / "embed-cache")
+    os.environ.pop("ATLAS_FINETUNE_RETRAIN", None)
+    print_machine()
+
+    from atlaslib.cards import maccrobat, negex
+
+    print("recipes: negex " + json.dumps(negex.FINETUNE_RECIPE) + "\n         maccrobat "
+          + json.dumps(maccrobat.FINETUNE_RECIPE))
+    reqs = finetune_requests()
+    paths = {"results_dir": root / "results", "runs_dir": root / "runs", "failed_dir": root / "failed"}
+    cold = run_all(reqs, paths, data_dir, force=False)
+    show("cold (empty weight cache)", cold)
+    warm = run_all(reqs, paths, data_dir, force=True)
+    show("warm (notebooks forced to execute again, weight cache kept)", warm)
+
+    per_card: dict[str, float] = {}
+    for r in cold:
+        card = r["run"].split("/")[0]
+        per_card[card] = per_card.get(card, 0.0) + (r["train_s"] or 0.0)
+    total_cold = sum(r["wall_s"] for r in cold)
+    added = total_cold / max(1, args.workers)
+    print("\nfine-tuning time per card (training only, cold): "
+          + "; ".join(f"{c} {s:.1f} s" for c, s in per_card.items()))
+    print(f"finetune runs, cold, one after the other: {total_cold:.1f} s; spread over {args.workers} build "
+          f"worker(s) they add about {added:.1f} s to a cold build; warm: {sum(r['wall_s'] for r in warm):.1f} s")
+    failed = [r["run"] for r in cold + warm if r["status"] != "ok"]
+    trained_warm = [r["run"] for r in warm if r["weights"] == "trained"]
+    code = 0
+    if failed:
+        print(f"FAIL: not ok: {failed}")
+        code = 1
+    if trained_warm:
+        print(f"FAIL: trained again with nothing changed: {trained_warm}")
+        code = 1
+    if args.cold_build is not None:
+        est = args.cold_build + added
+        print(f"cold build without finetune {args.cold_build:.1f} s; with the finetune runs ≈ {est:.1f} s "
+              f"(goal ≤ {GOAL_SECONDS} s): {'ok' if est <= GOAL_SECONDS else 'MISSED'}")
+        code |= int(est > GOAL_SECONDS)
+    if args.measure_cold_build:
+        from atlaslib import book
+
+        for sub in ("finetune-cache", "embed-cache"):
+            os.environ[f"ATLAS_{'FINETUNE' if sub.startswith('fine') else 'EMBED'}_CACHE_DIR"] = str(root / f"{sub}-2")
+        bpaths = book.BuildPaths(results=root / "book-results", runs=root / "book-runs", build=root / "_build")
+        start = time.perf_counter()
+        rc = book.build(paths=bpaths, data_dir=data_dir, executor=args.executor, log=lambda *a, **k: None)
+        secs = time.perf_counter() - start
+        print(f"cold `atlas book` of the default matrix ({len(book.default_requests())} runs, "
+              f"{len(reqs)} finetune) measured here: {secs:.1f} s (goal ≤ {GOAL_SECONDS} s): "
+              f"{'ok' if secs <= GOAL_SECONDS and rc == 0 else 'MISSED'}; without the finetune runs ≈ "
+              f"{secs - added:.1f} s")
+        code |= int(secs > GOAL_SECONDS or rc != 0)
+    if args.keep:
+        print(f"private folder kept: {root}")
+    else:
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
