@@ -13,8 +13,6 @@ import json
 import re
 import shutil
 
-import pytest
-
 from tests.test_browser import CARD_PAGE, _chromium, chromium, read_dom, small_book  # noqa: F401 (fixture)
 
 WIDTH = 1200

@@ -88,7 +88,8 @@ def bootstrap_pvalue(diffs: np.ndarray) -> float:
 def mcnemar_mdd(n: int, discordance: float, alpha: float = ALPHA, power: float = POWER) -> float:
     """Smallest accuracy difference δ McNemar's test detects with ``power`` at two-sided ``alpha`` on ``n``
     paired items with discordance ``ψ`` (share of items the two models decide differently): the root of
-    ``n·δ² = (z_{1−α/2}·√ψ + z_{power}·√(ψ − δ²))²`` in ``(0, ψ]``; NaN when even δ = ψ is not enough."""
+    ``n·δ² = (z_{1−α/2}·√ψ + z_{power}·√(ψ − δ²))²`` in ``(0, ψ]``; NaN when even δ = ψ is not
+    enough."""
     za, zb = norm.ppf(1 - alpha / 2), norm.ppf(power)
     psi = float(discordance)
     if n <= 0 or psi <= 0:

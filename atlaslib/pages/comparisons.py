@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import plots
 from ..metrics import compare as K
-from .leaderboard import _name, fmt_interval, fmt_value, leaderboard_frame, write_downloads
+from .leaderboard import _name, fmt_interval, leaderboard_frame, write_downloads
 
 METRICS_MARK = "<!-- paired-example -->"
 

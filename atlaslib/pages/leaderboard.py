@@ -144,7 +144,8 @@ def metric_cell(cell: dict, base: str, notes: Footnotes) -> str:
         text += f' <span class="atlas-ci">{ci}</span>'
     exact = exact_beside(cell, base, entry)
     if exact:
-        text += f' <span class="atlas-ci atlas-exact">exact</span> <span class="atlas-ci atlas-exact">{fmt_interval(*exact)}</span>'
+        text += (' <span class="atlas-ci atlas-exact">exact</span> '
+                 f'<span class="atlas-ci atlas-exact">{fmt_interval(*exact)}</span>')
     return text
 
 

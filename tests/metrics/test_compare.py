@@ -22,7 +22,8 @@ def negex_cell(name, y, pred, score=None, version="v"):
 
 
 def nli_cell(name, gold, pred):
-    recs = [{"item_id": f"c{i}", "gold": g, "pred": p, "template": f"t{i % 7}"} for i, (g, p) in enumerate(zip(gold, pred))]
+    recs = [{"item_id": f"c{i}", "gold": g, "pred": p, "template": f"t{i % 7}"}
+            for i, (g, p) in enumerate(zip(gold, pred))]
     return {"card": "nli_negation", "version": "builtin-v1", "model": name, "protocol": "zero_shot", "status": "ok",
             "metrics": {}, "seeds": {}, "predictions": recs}
 
