@@ -136,40 +136,57 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, com
 
 # -- the worked example of the metrics chapter ------------------------------------------------------------
 
-def worked_example(cells: list[dict]) -> str:
-    """A paired comparison and McNemar on real counts: the two best ok runs of NegEx on its largest split
-    version with both present (rendered into the metrics chapter where :data:`METRICS_MARK` stands)."""
+def worked_example(cells: list[dict], card_name: str = "negex") -> str:
+    """A paired comparison and McNemar on real counts: the two best ok runs of a card (NegEx: macro F1 on its
+    largest split version with two runs; the NLI challenge: accuracy), rendered into the metrics chapter
+    where :data:`METRICS_MARK` stands. Empty when the card has no split version with two runs."""
     from ..cards import get_card
 
-    card = get_card("negex")
+    card = get_card(card_name)
+    metric = card.metrics[0]
     for version in reversed(card.versions):
         comp = comparison_for(card, version, cells)
         if comp is None or isinstance(comp, str) or comp.pairs.empty:
             continue
-        r = comp.pairs[comp.pairs["metric"] == "macro_f1"].iloc[0]
+        rows = comp.pairs[(comp.pairs["metric"] == metric) & comp.pairs["b"].notna()]
+        if rows.empty:
+            continue
+        r = rows.iloc[0]
         b, c, n = int(r["b"]), int(r["c"]), int(r["n_items"])
+        name = metric.replace("_", " ")
         return (
-            f"On NegEx `{version}` ({n:,} test items), {r['model_a']} scores macro F1 {r['value_a']:.3f} and "
-            f"{r['model_b']} {r['value_b']:.3f}. On each of the 1,000 stratified resamples both are scored on "
-            f"the same drawn items; the 2.5 and 97.5 percentiles of the 1,000 differences give the paired "
-            f"interval: {r['difference']:+.3f} {fmt_interval(r['ci_low'], r['ci_high'])} (paired-bootstrap "
-            f"{_peq(r['p_bootstrap'])}).\n\n"
+            f"On {card.title.split(':')[0]} `{version}` ({n:,} test items), {r['model_a']} scores {name} "
+            f"{r['value_a']:.3f} and {r['model_b']} {r['value_b']:.3f}. On each of the 1,000 resamples of the "
+            f"card's own unit both are scored on the same drawn items; the 2.5 and 97.5 percentiles of the 1,000 "
+            f"differences give the paired interval: {r['difference']:+.3f} "
+            f"{fmt_interval(r['ci_low'], r['ci_high'])} (paired-bootstrap {_peq(r['p_bootstrap'])}).\n\n"
             f"McNemar looks only at the items where the two disagree about being right: {r['model_a']} is right "
             f"and {r['model_b']} wrong on b = {b} items, the reverse on c = {c}. Under the null hypothesis of "
             f"equal accuracy each of the {b + c} discordant items is a fair coin, so p = P(a Binomial({b + c}, ½) "
             f"is at least as far from {(b + c) / 2:g} as {b}): {_peq(r['p_mcnemar'])}. The {n - b - c:,} items "
             "where both are right or both are wrong carry no information about which is better.\n")
-    return "*This build has no NegEx split version with two or more runs to compare.*\n"
+    return ""
 
 
 def render_metrics_chapter(src: Path, cells: list[dict]) -> None:
-    """Fill the metrics chapter's data-rendered parts (the worked example) where its marker stands."""
+    """Fill every data-rendered part of the metrics chapter still marked, from all cells shown in the build
+    (a final pass after the cards; :func:`fill_metrics_chapter` fills them card by card)."""
     page = src / "book" / "methods" / "metrics.md"
     if not page.is_file():
         return
     text = page.read_text(encoding="utf-8")
+    before = text
+    if COVERAGE_MARK in text:
+        text = text.replace(COVERAGE_MARK, _coverage_block(src))
     if METRICS_MARK in text:
-        page.write_text(text.replace(METRICS_MARK, worked_example(cells)), encoding="utf-8")
+        example = worked_example(cells) or worked_example(cells, "nli_negation")
+        text = text.replace(METRICS_MARK, example or "*This build has no card with two runs on the same items "
+                                                    "to compare.*\n")
+    if WIDTH_MARK in text:
+        text = text.replace(WIDTH_MARK, _width_block(src, cells) or "*This build has no NegEx runs on both split "
+                                                                    "versions; the figure needs them.*\n")
+    if text != before:
+        page.write_text(text, encoding="utf-8")
 
 
 def comparison_json(comp) -> str:
@@ -252,7 +269,8 @@ def _coverage_block(src: Path) -> str:
 
 def fill_metrics_chapter(src: Path, card, cells: list[dict]) -> None:
     """Fill the metrics chapter's rendered parts where their markers stand: the coverage figure (on the
-    first card rendered), the worked paired example and the width-by-size figure (from NegEx's cells)."""
+    first card rendered), the worked paired example and the width-by-size figure (from NegEx's cells; when
+    the NLI challenge, rendered after NegEx, finds them still marked, its own example and a note)."""
     page = src / "book" / "methods" / "metrics.md"
     if not page.is_file():
         return
@@ -262,8 +280,14 @@ def fill_metrics_chapter(src: Path, card, cells: list[dict]) -> None:
         text = text.replace(COVERAGE_MARK, _coverage_block(src))
     if card.name == "negex":
         if METRICS_MARK in text:
-            text = text.replace(METRICS_MARK, worked_example(cells))
+            text = text.replace(METRICS_MARK, worked_example(cells) or METRICS_MARK)
         if WIDTH_MARK in text:
-            text = text.replace(WIDTH_MARK, _width_block(src, cells))
+            text = text.replace(WIDTH_MARK, _width_block(src, cells) or WIDTH_MARK)
+    elif card.name == "nli_negation":   # rendered after NegEx: what NegEx did not fill, it cannot fill any more
+        example = worked_example(cells, "nli_negation")
+        text = text.replace(METRICS_MARK, example or "*This build has no card with two runs on the same items to "
+                                                     "compare.*\n")
+        text = text.replace(WIDTH_MARK, "*This build has no NegEx runs on both split versions; the figure needs "
+                                         "them.*\n")
     if text != before:
         page.write_text(text, encoding="utf-8")
