@@ -228,7 +228,7 @@ def audit(rows: pd.DataFrame, items: pd.DataFrame) -> dict:
 # -- splits ------------------------------------------------------------------------------------------
 
 def split(items: pd.DataFrame, version: str, seed: int = SEED) -> _splits.SplitManifest:
-    """The frozen split of one version (see issue 2 / the card):
+    """The frozen split of one version (see the card's specification):
 
     - ``atlas-n100-v1``: 100 test items stratified by decision; then 500 train items stratified the same
       way from the items whose sentence_key is not a test sentence's; the rest excluded.
@@ -321,10 +321,13 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
     (:data:`FINETUNE_RECIPE`; ``retrain`` ignores cached weights). A missing capability or absent weights
     raise :class:`NotRun` with the reason.
     """
-    from ..models import CapabilityMissing, WeightsUnavailable, get_profile, load_adapter
+    from ..models import CapabilityMissing, WeightsUnavailable, get_profile, load_adapter, with_capabilities
     from ..protocols import items as P
 
-    profile = get_profile(model)
+    try:
+        profile = with_capabilities(get_profile(model))
+    except WeightsUnavailable as exc:
+        raise NotRun(exc.short) from None
     wanted = ZERO_SHOT_CAPABILITIES if protocol == "zero_shot" else ("embed.text.pooled",)
     if protocol not in CARD.protocols:
         raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
@@ -340,7 +343,7 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
     except CapabilityMissing as exc:
         raise NotRun(str(exc)) from None
     if capability == "predict.assertion":
-        out = P.zero_shot_assertion(adapter, test["text"].tolist(), assertion_label_map())
+        out = P.zero_shot_assertion(adapter, test["text"].tolist(), assertion_label_map(), gold=test["label"])
     elif capability == "score.options":
         out = P.zero_shot_options(adapter, option_prompts(test), OPTIONS)
     elif protocol == "finetune":
@@ -465,7 +468,11 @@ def reproduction(adapter, rows: pd.DataFrame, items: pd.DataFrame, known: dict |
     lm = assertion_label_map()
     pred_by_id = dict(known or {})
     todo = all_rows[all_rows["text"].notna() & ~all_rows["item_id"].isin(list(pred_by_id))]
-    pred_by_id.update(zip(todo["item_id"], (lm[x] for x in adapter.predict_assertion(todo["text"].tolist()))))
+    from ..models.openai_compat import UNPARSEABLE
+
+    answers = adapter.predict_assertion(todo["text"].tolist())  # an unparseable answer counts as wrong
+    pred_by_id.update(zip(todo["item_id"], (1 - int(y) if x == UNPARSEABLE else lm[x]
+                                            for x, y in zip(answers, todo["label"]))))
     table = {}
     for name, frame in (("2,365 items", items), ("2,376 rows", all_rows)):
         pred = np.array([pred_by_id.get(i, 0) for i in frame["item_id"]], dtype=int)

@@ -503,6 +503,16 @@ def _infer_hub_capabilities(profile: Profile) -> Profile:
     return Profile(**{**profile.to_dict(), "capabilities": caps, "options": {}})
 
 
+def with_capabilities(profile: Profile) -> Profile:
+    """The profile with its capabilities known: a hub id outside the registry has them inferred from the
+    config in the local cache; absent weights raise :class:`WeightsUnavailable` first (so a card says
+    "weights unavailable", not "capability missing")."""
+    if profile.capabilities_known:
+        return profile
+    check_weights(profile)
+    return _infer_hub_capabilities(profile)
+
+
 # --------------------------------------------------------------------------------------------- adapters
 
 def load_adapter(profile_or_name, capability: str, *, data_dir=None, **options):
