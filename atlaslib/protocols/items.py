@@ -22,15 +22,29 @@ PROBE_SETTINGS = {
 }
 
 
-def zero_shot_assertion(adapter, texts: Sequence[str], label_map: dict[str, int]) -> dict:
-    """``predict.assertion`` on marked texts; ``label_map`` maps the adapter's labels (e.g. ABSENT) to 0/1."""
+def zero_shot_assertion(adapter, texts: Sequence[str], label_map: dict[str, int], gold=None) -> dict:
+    """``predict.assertion`` on marked texts; ``label_map`` maps the adapter's labels (e.g. ABSENT) to 0/1.
+
+    An answer the adapter could not parse (an LLM's free text; label ``UNPARSEABLE``) is never mapped to a
+    label: it counts as wrong, i.e. the prediction is ``1 - gold`` for that item (so ``gold`` is required
+    when such answers occur), and ``native`` keeps the adapter's label; ``details["unparseable"]`` counts
+    them."""
+    from ..models.openai_compat import UNPARSEABLE
+
     labels = adapter.predict_assertion(list(texts))
-    unknown = sorted(set(labels) - set(label_map))
+    unknown = sorted(set(labels) - set(label_map) - {UNPARSEABLE})
     if unknown:
         raise ValueError(f"assertion adapter returned labels {unknown}; the card maps only {sorted(label_map)}")
-    pred = np.array([label_map[lab] for lab in labels], dtype=int)
+    bad = [i for i, lab in enumerate(labels) if lab == UNPARSEABLE]
+    if bad and gold is None:
+        raise ValueError(f"assertion adapter gave {len(bad)} unparseable answer(s) and no gold labels were "
+                         f"passed to count them as wrong (zero_shot_assertion(..., gold=...))")
+    gold_arr = None if gold is None else np.asarray(gold, dtype=int)
+    pred = np.array([1 - gold_arr[i] if lab == UNPARSEABLE else label_map[lab] for i, lab in enumerate(labels)],
+                    dtype=int)
     return {"pred": pred, "score": None, "native": list(labels),
-            "details": {"capability": "predict.assertion", "label_map": label_map, "adapter": adapter.info}}
+            "details": {"capability": "predict.assertion", "label_map": label_map, "adapter": adapter.info,
+                        "unparseable": len(bad)}}
 
 
 def softmax_first(loglik: np.ndarray) -> np.ndarray:

@@ -53,3 +53,22 @@ def test_missing_capability_and_missing_weights_are_not_run(split_frames):
         negex.run_protocol("majority", "probe", train, test)
     with pytest.raises(negex.NotRun, match="weights unavailable"):
         negex.run_protocol("bvanaken/clinical-assertion-negation-bert", "zero_shot", train, test)
+
+
+def test_unparseable_assertion_answers_count_as_wrong():
+    """An LLM answer that does not parse is never mapped to a label: it is scored as the wrong decision."""
+    from atlaslib.models.openai_compat import UNPARSEABLE
+    from atlaslib.protocols.items import zero_shot_assertion
+
+    class Answers:
+        info = {"name": "fixed answers"}
+
+        def predict_assertion(self, texts):
+            return ["ABSENT", UNPARSEABLE, "PRESENT", UNPARSEABLE]
+
+    gold = [1, 1, 0, 0]
+    out = zero_shot_assertion(Answers(), ["a", "b", "c", "d"], negex.assertion_label_map(), gold=gold)
+    assert out["pred"].tolist() == [1, 0, 0, 1]          # right, wrong, right, wrong
+    assert out["native"][1] == UNPARSEABLE and out["details"]["unparseable"] == 2
+    with pytest.raises(ValueError, match="unparseable"):
+        zero_shot_assertion(Answers(), ["a", "b", "c", "d"], negex.assertion_label_map())
