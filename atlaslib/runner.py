@@ -277,6 +277,11 @@ def preflight(request: RunRequest) -> str | None:
         return None
     if card == "tempeval":
         raise _unknown_model(request, KeyError(model))
+    if (card, protocol) not in CARD_CAPABILITIES and any(protocol in p for p in baselines.values()):
+        fills = sorted(m for m, p in baselines.items() if protocol in p)
+        raise ValueError(f"card {card}: protocol {protocol!r} is a baseline's own protocol, run only by "
+                         f"{', '.join(fills)}; a model runs under "
+                         f"{', '.join(sorted(p for c, p in CARD_CAPABILITIES if c == card))}")
     try:
         profile = get_profile(model)
     except ProfileError as exc:

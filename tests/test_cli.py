@@ -78,6 +78,9 @@ def test_unknown_tempeval_model_and_a_baseline_outside_its_protocols(capsys, out
     line = bad(capsys, "run", "--card", "maccrobat", "--model", "memorize", "--protocol", "probe",
                "--version", N100, *outdirs)
     assert "'memorize'" in line and "train_lookup" in line
+    line = bad(capsys, "run", "--card", "maccrobat", "--model", "all-minilm-l6-v2", "--protocol", "train_lookup",
+               "--version", N100, *outdirs)
+    assert "'train_lookup'" in line and "memorize" in line and "probe" in line
 
 
 def test_bad_option_value_is_one_line(capsys):
