@@ -428,15 +428,22 @@ def _from_object(s: Split, predictions) -> list[Pred]:
     key = _answer_key(s.card)
     if isinstance(predictions, dict):
         rows = [{"item_id": k, **(v if isinstance(v, dict) else {key: v})} for k, v in predictions.items()]
-    else:
+    elif isinstance(predictions, (list, tuple)):
         rows = list(predictions)
+    else:
+        raise PredictionsError(f"predictions: expected a mapping item_id -> answer or a list of dicts with an "
+                               f"item_id, got {type(predictions).__name__}")
     out = []
     for k, r in enumerate(rows, 1):
         if not isinstance(r, dict) or "item_id" not in r:
             raise PredictionsError(f"predictions: entry {k} is not a dict with an item_id")
         label = r.get(key)
-        out.append(Pred(k, str(r["item_id"]), list(label) if key == "tags" and label is not None else label,
-                        r.get("score")))
+        if key == "tags" and label is not None:
+            if not isinstance(label, (list, tuple)):
+                raise PredictionsError(f"predictions: entry {k} (item {r['item_id']}): tags must be a list of "
+                                       f"IOB2 tags, got {type(label).__name__}")
+            label = list(label)
+        out.append(Pred(k, str(r["item_id"]), label, r.get("score")))
     return out
 
 
