@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import bootstrap, intervals
+from ..external.tasks import is_external
 
 MISSING = "—"
 
@@ -242,6 +243,8 @@ def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, sr
             else:
                 vals = [metric_cell(c, b, notes) for b in group]
             links = []
+            if is_external(c):
+                links.append("external predictions")
             if c.get("_notebook_rel"):
                 links.append(f"[notebook]({os.path.relpath(src / c['_notebook_rel'], page_dir)})")
             if c.get("_json_rel"):

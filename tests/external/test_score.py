@@ -304,6 +304,7 @@ def test_external_cells_render_in_the_book(kit_file, tmp_path, capsys, data_dir)
     page = (src / "book" / "cards" / "negex.md").read_text()
     row = next(ln for ln in page.splitlines() if ln.replace("<wbr>", "").startswith("| kit-negex |"))
     assert "results/negex/atlas-n100-v1/kit-negex/zero_shot.json" in row and "notebook" not in row
+    assert "external predictions" in row
     assert "scored by `atlas score`" in (src / "book" / "models" / "kit-negex.md").read_text()
 
 
