@@ -1,4 +1,4 @@
-"""NLI negation challenge card (issue 4): see :mod:`.corpus`, :mod:`.challenge`, :mod:`.predictors`."""
+"""NLI negation challenge card: see :mod:`.corpus`, :mod:`.challenge`, :mod:`.predictors`."""
 from .challenge import (CONFIDENCE_LEVEL, DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
                         REPORT_SCHEMA_VERSION, GateDecision, NliNegationReport, PatternScores, RateEstimate,
                         assert_false_entailment_gate, assert_nli_negation_gate, clopper_pearson,

@@ -36,12 +36,12 @@ import anafora.select  # noqa: E402,F401  (Select, used to build the scorer view
 CONTAINS_VIEW = ("TLINK", "Type", "CONTAINS")
 COUNT_INCLUDE = {"EVENT", "TIMEX3", CONTAINS_VIEW}
 
-#: Table 1 of Bethard et al. (2015). Train: the figures issue 5 gives as the paper's Train row (the
+#: Table 1 of Bethard et al. (2015). Train: the figures the card's specification gives as the paper's Train row (the
 #: transcription lost the table's numbers; not re-checked against the PDF). Dev: not found in any search
 #: corpus -> None (unverified); the scorer's Dev counts are shown without a paper figure beside them.
 PAPER_TABLE1 = {
     "Train": {"documents": 293, "EVENT": 38890, "TIMEX3": 3833, "CONTAINS": 11176,
-              "source": "issue 5 (stated as the paper's Table 1 Train row); not verified against the PDF"},
+              "source": "the card's specification (stated as the paper's Table 1 Train row); not verified against the PDF"},
     "Dev": {"documents": None, "EVENT": None, "TIMEX3": None, "CONTAINS": None,
             "source": "not verified: the transcription lost the numbers and no search corpus holds them"},
 }
