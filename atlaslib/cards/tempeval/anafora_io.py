@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import xml.etree.ElementTree as ET
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +122,41 @@ def parse_spans(text: str, where: str) -> tuple[tuple[int, int], ...]:
     return tuple(spans)
 
 
+_PARSED: dict | None = None  # (path, mtime_ns, size) -> root, while :func:`parse_once` is active
+
+
+@contextmanager
+def parse_once():
+    """Within the block, every Anafora file is parsed at most once: the reader and the scorer share the
+    parsed tree (keyed by the resolved path, its modification time and size, so a rewritten file is parsed
+    again). Outside the block nothing is kept. A run of the card scores inside one block."""
+    global _PARSED
+    outer = _PARSED
+    if outer is None:
+        _PARSED = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _PARSED = None
+
+
+def parse_root(path: str | os.PathLike) -> ET.Element:
+    """The root element of one XML file (from the :func:`parse_once` cache when one is active); malformed
+    or unreadable files raise :class:`AnaforaError` naming the file (and the line)."""
+    path = Path(path)
+    if _PARSED is None:
+        return _parse_root(path)
+    try:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    except OSError:
+        return _parse_root(path)
+    if key not in _PARSED:
+        _PARSED[key] = _parse_root(path)
+    return _PARSED[key]
+
+
 def _parse_root(path: Path) -> ET.Element:
     try:
         return ET.parse(path).getroot()
@@ -147,7 +183,7 @@ def read_document(path: str | os.PathLike, text: str | None = None, *, check_ref
         meta = parse_name(path)
     else:
         meta = {"doc": path.name.split(".")[0], "schema": "", "annotator": "", "status": ""}
-    root = _parse_root(path)
+    root = parse_root(path)
     if root.tag != "data":
         raise AnaforaError(f"{path}: root element is <{root.tag}>, expected <data>")
     doc = Document(meta["doc"], schema=meta["schema"], annotator=meta["annotator"], status=meta["status"],

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ...results import metric
 from . import CI_REASON, data_sha256, thyme_dir
-from .anafora_io import Document, read_corpus, write_corpus
+from .anafora_io import Document, parse_once, read_corpus, write_corpus
 from .baselines import Memorize, majority_doctimerel, phase2_input, with_closest, with_doctimerel
 from .scoring import score_directories, table_frame
 
@@ -269,11 +269,12 @@ def run(version: str, model: str, protocol: str, *, data_dir=None, thyme_text_di
     """Load, predict, write the predictions as Anafora XML under ``work_dir/predicted``, score with the
     official scorer (with closure) and build the metrics."""
     work_dir = Path(work_dir or tempfile.mkdtemp(prefix="tempeval-"))
-    corpus = load_corpus(version, data_dir, thyme_text_dir, annotation_dir, work_dir)
-    docs, info = predict(model, protocol, corpus)
-    pred_dir = work_dir / "predicted"
-    write_corpus(docs, pred_dir)
-    table = score_directories(corpus.reference_dir, pred_dir, closure=True, per_document=True)
+    with parse_once():  # each Anafora file is parsed once: the reader and the scorer share its tree
+        corpus = load_corpus(version, data_dir, thyme_text_dir, annotation_dir, work_dir)
+        docs, info = predict(model, protocol, corpus)
+        pred_dir = work_dir / "predicted"
+        write_corpus(docs, pred_dir)
+        table = score_directories(corpus.reference_dir, pred_dir, closure=True, per_document=True)
     gold = {d.doc_id: d for d in corpus.test}
     preds = [_doc_record(d, pred_dir / d.doc_id / d.file_name, gold.get(d.doc_id)) for d in docs]
     return RunResult(version, model, protocol, table, metrics_from_table(table, model, protocol), preds, info,

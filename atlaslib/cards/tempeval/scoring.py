@@ -195,6 +195,36 @@ def _row(name, label, view, s) -> dict:
     return row
 
 
+def _score_dirs(reference_dir: Path, predicted_dir: Path, xml_name_regex: str, passes: list):
+    """``anafora.evaluate.score_dirs`` run for several (include, scores type) passes at once, each file
+    parsed once (:func:`.anafora_io.parse_root`, shared with the reader inside ``parse_once``).
+
+    The loop is the scorer's own, step for step: documents from ``anafora.walk`` over the reference, the
+    first matching reference file, a reference with a self-referential annotation skipped, the predicted file
+    ``<doc>*.xml`` of the same sub-folder (none, or a self-referential one, scores as empty data), and
+    ``anafora.evaluate.score_data`` for the counts. Yields ``(doc, [named scores per pass])``. The scorer's
+    debug log of each error's text is left out (it needs the note text, which THYME does not publish)."""
+    import glob
+    import re
+
+    from .anafora_io import parse_root
+
+    def load(path):
+        return anafora.AnaforaData(parse_root(path))
+
+    for sub_dir, text_name, xml_names in anafora.walk(str(reference_dir), xml_name_regex):
+        reference = load(os.path.join(str(reference_dir), sub_dir, xml_names[0]))
+        if reference.annotations.find_self_referential() is not None:
+            continue
+        found = [f for f in glob.glob(os.path.join(str(predicted_dir), sub_dir, text_name + "*.xml"))
+                 if re.search(xml_name_regex, f) is not None]
+        predicted = load(found[0]) if found else anafora.AnaforaData()
+        if predicted.annotations.find_self_referential() is not None:
+            predicted = anafora.AnaforaData()
+        yield text_name, [_evaluate.score_data(reference, predicted, include, scores_type=kind)
+                          for include, kind in passes]
+
+
 def score_directories(reference_dir, predicted_dir, closure: bool = False, *,
                       xml_name_regex: str = TEMPORAL_FILE_RE, per_document: bool = False) -> dict:
     """Score ``predicted_dir`` against ``reference_dir`` (both ``<dir>/<doc>/<doc>.*.xml``) with
@@ -203,6 +233,13 @@ def score_directories(reference_dir, predicted_dir, closure: bool = False, *,
     ``"per_document": {"doc_ids": [...], row: [[reference, predicted, precision_correct, recall_correct],
     ...]}`` (the scorer's per-document counts; without closure both correct counts are the same), which
     sum to the table's counts and feed :func:`bootstrap_f1`."""
+    from .anafora_io import parse_once
+
+    with parse_once():  # the checks and the scorer read each file once
+        return _score_directories(reference_dir, predicted_dir, closure, xml_name_regex, per_document)
+
+
+def _score_directories(reference_dir, predicted_dir, closure, xml_name_regex, per_document) -> dict:
     ref = _check_dir(reference_dir, "reference", xml_name_regex)
     pred = _check_dir(predicted_dir, "predicted", xml_name_regex)
     views = [v for v, _, _ in ROWS.values()]
@@ -211,13 +248,13 @@ def score_directories(reference_dir, predicted_dir, closure: bool = False, *,
     logger.setLevel(logging.ERROR)  # the scorer warns once per document without predictions
     try:
         docs, closure_docs = [], []
-        total, n_docs = _merge(_evaluate.score_dirs(str(ref), str(pred), xml_name_regex=xml_name_regex,
-                                                    include=set(views)), _evaluate.Scores, docs)
+        scored = list(_score_dirs(ref, pred, xml_name_regex, [(set(views), _evaluate.Scores)] +
+                                  ([({CLOSURE_ROW[1]}, _evaluate.TemporalClosureScores)] if closure else [])))
+        total, n_docs = _merge(((name, named[0]) for name, named in scored), _evaluate.Scores, docs)
         closure_total = None
         if closure:
-            closure_total, _ = _merge(_evaluate.score_dirs(
-                str(ref), str(pred), xml_name_regex=xml_name_regex, include={CLOSURE_ROW[1]},
-                scores_type=_evaluate.TemporalClosureScores), _evaluate.TemporalClosureScores, closure_docs)
+            closure_total, _ = _merge(((name, named[1]) for name, named in scored),
+                                      _evaluate.TemporalClosureScores, closure_docs)
     finally:
         logger.setLevel(level)
     rows = {}
