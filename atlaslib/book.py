@@ -23,7 +23,6 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -32,35 +31,17 @@ import yaml
 
 from . import linkcheck, plots, results
 from .pages import analysis as analysis_page
+from .pages import datastory
 from .pages import facts
 from .pages.course import render_course
 from .cards import Card, available_cards
-from .runner import REPO, RunFailed, RunOutcome, RunRequest
+from .executor import run_requests
+from .matrix import BuildPaths, MatrixReport, print_timing  # noqa: F401  (book.BuildPaths stays importable)
+from .runner import REPO, RunRequest
 
 LEADERBOARD_MARK = "<!-- leaderboard -->"
 CARDS_MARK = "<!-- cards -->"
 REPRODUCTION_MARK = "<!-- reproduction -->"
-
-
-@dataclass
-class BuildPaths:
-    repo: Path = REPO
-    results: Path = REPO / "results"
-    runs: Path = REPO / "book" / "runs"
-    build: Path = REPO / "_build"
-
-    def src(self, publish: bool) -> Path:
-        return self.build / ("publish-src" if publish else "site-src")
-
-    def html_out(self, publish: bool) -> Path:
-        return self.build / ("publish" if publish else "site")
-
-
-@dataclass
-class MatrixReport:
-    outcomes: list[RunOutcome] = field(default_factory=list)
-    failures: list[RunFailed] = field(default_factory=list)
-    seconds: float = 0.0
 
 
 # -- running the matrix --------------------------------------------------------------------------------
@@ -75,8 +56,6 @@ def run_matrix(requests: list[RunRequest], paths: BuildPaths, *, data_dir=None, 
                memory_limit=None, log=print) -> MatrixReport:
     """Run every request (cached), serially or on Dask (:mod:`atlaslib.executor`); failures are collected,
     never stop the matrix, and the per-run timing table is printed at the end."""
-    from .executor import run_requests
-
     return run_requests(requests, paths, data_dir=data_dir, force=force, executor=executor, scheduler=scheduler,
                         n_workers=n_workers, memory_limit=memory_limit, log=log)
 
@@ -180,16 +159,19 @@ def collect_cells(paths: BuildPaths, card: Card, publish: bool, failed: list[Run
     return cells
 
 
-def _copy_run_notebook(source: Path, target: Path, title: str) -> None:
+def _copy_run_notebook(source: Path, target: Path, title: str, note: str | None = None) -> None:
     """Copy an executed notebook into the site, its first heading renamed after the run (every run of a
-    card would otherwise carry the card's title in the navigation)."""
+    card would otherwise carry the card's title in the navigation), with ``note`` (Markdown, e.g. the link
+    to the version's data story) under the heading."""
     import nbformat
 
     nb = nbformat.read(source, as_version=4)
-    for cell in nb.cells:
+    for i, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown" and cell.source.lstrip().startswith("# "):
             lines = cell.source.lstrip().split("\n")
             cell.source = "\n".join([f"# {title}"] + lines[1:])
+            if note:
+                nb.cells.insert(i + 1, nbformat.v4.new_markdown_cell(note))
             break
     for cell in nb.cells:
         tags = cell.get("metadata", {}).get("tags", [])
@@ -210,8 +192,10 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
         (src / rel).mkdir(parents=True, exist_ok=True)
         nb_rel = rel / f"{cell['protocol']}.ipynb" if cell["_notebook_src"] is not None else None
         if nb_rel is not None:
+            story = (src / datastory.site_doc(card.name, cell["version"]).with_suffix(".ipynb")).is_file()
             _copy_run_notebook(cell["_notebook_src"], src / nb_rel,
-                               f"{card.title.split(':')[0]} run: {cell['model']} · {cell['protocol']} · {cell['version']}")
+                               f"{card.title.split(':')[0]} run: {cell['model']} · {cell['protocol']} · {cell['version']}",
+                               datastory.run_link_markdown(cell["version"]) if story else None)
         json_rel = Path("book/results") / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.json"
         (src / json_rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cell["_path"], src / json_rel)
@@ -257,6 +241,7 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
             s = vcells[0]["split"]
             parts.append(f"Split `{version}`: {s.get('n_test', '?')} test items, {s.get('n_train', '?')} train "
                          f"items; manifest sha256 `{str(s.get('hash', ''))[:12]}…`.\n")
+        parts.append(datastory.card_link(card, version, src))
         comp = comparisons.comparison_for(card, version, cells)
         parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed, comparison=comp))
         for base in card.metrics:
@@ -468,6 +453,14 @@ def render_build_report(src: Path, report: MatrixReport | None) -> None:
         cached = sum(o.status == "cached" for o in report.outcomes)
         lines += ["", f"{len(report.outcomes)} runs: {ran} executed, {cached} from the cache, "
                       f"{len(report.failures)} failed; matrix wall time {report.seconds:.1f} s."]
+    stories = [o for o in getattr(report, "stories", []) if o.status != "none"]
+    if stories:
+        lines += ["", "## Data stories", "",
+                  "The data, split and caveats of each card's split version, executed once per build (or taken "
+                  "from the cache) and shown on the version's data page.", "",
+                  "| data story | status | wall time (s) |", "|---|---|---|"]
+        lines += [f"| `{o.label}` | {o.status} | {o.seconds:.1f} |" for o in stories]
+        lines += ["", f"THYME annotation audit executed {datastory.audits_executed(stories)} time(s) in this build."]
     page.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -541,7 +534,9 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
             for c in gated:
                 withheld.append((f"run `{card.name}/{c['version']}/{c['model']}/{c['protocol']}`",
                                  "computed on gated data (data use agreement): outputs stay local"))
-        card_docs[card.name] = render_card(card, cells, src, failed)
+        datastory.merge_extra(cells, paths.runs, card.name)  # facts of each version's data story
+        story_docs = datastory.render(card, paths.runs, src)
+        card_docs[card.name] = story_docs + render_card(card, cells, src, failed)
         shown_cells.extend(cells)
     shown_cards = [c for c in cards if f"book/cards/{c.name}" not in dropped]
     render_intro(src, shown_cards, shown_cells)
@@ -585,8 +580,11 @@ def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool
     report = None
     if run_runs:
         reqs = requests if requests is not None else default_requests(cards)
+        stories = datastory.run_stories([(r.card, r.version) for r in reqs], paths.runs, data_dir=data_dir,
+                                        force=force, log=log)
         report = run_matrix(reqs, paths, data_dir=data_dir, force=force, executor=executor, scheduler=scheduler,
                             n_workers=n_workers, memory_limit=memory_limit, log=log)
+        report.stories = stories  # for the build report
     src, withheld = render_site(paths, publish=publish, report=report, cards=cards)
     out = paths.html_out(publish)
     code, warnings = jupyter_book_build(src, out, log)
@@ -603,6 +601,10 @@ def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool
         log(f"Jupyter Book build failed ({len(warnings)} warnings/errors; warnings are errors); "
             f"log: {out.parent / (out.name + '-build.log')}")
         status = 1
+    for o in getattr(report, "stories", []):
+        if o.status == "failed":
+            log(f"data story {o.label} failed: {o.error}")
+            status = 1
     if report and report.failures:
         log(f"{len(report.failures)} run(s) failed and are not rendered as results:")
         for f in report.failures:
@@ -614,11 +616,3 @@ def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool
         log(f"book built: {html_dir / 'index.html'}")
     return status
 
-
-def print_timing(report: MatrixReport, log=print) -> None:
-    log("")
-    log(f"{'run':70s} {'status':8s} {'wall s':>8s} {'peak MiB':>9s}")
-    for o in report.outcomes:
-        peak = f"{o.peak_rss_mb:.0f}" if o.peak_rss_mb else "—"
-        log(f"{o.request.label[:70]:70s} {o.status:8s} {o.seconds:8.1f} {peak:>9s}")
-    log(f"matrix wall time: {report.seconds:.1f} s")

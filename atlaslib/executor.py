@@ -38,6 +38,7 @@ import uuid
 from pathlib import Path
 
 from . import runner
+from .matrix import BuildPaths, MatrixReport, print_timing
 from .runner import RunFailed, RunOutcome, RunRequest
 
 EXECUTORS = ("serial", "dask")
@@ -142,7 +143,7 @@ def _status_line(i: int, n: int, out) -> str:
 def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, executor: str = "serial",
                  scheduler: str | None = None, n_workers: int | None = None, memory_limit=None,
                  retries: int = 1, log=print, timing: bool = True, task=None, connect_timeout="30s"):
-    """Run every request (cached, see :func:`atlaslib.runner.run`) and collect a ``book.MatrixReport``.
+    """Run every request (cached, see :func:`atlaslib.runner.run`) and collect a :class:`~atlaslib.matrix.MatrixReport`.
 
     ``executor``: ``"serial"``, ``"dask"``, or None for "dask when a scheduler is named (argument or
     ``$ATLAS_DASK_SCHEDULER``), else serial". For Dask, ``scheduler`` (or ``$ATLAS_DASK_SCHEDULER``) names an
@@ -153,8 +154,6 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     Outcomes and failures are listed in request order; ``timing`` prints the per-run timing table.
     ``task`` replaces :func:`atlaslib.runner.run` (same signature; tests use it to kill workers).
     """
-    from . import book  # book imports this module
-
     if executor is None:
         executor = "dask" if resolve_scheduler(scheduler) else "serial"
     if executor not in EXECUTORS:
@@ -178,7 +177,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
         raise ValueError(f"n_workers/memory_limit size a LocalCluster; the cluster at {address} "
                          f"sizes its own workers (leave them unset)")
     reqs = check_requests(requests)
-    paths = paths or book.BuildPaths()
+    paths = paths or BuildPaths()
     kwargs = {"results_dir": Path(paths.results).resolve(), "runs_dir": Path(paths.runs).resolve(),
               "data_dir": str(Path(data_dir).resolve()) if data_dir else None,
               "failed_dir": (Path(paths.build) / "failed").resolve(), "force": force}
@@ -203,9 +202,9 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
             log(f"dask: all {len(reqs)} run(s) are current; no cluster needed")
         outcomes = [served[i] if i in served else done[r] for i, r in enumerate(reqs)]
         failures = [failed[r] for r in reqs if r in failed]
-    report = book.MatrixReport(outcomes=outcomes, failures=failures, seconds=time.perf_counter() - start)
+    report = MatrixReport(outcomes=outcomes, failures=failures, seconds=time.perf_counter() - start)
     if timing:
-        book.print_timing(report, log)
+        print_timing(report, log)
     if failures:
         log(f"{len(failures)} of {len(reqs)} run(s) failed:")
         for f in failures:
