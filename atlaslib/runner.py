@@ -112,24 +112,12 @@ def source_digest(root: Path = ATLASLIB) -> str:
 
 
 def _card_data_pins(card_name: str) -> list:
-    import importlib
-    import inspect
-
+    """``[name, sha256]`` of the pinned files the card declares (``Card.pinned_files``); [] for an unknown card."""
     from .cards import CARD_MODULES
-    from .sources import PinnedFile
 
     if card_name not in CARD_MODULES:
         return []
-    mod = importlib.import_module(CARD_MODULES[card_name])
-    if hasattr(mod, "PINNED_FILES"):  # a card may list its pinned files explicitly (packages do)
-        return sorted([pf.name, pf.sha256] for pf in mod.PINNED_FILES)
-    pins = []
-    for _, obj in inspect.getmembers(mod):
-        if isinstance(obj, PinnedFile):
-            pins.append([obj.name, obj.sha256])
-        elif isinstance(obj, (list, tuple)) and obj and all(isinstance(o, PinnedFile) for o in obj):
-            pins.extend([o.name, o.sha256] for o in obj)
-    return sorted(pins)
+    return get_card(card_name).data_pins()
 
 
 def _profile_dict(model: str) -> dict:
@@ -217,24 +205,8 @@ def resolve_request(request: RunRequest) -> RunRequest:
     return request if model == request.model else replace(request, model=model)
 
 
-CARD_BASELINES = {
-    # models a card knows by itself (not registry profiles), per protocol they can fill
-    "maccrobat": {"memorize": ("train_lookup",)},
-    "nli_negation": {"always-entailment": ("zero_shot",), "always-abstain": ("zero_shot",),
-                     "medspacy-context-nli": ("zero_shot",), "minilm-similarity": ("zero_shot",)},
-    "tempeval": {"closest": ("phase1", "phase2"), "memorize": ("phase1", "phase2"),
-                 "majority-doctimerel": ("phase2",)},
-}
-#: the capabilities a card's protocol asks of a registry, local or hub model (first one present is used)
-CARD_CAPABILITIES = {
-    ("negex", "zero_shot"): ("predict.assertion", "score.options"),
-    ("negex", "probe"): ("embed.text.pooled",),
-    ("negex", "finetune"): ("embed.text.pooled",),
-    ("maccrobat", "zero_shot"): ("predict.ner",),
-    ("maccrobat", "probe"): ("embed.text.tokens",),
-    ("maccrobat", "finetune"): ("embed.text.tokens",),
-    ("nli_negation", "zero_shot"): ("predict.nli",),
-}
+# The models a card knows by itself (``Card.baselines``: baseline -> protocols) and the capabilities each
+# protocol asks of a registry, local or hub model (``Card.capabilities``) are declared on the card.
 
 
 def _unknown_model(request: RunRequest, exc: Exception) -> ValueError:
@@ -242,8 +214,8 @@ def _unknown_model(request: RunRequest, exc: Exception) -> ValueError:
 
     if request.card == "tempeval":
         return ValueError(f"card tempeval has no model {request.model!r}; expected one of "
-                          f"{', '.join(sorted(CARD_BASELINES['tempeval']))}")
-    names = sorted(CARD_BASELINES.get(request.card, {})) + sorted(load_profiles())
+                          f"{', '.join(sorted(get_card('tempeval').baselines))}")
+    names = sorted(get_card(request.card).baselines) + sorted(load_profiles())
     return ValueError(f"unknown model {request.model!r} for card {request.card}: not an existing local model "
                       f"folder, not a hub id 'org/name', and not one of {', '.join(names)}")
 
@@ -255,11 +227,11 @@ def preflight(request: RunRequest) -> str | None:
     ValueError (KeyError for an unknown card) naming the bad value and the valid ones."""
     from .models import CapabilityMissing, ProfileError, WeightsUnavailable, check_weights, get_profile
 
-    check_request(request)
+    declared = check_request(request)
     card, model, protocol = request.card, request.model, request.protocol
-    if card not in CARD_BASELINES and not any(c == card for c, _ in CARD_CAPABILITIES):
-        return None  # a card the runner has no model table for (a new or test card): its notebook decides
-    baselines = CARD_BASELINES.get(card, {})
+    if not declared.baselines and not declared.capabilities:
+        return None  # a card that declares no models (a new or test card): its notebook decides
+    baselines = declared.baselines
     if model in baselines:
         if protocol not in baselines[model]:
             raise ValueError(f"card {card}: model {model!r} has no {protocol} run; its protocols: "
@@ -277,17 +249,17 @@ def preflight(request: RunRequest) -> str | None:
         return None
     if card == "tempeval":
         raise _unknown_model(request, KeyError(model))
-    if (card, protocol) not in CARD_CAPABILITIES and any(protocol in p for p in baselines.values()):
+    if protocol not in declared.capabilities and any(protocol in p for p in baselines.values()):
         fills = sorted(m for m, p in baselines.items() if protocol in p)
         raise ValueError(f"card {card}: protocol {protocol!r} is a baseline's own protocol, run only by "
                          f"{', '.join(fills)}; a model runs under "
-                         f"{', '.join(sorted(p for c, p in CARD_CAPABILITIES if c == card))}")
+                         f"{', '.join(sorted(declared.capabilities))}")
     try:
         profile = get_profile(model)
     except ProfileError as exc:
         raise _unknown_model(request, exc) from None
-    wanted = CARD_CAPABILITIES.get((card, protocol))
-    if wanted is None:  # a card the runner has no table for: its notebook decides
+    wanted = declared.capabilities.get(protocol)
+    if wanted is None:  # a protocol the card declares no capabilities for: its notebook decides
         return None
     try:
         if profile.capabilities_known and not any(c in profile.capabilities for c in wanted):

@@ -1,8 +1,15 @@
 """The card registry: one module per card, each exposing ``CARD`` (a :class:`Card`).
 
-A card is one dataset + task + protocols + metrics, as its issue specifies. The runner and the book
-read everything they need about a card from its ``CARD``: the notebook to execute, its split versions,
-the default (version, model, protocol) matrix, the leaderboard metrics, and the publication flags.
+A card is one dataset + task + protocols + metrics, as its specification says. The runner and the book
+read everything they need about a card from its ``CARD``: the notebook to execute, its split versions and
+their test-set sizes, the default (version, model, protocol) matrix, the leaderboard metrics (primary
+first), the pinned data files, the resampling unit of its intervals, its caveats, its baselines and the
+capabilities each protocol asks of a model, and the publication flags.
+
+Every card module also exposes the same five functions (the card contract, see CONTRIBUTING.md):
+``load_items(data_dir=None)``, ``audit(items)``, ``split(items, version)``,
+``predict(items, manifest, model, protocol, ...)`` and ``score(records, protocol)``; see
+:data:`CONTRACT` and ``tests/cards/test_contract.py``.
 """
 from __future__ import annotations
 
@@ -15,6 +22,10 @@ CARD_MODULES = {
     "nli_negation": "atlaslib.cards.nli_negation",
     "tempeval": "atlaslib.cards.tempeval",
 }
+
+
+#: the functions every card module exposes, with the same names and shapes (CONTRIBUTING.md, "Add a card")
+CONTRACT = ("load_items", "audit", "split", "predict", "score")
 
 
 @dataclass(frozen=True)
@@ -32,10 +43,27 @@ class Card:
     gated: bool = False                             # data under a DUA: outputs must hold no text
     task: str = ""
     data: str = ""
+    # -- the card's contract, declared as data (read by the runner, the book and the contract tests) --
+    licence: str = ""                               # the data's licence as stated by its source, in short
+    test_sizes: dict = field(default_factory=dict)  # version -> number of test units (see resampling_unit)
+    pinned_files: tuple = ()                        # every sources.PinnedFile the card reads (the run key's data)
+    resampling_unit: str = "item"                   # what the declared intervals resample (item, document, ...)
+    caveats: tuple[str, ...] = ()                   # what a reader must know before reading a number
+    baselines: dict = field(default_factory=dict)   # card baseline (not a registry profile) -> its protocols
+    capabilities: dict = field(default_factory=dict)  # protocol -> capabilities a model needs (first present used)
 
     @property
     def page(self) -> str:
         return f"book/cards/{self.name}.md"
+
+    @property
+    def primary_metric(self) -> str:
+        """The base name of the metric the leaderboard ranks by (the first of :attr:`metrics`)."""
+        return self.metrics[0]
+
+    def data_pins(self) -> list[list[str]]:
+        """``[name, sha256]`` of every pinned file the card reads, sorted (part of a run's cache key)."""
+        return sorted([pf.name, pf.sha256] for pf in self.pinned_files)
 
     def metric_name(self, base: str, protocol: str) -> str:
         """Cell metric names carry the protocol: ``macro_f1`` + ``probe`` → ``macro_f1_probe``."""

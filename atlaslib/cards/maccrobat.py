@@ -118,6 +118,17 @@ CARD = Card(
                   "(Saieiei/NLP) states no licence."),
     task="entity recognition with exact word boundaries (problem / treatment / test), IOB2 over words",
     data="MACCROBAT2020, 200 case reports, {{fact:maccrobat.sentences}} sentences (brat standoff)",
+    licence="unconfirmed (figshare record usually cited as CC BY 4.0; the pinned GitHub copy states none)",
+    test_sizes={v: s["n_test"] for v, s in VERSIONS.items()},
+    pinned_files=tuple(FILES),
+    resampling_unit="document (case report)",
+    caveats=("d4data/biomedical-ner-all was trained on MACCROBAT: its numbers are not held out.",
+             "samrawal/bert-base-uncased_clinical-ner follows the i2b2/VA 2010 guideline, not MACCROBAT's.",
+             "Every model is scored on the gold word cuts (words are cut at the gold mention boundaries).",
+             "The memorize baseline sees only the 500 train sentences."),
+    baselines={"memorize": ("train_lookup",)},
+    capabilities={"zero_shot": ("predict.ner",), "probe": ("embed.text.tokens",),
+                  "finetune": ("embed.text.tokens",)},
 )
 
 

@@ -93,6 +93,16 @@ CARD = Card(
     task="binary assertion: negated vs affirmed concept",
     data=("NegEx test kit: {{fact:negex.rows}} rows ({{fact:negex.distinct_sentences}} distinct sentences) "
           "from 120 de-identified reports"),
+    licence="Apache-2.0 (declared by the kit's package README only; no licence file)",
+    test_sizes={"atlas-n100-v1": 100, "atlas-full-v1": 1432},
+    pinned_files=(ANNOTATIONS, TRIGGERS),
+    resampling_unit="item (sentence, concept)",
+    caveats=("Some sentences carry several annotated concepts; items of one sentence are kept on one side of "
+             "the split, but the percentile intervals resample items, not sentences.",
+             "GenNegEx was developed on these reports: its reproduction is not a held-out evaluation.",
+             "A model whose training data name the NegEx kit or its triggers is marked as overlapping."),
+    capabilities={"zero_shot": ("predict.assertion", "score.options"), "probe": ("embed.text.pooled",),
+                  "finetune": ("embed.text.pooled",)},
 )
 
 

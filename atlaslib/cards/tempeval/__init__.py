@@ -70,6 +70,16 @@ CARD = Card(
     task=("SemEval-2015 Task 6: find TIMEX3 and EVENT spans and attributes, each EVENT's relation to the "
           "document time, and narrative-container (CONTAINS) relations; official anaforatools scoring."),
     data="THYME colon cancer Train (293 docs) / Dev (147 docs = 2015 test set), Anafora XML; text gated (DUA).",
+    licence="none stated (acknowledge Mayo Clinic, cite Styler et al. 2014); note text under a Mayo Clinic DUA",
+    test_sizes={"thyme-dev-2015": 147, "synthetic-v1": 12},
+    pinned_files=tuple(THYME_FILES),
+    resampling_unit="document",
+    caveats=("The THYME note text is under a data use agreement: without it only the text-free phase-2 "
+             "baselines run on thyme-dev-2015.",
+             "synthetic-v1 is a small PHI-free corpus written for the atlas; its numbers show the pipeline, "
+             "not clinical performance."),
+    baselines={"closest": ("phase1", "phase2"), "memorize": ("phase1", "phase2"),
+               "majority-doctimerel": ("phase2",)},
 )
 
 
