@@ -35,7 +35,7 @@ Weight cache
     ``~/.cache/clinical-nlp-atlas/finetune``) in a folder named by the *content key*: sha256 of the
     canonical JSON of the encoder (profile name, source, location, revision, model class), the recipe,
     the label list, the train item ids, the sha256 of the train inputs and labels, the card's data
-    sha256, the torch and transformers versions and the sha256 of this module's source. A rebuild with
+    sha256, the torch and transformers versions and the sha256 of the training code (:func:`code_sha256`). A rebuild with
     nothing changed loads the weights and trains nothing; a change of any field trains anew. An encoder
     without a pinned revision (a hub id not in the registry) has no reliable key and is never cached.
     ``retrain=True`` (the notebooks' ``retrain`` parameter, or ``ATLAS_FINETUNE_RETRAIN=1``) trains even
@@ -319,19 +319,21 @@ def _plain_progress() -> bool:
 
 def _predict_logits(model: _Head, examples: Sequence[dict], batch_size: int, pad_id: int, keys,
                     progress: bool, desc: str) -> list[torch.Tensor]:
-    """Logits per example (in input order), batches of consecutive examples, inference mode."""
+    """Logits per example, in input order; inference mode, batches of examples sorted by length (longest
+    first, stable: a fixed order, so predictions are reproducible, with little padding)."""
     from ..models.hf import progress_bar
 
     model.eval()
     out: list = [None] * len(examples)
+    order = sorted(range(len(examples)), key=lambda i: -len(examples[i]["input_ids"]))
     bar = progress_bar(len(examples), desc, progress)
     with torch.inference_mode():
-        for a in range(0, len(examples), batch_size):
-            chunk = examples[a:a + batch_size]
-            logits = model(_collate(chunk, pad_id, keys)).float()
-            for r, e in enumerate(chunk):
-                out[a + r] = logits[r, :len(e["input_ids"])] if logits.ndim == 3 else logits[r]
-            bar.update(len(chunk))
+        for a in range(0, len(order), batch_size):
+            idx = order[a:a + batch_size]
+            logits = model(_collate([examples[i] for i in idx], pad_id, keys)).float()
+            for r, i in enumerate(idx):
+                out[i] = logits[r, :len(examples[i]["input_ids"])] if logits.ndim == 3 else logits[r]
+            bar.update(len(idx))
     bar.close()
     return out
 
@@ -350,8 +352,14 @@ def _sha256_json(obj) -> str:
 
 
 def code_sha256() -> str:
-    """sha256 of this module's source: a change to the training code trains anew."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    """sha256 of the source of everything that decides the trained weights (heads, their init, input
+    encoding, batching, the training loop, the deterministic set-up): a change there trains anew; a
+    change to prediction or page code does not."""
+    import inspect
+
+    parts = [_init_linear, _Head, SequenceHead, TokenHead, deterministic, _pad, _collate, _model_keys,
+             epoch_batches, train_loop, _encode_texts, _word_examples]
+    return hashlib.sha256("\n".join(inspect.getsource(f) for f in parts).encode("utf-8")).hexdigest()
 
 
 def key_fields(adapter, task: str, recipe: Mapping, labels: Sequence[str], train_ids: Sequence[str],
@@ -504,15 +512,8 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
     tok = adapter.tokenizer
     retrain = retrain_requested(retrain)
     with deterministic(recipe["torch_threads"]):
-        def encode(texts):
-            enc = tok(list(texts), truncation=True, max_length=recipe["max_length"], verbose=False)
-            full = tok(list(texts), truncation=False, verbose=False)["input_ids"]
-            keys = _model_keys(enc)
-            rows = [{k: list(enc[k][i]) for k in keys} for i in range(len(texts))]
-            return rows, keys, sum(len(x) > recipe["max_length"] for x in full)
-
-        train_rows, keys, n_trunc_train = encode(train_texts)
-        test_rows, _, n_trunc_test = encode(test_texts)
+        train_rows, keys, n_trunc_train = _encode_texts(tok, train_texts, recipe["max_length"])
+        test_rows, _, n_trunc_test = _encode_texts(tok, test_texts, recipe["max_length"])
         targets = [labels.index(str(y)) for y in train_labels]
         model = SequenceHead(adapter.model, len(labels), recipe["head_dropout"], recipe["seed"])
         fields = key_fields(adapter, "sequence", recipe, labels, train_ids, list(map(str, train_texts)), targets,
@@ -534,6 +535,15 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
                         "n_truncated": {"train": int(n_trunc_train), "test": int(n_trunc_test)},
                         "predict_seconds": round(time.perf_counter() - t0, 3)})
     return {"pred": pred, "proba": proba, "labels": labels, "model": model, "details": details}
+
+
+def _encode_texts(tok, texts, max_length: int):
+    """Token ids of each text, truncated at ``max_length``; ``(rows, model input keys, n truncated)``."""
+    enc = tok(list(texts), truncation=True, max_length=max_length, verbose=False)
+    full = tok(list(texts), truncation=False, verbose=False)["input_ids"]
+    keys = _model_keys(enc)
+    rows = [{k: list(enc[k][i]) for k in keys} for i in range(len(texts))]
+    return rows, keys, sum(len(x) > max_length for x in full)
 
 
 def _word_examples(adapter, sentences, tags=None, label_index=None):
