@@ -19,7 +19,13 @@ from ``bench_incremental.py`` or a build report) or, with ``--measure-cold-build
 folder. Exit status 1 when a warm run trained, a run is not ``ok``, or the cold build misses the
 10-minute goal.
 
-Run: ``.venv/bin/python benchmarks/bench_finetune.py [--cold-build 164] [--measure-cold-build]``.
+``--select-lr`` instead repeats how MACCROBAT's learning rate was chosen (see the comment above
+``maccrobat.FINETUNE_RECIPE``): the train sentences of 24 case reports (101 sentences, first reports by
+sha256 of their PMID) are held out of the 500, the recipe is trained on the other 399 with each candidate
+learning rate / batch size, and entity F1 on the held-out sentences is printed. Test items are not read.
+
+Run: ``.venv/bin/python benchmarks/bench_finetune.py [--cold-build 164] [--measure-cold-build]`` or
+``... --select-lr``.
 """
 from __future__ import annotations
 
@@ -35,6 +41,41 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import print_machine, use_data_dir  # noqa: E402
 
 GOAL_SECONDS = 600
+
+
+CANDIDATES = ({"learning_rate": 5e-5}, {"learning_rate": 1e-4}, {"learning_rate": 2e-4}, {"learning_rate": 3e-4},
+              {"learning_rate": 5e-5, "batch_size": 8})
+
+
+def select_lr(data_dir) -> None:
+    """MACCROBAT learning-rate choice on a report-disjoint validation split of the train sentences."""
+    import hashlib
+
+    from seqeval.metrics import f1_score
+
+    from atlaslib import models
+    from atlaslib.cards import maccrobat
+    from atlaslib.protocols import finetune as ft
+
+    items = maccrobat.load_items(data_dir)
+    train = items.set_index("item_id").loc[maccrobat.split(items).train]
+    docs = sorted(train["document"].unique(), key=lambda d: hashlib.sha256(d.encode()).hexdigest())
+    held, n = set(), 0
+    for d in docs:
+        if n >= 100:
+            break
+        held.add(d)
+        n += int((train["document"] == d).sum())
+    fit, val = train[~train["document"].isin(held)], train[train["document"].isin(held)]
+    print(f"validation: {len(val)} sentences of {len(held)} train reports held out; {len(fit)} trained")
+    for change in CANDIDATES:
+        recipe = {**maccrobat.FINETUNE_RECIPE, **change}
+        ad = models.load_adapter("all-minilm-l6-v2", "embed.text.tokens", progress=False, embed_cache=False,
+                                 max_length=recipe["max_length"])
+        out = ft.finetune_tokens(ad, list(fit.index), fit["words"].tolist(), fit["tags"].tolist(),
+                                 val["words"].tolist(), maccrobat.TAGS, recipe, retrain=True)
+        print(f"  {json.dumps(change):<45} entity F1 {f1_score(val['tags'].tolist(), out['tags']):.3f}  "
+              f"(training {out['details']['training']['seconds']:.0f} s)", flush=True)
 
 
 def finetune_requests():
@@ -85,6 +126,8 @@ def main(argv=None) -> int:
                     help="also time a cold `atlas book` of the whole default matrix (finetune included)")
     ap.add_argument("--executor", choices=("dask", "serial"), default="dask",
                     help="executor of the measured cold build (as `atlas book`)")
+    ap.add_argument("--select-lr", action="store_true",
+                    help="repeat MACCROBAT's learning-rate choice on held-out train sentences, then stop")
     ap.add_argument("--keep", action="store_true", help="keep the private folder and print its path")
     args = ap.parse_args(argv)
     data_dir = use_data_dir(args.data_dir)
@@ -96,6 +139,9 @@ def main(argv=None) -> int:
     os.environ["ATLAS_EMBED_CACHE_DIR"] = str(root / "embed-cache")
     os.environ.pop("ATLAS_FINETUNE_RETRAIN", None)
     print_machine()
+    if args.select_lr:
+        select_lr(data_dir)
+        return 0
 
     from atlaslib.cards import maccrobat, negex
 
