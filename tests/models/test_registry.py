@@ -181,7 +181,7 @@ def test_hub_profile_loads_its_pinned_revision_from_the_local_cache(tmp_path, mo
 
 
 def test_no_network_fails_fast_when_the_hub_is_not_switched_off(monkeypatch):
-    import atlaslib.models as M
+    import atlaslib.models.weights as M  # where weight fetching lives (the package re-exports it)
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)

@@ -1,0 +1,57 @@
+"""The adapter factory: :func:`load_adapter` returns the object a protocol calls for one capability of a
+profile (builtin rules and baselines, OpenAI-compatible servers, Hugging Face checkpoints).
+"""
+from __future__ import annotations
+
+from atlaslib.models.registry import CAPABILITIES, CapabilityMissing, Profile, ProfileError, get_profile
+from atlaslib.models.weights import _infer_hub_capabilities
+
+
+def load_adapter(profile_or_name, capability: str, *, data_dir=None, **options):
+    """The adapter for ``capability`` of a profile (or name / directory / hub id).
+
+    Raises :class:`CapabilityMissing` when the profile lacks the capability and
+    :class:`WeightsUnavailable` when its weights cannot be loaded offline. ``options`` override the
+    profile's defaults (``batch_size``, ``max_length``, ``torch_threads``, ``progress``, ...); an
+    option the adapter does not know raises TypeError naming it. ``data_dir`` is the atlas data
+    directory (as the card loaders take it): adapters that read a pinned data file (negspacy's trigger
+    list) resolve it there, the others ignore it, so callers can always pass it.
+    """
+    if capability not in CAPABILITIES:
+        raise ValueError(f"unknown capability {capability!r}; known: {list(CAPABILITIES)}")
+    profile = profile_or_name if isinstance(profile_or_name, Profile) else get_profile(profile_or_name)
+    if not profile.capabilities_known:
+        profile = _infer_hub_capabilities(profile)
+    if capability not in profile.capabilities:
+        raise CapabilityMissing(
+            f"model {profile.name!r} has no capability {capability!r} "
+            f"(it has: {', '.join(profile.capabilities) or 'none'})")
+    opts = {k: v for k, v in profile.options.items() if not k.startswith("_") and k != "archive"}
+    opts.update(options)
+
+    if profile.source == "builtin":
+        if profile.location == "majority":
+            from atlaslib.models.baselines import Majority
+            return Majority(profile, **opts)
+        if profile.location == "medspacy-context":
+            from atlaslib.models.rules import ConTextAssertion
+            return ConTextAssertion(profile, **opts)
+        if profile.location == "negspacy-negex-kit":
+            from atlaslib.models.rules import NegspacyAssertion
+            return NegspacyAssertion(profile, data_dir=data_dir, **opts)
+        raise ProfileError(f"builtin model {profile.name!r}: no adapter named {profile.location!r}")
+
+    if profile.source == "openai-compatible":
+        from atlaslib.models.openai_compat import OpenAICompatible
+        return OpenAICompatible(profile, capability, **opts)
+
+    from atlaslib.models import hf
+    cls = {
+        "predict.assertion": hf.AssertionClassifier,
+        "score.options": hf.OptionScorer,
+        "embed.text.pooled": hf.PooledEmbedder,
+        "embed.text.tokens": hf.TokenEmbedder,
+        "predict.ner": hf.NerTagger,
+        "predict.nli": hf.NliClassifier,
+    }[capability]
+    return cls(profile, **opts)
