@@ -7,9 +7,20 @@ first), the pinned data files, the resampling unit of its intervals, its caveats
 capabilities each protocol asks of a model, and the publication flags.
 
 Every card module also exposes the same five functions (the card contract, see CONTRIBUTING.md):
-``load_items(data_dir=None)``, ``audit(items)``, ``split(items, version)``,
-``predict(items, manifest, model, protocol, ...)`` and ``score(records, protocol)``; see
-:data:`CONTRACT` and ``tests/cards/test_contract.py``.
+
+- ``load_items(data_dir=None) -> DataFrame`` with a unique ``item_id`` column;
+- ``audit_items(items, data_dir=None) -> dict``: JSON-able facts about the items, at least ``n_items``
+  (``audit_items``, not ``audit``: some cards keep an older ``audit`` with card-specific inputs);
+- ``split(items, version) -> SplitManifest``;
+- ``predict(items, manifest, model, protocol, *, data_dir=None, **options) -> list[dict]``: one record per
+  test item, :func:`record` shaped (``item_id``, ``gold``, ``prediction``, ``score`` or None, then the
+  card's own fields); a run that cannot happen raises :class:`NotRun` with the reason;
+- ``score(records, protocol, *, model=None) -> dict``: the cell metrics ``<base>_<protocol>`` ->
+  ``results.metric(value, ci_low, ci_high)`` with the card's declared intervals (``model`` matters only
+  where a baseline addresses some metrics only, as in TempEval).
+
+They are thin entry points over each card's own functions (the notebooks still call those), so they
+give the same numbers; see :data:`CONTRACT` and ``tests/cards/test_contract.py``.
 """
 from __future__ import annotations
 
@@ -25,7 +36,18 @@ CARD_MODULES = {
 
 
 #: the functions every card module exposes, with the same names and shapes (CONTRIBUTING.md, "Add a card")
-CONTRACT = ("load_items", "audit", "split", "predict", "score")
+CONTRACT = ("load_items", "audit_items", "split", "predict", "score")
+
+
+class NotRun(Exception):
+    """A run that cannot happen here (weights unavailable, capability missing, text under a data use
+    agreement); the message is the reason its not-run cell records."""
+
+
+def record(item_id, gold, prediction, score=None, **extra) -> dict:
+    """One item's prediction record, the same shape on every card: ``item_id``, ``gold``, ``prediction``,
+    ``score`` (None when the model gives none), then the card's own fields."""
+    return {"item_id": item_id, "gold": gold, "prediction": prediction, "score": score, **extra}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """One contract for every card (parametrised over the four cards): the card declares itself as data
 (``atlaslib.cards.Card``) and its module exposes the same functions with the same shapes."""
 import importlib
+import json
 
 import pytest
 
@@ -64,5 +65,105 @@ def test_runner_reads_baselines_and_capabilities_from_the_card(name):
             runner.preflight(runner.RunRequest(name, card.versions[0], model, protocol))
 
 
-def test_contract_names():
-    assert CONTRACT == ("load_items", "audit", "split", "predict", "score")
+# ------------------------------------------------------------------------ the five functions, end to end
+#: per card: a split version, a model that runs offline in seconds, its protocol
+RUNS = {
+    "negex": ("atlas-n100-v1", "majority", "zero_shot"),
+    "maccrobat": ("atlas-n100-v1", "memorize", "train_lookup"),
+    "nli_negation": ("builtin-v1", "always-entailment", "zero_shot"),
+    "tempeval": ("synthetic-v1", "closest", "phase2"),
+}
+
+
+@pytest.fixture(scope="module")
+def contract_runs(data_dir):
+    """card -> (module, items, manifest, records, metrics): the contract's five functions in a row."""
+    out = {}
+    for name, (version, model, protocol) in RUNS.items():
+        mod = importlib.import_module(CARD_MODULES[name])
+        items = mod.load_items(data_dir)
+        manifest = mod.split(items, version)
+        records = mod.predict(items, manifest, model, protocol, data_dir=data_dir)
+        out[name] = (mod, items, manifest, records, mod.score(records, protocol, model=model))
+    return out
+
+
+@pytest.mark.parametrize("name", CARDS)
+def test_every_card_implements_the_contract(name, contract_runs, data_dir):
+    card = get_card(name)
+    version, model, protocol = RUNS[name]
+    mod, items, manifest, records, metrics = contract_runs[name]
+    for fn in CONTRACT:
+        assert callable(getattr(mod, fn)), f"{name} has no contract function {fn}"
+    assert items["item_id"].is_unique
+    facts = mod.audit_items(items, data_dir)
+    assert facts["n_items"] == len(items)
+    json.dumps(facts)  # plain data
+    assert manifest.card == name and manifest.version == version
+    assert len(manifest.test) == card.test_sizes[version]
+    assert sorted(r["item_id"] for r in records) == sorted(manifest.test)
+    assert all(list(r)[:4] == ["item_id", "gold", "prediction", "score"] for r in records)
+    assert set(metrics) == {card.metric_name(b, protocol) for b in card.metrics}
+    for entry in metrics.values():
+        assert set(entry) >= {"value", "ci_low", "ci_high"}
+
+
+def test_negex_contract_scores_against_sklearn(contract_runs):
+    from sklearn.metrics import f1_score, recall_score
+
+    *_, records, metrics = contract_runs["negex"]
+    y, p = [r["gold"] for r in records], [r["prediction"] for r in records]
+    assert metrics["macro_f1_zero_shot"]["value"] == pytest.approx(f1_score(y, p, average="macro"))
+    assert metrics["sensitivity_zero_shot"]["value"] == pytest.approx(recall_score(y, p, pos_label=1))
+    mod, items, *_ = contract_runs["negex"]
+    facts = mod.audit_items(items)
+    assert (facts["n_rows"], facts["n_items"]) == (mod.ROWS_EXPECTED, mod.ITEMS_EXPECTED)
+    assert facts["dropped_rows"] == mod.ROWS_EXPECTED - mod.ITEMS_EXPECTED
+
+
+def test_maccrobat_contract_scores_against_seqeval(contract_runs):
+    from seqeval.metrics import f1_score
+    from seqeval.scheme import IOB2
+
+    mod, items, _, records, metrics = contract_runs["maccrobat"]
+    y, p = [r["gold"] for r in records], [r["prediction"] for r in records]
+    assert metrics["entity_f1_train_lookup"]["value"] == pytest.approx(f1_score(y, p, mode="strict", scheme=IOB2))
+    assert {r["document"] for r in records} <= set(items["document"])
+    facts = mod.audit_items(items)
+    assert {"sentences": facts["n_items"], **facts["mentions"]} == mod.REFERENCE_COUNTS
+
+
+def test_nli_contract_scores_by_hand(contract_runs):
+    *_, records, metrics = contract_runs["nli_negation"]
+    assert {r["prediction"] for r in records} == {"entailment"}
+    acc = sum(r["gold"] == "entailment" for r in records) / len(records)
+    assert metrics["aggregate_accuracy_zero_shot"]["value"] == pytest.approx(acc)
+    assert metrics["false_entailment_rate_zero_shot"]["value"] == 1.0  # every non-entailment case entailed
+
+
+def test_tempeval_contract_gives_the_runs_numbers(contract_runs, data_dir, tmp_path):
+    from atlaslib.cards.tempeval import runs
+
+    *_, records, metrics = contract_runs["tempeval"]
+    assert metrics == runs.run("synthetic-v1", "closest", "phase2", data_dir=data_dir, work_dir=tmp_path).metrics
+    # contains F1 by hand from the summed per-document counts: F1 = 2PR / (P + R)
+    ref, pred, pc, rc = (sum(r["counts"]["contains"][k] for r in records) for k in range(4))
+    p, r = pc / pred, rc / ref
+    assert metrics["contains_f1_phase2"]["value"] == pytest.approx(2 * p * r / (p + r))
+
+
+@pytest.mark.parametrize("name,version,model,protocol", [
+    ("negex", "atlas-n100-v1", "nobody-org/absent-model", "zero_shot"),
+    ("maccrobat", "atlas-n100-v1", "nobody-org/absent-model", "zero_shot"),
+    ("nli_negation", "builtin-v1", "nobody-org/absent-model", "zero_shot"),
+    ("tempeval", "thyme-dev-2015", "memorize", "phase2"),
+])
+def test_a_run_that_cannot_happen_raises_the_contracts_not_run(name, version, model, protocol, data_dir,
+                                                               monkeypatch):
+    from atlaslib.cards import NotRun
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    mod = importlib.import_module(CARD_MODULES[name])
+    items = mod.load_items(data_dir)
+    with pytest.raises(NotRun, match="weights unavailable|needs the note text"):
+        mod.predict(items, mod.split(items, version), model, protocol, data_dir=data_dir)

@@ -36,3 +36,4 @@ def split(items, version: str = VERSION):
         raise ValueError(f"card {CARD.name} has no version {version!r}; expected one of {', '.join(CARD.versions)}")
     return SplitManifest(card=CARD.name, version=version, seed=0, train=[], test=list(items["item_id"]),
                          rules="challenge set: every built-in case is a test case; no draw, no training side")
+from .contract import audit_items, predict, score  # noqa: E402,F401  (the card contract)

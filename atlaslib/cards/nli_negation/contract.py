@@ -1,0 +1,39 @@
+"""The card contract (see :mod:`atlaslib.cards`) for the NLI negation challenge: thin entry points over
+:func:`.card.run_card` and :func:`.challenge.score_predictions`, so they give the notebook's numbers
+(``load_items`` and ``split`` are in the package's ``__init__``)."""
+from __future__ import annotations
+
+from collections import Counter
+
+from .. import NotRun, record
+from .card import CARD, PROTOCOL, NliNegationRun, run_card
+from .challenge import score_predictions
+from .corpus import default_nli_negation_cases
+
+
+def audit_items(items, data_dir=None) -> dict:
+    """Cases per pattern and per gold label (``data_dir`` unused: the corpus is generated)."""
+    return {"n_items": int(len(items)), "patterns": dict(Counter(items["pattern"])),
+            "gold": dict(Counter(items["gold"]))}
+
+
+def predict(items, manifest, model: str, protocol: str = PROTOCOL, *, data_dir=None, **options) -> list[dict]:
+    """One record per test case (``gold`` / ``prediction`` NLI labels, None for an abstention; ``score``
+    None; ``pattern``); a run that cannot happen raises :class:`atlaslib.cards.NotRun`."""
+    run = run_card(model, protocol, manifest.version, **options)
+    if not run.ok:
+        raise NotRun(run.reason)
+    test = set(manifest.test)
+    return [record(c.case_id, c.gold_label, p, None, pattern=c.pattern)
+            for c, p in zip(run.cases, run.labels) if c.case_id in test]
+
+
+def score(records: list[dict], protocol: str = PROTOCOL, *, model: str | None = None) -> dict:
+    """Aggregate accuracy and false-entailment rate with exact Clopper-Pearson intervals, and the two gates
+    (:meth:`.card.NliNegationRun.metrics` over :func:`.challenge.score_predictions`)."""
+    by_id = {c.case_id: c for c in default_nli_negation_cases()}
+    cases = [by_id[r["item_id"]] for r in records]
+    report = score_predictions(cases, [r["prediction"] for r in records])
+    if protocol not in CARD.protocols:
+        raise ValueError(f"card {CARD.name} has no protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
+    return NliNegationRun(spec=None, status="ok", report=report).metrics()

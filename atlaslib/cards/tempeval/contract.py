@@ -1,0 +1,64 @@
+"""The card contract (see :mod:`atlaslib.cards`) for Clinical TempEval: thin entry points over
+:func:`.runs.run` (load, predict, official scorer) and :func:`.runs.metrics_from_table`, so they give the
+notebook's numbers (``load_items`` and ``split`` are in the package's ``__init__``). The item is a
+document; its record carries the official scorer's per-document counts, from which :func:`score` rebuilds
+the scorer table and its document-level bootstrap."""
+from __future__ import annotations
+
+from collections import Counter
+
+from .. import NotRun, record
+
+
+def audit_items(items, data_dir=None) -> dict:
+    """Documents per version and side (Train / Dev); the annotation audit proper is :mod:`.audit`."""
+    return {"n_items": int(len(items)),
+            "documents": {f"{v}/{side}": n
+                          for (v, side), n in sorted(Counter(zip(items["version"], items["side"])).items())}}
+
+
+def predict(items, manifest, model: str, protocol: str, *, data_dir=None, **options) -> list[dict]:
+    """One record per test document: ``gold`` / ``prediction`` = the number of gold / predicted EVENT,
+    TIMEX3 and CONTAINS items, ``score`` None, ``counts`` = per scorer row the document's
+    ``[reference, predicted, precision_correct, recall_correct]``. The note text under a DUA is never read
+    without ``thyme_text_dir``: such a run raises :class:`atlaslib.cards.NotRun`."""
+    from .runs import TextUnavailable, run
+
+    try:
+        res = run(manifest.version, model, protocol, data_dir=data_dir, **options)
+    except TextUnavailable as exc:
+        raise NotRun(str(exc)) from None
+    per = res.table["per_document"]
+    rows = [r["row"] for r in res.table["rows"]]
+    gold = {d.doc_id: d for d in res.corpus.test}
+    by_doc = {rec["item_id"]: rec for rec in res.predictions}
+    out = []
+    # in the scorer's document order: the bootstrap draws documents by position, so the order is part of
+    # the interval (score() must see the documents as the scorer listed them)
+    for position, doc in enumerate(per["doc_ids"]):
+        rec, g = by_doc[doc], gold[doc]
+        out.append(record(doc, {"EVENT": len(g.of_type("EVENT")), "TIMEX3": len(g.of_type("TIMEX3")),
+                                "CONTAINS": len(g.tlinks("CONTAINS"))},
+                          {"EVENT": rec["n_event"], "TIMEX3": rec["n_timex3"], "CONTAINS": rec["n_contains"]},
+                          None, counts={row: list(per[row][position]) for row in rows}))
+    return out
+
+
+def score(records: list[dict], protocol: str, *, model: str | None = None) -> dict:
+    """The scorer table rebuilt from the records' per-document counts (F1 of the summed counts), then
+    :func:`.runs.metrics_from_table`: official-scorer F1 with a 95 % interval from 1,000 document-level
+    bootstrap resamples. The records must keep :func:`predict`'s order (the scorer's document order) for
+    the interval to be the run's. ``model`` is required: a baseline addresses only some of the metrics."""
+    from .runs import metrics_from_table
+    from .scoring import f1_from_counts
+
+    if model is None:
+        raise ValueError("tempeval score: model is required (a baseline addresses only some metrics)")
+    rows = list(records[0]["counts"]) if records else []
+    table = {"rows": [], "per_document": {"doc_ids": [r["item_id"] for r in records]}}
+    for row in rows:
+        counts = [r["counts"][row] for r in records]
+        table["per_document"][row] = counts
+        _, _, f1 = f1_from_counts(*[sum(c[k] for c in counts) for k in range(4)])
+        table["rows"].append({"row": row, "f1": float(f1)})
+    return metrics_from_table(table, model, protocol)
