@@ -506,7 +506,10 @@ def _execute(request, card, nb, key, work: Path, nb_out: Path, res_out: Path, da
     from papermill.exceptions import PapermillExecutionError
 
     src_ipynb, out_ipynb, tmp_cell = work / "in.ipynb", work / "out.ipynb", work / "cell.json"
-    nbformat.write(nb, src_ipynb)
+    from .pages import datastory
+
+    run_nb = datastory.run_notebook(nb, request.version)  # the data story runs once per version, not here
+    nbformat.write(run_nb, src_ipynb)
     params = {**request.parameters(), "data_dir": data_dir, "result_path": str(tmp_cell), "run_key": key}
     # Widgets are not saved in executed notebooks: kernels draw plain progress bars.
     os.environ.setdefault("ATLAS_PROGRESS", "plain")
@@ -520,7 +523,9 @@ def _execute(request, card, nb, key, work: Path, nb_out: Path, res_out: Path, da
                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])
     except PapermillExecutionError as exc:
         kept = _keep_failed(out_ipynb, request, failed_dir)
-        cell_no = _source_cell_number(nb, exc.cell_index)
+        cell_no = _source_cell_number(run_nb, exc.cell_index)
+        if cell_no is not None:  # back to the numbering of the source notebook
+            cell_no = datastory.run_cell_indices(nb, request.version)[cell_no - 1] + 1
         raise RunFailed(request, card.notebook, cell_no, f"{exc.ename}: {exc.evalue}", kept) from None
     except Exception as exc:
         kept = _keep_failed(out_ipynb, request, failed_dir)
