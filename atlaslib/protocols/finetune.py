@@ -658,9 +658,7 @@ def section_markdown(details: Mapping, unit: str = "items") -> str:
     return (f"### Fine-tuning\n\nThe encoder and a new linear head were trained together on the {n} train "
             f"{unit} only, for {rec['epochs']} epochs of {tr.get('steps_per_epoch')} steps ({rec['batch_size']} "
             f"{unit} per step, learning rate {rec['learning_rate']:g} with {rec['warmup_ratio']:.0%} warm-up, "
-            f"seed {rec['seed']}). There is no validation split and no early stopping: the number of steps is "
-            f"fixed by the recipe, and the test {unit} are seen only once, for prediction. The weights were "
-            f"{how}.{per_epoch}")
+            f"seed {rec['seed']}). Validation: {rec['validation']}. The weights were {how}.{per_epoch}")
 
 
 def recipe_table(details: Mapping):
