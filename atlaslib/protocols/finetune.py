@@ -35,8 +35,8 @@ Weight cache
     ``~/.cache/clinical-nlp-atlas/finetune``) in a folder named by the *content key*: sha256 of the
     canonical JSON of the encoder (profile name, source, location, revision, model class), the recipe,
     the label list, the train item ids, the sha256 of the train inputs and labels, the card's data
-    sha256, the torch and transformers versions and the sha256 of the training code (:func:`code_sha256`). A rebuild with
-    nothing changed loads the weights and trains nothing; a change of any field trains anew. An encoder
+    sha256, the torch and transformers versions and the sha256 of the training code (:func:`code_sha256`).
+    A rebuild with nothing changed loads the weights and trains nothing; a change of any field trains anew. An encoder
     without a pinned revision (a hub id not in the registry) has no reliable key and is never cached.
     ``retrain=True`` (the notebooks' ``retrain`` parameter, or ``ATLAS_FINETUNE_RETRAIN=1``) trains even
     when the weights are cached and replaces them. Entries are written to a temporary folder and renamed
