@@ -65,5 +65,5 @@ def predict(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: 
 
 def score(records: list[dict], protocol: str, *, model: str | None = None) -> dict:
     """accuracy = #(prediction == gold) / n, exact Clopper-Pearson 95 % interval."""
-    k, n = sum(r["prediction"] == r["gold"] for r in records), len(records)
+    k, n = sum(r["pred"] == r["gold"] for r in records), len(records)
     return {f"accuracy_{protocol}": results.metric(k / n, *clopper_pearson(k, n))}

@@ -44,10 +44,11 @@ class NotRun(Exception):
     agreement); the message is the reason its not-run cell records."""
 
 
-def record(item_id, gold, prediction, score=None, **extra) -> dict:
-    """One item's prediction record, the same shape on every card: ``item_id``, ``gold``, ``prediction``,
-    ``score`` (None when the model gives none), then the card's own fields."""
-    return {"item_id": item_id, "gold": gold, "prediction": prediction, "score": score, **extra}
+def record(item_id, gold, pred, score=None, **extra) -> dict:
+    """One item's prediction record, the same shape on every card and in every result cell's
+    ``predictions``: ``item_id``, ``gold``, ``pred`` (the prediction), ``score`` (None when the model gives
+    none), then the card's own fields."""
+    return {"item_id": item_id, "gold": gold, "pred": pred, "score": score, **extra}
 
 
 @dataclass(frozen=True)

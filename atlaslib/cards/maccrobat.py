@@ -959,7 +959,7 @@ def score(records: list[dict], protocol: str, *, model: str | None = None,
     bootstrap over whole case reports (``document``)."""
     out = Outcome(model=model or "", protocol=protocol, version="", status="ok",
                   item_ids=[r["item_id"] for r in records], documents=[r["document"] for r in records],
-                  gold=[list(r["gold"]) for r in records], pred=[list(r["prediction"]) for r in records])
+                  gold=[list(r["gold"]) for r in records], pred=[list(r["pred"]) for r in records])
     out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES, n_resamples=n_resamples,
                                       seed=seed)
     return out.metrics()

@@ -584,6 +584,6 @@ def score(records: list[dict], protocol: str, *, model: str | None = None, n_res
     from ..metrics.report import binary_metrics
 
     scores = [r["score"] for r in records]
-    return binary_metrics([r["gold"] for r in records], [r["prediction"] for r in records],
+    return binary_metrics([r["gold"] for r in records], [r["pred"] for r in records],
                           None if any(s is None for s in scores) else scores, protocol, n_resamples=n_resamples,
                           no_score_reason="a native assertion head gives labels without scores")

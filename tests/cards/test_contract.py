@@ -102,7 +102,7 @@ def test_every_card_implements_the_contract(name, contract_runs, data_dir):
     assert manifest.card == name and manifest.version == version
     assert len(manifest.test) == card.test_sizes[version]
     assert sorted(r["item_id"] for r in records) == sorted(manifest.test)
-    assert all(list(r)[:4] == ["item_id", "gold", "prediction", "score"] for r in records)
+    assert all(list(r)[:4] == ["item_id", "gold", "pred", "score"] for r in records)
     assert set(metrics) == {card.metric_name(b, protocol) for b in card.metrics}
     for entry in metrics.values():
         assert set(entry) >= {"value", "ci_low", "ci_high"}
@@ -112,7 +112,7 @@ def test_negex_contract_scores_against_sklearn(contract_runs):
     from sklearn.metrics import f1_score, recall_score
 
     *_, records, metrics = contract_runs["negex"]
-    y, p = [r["gold"] for r in records], [r["prediction"] for r in records]
+    y, p = [r["gold"] for r in records], [r["pred"] for r in records]
     assert metrics["macro_f1_zero_shot"]["value"] == pytest.approx(f1_score(y, p, average="macro"))
     assert metrics["sensitivity_zero_shot"]["value"] == pytest.approx(recall_score(y, p, pos_label=1))
     mod, items, *_ = contract_runs["negex"]
@@ -126,7 +126,7 @@ def test_maccrobat_contract_scores_against_seqeval(contract_runs):
     from seqeval.scheme import IOB2
 
     mod, items, _, records, metrics = contract_runs["maccrobat"]
-    y, p = [r["gold"] for r in records], [r["prediction"] for r in records]
+    y, p = [r["gold"] for r in records], [r["pred"] for r in records]
     assert metrics["entity_f1_train_lookup"]["value"] == pytest.approx(f1_score(y, p, mode="strict", scheme=IOB2))
     assert {r["document"] for r in records} <= set(items["document"])
     facts = mod.audit_items(items)
@@ -135,7 +135,7 @@ def test_maccrobat_contract_scores_against_seqeval(contract_runs):
 
 def test_nli_contract_scores_by_hand(contract_runs):
     *_, records, metrics = contract_runs["nli_negation"]
-    assert {r["prediction"] for r in records} == {"entailment"}
+    assert {r["pred"] for r in records} == {"entailment"}
     acc = sum(r["gold"] == "entailment" for r in records) / len(records)
     assert metrics["aggregate_accuracy_zero_shot"]["value"] == pytest.approx(acc)
     assert metrics["false_entailment_rate_zero_shot"]["value"] == 1.0  # every non-entailment case entailed

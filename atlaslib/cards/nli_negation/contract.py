@@ -33,7 +33,7 @@ def score(records: list[dict], protocol: str = PROTOCOL, *, model: str | None = 
     (:meth:`.card.NliNegationRun.metrics` over :func:`.challenge.score_predictions`)."""
     by_id = {c.case_id: c for c in default_nli_negation_cases()}
     cases = [by_id[r["item_id"]] for r in records]
-    report = score_predictions(cases, [r["prediction"] for r in records])
+    report = score_predictions(cases, [r["pred"] for r in records])
     if protocol not in CARD.protocols:
         raise ValueError(f"card {CARD.name} has no protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
     return NliNegationRun(spec=None, status="ok", report=report).metrics()
