@@ -93,8 +93,9 @@ FINETUNE_RECIPE = {
     "max_grad_norm": 1.0,
     "head_dropout": 0.1, "seed": SEED, "torch_threads": 2, "eval_batch_size": 64,
     "validation": ("none while training (fixed epochs, no early stopping; test items unseen until prediction); "
-                   "the learning rate was chosen once on 101 sentences of 24 train case reports held out of "
-                   "the 500 train sentences"),
+                   "the learning rate was chosen once, among 5e-05, 1e-04, 2e-04 and 3e-04, on 101 sentences of "
+                   "24 train case reports held out of the 500 train sentences, after a first recipe at 5e-05 "
+                   "had already been scored on the test items"),
 }
 BASELINES = ("memorize",)
 #: The protocol each card baseline runs under: ``train_lookup`` = look up phrases memorised from the train

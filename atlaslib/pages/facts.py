@@ -731,7 +731,27 @@ def _splits(ctx: FactContext) -> dict[str, Fact]:
             "splits.example_draw_same": Fact("the same" if without[:2] == order[:2] else "different", "text", src)}
 
 
+def finetune_recipes_markdown() -> str:
+    """The fine-tune recipes of the cards that have one (``FINETUNE_RECIPE``, card data), side by side."""
+    from ..cards import maccrobat, negex
+    from ..protocols.finetune import RECIPE_KEYS
+
+    recipes = {"NegEx": negex.FINETUNE_RECIPE, "MACCROBAT": maccrobat.FINETUNE_RECIPE}
+    show = lambda v: f"{v:g}" if isinstance(v, float) else ("—" if v is None else str(v))  # noqa: E731
+    lines = ["| setting | " + " | ".join(recipes) + " | meaning |", "|---|" + "---|" * len(recipes) + "---|"]
+    for k, meaning in RECIPE_KEYS.items():
+        if any(k in r for r in recipes.values()):
+            lines.append(f"| `{k}` | " + " | ".join(show(r.get(k)) for r in recipes.values()) + f" | {meaning} |")
+    return "\n".join(lines)
+
+
+def _finetune(ctx: FactContext) -> dict[str, Fact]:
+    return {"finetune.recipes": Fact(finetune_recipes_markdown(), "markdown",
+                                     "FINETUNE_RECIPE in atlaslib/cards/negex.py and maccrobat.py")}
+
+
 PROVIDERS: dict[str, Callable[[FactContext], dict[str, Fact]]] = {
+    "finetune": _finetune,
     "splits": _splits,
     "negex": _negex,
     "negex_runs": _negex_runs,

@@ -76,7 +76,7 @@ _ON = ("1", "true", "yes", "on")
 
 #: every recipe names these (values checked by :func:`check_recipe`)
 RECIPE_KEYS = {
-    "optimizer": "torch.optim.AdamW",
+    "optimizer": "the optimiser (torch class)",
     "learning_rate": "peak learning rate (encoder and head)",
     "epochs": "passes over the train items (fixed; no early stopping)",
     "batch_size": "train items per step",
