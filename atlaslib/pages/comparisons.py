@@ -171,22 +171,13 @@ def worked_example(cells: list[dict], card_name: str = "negex") -> str:
 def render_metrics_chapter(src: Path, cells: list[dict]) -> None:
     """Fill every data-rendered part of the metrics chapter still marked, from all cells shown in the build
     (a final pass after the cards; :func:`fill_metrics_chapter` fills them card by card)."""
-    page = src / "book" / "methods" / "metrics.md"
-    if not page.is_file():
-        return
-    text = page.read_text(encoding="utf-8")
-    before = text
-    if COVERAGE_MARK in text:
-        text = text.replace(COVERAGE_MARK, _coverage_block(src))
-    if METRICS_MARK in text:
-        example = worked_example(cells) or worked_example(cells, "nli_negation")
-        text = text.replace(METRICS_MARK, example or "*This build has no card with two runs on the same items "
-                                                    "to compare.*\n")
-    if WIDTH_MARK in text:
-        text = text.replace(WIDTH_MARK, _width_block(src, cells) or "*This build has no NegEx runs on both split "
-                                                                    "versions; the figure needs them.*\n")
-    if text != before:
-        page.write_text(text, encoding="utf-8")
+    def fill(text: str) -> str:
+        if METRICS_MARK in text:
+            example = worked_example(cells) or worked_example(cells, "nli_negation")
+            text = text.replace(METRICS_MARK, example or NO_EXAMPLE)
+        return text.replace(WIDTH_MARK, _width_block(src, cells) or NO_WIDTH) if WIDTH_MARK in text else text
+
+    _edit_metrics_chapter(src, fill)
 
 
 def comparison_json(comp) -> str:
@@ -267,27 +258,36 @@ def _coverage_block(src: Path) -> str:
             "simulate_coverage`).\n```\n")
 
 
+def _edit_metrics_chapter(src: Path, fill) -> None:
+    """Apply ``fill`` (text -> text) to the metrics chapter of the site tree, after the coverage figure has
+    taken its marker; write the page only when something changed."""
+    page = src / "book" / "methods" / "metrics.md"
+    if not page.is_file():
+        return
+    before = page.read_text(encoding="utf-8")
+    text = before.replace(COVERAGE_MARK, _coverage_block(src)) if COVERAGE_MARK in before else before
+    text = fill(text)
+    if text != before:
+        page.write_text(text, encoding="utf-8")
+
+
+NO_EXAMPLE = "*This build has no card with two runs on the same items to compare.*\n"
+NO_WIDTH = "*This build has no NegEx runs on both split versions; the figure needs them.*\n"
+
+
 def fill_metrics_chapter(src: Path, card, cells: list[dict]) -> None:
     """Fill the metrics chapter's rendered parts where their markers stand: the coverage figure (on the
     first card rendered), the worked paired example and the width-by-size figure (from NegEx's cells; when
     the NLI challenge, rendered after NegEx, finds them still marked, its own example and a note)."""
-    page = src / "book" / "methods" / "metrics.md"
-    if not page.is_file():
-        return
-    text = page.read_text(encoding="utf-8")
-    before = text
-    if COVERAGE_MARK in text:
-        text = text.replace(COVERAGE_MARK, _coverage_block(src))
-    if card.name == "negex":
-        if METRICS_MARK in text:
-            text = text.replace(METRICS_MARK, worked_example(cells) or METRICS_MARK)
-        if WIDTH_MARK in text:
-            text = text.replace(WIDTH_MARK, _width_block(src, cells) or WIDTH_MARK)
-    elif card.name == "nli_negation":   # rendered after NegEx: what NegEx did not fill, it cannot fill any more
-        example = worked_example(cells, "nli_negation")
-        text = text.replace(METRICS_MARK, example or "*This build has no card with two runs on the same items to "
-                                                     "compare.*\n")
-        text = text.replace(WIDTH_MARK, "*This build has no NegEx runs on both split versions; the figure needs "
-                                         "them.*\n")
-    if text != before:
-        page.write_text(text, encoding="utf-8")
+    def fill(text: str) -> str:
+        if card.name == "negex":
+            if METRICS_MARK in text:
+                text = text.replace(METRICS_MARK, worked_example(cells) or METRICS_MARK)
+            if WIDTH_MARK in text:
+                text = text.replace(WIDTH_MARK, _width_block(src, cells) or WIDTH_MARK)
+        elif card.name == "nli_negation":  # rendered after NegEx: what NegEx did not fill, it cannot fill any more
+            text = text.replace(METRICS_MARK, worked_example(cells, "nli_negation") or NO_EXAMPLE)
+            text = text.replace(WIDTH_MARK, NO_WIDTH)
+        return text
+
+    _edit_metrics_chapter(src, fill)
