@@ -453,7 +453,7 @@ def render_build_report(src: Path, report: MatrixReport | None) -> None:
         cached = sum(o.status == "cached" for o in report.outcomes)
         lines += ["", f"{len(report.outcomes)} runs: {ran} executed, {cached} from the cache, "
                       f"{len(report.failures)} failed; matrix wall time {report.seconds:.1f} s."]
-    stories = [o for o in getattr(report, "stories", []) if o.status != "none"]
+    stories = [o for o in (report.stories if report else []) if o.status != "none"]
     if stories:
         lines += ["", "## Data stories", "",
                   "The data, split and caveats of each card's split version, executed once per build (or taken "
@@ -601,7 +601,7 @@ def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool
         log(f"Jupyter Book build failed ({len(warnings)} warnings/errors; warnings are errors); "
             f"log: {out.parent / (out.name + '-build.log')}")
         status = 1
-    for o in getattr(report, "stories", []):
+    for o in (report.stories if report else []):
         if o.status == "failed":
             log(f"data story {o.label} failed: {o.error}")
             status = 1

@@ -32,6 +32,7 @@ class MatrixReport:
     outcomes: list[RunOutcome] = field(default_factory=list)
     failures: list[RunFailed] = field(default_factory=list)
     seconds: float = 0.0
+    stories: list = field(default_factory=list)  # data-story outcomes (atlaslib.pages.datastory), once per version
 
 
 def print_timing(report: MatrixReport, log=print) -> None:

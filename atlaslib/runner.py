@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -476,7 +477,7 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
             return RunOutcome(request, "ran", seconds=round(time.perf_counter() - start, 3), cell_status="not_run",
                               notebook=str(nb_out), result=str(res_out), extra={"preflight": True})
         outcome = _execute(request, card, nb, key, work, nb_out, res_out, data_dir, failed_dir, kernel_name,
-                           timeout, start)
+                           timeout, start, retrain=force and declares_parameter(nb, "retrain"))
         made = []
         return outcome
     finally:
@@ -499,8 +500,14 @@ def _refuse_clash(request: RunRequest, res_out: Path) -> None:
                           f"replaced (rename one of the two model folders)")
 
 
+def declares_parameter(nb, name: str) -> bool:
+    """Whether the notebook's ``parameters`` cell assigns ``name`` (so injecting it raises no warning)."""
+    cell = next(c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    return re.search(rf"(?m)^{re.escape(name)}\s*=", cell.source) is not None
+
+
 def _execute(request, card, nb, key, work: Path, nb_out: Path, res_out: Path, data_dir, failed_dir: Path,
-             kernel_name, timeout, start) -> RunOutcome:
+             kernel_name, timeout, start, retrain: bool = False) -> RunOutcome:
     import nbformat
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -511,6 +518,8 @@ def _execute(request, card, nb, key, work: Path, nb_out: Path, res_out: Path, da
     run_nb = datastory.run_notebook(nb, request.version)  # the data story runs once per version, not here
     nbformat.write(run_nb, src_ipynb)
     params = {**request.parameters(), "data_dir": data_dir, "result_path": str(tmp_cell), "run_key": key}
+    if retrain:  # `--force` also retrains cached fine-tuned weights (not part of the cache key)
+        params["retrain"] = True
     # Widgets are not saved in executed notebooks: kernels draw plain progress bars.
     os.environ.setdefault("ATLAS_PROGRESS", "plain")
     try:

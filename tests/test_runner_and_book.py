@@ -104,3 +104,25 @@ def test_gated_cells_are_recognised():
     assert book.is_gated({"extra": {"gated_text": True}})
     assert book.is_gated({"spec": {"parameters": {"gated": True}}})
     assert not book.is_gated({"extra": {"gated_text": False}, "spec": {"parameters": {}}})
+
+
+def test_force_retrains_only_notebooks_that_declare_retrain(monkeypatch, tmp_path):
+    """`--force` reaches fine-tuned weights: a notebook with a `retrain` parameter gets retrain=True, one
+    without it gets no unknown parameter."""
+    import papermill
+
+    negex_nb = runner.read_text_notebook(runner.REPO / "notebooks" / "negex.md")
+    nli_nb = runner.read_text_notebook(runner.REPO / "notebooks" / "nli_negation.md")
+    assert runner.declares_parameter(negex_nb, "retrain") and not runner.declares_parameter(nli_nb, "retrain")
+    seen = []
+
+    def capture(src, out, parameters, **kw):
+        seen.append(parameters)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(papermill, "execute_notebook", capture)
+    for force in (False, True):
+        with pytest.raises(runner.RunFailed):
+            runner.run(runner.RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot"), force=force,
+                       results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", failed_dir=tmp_path / "failed")
+    assert "retrain" not in seen[0] and seen[1]["retrain"] is True
