@@ -148,11 +148,11 @@ def run_story(card_name: str, version: str, *, runs_dir, data_dir=None, force: b
     import nbformat
     import papermill
 
-    from ..cards import get_card
+    from .. import runner
     from ..results import atomic_write_text
     from ..runner import REPO, read_text_notebook
 
-    card = get_card(card_name)
+    card = runner.get_card(card_name)  # cards are looked up through the runner, as runs and the executor do
     src = REPO / card.notebook
     nb = read_text_notebook(src)
     story = story_notebook(nb, card, version)
