@@ -13,9 +13,12 @@ Every command takes ``--data-dir`` (default ``$ATLAS_DATA_DIR``; else the sha256
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import os
 import sys
+import tempfile
 
 from . import runner
 from .cards import CARD_MODULES, available_cards, get_card
@@ -87,12 +90,41 @@ def cmd_split(args) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _kernel_stderr_held():
+    """Kernels started inside inherit file descriptor 2. While the run executes it points at a temporary
+    file, so a kernel hit by the same Ctrl-C as `atlas` (a terminal signals the whole group) cannot print
+    its own traceback on the terminal; what was held is written out when the run ends without an
+    interrupt, so nothing a kernel says is lost otherwise."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    interrupted = False
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if not interrupted:
+                held.seek(0)
+                text = held.read().decode(errors="replace")
+                if text:
+                    sys.stderr.write(text)
+                    sys.stderr.flush()
+
+
 def cmd_run(args) -> int:
     req = runner.RunRequest(args.card, args.version, args.model, args.protocol)
     paths = _paths(args)
     try:
-        out = runner.run(req, data_dir=_abs(args.data_dir), force=args.force, results_dir=paths.results,
-                         runs_dir=paths.runs, failed_dir=paths.build / "failed")
+        with _kernel_stderr_held():
+            out = runner.run(req, data_dir=_abs(args.data_dir), force=args.force, results_dir=paths.results,
+                             runs_dir=paths.runs, failed_dir=paths.build / "failed")
     except runner.RunFailed as exc:
         return _fail("run", exc, 1)
     except runner.OutputError as exc:
