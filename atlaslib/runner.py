@@ -500,6 +500,20 @@ def _refuse_clash(request: RunRequest, res_out: Path) -> None:
                           f"replaced (rename one of the two model folders)")
 
 
+def execute_notebook(src, out, params: dict, *, kernel_name: str = "python3", timeout: int | None = 3600) -> None:
+    """papermill with the atlas's settings, for runs, data stories and lessons alike: working directory the
+    repository, no progress bar or log echo, the execution timeout, plain progress bars in the kernel
+    (widgets are not saved in executed notebooks), and the kernel's own start-up chatter (e.g. its note
+    that the loopback channel is unencrypted) silenced; errors inside the notebook are still raised
+    (``PapermillExecutionError``) and the executed notebook kept at ``out``."""
+    import papermill
+
+    os.environ.setdefault("ATLAS_PROGRESS", "plain")
+    papermill.execute_notebook(str(src), str(out), parameters=params, kernel_name=kernel_name, cwd=str(REPO),
+                               progress_bar=False, log_output=False, execution_timeout=timeout,
+                               extra_arguments=["--IPKernelApp.log_level=ERROR"])
+
+
 def declares_parameter(nb, name: str) -> bool:
     """Whether the notebook's ``parameters`` cell assigns ``name`` (so injecting it raises no warning)."""
     cell = next(c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", []))
@@ -509,7 +523,6 @@ def declares_parameter(nb, name: str) -> bool:
 def _execute(request, card, nb, key, work: Path, nb_out: Path, res_out: Path, data_dir, failed_dir: Path,
              kernel_name, timeout, start, retrain: bool = False) -> RunOutcome:
     import nbformat
-    import papermill
     from papermill.exceptions import PapermillExecutionError
 
     src_ipynb, out_ipynb, tmp_cell = work / "in.ipynb", work / "out.ipynb", work / "cell.json"
@@ -520,16 +533,8 @@ def _execute(request, card, nb, key, work: Path, nb_out: Path, res_out: Path, da
     params = {**request.parameters(), "data_dir": data_dir, "result_path": str(tmp_cell), "run_key": key}
     if retrain:  # `--force` also retrains cached fine-tuned weights (not part of the cache key)
         params["retrain"] = True
-    # Widgets are not saved in executed notebooks: kernels draw plain progress bars.
-    os.environ.setdefault("ATLAS_PROGRESS", "plain")
     try:
-        papermill.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, kernel_name=kernel_name,
-                                   cwd=str(REPO), progress_bar=False, log_output=False,
-                                   execution_timeout=timeout,
-                                   # the kernel's own start-up chatter (e.g. its note that the local
-                                   # loopback channel is unencrypted) is not the run's business;
-                                   # errors inside the notebook are still raised and kept
-                                   extra_arguments=["--IPKernelApp.log_level=ERROR"])
+        execute_notebook(src_ipynb, out_ipynb, params, kernel_name=kernel_name, timeout=timeout)
     except PapermillExecutionError as exc:
         kept = _keep_failed(out_ipynb, request, failed_dir)
         cell_no = _source_cell_number(run_nb, exc.cell_index)

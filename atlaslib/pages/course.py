@@ -233,20 +233,17 @@ def execute(nb, *, results_dir: Path, data_dir=None, name: str = "lesson", faile
     """Execute a lesson notebook with papermill (parameters ``results_dir`` and ``data_dir``); returns the
     executed notebook or raises :class:`LessonFailed` naming the lesson and the (source) cell."""
     import nbformat
-    import papermill
     from papermill.exceptions import PapermillExecutionError
+
+    from ..runner import execute_notebook
 
     work = Path(tempfile.mkdtemp(prefix="atlas-lesson-"))
     src_nb, out_nb = work / "in.ipynb", work / "out.ipynb"
     try:
         nbformat.write(nb, src_nb)
         params = {"results_dir": str(results_dir), "data_dir": str(data_dir) if data_dir else None}
-        os.environ.setdefault("ATLAS_PROGRESS", "plain")
         try:
-            papermill.execute_notebook(str(src_nb), str(out_nb), parameters=params, kernel_name=kernel_name,
-                                       cwd=str(REPO), progress_bar=False, log_output=False,
-                                       execution_timeout=timeout,
-                                       extra_arguments=["--IPKernelApp.log_level=ERROR"])
+            execute_notebook(src_nb, out_nb, params, kernel_name=kernel_name, timeout=timeout)
         except PapermillExecutionError as exc:
             kept = _keep(out_nb, failed_dir, name)
             # papermill's index counts its injected cell, which sits right after the parameters cell

@@ -146,7 +146,6 @@ def run_story(card_name: str, version: str, *, runs_dir, data_dir=None, force: b
               kernel_name: str = "python3", timeout: int | None = 3600) -> StoryOutcome:
     """Execute the data story of (card, version) unless its cached notebook carries the same key."""
     import nbformat
-    import papermill
 
     from .. import runner
     from ..results import atomic_write_text
@@ -173,12 +172,9 @@ def run_story(card_name: str, version: str, *, runs_dir, data_dir=None, force: b
         declared = next(c.source for c in story.cells if "parameters" in _tags(c))
         if "story_path" in declared:  # only a story that records facts declares where they go
             params["story_path"] = str(work / "story.json")
-        os.environ.setdefault("ATLAS_PROGRESS", "plain")
         try:
-            papermill.execute_notebook(str(work / "in.ipynb"), str(work / "out.ipynb"), parameters=params,
-                                       kernel_name=kernel_name, cwd=str(REPO), progress_bar=False,
-                                       log_output=False, execution_timeout=timeout,
-                                       extra_arguments=["--IPKernelApp.log_level=ERROR"])
+            runner.execute_notebook(work / "in.ipynb", work / "out.ipynb", params, kernel_name=kernel_name,
+                                    timeout=timeout)
         except Exception as exc:
             err = f"{type(exc).__name__}: {getattr(exc, 'evalue', exc)}"
             return StoryOutcome(card_name, version, "failed", round(time.perf_counter() - start, 2), error=err)
