@@ -129,9 +129,19 @@ def pairwise_differences(pairs: pd.DataFrame, title: str = "", xlabel: str = "di
     return fig
 
 
+def _finish_lines(fig: plt.Figure, ax, title: str) -> plt.Figure:
+    """The common finish of the line figures: light grid, small legend, optional title, tight layout."""
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def width_vs_size(frame: pd.DataFrame, title: str = "") -> plt.Figure:
     """Interval width against test size: one line per model from ``frame`` (columns model, n, width,
-    metric), log-scaled size axis, with the 1/√n reference through the first point of each model."""
+    metric), log-scaled size axis."""
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for model, g in frame.groupby("model"):
         g = g.sort_values("n")
@@ -139,12 +149,7 @@ def width_vs_size(frame: pd.DataFrame, title: str = "") -> plt.Figure:
     ax.set_xscale("log")
     ax.set_xlabel("test items (log scale)")
     ax.set_ylabel("width of the 95 % interval")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _finish_lines(fig, ax, title)
 
 
 def coverage(frame: pd.DataFrame, level: float = 0.95, title: str = "") -> plt.Figure:
@@ -157,9 +162,4 @@ def coverage(frame: pd.DataFrame, level: float = 0.95, title: str = "") -> plt.F
     ax.set_xlabel("within-cluster correlation of the outcomes")
     ax.set_ylabel("coverage of the true proportion")
     ax.set_ylim(min(0.5, float(frame[["cluster", "item"]].min().min()) - 0.05), 1.0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _finish_lines(fig, ax, title)
