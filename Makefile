@@ -35,7 +35,7 @@ browser:
 	  echo "installing chromium (Debian package) for the browser test"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
-	@chromium --version
+	@chromium --version 2>/dev/null  # Debian's wrapper script prints a shell warning on some machines
 
 test: env browser
 	$(BIN)/python -m pytest -q
