@@ -32,7 +32,7 @@ import yaml
 from . import linkcheck, plots, results
 from .pages import analysis as analysis_page
 from .pages import datastory
-from .pages import facts
+from .pages import facts, tables
 from .pages.course import render_course
 from .cards import Card, available_cards
 from .executor import run_requests
@@ -174,12 +174,17 @@ def _copy_run_notebook(source: Path, target: Path, title: str, note: str | None 
                 nb.cells.insert(i + 1, nbformat.v4.new_markdown_cell(note))
             break
     for cell in nb.cells:
-        tags = cell.get("metadata", {}).get("tags", [])
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
         if "parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")  # the notebook's defaults; the run's values follow in the next cell
         if "injected-parameters" in tags:
             kept = [ln for ln in cell.source.split("\n") if not re.match(r"(result_path|run_key|data_dir) = ", ln)]
             cell.source = "\n".join(kept).rstrip() + "\n# data_dir, result_path and run_key were set by `atlas run`"
+        elif cell.cell_type == "code" and "remove-input" not in tags:
+            # a run page shows what was run (the parameters above) and what came out; the code is the card's
+            # notebook, the same for every run, offered once on the card page (.md and .ipynb downloads)
+            tags.append("remove-input")
+    tables.site_notebook(nb, target.stem, target.parent)  # long tables: first rows here, all rows as CSV
     nbformat.write(nb, target)
 
 
@@ -193,9 +198,12 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
         nb_rel = rel / f"{cell['protocol']}.ipynb" if cell["_notebook_src"] is not None else None
         if nb_rel is not None:
             story = (src / datastory.site_doc(card.name, cell["version"]).with_suffix(".ipynb")).is_file()
+            note = ((datastory.run_link_markdown(cell["version"]) + " ") if story else "") + (
+                f"The code is the card's notebook, the same for every run: take it as `.md` or `.ipynb` from the "
+                f"[card page](../../../../cards/{card.name}.md).")
             _copy_run_notebook(cell["_notebook_src"], src / nb_rel,
                                f"{card.title.split(':')[0]} run: {cell['model']} · {cell['protocol']} · {cell['version']}",
-                               datastory.run_link_markdown(cell["version"]) if story else None)
+                               note)
         json_rel = Path("book/results") / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.json"
         (src / json_rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cell["_path"], src / json_rel)

@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import tables
+
 STORY_TAG = "data-story"
 SHARED_TAG = "shared"
 VERSION_PREFIX = "version:"
@@ -241,6 +243,7 @@ def render(card, runs_dir, src: Path) -> list[str]:
                 tags.append("remove-cell")
         target = src / site_doc(card.name, version).with_suffix(".ipynb")
         target.parent.mkdir(parents=True, exist_ok=True)
+        tables.site_notebook(nb, target.stem, target.parent)  # long tables: first rows here, all rows as CSV
         nbformat.write(nb, target)
         docs.append(str(site_doc(card.name, version)))
     return docs

@@ -1,11 +1,21 @@
 """Tables on run pages that a reader can trust to be whole: a first few rows with "k of N" said plainly,
 every row and every character available one click away (no silent cut, no "…" inside a cell).
+
+In a notebook (Jupyter, or the executed .ipynb) a cut table carries every row in a collapsed list. In the
+book, :func:`site_notebook` turns each such output into its first rows plus a CSV download of all rows,
+written beside the page, so a run page does not carry hundreds of rows inline; the CSV is made from the
+whole frame the kernel displayed (it travels in the output under :data:`MIME`).
 """
 from __future__ import annotations
 
 import html
+import re
+from pathlib import Path
 
 import pandas as pd
+
+#: the output mimetype holding a whole table (its CSV text, caption parts and first rows' HTML)
+MIME = "application/vnd.atlas.whole-table+json"
 
 
 class WholeTable:
@@ -17,6 +27,11 @@ class WholeTable:
         if n < 1:
             raise ValueError(f"WholeTable: n must be at least 1, got {n}")
         self.frame, self.n, self.what = frame, n, what
+
+    @property
+    def name(self) -> str:
+        """The table's file-name stem (``false negatives`` -> ``false-negatives``)."""
+        return re.sub(r"[^a-z0-9]+", "-", self.what.lower()).strip("-") or "rows"
 
     @property
     def caption(self) -> str:
@@ -39,6 +54,16 @@ class WholeTable:
                          f"{self._html(self.frame)}</details>")
         return "\n".join(parts)
 
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """HTML and text as above, plus :data:`MIME`: every row as CSV and the first rows' HTML, from which
+        the book makes the first rows and a download (see :func:`site_notebook`)."""
+        with pd.option_context("display.max_colwidth", None):
+            csv = self.frame.to_csv(index=False)
+        return {"text/html": self._repr_html_(), "text/plain": repr(self),
+                MIME: {"what": self.what, "name": self.name, "shown": min(self.n, len(self.frame)),
+                       "total": len(self.frame), "head_html": self._html(self.frame.head(self.n)) if len(self.frame)
+                       else "", "csv": csv}}
+
     def __repr__(self) -> str:
         with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
             return self.caption + ("\n" + self.frame.to_string(index=False) if len(self.frame) else "")
@@ -47,6 +72,61 @@ class WholeTable:
 def whole_table(frame: pd.DataFrame, n: int = 10, what: str = "rows") -> WholeTable:
     """See :class:`WholeTable`."""
     return WholeTable(frame.reset_index(drop=True), n, what)
+
+
+def site_html(payload: dict, csv_name: str) -> str:
+    """The book's HTML for a whole table: "Showing k of N <what>", the first rows, and (when rows were left
+    out) where the CSV of all N rows is: the download link set right under the output."""
+    shown, total, what = payload["shown"], payload["total"], html.escape(payload["what"])
+    if total == 0:
+        return f"<p>No {what}.</p>"
+    caption = f"Showing {shown:,} of {total:,} {what}"
+    caption += "." if shown == total else f"; all {total:,} are in the CSV file <code>{html.escape(csv_name)}</code> linked below."
+    return f"<p>{caption}</p>\n{payload['head_html']}"
+
+
+_INDENT = re.compile(r"\n[ \t]+")
+
+
+def compact_html(text: str) -> str:
+    """HTML without the indentation pandas writes on every line (a third of a table's bytes); left as it is
+    when it holds preformatted text (``<pre>``, ``<textarea>``), where white space is content."""
+    if "<pre" in text or "<textarea" in text:
+        return text
+    return _INDENT.sub("\n", text)
+
+
+def site_notebook(nb, stem: str, folder: Path) -> int:
+    """Rewrite a notebook's outputs for the book, in place: each cut whole table becomes its first rows and
+    a CSV of all rows written to ``folder`` as ``<stem>-<table name>.csv``, linked by a download line in a
+    Markdown cell right after the output's cell (the payload itself is dropped from the site copy); every
+    HTML output is compacted (:func:`compact_html`). Returns the number of CSV files written. Tables shown
+    whole keep their rows and get no file."""
+    import nbformat
+
+    written, out_cells = 0, []
+    for cell in nb.cells:
+        out_cells.append(cell)
+        links = []
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            data = output.get("data", {})
+            if isinstance(data.get("text/html"), (str, list)):
+                html_text = data["text/html"]
+                data["text/html"] = compact_html("".join(html_text) if isinstance(html_text, list) else html_text)
+            payload = data.pop(MIME, None)
+            if payload is None:
+                continue
+            name = f"{stem}-{payload['name']}.csv"
+            output["data"]["text/html"] = compact_html(site_html(payload, name))
+            if payload["shown"] < payload["total"]:
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / name).write_text(payload["csv"], encoding="utf-8")
+                links.append(f"{{download}}`All {payload['total']:,} {payload['what']} (CSV) <{name}>`")
+                written += 1
+        if links:
+            out_cells.append(nbformat.v4.new_markdown_cell("\n\n".join(links)))
+    nb.cells = out_cells
+    return written
 
 
 def nli_report_table(report) -> pd.DataFrame:
