@@ -747,7 +747,7 @@ def finetune_recipes_markdown() -> str:
 
 def _finetune(ctx: FactContext) -> dict[str, Fact]:
     return {"finetune.recipes": Fact(finetune_recipes_markdown(), "markdown",
-                                     "FINETUNE_RECIPE in atlaslib/cards/negex.py and maccrobat.py")}
+                                     "FINETUNE_RECIPE in atlaslib/cards/negex/card.py and maccrobat/card.py")}
 
 
 PROVIDERS: dict[str, Callable[[FactContext], dict[str, Fact]]] = {

@@ -179,7 +179,7 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     train, test = train[train.text.str.len() < 90].head(24), test[test.text.str.len() < 90].head(10)
     with pytest.raises(negex.NotRun, match="capability missing"):
         negex.run_protocol("majority", "finetune", train, test)
-    monkeypatch.setattr(negex, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1})
+    monkeypatch.setattr(negex.runs, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1})  # read there
     out = negex.run_protocol(encoder_dir, "finetune", train, test, data_dir=data_dir)
     assert out["capability"] == "embed.text.pooled" and out["pred"].shape == (10,)
     assert np.array_equal(out["pred"], (out["score"] >= 0.5).astype(int))   # 2 classes: arg-max = P >= 0.5
@@ -191,7 +191,7 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     mitems = pd.DataFrame(rows)
     manifest = SplitManifest("maccrobat", "atlas-n100-v1", 1, [f"m-{i}" for i in range(6)], ["m-6", "m-7", "m-8"])
     assert maccrobat.run_protocol(mitems, manifest, "majority", "finetune", n_resamples=20).status == "not_run"
-    monkeypatch.setattr(maccrobat, "FINETUNE_RECIPE", {**RECIPE, "epochs": 1})
+    monkeypatch.setattr(maccrobat.runs, "FINETUNE_RECIPE", {**RECIPE, "epochs": 1})  # read there
     res = maccrobat.run_protocol(mitems, manifest, encoder_dir, "finetune", n_resamples=20)
     assert res.status == "ok" and [len(p) for p in res.pred] == [3, 3, 3]
     assert res.details["recipe"]["epochs"] == 1

@@ -1,0 +1,23 @@
+"""MACCROBAT card: problems, treatments and tests in sentences of clinical case reports.
+
+Modules: :mod:`.card` (``CARD`` and the card's constants, as data), :mod:`.data` (brat parsing, the
+conversion to sentences and IOB2 tags, the corpus, items and audit), :mod:`.splitting` (the
+report-disjoint split), :mod:`.runs` (one run per model and protocol, its :class:`Outcome`),
+:mod:`.cells` (the result cell), :mod:`.errors` (error tables and kinds), :mod:`.gold_cuts` (the gold
+word cuts' leakage) and :mod:`.contract` (the five contract functions). Every name is re-exported here.
+"""
+from .card import (_SUMS_PATH, BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, CAVEATS, DATA_PREFIX,  # noqa: F401
+                   FILES, FINETUNE_RECIPE, METRIC_BASES, NER_LABEL_TABLE, PMIDS, PROTOCOL_CAPABILITY, REFERENCE,
+                   REFERENCE_COUNTS, SEED, SHA256SUMS_DIGEST, SHA256SUMS_TEXT, SOURCE_COMMIT, SOURCE_REPO, TAGS,
+                   TYPE_MAP, TYPES, URL_TEMPLATE, VERSIONS)
+from .data import (_WORD, Corpus, Entity, MaccrobatFormatError, audit, convert_document, group_counts,  # noqa: F401
+                   load_corpus, mention_lengths, parse_ann, plot_sentences_per_report, remove_overlaps,
+                   reproduction_rows, sentences_per_report, type_counts, words_of)
+from .splitting import split_summary  # noqa: F401
+from .runs import (Outcome, bootstrap_samples, memorize_tags, overlap_of, plot_bootstrap,  # noqa: F401
+                   predictions_frame, profile_info, run_protocol, words_to_text)
+from .cells import SLICES, build_cell, report_positions, run_spec  # noqa: F401
+from .errors import error_kinds, error_table, false_positive_sources, guideline_examples  # noqa: F401
+from .gold_cuts import (char_mentions, char_span_f1, gold_cut_mentions, natural_word_spans,  # noqa: F401
+                        probe_without_gold_cuts, uncut_tags)
+from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)

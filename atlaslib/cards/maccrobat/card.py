@@ -1,0 +1,118 @@
+"""The MACCROBAT card's declaration, as data: the pinned source (:data:`FILES`, listed with their sha256
+in ``maccrobat_sha256.txt`` beside this module), the label set and its mapping from MACCROBAT's types, the
+split versions, the metrics, the fine-tune recipe, the baselines, ``CARD`` and the models' caveats."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ...sources import PinnedFile, read_sha256sums, sha256_bytes
+from .. import Card
+
+# --------------------------------------------------------------------------------------------- source
+SOURCE_REPO = "Saieiei/NLP"
+SOURCE_COMMIT = "f2b522984cc621d5c7e00fbce02ddeee2a5b8077"
+URL_TEMPLATE = f"https://raw.githubusercontent.com/{SOURCE_REPO}/{SOURCE_COMMIT}/MACCROBAT2020/{{path}}"
+DATA_PREFIX = "maccrobat/brat/"
+_SUMS_PATH = Path(__file__).with_name("maccrobat_sha256.txt")
+SHA256SUMS_TEXT = _SUMS_PATH.read_text(encoding="utf-8")
+#: sha256 of the pinned list itself (= sha256 of the data directory's SHA256SUMS)
+SHA256SUMS_DIGEST = sha256_bytes(SHA256SUMS_TEXT.encode("utf-8"))
+FILES: list[PinnedFile] = read_sha256sums(SHA256SUMS_TEXT, DATA_PREFIX, URL_TEMPLATE)
+PMIDS: list[str] = sorted({Path(f.name).stem for f in FILES})
+REFERENCE = ("hf_dataset singh-aditya/MACCROBAT_biomedical_ner at revision "
+             "1470ebf27c9fdf65850ceb841ccd757e4aa79aa5 (MACCROBAT2020-V2.json)")
+
+# --------------------------------------------------------------------------------------------- labels
+TYPE_MAP = {
+    "Sign_symptom": "problem",
+    "Disease_disorder": "problem",
+    "Medication": "treatment",
+    "Therapeutic_procedure": "treatment",
+    "Diagnostic_procedure": "test",
+}
+TYPES = ("problem", "treatment", "test")
+TAGS = ("O", "B-problem", "I-problem", "B-treatment", "I-treatment", "B-test", "I-test")
+#: zero-shot mapping of native NER types: identity for i2b2-style heads, TYPE_MAP for MACCROBAT heads
+NER_LABEL_TABLE = {**{t: t for t in TYPES}, **TYPE_MAP}
+REFERENCE_COUNTS = {"sentences": 4541, "problem": 4656, "treatment": 2098, "test": 4574}
+
+# --------------------------------------------------------------------------------------------- split
+SEED = 20261006
+VERSIONS = {"atlas-n100-v1": {"n_test": 100, "n_train": 500}}
+BOOTSTRAP_RESAMPLES = 1000
+METRIC_BASES = ("entity_f1", "entity_precision", "entity_recall", "entity_macro_f1")
+PROTOCOL_CAPABILITY = {"zero_shot": "predict.ner", "probe": "embed.text.tokens", "finetune": "embed.text.tokens"}
+#: The ``finetune`` protocol's recipe (atlaslib.protocols.finetune): the encoder and a new linear head over
+#: the 7 TAGS, each word labelled on its first sub-word, trained on the 500 train sentences only, fixed
+#: epochs, no early stopping; sentences over max_length sub-words are cut into chunks of whole words.
+#: The learning rate was chosen once, with all-MiniLM-L6-v2, on the train sentences alone: the 101
+#: sentences of 24 train case reports held out, the other 399 trained (3 epochs), entity F1 on the held-out
+#: ones for 5e-5 / 1e-4 / 2e-4 / 3e-4 (batch 16) and 5e-5 (batch 8): 0.097 / 0.278 / 0.371 / 0.414 / 0.295.
+FINETUNE_RECIPE = {
+    "optimizer": "torch.optim.AdamW", "learning_rate": 3e-4, "epochs": 3, "batch_size": 16, "length_grouping": 8,
+    "max_length": 128, "warmup_ratio": 0.1, "weight_decay": 0.01, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8,
+    "max_grad_norm": 1.0,
+    "head_dropout": 0.1, "seed": SEED, "torch_threads": 2, "eval_batch_size": 64,
+    "validation": ("none while training (fixed epochs, no early stopping; test items unseen until prediction); "
+                   "the learning rate was chosen once, among 5e-05, 1e-04, 2e-04 and 3e-04, on 101 sentences of "
+                   "24 train case reports held out of the 500 train sentences, after a first recipe at 5e-05 "
+                   "had already been scored on the test items"),
+}
+BASELINES = ("memorize",)
+#: The protocol each card baseline runs under: ``train_lookup`` = look up phrases memorised from the train
+#: sentences (it learns from the train split, so it is not zero-shot, and it has no features to probe).
+BASELINE_PROTOCOL = {"memorize": "train_lookup"}
+
+CARD = Card(
+    name="maccrobat",
+    title="Clinical entity recognition (MACCROBAT)",
+    notebook="notebooks/maccrobat.md",
+    versions=("atlas-n100-v1",),
+    protocols=("zero_shot", "probe", "train_lookup", "finetune"),
+    metrics=METRIC_BASES,
+    default_matrix=(
+        ("atlas-n100-v1", "memorize", "train_lookup"),
+        ("atlas-n100-v1", "all-minilm-l6-v2", "probe"),
+        ("atlas-n100-v1", "all-minilm-l6-v2", "finetune"),
+        ("atlas-n100-v1", "samrawal/bert-base-uncased_clinical-ner", "zero_shot"),
+        ("atlas-n100-v1", "d4data/biomedical-ner-all", "zero_shot"),
+    ),
+    higher_is_better={m: True for m in METRIC_BASES},
+    licence_confirmed=True,
+    licence_note=("MACCROBAT2020's licence is stated on its figshare record (Caufield et al.), which is usually "
+                  "cited as CC BY 4.0 but could not be consulted here, so that licence is unconfirmed; the HF "
+                  "conversion used as reference is tagged MIT in its dataset card; the GitHub copy pinned here "
+                  "(Saieiei/NLP) states no licence."),
+    task="entity recognition with exact word boundaries (problem / treatment / test), IOB2 over words",
+    data="MACCROBAT2020, 200 case reports, {{fact:maccrobat.sentences}} sentences (brat standoff)",
+    licence="unconfirmed (figshare record usually cited as CC BY 4.0; the pinned GitHub copy states none)",
+    test_sizes={v: s["n_test"] for v, s in VERSIONS.items()},
+    pinned_files=tuple(FILES),
+    resampling_unit="document (case report)",
+    caveats=("d4data/biomedical-ner-all was trained on MACCROBAT: its numbers are not held out.",
+             "samrawal/bert-base-uncased_clinical-ner follows the i2b2/VA 2010 guideline, not MACCROBAT's.",
+             "Every model is scored on the gold word cuts (words are cut at the gold mention boundaries).",
+             "The memorize baseline sees only the 500 train sentences."),
+    baselines={"memorize": ("train_lookup",)},
+    capabilities={"zero_shot": ("predict.ner",), "probe": ("embed.text.tokens",),
+                  "finetune": ("embed.text.tokens",)},
+)
+
+
+CAVEATS = pd.DataFrame([
+    {"model": "d4data/biomedical-ner-all", "caveat": "trained on MACCROBAT",
+     "effect": "zero-shot numbers are on its own training data: an upper bound, not transfer; cells carry "
+               "the overlap marker"},
+    {"model": "samrawal/bert-base-uncased_clinical-ner", "caveat": "i2b2/VA 2010 guideline",
+     "effect": "i2b2 marks one problem span ('abdominal pain') where MACCROBAT splits anatomy + 'pain'; strict "
+               "F1 counts such spans as errors, so it understates concept recall"},
+    {"model": "memorize", "caveat": "sees only the 500 train sentences",
+     "effect": "a floor: exact phrases seen as mentions; no generalisation"},
+    {"model": "every model", "caveat": "gold word cuts",
+     "effect": "words are cut at gold mention boundaries, so a boundary inside a run of letters is given away "
+               "by the word list: leakage, counted above (and measured on the probe)"},
+    {"model": "all-minilm-l6-v2 (probe)", "caveat": "sentence-embedding model, independent word tags",
+     "effect": "no sequence model: B/I consistency comes only from the conlleval repair"},
+]).set_index("model")

@@ -1,0 +1,78 @@
+"""A MACCROBAT run's result cell (:func:`build_cell`): its run spec, the split and data it used, and per
+prediction the sentence's position in its case report (the fields :data:`SLICES` reads)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from ... import results as _results
+from ...splits import SplitManifest
+from .card import BASELINES, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE, METRIC_BASES, SEED, SHA256SUMS_DIGEST, TYPES
+from .runs import Outcome, profile_info
+
+# ------------------------------------------------------------------------------------------- cells
+def run_spec(out: Outcome, **parameters) -> _results.RunSpec:
+    prof = profile_info(out.model)
+    if out.model in BASELINES:
+        prof = {"name": out.model, "source": "builtin", "location": "atlaslib.models.memorize.PhraseMemorizer",
+                "description": "card baseline, fit on the split's train sentences only"}
+    return _results.RunSpec(card="maccrobat", version=out.version, model=out.model, protocol=out.protocol,
+                            profile=prof, revision=prof.get("revision"), capability=out.capability,
+                            parameters={**parameters, "details": out.details})
+
+
+#: Slices, as data: slice name -> field and, for numbers, inclusive bands ``(low, high)`` (``None`` = open).
+#: ``unit: "mention"`` slices are properties of each mention ``(type, first word, last word)`` read off the
+#: gold and the predicted tags (``type``; ``length`` = words), scored on the mentions that fall in the slice
+#: (recall over gold, precision over predicted mentions); the other slices are fields of the prediction
+#: record (:func:`report_positions`), scored on the sentences that fall in them.
+SLICES = {
+    "entity type": {"unit": "mention", "field": "type"},
+    "mention length (words)": {"unit": "mention", "field": "length", "bands": ((1, 1), (2, 2), (3, 4), (5, None))},
+    "sentence position in the case report": {"field": "report_position",
+                                             "order": ("first third", "middle third", "last third")},
+}
+
+
+def report_positions(items: pd.DataFrame, item_ids: Sequence[str]) -> list[dict]:
+    """Per item: ``sent_index`` (0-based line of the report), ``report_sentences`` (its report's sentences)
+    and ``report_position``: first / middle / last third, by ``3 * sent_index // report_sentences``."""
+    per_doc = items.groupby("document")["item_id"].size()
+    idx = items.set_index("item_id")
+    out = []
+    for i in item_ids:
+        doc, s = idx.at[i, "document"], int(idx.at[i, "sent_index"])
+        n = int(per_doc[doc])
+        out.append({"sent_index": s, "report_sentences": n,
+                    "report_position": ("first third", "middle third", "last third")[min(2, 3 * s // n)]})
+    return out
+
+
+def build_cell(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **parameters) -> dict:
+    """The result cell (``results.make_cell`` or ``results.not_run_cell``) for one outcome."""
+    spec = run_spec(out, **parameters)
+    test = items.set_index("item_id").loc[manifest.test]
+    split_info = {"hash": manifest.hash, "n_train": len(manifest.train), "n_test": len(manifest.test),
+                  "test_label_counts": {t: int(sum(1 for ms in test["mentions"] for m in ms if m[0] == t))
+                                        for t in TYPES},
+                  "test_reports": int(test["document"].nunique())}
+    common = dict(split=split_info, data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST},
+                  seeds={"split": SEED, "bootstrap": SEED, "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+                         **({"finetune": FINETUNE_RECIPE["seed"]} if out.protocol == "finetune" else {})},
+                  overlap=out.overlap, timing={"wall_seconds": round(out.seconds, 3),
+                                               "peak_rss_mb": round(_results.peak_rss_mb(), 1)})
+    if out.status != "ok":
+        return _results.not_run_cell(spec, out.reason, [CARD.metric_name(b, out.protocol) for b in METRIC_BASES],
+                                     **common)
+    per_type = {t: {k: e[k] for k in ("precision", "recall", "f1")} | {"support": e["support"]}
+                for t, e in out.scores["per_type"].items()}
+    preds = [{"item_id": i, "document": d, "gold": g, "pred": p}
+             for i, d, g, p in zip(out.item_ids, out.documents, out.gold, out.pred)]
+    for row, native in zip(preds, out.native):
+        row["native"] = native
+    for row, pos in zip(preds, report_positions(items, out.item_ids)):
+        row.update(pos)
+    return _results.make_cell(spec, metrics=out.metrics(), predictions=preds,
+                              extra={"per_type": per_type, "bootstrap": "cluster by document (case report)"},
+                              **common)

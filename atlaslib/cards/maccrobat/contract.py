@@ -1,0 +1,53 @@
+"""The card contract (see :mod:`atlaslib.cards`) for MACCROBAT: :func:`load_items` (:mod:`.data`),
+:func:`split` (:mod:`.splitting`), and thin entry points over :func:`.runs.run_protocol` and
+:func:`atlaslib.metrics.spans.span_metrics_with_ci`, so they give the notebook's numbers."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ...metrics.spans import span_metrics_with_ci
+from ...splits import SplitManifest
+from .card import BOOTSTRAP_RESAMPLES, SEED, TYPES
+from .data import load_items  # noqa: F401  (the card contract)
+from .runs import Outcome, run_protocol
+from .splitting import split  # noqa: F401  (the card contract)
+
+# --------------------------------------------------------------------------------------- the card contract
+# Thin entry points with the same names and shapes on every card (see atlaslib.cards); the notebook still
+# calls run_protocol / build_cell, so both paths give the same numbers (tests/cards/test_contract.py).
+
+def audit_items(items: pd.DataFrame, data_dir=None) -> dict:
+    """Contract entry point: sentences, reports and kept mentions per type, counted on the items (the full
+    tables are :func:`audit` on the corpus)."""
+    per_type = {t: 0 for t in TYPES}
+    for ms in items["mentions"]:
+        for m in ms:
+            per_type[m[0]] += 1
+    return {"n_items": int(len(items)), "documents": int(items["document"].nunique()), "mentions": per_type}
+
+
+def predict(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str, *, data_dir=None,
+            **options) -> list[dict]:
+    """Contract entry point over :func:`run_protocol`: one record per test sentence (``gold`` /
+    ``prediction`` IOB2 tags over its words, ``score`` None, ``document`` the case report); a not-run
+    outcome raises :class:`atlaslib.cards.NotRun` with its reason."""
+    from .. import NotRun, record
+
+    out = run_protocol(items, manifest, model, protocol, **options)
+    if out.status != "ok":
+        raise NotRun(out.reason)
+    return [record(iid, list(g), list(p), None, document=d)
+            for iid, g, p, d in zip(out.item_ids, out.gold, out.pred, out.documents)]
+
+
+def score(records: list[dict], protocol: str, *, model: str | None = None,
+          n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED) -> dict:
+    """Contract entry point over :func:`atlaslib.metrics.spans.span_metrics_with_ci` and
+    :meth:`Outcome.metrics`: exact-span entity F1 / precision / recall / macro F1 with intervals from a
+    bootstrap over whole case reports (``document``)."""
+    out = Outcome(model=model or "", protocol=protocol, version="", status="ok",
+                  item_ids=[r["item_id"] for r in records], documents=[r["document"] for r in records],
+                  gold=[list(r["gold"]) for r in records], pred=[list(r["pred"]) for r in records])
+    out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES, n_resamples=n_resamples,
+                                      seed=seed)
+    return out.metrics()

@@ -1,0 +1,91 @@
+"""The gold word cuts' leakage: the card cuts words at gold mention boundaries (:func:`.data.words_of`), so a
+boundary inside a run of letters is given away by the word list. Counted on the gold mentions
+(:func:`gold_cut_mentions`) and measured on the word probe trained and tested without the cuts
+(:func:`probe_without_gold_cuts`), both scored on exact character spans."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from ...metrics.spans import mentions as tag_mentions
+from ...splits import SplitManifest
+from .data import words_of
+
+def natural_word_spans(text: str) -> list[tuple[int, int]]:
+    """Word spans of ``text`` without the gold cuts: what a model would see if the card did not cut words
+    where mentions start or end (:func:`words_of` with no ``cuts``)."""
+    return words_of(text)
+
+
+def gold_cut_mentions(items: pd.DataFrame) -> dict:
+    """How many gold mentions have a boundary that only the gold cuts create: a first character that is
+    not the start of a natural word, or a last character that is not the end of one ("hepatosplenomegaly"
+    annotated as "splenomegaly" inside one run of letters). Without the cuts such a mention cannot be
+    matched exactly at all; with them its boundary is handed to the model in the word list. Returns
+    ``{"mentions": all gold mentions, "cut_inside_word": those, "sentences": sentences holding one}``."""
+    total = inside = sentences = 0
+    for text, spans, ms in zip(items["text"], items["word_spans"], items["mentions"]):
+        nat = natural_word_spans(text)
+        starts, ends = {a for a, _ in nat}, {b for _, b in nat}
+        hit = 0
+        for _, first, last in ms:
+            total += 1
+            if spans[first][0] not in starts or spans[last][1] not in ends:
+                hit += 1
+        inside += hit
+        sentences += bool(hit)
+    return {"mentions": total, "cut_inside_word": inside, "sentences": sentences}
+
+
+def char_mentions(tags: Sequence[str], spans: Sequence[tuple[int, int]]) -> set[tuple[str, int, int]]:
+    """Mentions of IOB2 ``tags`` as character spans ``(type, start of first word, end of last word)``."""
+    return {(t, spans[a][0], spans[b][1]) for t, a, b in tag_mentions(list(tags))}
+
+
+def char_span_f1(gold: Sequence[set], pred: Sequence[set]) -> dict:
+    """Micro P/R/F1 over character-span mentions pooled over sentences: a mention counts when its type,
+    start and end character match. P = TP / (TP + FP), R = TP / (TP + FN), F1 = 2·TP / (2·TP + FP + FN)
+    (0 when there is nothing to count)."""
+    tp = sum(len(g & p) for g, p in zip(gold, pred))
+    fp = sum(len(p - g) for g, p in zip(gold, pred))
+    fn = sum(len(g - p) for g, p in zip(gold, pred))
+    return {"tp": tp, "fp": fp, "fn": fn, "precision": tp / (tp + fp) if tp + fp else 0.0,
+            "recall": tp / (tp + fn) if tp + fn else 0.0, "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0}
+
+
+def uncut_tags(text: str, spans: Sequence[tuple[int, int]], gold_tags: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Natural words of ``text`` and IOB2 tags projected onto them: a gold mention (read off ``gold_tags``
+    over the cut ``spans``) covers every natural word it overlaps; a mention whose words are already
+    taken by an earlier one is left out (it cannot be represented without the cuts)."""
+    nat = natural_word_spans(text)
+    tags = ["O"] * len(nat)
+    for t, cs, ce in sorted(char_mentions(gold_tags, spans), key=lambda m: m[1]):
+        ws = [k for k, (a, b) in enumerate(nat) if a < ce and cs < b]
+        if not ws or any(tags[k] != "O" for k in ws):
+            continue
+        tags[ws[0]] = f"B-{t}"
+        for k in ws[1:]:
+            tags[k] = f"I-{t}"
+    return [text[a:b] for a, b in nat], tags
+
+
+def probe_without_gold_cuts(items: pd.DataFrame, manifest: SplitManifest, adapter, pred_with_cuts) -> dict:
+    """The leakage of the gold cuts, measured on the word probe: the same probe trained and tested on the
+    natural words (no cuts at gold boundaries), both runs scored against the exact gold character spans
+    (:func:`char_span_f1`). ``pred_with_cuts``: the run's own test tags on the cut words (its F1 in
+    character spans equals its word-level F1). Returns both scores and their difference."""
+    from ...protocols import tokens as tok
+
+    idx = items.set_index("item_id")
+    train, test = idx.loc[manifest.train], idx.loc[manifest.test]
+    tr = [uncut_tags(t, s, g) for t, s, g in zip(train["text"], train["word_spans"], train["tags"])]
+    te_words = [natural_word_spans(t) for t in test["text"]]
+    res = tok.probe_ner(adapter, [w for w, _ in tr], [g for _, g in tr],
+                        [[t[a:b] for a, b in sp] for t, sp in zip(test["text"], te_words)])
+    gold = [char_mentions(g, s) for g, s in zip(test["tags"], test["word_spans"])]
+    with_cuts = char_span_f1(gold, [char_mentions(p, s) for p, s in zip(pred_with_cuts, test["word_spans"])])
+    without = char_span_f1(gold, [char_mentions(p, s) for p, s in zip(res["tags"], te_words)])
+    return {"with_gold_cuts": with_cuts, "without_gold_cuts": without,
+            "f1_difference": with_cuts["f1"] - without["f1"], **{f"test_{k}": v for k, v in
+                                                                 gold_cut_mentions(test.reset_index()).items()}}

@@ -1,0 +1,253 @@
+"""One MACCROBAT run: the memorize baseline on the card's words, the registry models under ``zero_shot``,
+``probe`` and ``finetune`` (:func:`run_protocol`), its :class:`Outcome` (predictions, metrics, per-type
+scores), the predictions as a table and the bootstrap distributions of the metrics."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import pandas as pd
+
+from ... import results as _results
+from ...metrics.spans import mentions as tag_mentions, span_metrics_with_ci, tags_from_mentions
+from ...splits import SplitManifest
+from .card import (BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE, METRIC_BASES,
+                   NER_LABEL_TABLE, PROTOCOL_CAPABILITY, SEED, SHA256SUMS_DIGEST, TAGS, TYPES)
+
+# ------------------------------------------------------------------------------------- protocols
+def words_to_text(words: Sequence[str]) -> tuple[str, list[int], list[int]]:
+    """Words joined by single spaces, with each word's start and end offset in that text."""
+    starts, ends, pos = [], [], 0
+    for w in words:
+        starts.append(pos)
+        ends.append(pos + len(w))
+        pos += len(w) + 1
+    return " ".join(words), starts, ends
+
+
+def memorize_tags(train: pd.DataFrame, test: pd.DataFrame, casefold: bool = False) -> tuple[list[list[str]], object]:
+    """The memorize baseline on the card's words: fit on train sentences (words joined by spaces,
+    mentions as character spans), predict test sentences, map matches back to words."""
+    from ...models.memorize import PhraseMemorizer
+
+    docs = []
+    for words, ms in zip(train["words"], train["mentions"]):
+        text, st, en = words_to_text(words)
+        docs.append((text, [(st[a], en[b], t) for t, a, b in ms]))
+    mem = PhraseMemorizer(casefold=casefold).fit(docs)
+    out = []
+    for words in test["words"]:
+        text, st, en = words_to_text(words)
+        first = {s: k for k, s in enumerate(st)}
+        last = {e: k for k, e in enumerate(en)}
+        spans = [(t, first[s], last[e]) for s, e, t in mem.predict(text) if s in first and e in last]
+        out.append(tags_from_mentions(len(words), spans))
+    return out, mem
+
+
+@dataclass
+class Outcome:
+    """One run's outcome: predictions + metrics, or why it did not run."""
+    model: str
+    protocol: str
+    version: str
+    status: str                                    # "ok" | "not_run"
+    reason: str | None = None
+    capability: str | None = None
+    item_ids: list = field(default_factory=list)
+    documents: list = field(default_factory=list)
+    gold: list = field(default_factory=list)
+    pred: list = field(default_factory=list)
+    native: list = field(default_factory=list)   # zero-shot heads: the adapter's own labels per word
+    scores: dict = field(default_factory=dict)     # span_metrics_with_ci output
+    details: dict = field(default_factory=dict)
+    overlap: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def metrics(self) -> dict:
+        """Cell metrics ``entity_*_<protocol>`` → ``results.metric(...)`` (null with reason when not run)."""
+        out = {}
+        undefined = {}
+        if self.status == "ok":   # the atlas's zero-division rule: an empty denominator is n/a, never 0
+            n_pred = sum(len(tag_mentions(p)) for p in self.pred)
+            n_gold = sum(len(tag_mentions(g)) for g in self.gold)
+            undefined = {"precision": "undefined: no mention predicted" if n_pred == 0 else None,
+                         "recall": "undefined: no gold mention" if n_gold == 0 else None}
+            both = "undefined: no mention in gold or predictions" if n_pred + n_gold == 0 else None
+            undefined.update(f1=both, macro_f1=both)
+        for base, key in zip(METRIC_BASES, ("f1", "precision", "recall", "macro_f1")):
+            name = CARD.metric_name(base, self.protocol)
+            if self.status != "ok":
+                out[name] = _results.metric(None, reason=f"not run: {self.reason}")
+            elif undefined.get(key):
+                out[name] = _results.metric(None, reason=undefined[key])
+            else:
+                s = self.scores[key]
+                out[name] = _results.metric(s["value"], s["ci_low"], s["ci_high"])
+        return out
+
+    def table(self) -> pd.DataFrame:
+        """Metric table: value and 95 % CI per metric."""
+        m = self.metrics()
+        return pd.DataFrame([{"metric": k, "value": v["value"], "ci_low": v["ci_low"], "ci_high": v["ci_high"],
+                              "reason": v.get("reason")} for k, v in m.items()]).set_index("metric")
+
+    def per_type(self) -> pd.DataFrame:
+        """Per-type precision / recall / F1 with CIs and gold support."""
+        if self.status != "ok":
+            return pd.DataFrame({"status": [f"not run: {self.reason}"]})
+        rows = []
+        for t, e in self.scores["per_type"].items():
+            row = {"type": t, "support": e["support"]}
+            for k in ("precision", "recall", "f1"):
+                row[k], row[f"{k}_low"], row[f"{k}_high"] = e[k]["value"], e[k]["ci_low"], e[k]["ci_high"]
+            rows.append(row)
+        return pd.DataFrame(rows).set_index("type")
+
+
+def profile_info(model: str) -> dict:
+    """The registry profile of ``model`` as a dict (``{}`` for the card's own baselines or a name the
+    registry cannot resolve)."""
+    if model in BASELINES:
+        return {}
+    try:
+        from ... import models
+
+        return models.get_profile(model).to_dict()
+    except Exception:
+        return {}
+
+
+def overlap_of(model: str, info: dict | None = None) -> list:
+    """``["maccrobat"]`` when the model's profile (or adapter info) declares it was trained on MACCROBAT."""
+    prof = profile_info(model)
+    trained = list(prof.get("trained_on") or [])
+    if info:
+        trained += list(info.get("trained_on") or [])
+        if isinstance(info.get("profile"), dict):
+            trained += list(info["profile"].get("trained_on") or [])
+    return ["maccrobat"] if any(str(t).lower().startswith("maccrobat") for t in trained) else []
+
+
+def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str,
+                 n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED, adapter=None,
+                 retrain: bool = False) -> Outcome:
+    """Run one (model, protocol) on the split: ``memorize`` is the card's own baseline (protocol
+    ``train_lookup``: it looks up phrases memorised from the train sentences);
+    any other name goes through ``atlaslib.models.load_adapter``. Absent weights or a missing
+    capability give an Outcome with status ``not_run`` and the reason (never an exception). ``finetune``
+    trains the encoder with a new token head (:data:`FINETUNE_RECIPE`; ``retrain`` ignores cached weights)."""
+    import time
+
+    if protocol not in CARD.protocols:
+        raise ValueError(f"maccrobat: protocol {protocol!r} unknown; expected one of {CARD.protocols}")
+    if protocol in BASELINE_PROTOCOL.values() and model not in BASELINES:
+        raise ValueError(f"maccrobat: protocol {protocol!r} is the memorize baseline's; model {model!r} runs "
+                         f"under {', '.join(PROTOCOL_CAPABILITY)}")
+    t0 = time.perf_counter()
+    idx = items.set_index("item_id")
+    missing = [i for i in manifest.train + manifest.test if i not in idx.index]
+    if missing:
+        raise ValueError(f"maccrobat: split {manifest.version} names {len(missing)} items absent from the "
+                         f"items frame, e.g. {missing[:3]}")
+    train, test = idx.loc[manifest.train], idx.loc[manifest.test]
+    out = Outcome(model=model, protocol=protocol, version=manifest.version, status="ok",
+                  capability=None if model in BASELINES else PROTOCOL_CAPABILITY[protocol],
+                  item_ids=list(manifest.test), documents=test["document"].tolist(),
+                  gold=[list(t) for t in test["tags"]])
+    if model == "memorize":
+        if protocol != BASELINE_PROTOCOL["memorize"]:
+            raise ValueError(f"maccrobat: the memorize baseline runs under protocol 'train_lookup' only (it "
+                             f"learns phrases from the train sentences; it has no head or features), got {protocol!r}")
+        pred, mem = memorize_tags(train, test)
+        out.details = {"baseline": "atlaslib.models.memorize.PhraseMemorizer", "casefold": False,
+                       "threshold": "annotated in > 1/2 of occurrences", "match": "longest first, word boundaries",
+                       "n_phrases": len(mem.phrases), "n_candidate_phrases": len(mem.stats)}
+    else:
+        from ...protocols import tokens as tok
+
+        if adapter is None:
+            from ... import models
+
+            try:
+                options = ({"max_length": FINETUNE_RECIPE["max_length"], "embed_cache": False}
+                           if protocol == "finetune" else {})
+                adapter = models.load_adapter(model, PROTOCOL_CAPABILITY[protocol], **options)
+            except models.WeightsUnavailable as exc:
+                out.status, out.reason = "not_run", "weights unavailable"
+                out.details = {"error": str(exc)}
+                out.overlap = overlap_of(model)
+                out.seconds = time.perf_counter() - t0
+                return out
+            except models.CapabilityMissing as exc:
+                out.status, out.reason = "not_run", f"capability missing: {PROTOCOL_CAPABILITY[protocol]}"
+                out.details = {"error": str(exc)}
+                out.overlap = overlap_of(model)
+                out.seconds = time.perf_counter() - t0
+                return out
+        info = dict(getattr(adapter, "info", {}) or {})
+        out.overlap = overlap_of(model, info)
+        if protocol == "zero_shot":
+            res = tok.zero_shot_ner(adapter, test["words"].tolist(), NER_LABEL_TABLE)
+        elif protocol == "finetune":
+            from ...protocols import finetune as FT
+
+            res = FT.finetune_tokens(adapter, list(manifest.train), train["words"].tolist(), train["tags"].tolist(),
+                                     test["words"].tolist(), TAGS, FINETUNE_RECIPE, retrain=retrain,
+                                     data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST})
+        else:
+            res = tok.probe_ner(adapter, train["words"].tolist(), train["tags"].tolist(), test["words"].tolist())
+        pred, out.details = res["tags"], res["details"]
+        out.native = res.get("native", [])
+    out.pred = [list(p) for p in pred]
+    out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES,
+                                      n_resamples=n_resamples, seed=seed)
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def predictions_frame(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:
+    """One row per test sentence: words, gold and predicted mentions as text, TP/FP/FN counts."""
+    idx = items.set_index("item_id")
+    rows = []
+    for iid, g, p in zip(out.item_ids, out.gold, out.pred):
+        words = idx.loc[iid, "words"]
+        gm, pm = set(tag_mentions(g)), set(tag_mentions(p))
+
+        def show(ms):
+            return "; ".join(f"{t}: {' '.join(words[a:b + 1])}" for t, a, b in sorted(ms, key=lambda m: m[1]))
+
+        rows.append({"item_id": iid, "text": idx.loc[iid, "text"], "gold": show(gm), "pred": show(pm),
+                     "tp": len(gm & pm), "fp": len(pm - gm), "fn": len(gm - pm)})
+    return pd.DataFrame(rows).set_index("item_id")
+
+
+# ------------------------------------------------------------------------------------------- plots
+def bootstrap_samples(out: Outcome) -> tuple[dict, dict]:
+    """``(samples, metrics)`` for :func:`atlaslib.plots.bootstrap_distributions`: the resampled values
+    of the four metrics, keyed by their cell names, and their ``{value, ci_low, ci_high}``."""
+    if out.status != "ok":
+        return {}, {}
+    samples, metrics = {}, {}
+    for base, key in zip(METRIC_BASES, ("f1", "precision", "recall", "macro_f1")):
+        name = CARD.metric_name(base, out.protocol)
+        samples[name] = out.scores["resamples"][key]
+        metrics[name] = out.scores[key]
+    return samples, metrics
+
+
+def plot_bootstrap(out: Outcome):
+    """Bootstrap distributions of the four metrics (shared ``atlaslib.plots``), or a note when not run."""
+    import matplotlib.pyplot as plt
+
+    from ... import plots
+
+    if out.status != "ok":
+        fig, ax = plt.subplots(figsize=(6, 0.8))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"{out.model} / {out.protocol}: not run: {out.reason}", ha="center", va="center")
+        return fig
+    samples, metrics = bootstrap_samples(out)
+    return plots.bootstrap_distributions(
+        samples, metrics, title=f"{out.model} · {out.protocol} · {out.version}: "
+                                f"{len(samples[next(iter(samples))])} resamples of whole case reports")

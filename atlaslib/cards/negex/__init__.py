@@ -1,0 +1,20 @@
+"""NegEx test kit card: is the named clinical concept negated in its sentence?
+
+Modules: :mod:`.card` (``CARD`` and the card's constants, as data), :mod:`.data` (reading the kit, cleaning
+and marking sentences, items, audit), :mod:`.splitting` (the sentence-disjoint split versions),
+:mod:`.runs` (one run per model and protocol), :mod:`.cells` (the result cell: predictions with slice
+fields and rule evidence), :mod:`.reproduction` (GenNegEx 1.2's published figures reproduced),
+:mod:`.errors` (error tables) and :mod:`.contract` (the five contract functions). Every name is
+re-exported here.
+"""
+from .card import (ANNOTATIONS, ASSERTION_TO_DECISION, CARD, FINETUNE_RECIPE, GENNEGEX, ITEMS_EXPECTED,  # noqa: F401
+                   KIT_URL_BASE, LABELS, MARK, METRIC_BASES, OPTION_PROMPT, OPTIONS, POSITIVE, ROWS_EXPECTED, SEED,
+                   TRIGGERS, VERSIONS, ZERO_SHOT_CAPABILITIES)
+from .data import (_WS, HEADER_RE, NegexDataError, _shorten, audit, clean, data_sha256, find_target,  # noqa: F401
+                   items_from_rows, load_rows, mark, read_rows, sentence_key)
+from .splitting import split_frames, split_summary  # noqa: F401
+from .runs import NotRun, assertion_label_map, metric_names, option_prompts, run_protocol  # noqa: F401
+from .reproduction import reproduction, reproduction_rows, rows_for_reproduction  # noqa: F401
+from .cells import _WORD_RE, SLICES, _trigger_regex, build_cell, item_slices, negation_triggers, predictions  # noqa: F401
+from .errors import error_table, phrase_cases  # noqa: F401
+from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)

@@ -1,0 +1,82 @@
+"""The NegEx card's declaration, as data: the pinned kit files, the labels and the model input's marker,
+GenNegEx 1.2's published figures on the kit, the split versions, the metrics, the fine-tune recipe,
+``CARD`` and the capabilities a zero-shot run may use."""
+from __future__ import annotations
+
+from ...sources import PinnedFile
+from .. import Card
+
+SEED = 20261006
+ROWS_EXPECTED = 2376
+ITEMS_EXPECTED = 2365
+
+KIT_URL_BASE = ("https://raw.githubusercontent.com/chapmanbe/negex/"
+                "d136b972b5d214959807ad5de1881a3225541fe7/GeneralNegEx.Java.v.1.2.05092009/")
+ANNOTATIONS = PinnedFile(
+    "negex/Annotations-1-120-random.txt", KIT_URL_BASE + "Annotations-1-120-random.txt",
+    "e2f652f663617ff661c7863c76075be9ae492c6ef5070d44d2d023bdf6d35b71",
+)
+TRIGGERS = PinnedFile(
+    "negex/negex_triggers.txt", KIT_URL_BASE + "negex_triggers.txt",
+    "78c268f6c753faa9b58d6a00b3bf948ad8f074082793cf9000369f883c171333",
+)
+
+MARK = "[entity]"
+POSITIVE = "negated"
+LABELS = ("affirmed", "negated")
+ASSERTION_TO_DECISION = {"ABSENT": "negated", "PRESENT": "affirmed", "POSSIBLE": "affirmed"}
+OPTION_PROMPT = 'Sentence: {sentence}\nQuestion: In this sentence, is "{concept}" negated (stated as absent)?\nAnswer:'
+OPTIONS = (" yes", " no")  # " yes" = negated
+
+# GenNegEx 1.2 on the whole kit (chapmanbe/negex TestSet.md): negated = positive class.
+GENNEGEX = {"tp": 471, "tn": 1851, "fp": 34, "fn": 20,
+            "sensitivity": 0.959, "specificity": 0.982, "precision": 0.933}
+
+VERSIONS = ("atlas-n100-v1", "atlas-full-v1")
+METRIC_BASES = ("macro_f1", "sensitivity", "specificity", "precision", "roc_auc")
+#: The ``finetune`` protocol's recipe (atlaslib.protocols.finetune): the encoder and a new linear head over
+#: LABELS on the mean-pooled marked sentence, trained on the 500 train items only, fixed epochs, no
+#: validation split. max_length 256 truncates no NegEx item (the longest marked sentence is 255 sub-words
+#: for all-MiniLM-L6-v2), so both [entity] markers are always seen.
+FINETUNE_RECIPE = {
+    "optimizer": "torch.optim.AdamW", "learning_rate": 5e-5, "epochs": 3, "batch_size": 16, "length_grouping": 8,
+    "max_length": 256, "warmup_ratio": 0.1, "weight_decay": 0.01, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8,
+    "max_grad_norm": 1.0,
+    "head_dropout": 0.1, "seed": SEED, "torch_threads": 2, "eval_batch_size": 64,
+    "validation": "none: fixed epochs, no early stopping; test items unseen until prediction",
+}
+
+CARD = Card(
+    name="negex",
+    title="NegEx test kit: is the concept negated?",
+    notebook="notebooks/negex.md",
+    versions=VERSIONS,
+    protocols=("zero_shot", "probe", "finetune"),
+    metrics=METRIC_BASES,
+    default_matrix=tuple(
+        (v, m, p) for v in VERSIONS for m, p in (
+            ("majority", "zero_shot"), ("medspacy-context", "zero_shot"), ("negspacy-negex-kit", "zero_shot"),
+            ("all-minilm-l6-v2", "probe"), ("all-minilm-l6-v2", "finetune"),
+            ("bvanaken/clinical-assertion-negation-bert", "zero_shot"),
+        )
+    ),
+    licence_confirmed=False,
+    licence_note=("The kit's Apache-2.0 is declared only by the package README beside the file; the repository "
+                  "has no licence file. Local evaluation only until the terms are confirmed."),
+    task="binary assertion: negated vs affirmed concept",
+    data=("NegEx test kit: {{fact:negex.rows}} rows ({{fact:negex.distinct_sentences}} distinct sentences) "
+          "from 120 de-identified reports"),
+    licence="Apache-2.0 (declared by the kit's package README only; no licence file)",
+    test_sizes={"atlas-n100-v1": 100, "atlas-full-v1": 1432},
+    pinned_files=(ANNOTATIONS, TRIGGERS),
+    resampling_unit="item (sentence, concept)",
+    caveats=("Some sentences carry several annotated concepts; items of one sentence are kept on one side of "
+             "the split, but the percentile intervals resample items, not sentences.",
+             "GenNegEx was developed on these reports: its reproduction is not a held-out evaluation.",
+             "A model whose training data name the NegEx kit or its triggers is marked as overlapping."),
+    capabilities={"zero_shot": ("predict.assertion", "score.options"), "probe": ("embed.text.pooled",),
+                  "finetune": ("embed.text.pooled",)},
+)
+
+
+ZERO_SHOT_CAPABILITIES = ("predict.assertion", "score.options")

@@ -1,0 +1,126 @@
+"""A NegEx run's result cell (:func:`build_cell`): per-item predictions with their slice fields
+(:data:`SLICES`, :func:`item_slices`) and rule evidence, confusion counts, the reproduction table and the
+overlap marker."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from ...sources import resolve
+from .card import FINETUNE_RECIPE, LABELS, SEED, TRIGGERS
+from .data import HEADER_RE, clean, data_sha256, find_target
+from .reproduction import reproduction_rows
+from .runs import metric_names
+
+#: Slices of the test items, as data: slice name -> record field and, for numbers, bands ``(low, high)``
+#: (inclusive; ``None`` = open), for categories optionally ``top`` (the most frequent values, the rest pooled as
+#: "other"). A record whose field is None falls in the ``missing`` group. The fields are
+#: written by :func:`item_slices` into every prediction record.
+SLICES = {
+    "section header": {"field": "section", "missing": "no header before the target", "top": 8},
+    "sentence length (words)": {"field": "sentence_words", "bands": ((1, 10), (11, 20), (21, 40), (41, None))},
+    "concepts in the sentence": {"field": "n_concepts", "bands": ((1, 1), (2, 2), (3, 4), (5, None))},
+    "nearest negation trigger": {"field": "trigger_side", "missing": "no trigger in the sentence"},
+    "words between trigger and target": {"field": "trigger_gap", "bands": ((0, 0), (1, 3), (4, None)),
+                                         "missing": "no trigger in the sentence"},
+}
+_WORD_RE = re.compile(r"\w+")
+
+
+def negation_triggers(data_dir=None) -> list[str]:
+    """The kit's negation trigger phrases ([PREN] and [POST] lines of the pinned ``negex_triggers.txt``)."""
+    from ...models.rules import parse_negex_triggers
+
+    path = resolve(TRIGGERS, data_dir)
+    with open(path, encoding="utf-8", newline="") as fh:
+        tags = parse_negex_triggers(fh.read(), str(path))
+    return tags["[PREN]"] + tags["[POST]"]
+
+
+def _trigger_regex(triggers) -> re.Pattern:
+    alts = sorted({t.casefold() for t in triggers if t.strip()}, key=len, reverse=True)
+    return re.compile(r"(?<!\w)(?:" + "|".join(re.escape(t) for t in alts) + r")(?!\w)", re.IGNORECASE)
+
+
+def item_slices(test: pd.DataFrame, triggers=None, data_dir=None) -> list[dict]:
+    """Slice fields per test item, read off the cleaned sentence and its target (:func:`find_target`):
+
+    - ``section``: the last report header (:data:`HEADER_RE`, as the audit finds them) that ends before the
+      target, else None;
+    - ``sentence_words``: words (``\\w+`` runs) in the sentence;
+    - ``n_concepts``: items of the kit sharing the sentence (its ``sentence_key``);
+    - ``trigger_side`` / ``trigger_gap``: where the nearest kit negation trigger (:func:`negation_triggers`,
+      whole-word, case-insensitive, not overlapping the target; nearest by words between) lies relative to
+      the target (``before`` / ``after``) and how many words lie between them; None when the sentence has
+      none. This is position only, with no scope rules: which trigger a rule system used is in ``evidence``.
+    """
+    pattern = _trigger_regex(negation_triggers(data_dir) if triggers is None else triggers)
+    n_concepts = (test["n_concepts"] if "n_concepts" in test
+                  else test.groupby("sentence_key")["sentence_key"].transform("size"))
+    rows = []
+    for sentence, concept, key, nc in zip(test["sentence"], test["concept"], test["sentence_key"], n_concepts):
+        s = clean(sentence)
+        a, b = find_target(s, concept) or (0, 0)
+        headers = [m for m in HEADER_RE.finditer(s) if m.end() <= a]
+        best = None
+        for m in pattern.finditer(s):
+            if m.start() < b and m.end() > a:
+                continue
+            side, gap_text = ("before", s[m.end():a]) if m.end() <= a else ("after", s[b:m.start()])
+            gap = len(_WORD_RE.findall(gap_text))
+            if best is None or gap < best[1]:
+                best = (side, gap)
+        rows.append({"sentence_key": key, "section": headers[-1].group(1) if headers else None,
+                     "sentence_words": len(_WORD_RE.findall(s)), "n_concepts": int(nc),
+                     "trigger_side": best[0] if best else None, "trigger_gap": best[1] if best else None})
+    return rows
+
+
+def predictions(test: pd.DataFrame, out: dict, data_dir=None) -> list[dict]:
+    """Per-item predictions for the result cell (labels as words, score = P(negated) or None), with the
+    item's ``sentence_key`` and slice fields (:func:`item_slices`, :data:`SLICES`) and, for rule systems
+    whose adapter records it, ``evidence``: the trigger behind the decision (text, category, character span
+    in the unmarked sentence the rule system saw) or None for no trigger in scope."""
+    scores = out.get("score")
+    native = out.get("native")
+    by_text = getattr(out.get("adapter"), "evidence_by_text", None) or {}
+    evidence = [by_text[t] for t in test["text"]] if all(t in by_text for t in test["text"]) else None
+    slices = item_slices(test, data_dir=data_dir)
+    rows = []
+    for i, (iid, gold, pred) in enumerate(zip(test["item_id"], test["decision"], out["pred"])):
+        row = {"item_id": iid, "gold": gold, "pred": LABELS[int(pred)],
+               "score": None if scores is None else round(float(scores[i]), 6)}
+        if native is not None:
+            row["native"] = native[i]
+        row.update(slices[i])
+        if evidence is not None:
+            row["evidence"] = evidence[i]
+        rows.append(row)
+    return rows
+
+
+def build_cell(spec, *, out: dict | None, not_run_reason: str | None, metrics: dict | None, test: pd.DataFrame,
+               split_cell: dict, data_dir=None, timing: dict | None = None, repro: pd.DataFrame | None = None) -> dict:
+    """The run's result cell: a not-run cell with its reason, or metrics, per-item predictions, confusion
+    counts, the reproduction table (assertion systems on atlas-full-v1) and the overlap marker (a profile
+    whose ``trained_on`` names the NegEx kit or its triggers)."""
+    from ... import results
+    from ...metrics import bootstrap
+    from ...metrics.report import confusion_counts
+
+    common = dict(split=split_cell, data_sha256=data_sha256(data_dir), timing=timing or {},
+                  seeds={"split": SEED, "bootstrap": bootstrap.DEFAULT_SEED,
+                         **({"finetune": FINETUNE_RECIPE["seed"]} if spec.protocol == "finetune" else {})})
+    if out is None:
+        return results.not_run_cell(spec, not_run_reason, metric_names(spec.protocol), **common)
+    spec.profile, spec.capability = out["profile"], out["capability"]
+    spec.revision = out["profile"].get("revision")
+    spec.parameters.update(details=out["details"])
+    extra = {"confusion": confusion_counts(test["label"], out["pred"])}
+    if repro is not None:
+        extra["reproduction"] = repro.reset_index().to_dict(orient="records")
+        extra["reproduction_rows"] = reproduction_rows(repro, spec.model)
+    overlap = [t for t in out["profile"].get("trained_on", []) if "negex" in t.lower()]
+    return results.make_cell(spec, metrics=metrics, predictions=predictions(test, out, data_dir), extra=extra,
+                             overlap=overlap, **common)

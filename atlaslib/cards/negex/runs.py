@@ -1,0 +1,75 @@
+"""One NegEx run: ``model`` under ``zero_shot`` (an assertion head, else scored answer options), ``probe`` or
+``finetune`` on the split (:func:`run_protocol`); a run that cannot happen raises :class:`NotRun`."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import NotRun as _ContractNotRun
+from .card import (ASSERTION_TO_DECISION, CARD, FINETUNE_RECIPE, LABELS, METRIC_BASES, OPTION_PROMPT, OPTIONS,
+                   POSITIVE, SEED, ZERO_SHOT_CAPABILITIES)
+from .data import data_sha256
+
+def option_prompts(frame: pd.DataFrame) -> list[str]:
+    """The score.options prompt per item (unmarked, cleaned sentence)."""
+    return [OPTION_PROMPT.format(sentence=s, concept=c) for s, c in zip(frame["sentence"], frame["concept"])]
+
+
+def metric_names(protocol: str) -> list[str]:
+    return [f"{b}_{protocol}" for b in METRIC_BASES]
+
+
+class NotRun(_ContractNotRun):
+    """The run cannot happen here (weights unavailable, capability missing); the reason goes in the cell."""
+
+
+def assertion_label_map() -> dict:
+    """Adapter assertion labels → 1 (negated) / 0 (affirmed)."""
+    return {k: int(v == POSITIVE) for k, v in ASSERTION_TO_DECISION.items()}
+
+
+def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFrame, *, seed: int = SEED,
+                 data_dir=None, retrain: bool = False) -> dict:
+    """Run ``model`` under ``protocol`` on the split; returns ``{pred, score, capability, details, profile}``.
+
+    zero_shot uses ``predict.assertion`` when the profile has it, else ``score.options``; probe uses
+    ``embed.text.pooled``; finetune trains the encoder of an ``embed.text.pooled`` model with a new head
+    (:data:`FINETUNE_RECIPE`; ``retrain`` ignores cached weights). A missing capability or absent weights
+    raise :class:`NotRun` with the reason.
+    """
+    from ...models import CapabilityMissing, WeightsUnavailable, get_profile, load_adapter, with_capabilities
+    from ...protocols import items as P
+
+    try:
+        profile = with_capabilities(get_profile(model))
+    except WeightsUnavailable as exc:
+        raise NotRun(exc.short) from None
+    wanted = ZERO_SHOT_CAPABILITIES if protocol == "zero_shot" else ("embed.text.pooled",)
+    if protocol not in CARD.protocols:
+        raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
+    capability = next((c for c in wanted if c in profile.capabilities), None)
+    if capability is None:
+        raise NotRun(f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
+                     f"{model} has {', '.join(profile.capabilities) or 'none'}")
+    options = {"max_length": FINETUNE_RECIPE["max_length"], "embed_cache": False} if protocol == "finetune" else {}
+    try:
+        adapter = load_adapter(profile, capability, data_dir=data_dir, **options)
+    except WeightsUnavailable as exc:
+        raise NotRun(exc.short) from None  # the reason without the loader's low-level cause
+    except CapabilityMissing as exc:
+        raise NotRun(str(exc)) from None
+    if capability == "predict.assertion":
+        out = P.zero_shot_assertion(adapter, test["text"].tolist(), assertion_label_map(), gold=test["label"])
+    elif capability == "score.options":
+        out = P.zero_shot_options(adapter, option_prompts(test), OPTIONS)
+    elif protocol == "finetune":
+        from ...protocols import finetune as FT
+
+        res = FT.finetune_sequence(adapter, train["item_id"].tolist(), train["text"].tolist(),
+                                   train["decision"].tolist(), test["text"].tolist(), LABELS, FINETUNE_RECIPE,
+                                   data_sha256=data_sha256(data_dir), retrain=retrain)
+        pos = LABELS.index(POSITIVE)
+        out = {"pred": (res["pred"] == pos).astype(int), "score": res["proba"][:, pos], "details": res["details"]}
+    else:
+        out = P.probe(adapter, train["text"].tolist(), train["label"].tolist(), test["text"].tolist(), seed=seed)
+    out.update(capability=capability, profile=profile.to_dict(), adapter=adapter)
+    return out
