@@ -1,13 +1,45 @@
-"""The card contract (see :mod:`atlaslib.cards`) for Clinical TempEval: thin entry points over
-:func:`.runs.run` (load, predict, official scorer) and :func:`.runs.metrics_from_table`, so they give the
-notebook's numbers (``load_items`` and ``split`` are in the package's ``__init__``). The item is a
-document; its record carries the official scorer's per-document counts, from which :func:`score` rebuilds
-the scorer table and its document-level bootstrap."""
+"""The card contract (see :mod:`atlaslib.cards`) for Clinical TempEval: :func:`load_items` and :func:`split`
+(the pinned THYME documents and the synthetic corpus, the 2015 Train -> Dev split), and thin entry points
+over :func:`.runs.run` (load, predict, official scorer) and :func:`.runs.metrics_from_table`, so they give
+the notebook's numbers. The item is a document; its record carries the official scorer's per-document
+counts, from which :func:`score` rebuilds the scorer table and its document-level bootstrap."""
 from __future__ import annotations
 
 from collections import Counter
 
 from .. import NotRun, record
+from .card import CARD, THYME_FILES
+
+
+def load_items(data_dir=None):
+    """The documents of every version as an items table (``item_id`` = document id, ``version``, ``side``
+    Train / Dev). THYME documents come from the pinned file list (no file is read); synthetic-v1 documents
+    from the generated corpus."""
+    import pandas as pd
+
+    from . import synthetic
+
+    rows = []
+    for pf in THYME_FILES:
+        parts = pf.name.split("/")  # thyme/coloncancer/<split>/<doc>/<file>
+        rows.append({"item_id": parts[3], "version": "thyme-dev-2015", "side": parts[2]})
+    for side, docs in synthetic.build_corpus().items():
+        rows += [{"item_id": d.doc_id, "version": synthetic.VERSION, "side": side} for d in docs]
+    return pd.DataFrame(rows).drop_duplicates().reset_index(drop=True)
+
+
+def split(items, version: str):
+    """The version's manifest: Train documents train, Dev documents test (the Clinical TempEval 2015 split;
+    no draw)."""
+    from ...splits import SplitManifest
+
+    if version not in CARD.versions:
+        raise ValueError(f"card {CARD.name} has no version {version!r}; expected one of {', '.join(CARD.versions)}")
+    mine = items[items["version"] == version]
+    return SplitManifest(card=CARD.name, version=version, seed=0,
+                         train=mine.loc[mine["side"] == "Train", "item_id"].tolist(),
+                         test=mine.loc[mine["side"] == "Dev", "item_id"].tolist(),
+                         rules="Clinical TempEval 2015: Train documents train, Dev documents test; no draw")
 
 
 def audit_items(items, data_dir=None) -> dict:

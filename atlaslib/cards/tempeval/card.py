@@ -1,0 +1,118 @@
+"""Clinical TempEval 2015 card (SemEval-2015 Task 6; Bethard et al. 2015) on the THYME colon-cancer notes.
+
+Data: the THYME temporal annotation layer (Anafora XML) of ``coloncancer/Train`` (293 documents) and
+``coloncancer/Dev`` (147 documents, the Clinical TempEval 2015 *test* set) from stylerw/thymedata at a
+pinned commit; 440 ``*.Temporal-{Relation,Entity}.gold.completed.xml`` files, each pinned by sha256 in
+``thyme_sources.sha256`` beside this module. The note text is under a Mayo Clinic data use agreement and
+is not public: the card audits the annotations, runs the text-free phase-2 baselines on them, runs the
+whole task on a synthetic PHI-free corpus (:mod:`.synthetic`), and runs it on the real text when a DUA
+holder sets the notebook parameter ``thyme_text_dir`` (outputs then hold no note text).
+
+Versions: ``thyme-dev-2015`` (train on Train, score on Dev, as in 2015) and ``synthetic-v1`` (the
+synthetic corpus' Train -> Dev). Protocols: ``phase1`` (raw text in) and ``phase2`` (gold EVENT and
+TIMEX3 with their attributes given; relations to predict).
+Leaderboard metrics (cell names carry the protocol, e.g. ``contains_closure_f1_phase2``):
+``event_span_f1``, ``timex_span_f1``, ``doctimerel_f1`` (phase 1: span + DocTimeRel F1),
+``doctimerel_accuracy`` (phase 2, where the scorer's F1 equals accuracy), ``contains_f1``,
+``contains_closure_f1``; all official-scorer F1 with a 95 % percentile interval from 1,000 document-level
+bootstrap resamples (the scorer's per-document counts summed per resample; seed 20150605).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ...sources import PinnedFile, read_sha256sums, resolve
+from .. import Card
+
+THYME_COMMIT = "1e00060bb24fcaa2a833d20e4625694b3d15ac13"
+THYME_URL = "https://raw.githubusercontent.com/stylerw/thymedata/" + THYME_COMMIT + "/{path}"
+SOURCES_FILE = Path(__file__).with_name("thyme_sources.sha256")
+THYME_FILES: list[PinnedFile] = read_sha256sums(SOURCES_FILE.read_text(), "thyme/", THYME_URL)
+SPLITS = ("Train", "Dev")
+
+#: Clinical TempEval 2015 numbers the card reproduces (official scorer's set semantics, see audit.py)
+EXPECTED_COUNTS = {
+    "Train": {"documents": 293, "EVENT": 38890, "TIMEX3": 3833, "CONTAINS": 11176},
+    "Dev": {"documents": 147, "EVENT": 20974, "TIMEX3": 2078, "CONTAINS": 6173},
+}
+EXPECTED_RAW = {"Train": {"EVENT": 39002, "CONTAINS": 11248}, "Dev": {"EVENT": 20974, "CONTAINS": 6226}}
+
+METRICS = ("contains_closure_f1", "contains_f1", "doctimerel_f1", "doctimerel_accuracy", "event_span_f1",
+           "timex_span_f1")
+CI_REASON = "no bootstrap: official scorer counts"  # used only when per-document counts are absent
+
+CARD = Card(
+    name="tempeval",
+    title="Clinical TempEval 2015: times, events, attributes and narrative containers",
+    notebook="notebooks/tempeval.md",
+    versions=("thyme-dev-2015", "synthetic-v1"),
+    protocols=("phase1", "phase2"),
+    metrics=METRICS,
+    default_matrix=(
+        ("thyme-dev-2015", "closest", "phase2"),
+        ("thyme-dev-2015", "majority-doctimerel", "phase2"),
+        ("synthetic-v1", "memorize", "phase1"),
+        ("synthetic-v1", "memorize", "phase2"),
+        ("synthetic-v1", "closest", "phase1"),
+        ("synthetic-v1", "closest", "phase2"),
+    ),
+    higher_is_better={m: True for m in METRICS},
+    licence_confirmed=False,
+    licence_note=("THYME annotations: the source repository states no licence (it asks for acknowledgement of "
+                  "Mayo Clinic and a citation of Styler et al. 2014); the note text needs a Mayo Clinic DUA. "
+                  "The synthetic corpus is written for this project."),
+    gated=True,
+    task=("SemEval-2015 Task 6: find TIMEX3 and EVENT spans and attributes, each EVENT's relation to the "
+          "document time, and narrative-container (CONTAINS) relations; official anaforatools scoring."),
+    data="THYME colon cancer Train (293 docs) / Dev (147 docs = 2015 test set), Anafora XML; text gated (DUA).",
+    licence="none stated (acknowledge Mayo Clinic, cite Styler et al. 2014); note text under a Mayo Clinic DUA",
+    test_sizes={"thyme-dev-2015": 147, "synthetic-v1": 12},
+    pinned_files=tuple(THYME_FILES),
+    resampling_unit="document",
+    caveats=("The THYME note text is under a data use agreement: without it only the text-free phase-2 "
+             "baselines run on thyme-dev-2015.",
+             "synthetic-v1 is a small PHI-free corpus written for the atlas; its numbers show the pipeline, "
+             "not clinical performance."),
+    baselines={"closest": ("phase1", "phase2"), "memorize": ("phase1", "phase2"),
+               "majority-doctimerel": ("phase2",)},
+)
+
+
+def thyme_dir(split: str, data_dir: str | os.PathLike | None = None) -> Path:
+    """The verified folder ``.../thyme/coloncancer/<split>``: every pinned file of the split resolved
+    (local data dir, else cache, else download from the pinned commit) and its sha256 checked."""
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r}: expected one of {SPLITS}")
+    files = [pf for pf in THYME_FILES if pf.name.startswith(f"thyme/coloncancer/{split}/")]
+    roots = {resolve(pf, data_dir).parents[1] for pf in files}
+    if len(roots) != 1:
+        raise ValueError(f"THYME {split} files resolved into several folders {sorted(map(str, roots))}; "
+                         f"place all of them in one data directory")
+    return roots.pop()
+
+
+def data_sha256(split: str) -> dict:
+    """``{file name: sha256}`` of a split's pinned files, for result cells."""
+    return {pf.name: pf.sha256 for pf in THYME_FILES if pf.name.startswith(f"thyme/coloncancer/{split}/")}
+
+
+#: Figures of Bethard et al. (2015) quoted as anchors. ``verified`` = read in the transcription
+#: (/work/shared/cards/clinical-tempeval-2015-paper.txt); every other table number was lost in the
+#: transcription and not found with the search tools, so the page shows it as unverified (None).
+PAPER_ANCHORS = [
+    {"what": "EVENT span F1, best system (BluLab)", "value": 0.875, "verified": True},
+    {"what": "EVENT span + degree F1, BluLab", "value": 0.870, "verified": True},
+    {"what": "EVENT span + polarity F1, BluLab", "value": 0.857, "verified": True},
+    {"what": "TIMEX3 class accuracy A, UFPRSheffield-Hynx run 5 (best A)", "value": 0.978, "verified": True},
+    {"what": "TIMEX3 span P, memorize baseline", "value": 0.743, "verified": True},
+    {"what": "TIMEX3 span R, memorize baseline", "value": 0.372, "verified": True},
+    {"what": "TIMEX3 span P / R, memorize without the >50% rule", "value": "0.126 / 0.521", "verified": True},
+    {"what": "gap to human agreement: events/degree/polarity ~0.01, modality/type ~0.03, "
+             "times and DocTimeRel ~0.05, CONTAINS > 0.40 (F1)", "value": "~0.01 / ~0.03 / ~0.05 / > 0.40",
+     "verified": True},
+    {"what": "closest (phase 2) precision vs best submitted system", "value": "about 4x", "verified": True},
+    {"what": "adj-ann / ann-ann agreement per sub-task (Tables 2-4)", "value": None, "verified": False},
+    {"what": "closest baseline CONTAINS P/R/F1, phases 1 and 2 (Table 4)", "value": None, "verified": False},
+    {"what": "BluLab DocTimeRel F1 phase 1 / phase 2 (Table 4)", "value": None, "verified": False},
+]
