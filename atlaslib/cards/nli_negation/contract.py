@@ -1,6 +1,6 @@
-"""The card contract (see :mod:`atlaslib.cards`) for the NLI negation challenge: thin entry points over
-:func:`.card.run_card` and :func:`.challenge.score_predictions`, so they give the notebook's numbers
-(``load_items`` and ``split`` are in the package's ``__init__``)."""
+"""The card contract (see :mod:`atlaslib.cards`) for the NLI negation challenge: :func:`load_items` and
+:func:`split` (the built-in case set, every case a test case), and thin entry points over
+:func:`.card.run_card` and :func:`.challenge.score_predictions`, so they give the notebook's numbers."""
 from __future__ import annotations
 
 from collections import Counter
@@ -8,7 +8,26 @@ from collections import Counter
 from .. import NotRun, record
 from .card import CARD, PROTOCOL, NliNegationRun, run_card
 from .challenge import score_predictions
-from .corpus import default_nli_negation_cases
+from .corpus import VERSION, default_nli_negation_cases
+
+
+def load_items(data_dir=None):
+    """The built-in case set as an items table (``item_id`` = case id, ``pattern``, ``gold``, ``depth``);
+    ``data_dir`` is accepted for the card contract and unused (the corpus is generated, not read)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"item_id": c.case_id, "pattern": c.pattern, "gold": c.gold_label,
+                          "depth": c.negation_depth} for c in default_nli_negation_cases()])
+
+
+def split(items, version: str = VERSION):
+    """The version's manifest: every case is a test case (a challenge set has no training side)."""
+    from ...splits import SplitManifest
+
+    if version not in CARD.versions:
+        raise ValueError(f"card {CARD.name} has no version {version!r}; expected one of {', '.join(CARD.versions)}")
+    return SplitManifest(card=CARD.name, version=version, seed=0, train=[], test=list(items["item_id"]),
+                         rules="challenge set: every built-in case is a test case; no draw, no training side")
 
 
 def audit_items(items, data_dir=None) -> dict:
