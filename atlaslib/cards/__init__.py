@@ -92,6 +92,10 @@ class Card:
         """Cell metric names carry the protocol: ``macro_f1`` + ``probe`` → ``macro_f1_probe``."""
         return f"{base}_{protocol}"
 
+    def metric_names(self, protocol: str) -> list[str]:
+        """Every declared metric's cell name under ``protocol`` (what a not-run cell of the card carries)."""
+        return [self.metric_name(b, protocol) for b in self.metrics]
+
 
 def get_card(name: str) -> Card:
     if name not in CARD_MODULES:

@@ -1,0 +1,152 @@
+"""One run of any card: the frozen run spec, its timing, the not-run decision and the result cell.
+
+Every card notebook runs through a :class:`CardRun` (and so do scored predictions files and the contract's
+:func:`run`): the notebook computes what is particular to its card (the adapter's predictions, its metrics
+and plots) and hands the pieces to :meth:`CardRun.finish`, which alone builds and writes the cell. So the
+spec is fixed before anything runs, the wall time covers the whole run, a run that cannot happen becomes a
+not-run cell carrying the card's declared metric names, and the cell is made one way for every card::
+
+    run = CardRun("negex", version, model, protocol, parameters={"n_resamples": n_resamples},
+                  result_path=result_path)
+    with run.attempt():                   # NotRun inside: recorded, shown once, the page goes on
+        out = negex.run_protocol(...)
+    ...
+    run.finish(**negex.cell_parts(...))   # metrics, predictions, split, seeds, extra, ...
+"""
+from __future__ import annotations
+
+import copy
+from contextlib import contextmanager
+
+from .. import results
+from . import NotRun, get_card
+
+
+class CardRun:
+    """A run of ``card`` on ``version`` with ``model`` under ``protocol``; see the module docstring.
+
+    ``card`` is a registered card's name or a card module (its ``CARD`` and contract functions: a card not
+    registered, e.g. the tests' toy card). ``parameters`` are frozen into the spec now (a copy: later changes to the caller's dict do not reach it);
+    ``result_path``, when given, is where :meth:`finish` writes the cell."""
+
+    def __init__(self, card, version: str, model: str, protocol: str, *, parameters: dict | None = None,
+                 result_path=None):
+        self.card = card_module(card).CARD
+        if version not in self.card.versions:
+            raise ValueError(f"card {self.card.name} has no version {version!r}; expected one of "
+                             f"{', '.join(self.card.versions)}")
+        if protocol not in self.card.protocols:
+            raise ValueError(f"card {self.card.name} has no protocol {protocol!r}; expected one of "
+                             f"{', '.join(self.card.protocols)}")
+        self.spec = results.RunSpec(card=self.card.name, version=version, model=model, protocol=protocol,
+                                    parameters=copy.deepcopy(dict(parameters or {})))
+        self.result_path = result_path
+        self.not_run_reason: str | None = None
+        self.cell: dict | None = None
+        self._timer = results.Timer().__enter__()
+
+    @property
+    def ok(self) -> bool:
+        """False once the run was found unable to happen (:meth:`not_run` or a :class:`NotRun` caught)."""
+        return self.not_run_reason is None
+
+    def not_run(self, reason: str) -> None:
+        """Record that the run cannot happen here (weights unavailable, capability missing, text under a
+        data use agreement); :meth:`finish` then writes a not-run cell with ``reason``."""
+        if not str(reason or "").strip():
+            raise ValueError("CardRun.not_run: a not-run cell needs its reason")
+        self.not_run_reason = str(reason)
+
+    @contextmanager
+    def attempt(self, show=None):
+        """Run the card's prediction inside: a :class:`atlaslib.cards.NotRun` (every card's not-run errors
+        derive from it) is recorded as the not-run reason and shown once (``show``, default: Markdown in a
+        notebook, else print); any other error propagates (a failed run is not a not-run)."""
+        try:
+            yield self
+        except NotRun as exc:
+            self.not_run(str(exc))
+            (show or _show)(f"**Not run:** {self.not_run_reason}")
+
+    @property
+    def timing(self) -> dict:
+        return self._timer.timing
+
+    def finish(self, *, metrics: dict | None = None, predictions: list | None = None, split: dict | None = None,
+               data_sha256: dict | None = None, seeds: dict | None = None, extra: dict | None = None,
+               overlap: list | None = None, profile: dict | None = None, capability: str | None = None,
+               details: dict | None = None, parameters: dict | None = None, env: dict | None = None) -> dict:
+        """The run's result cell, written to ``result_path`` when one was given. A run still ok needs its
+        ``metrics``; a not-run run gets every declared metric of the card for this protocol as null with the
+        reason. ``profile`` / ``capability`` / ``details`` (what the adapter turned out to be) and extra
+        ``parameters`` complete the spec (never replace what it froze)."""
+        self._timer.__exit__(None, None, None)
+        spec = copy.deepcopy(self.spec)
+        if profile is not None:
+            spec.profile, spec.revision = dict(profile), profile.get("revision")
+        if capability is not None:
+            spec.capability = capability
+        for k, v in (parameters or {}).items():
+            spec.parameters.setdefault(k, v)
+        if details is not None:
+            spec.parameters["details"] = details
+        common = dict(split=split, data_sha256=data_sha256, seeds=seeds, timing=self.timing, overlap=overlap,
+                      env=env)
+        if self.ok:
+            if metrics is None:
+                raise ValueError(f"CardRun.finish ({spec.card} {spec.model} {spec.protocol}): an ok run needs "
+                                 f"its metrics")
+            cell = results.make_cell(spec, metrics=metrics, predictions=list(predictions or []), extra=extra,
+                                     **common)
+        else:
+            cell = results.not_run_cell(spec, self.not_run_reason, self.card.metric_names(spec.protocol),
+                                        extra=extra, **common)
+        results.validate_cell(cell, f"{spec.card} {spec.version} {spec.model} {spec.protocol}")
+        if self.result_path:
+            results.write_cell(cell, self.result_path)
+        self.cell = cell
+        return cell
+
+
+def card_module(card):
+    """The module of ``card``: a registered card's name (:data:`atlaslib.cards.CARD_MODULES`), or a module
+    that has a ``CARD`` and the contract functions, returned as it is."""
+    import importlib
+
+    from . import CARD_MODULES
+
+    if hasattr(card, "CARD"):
+        return card
+    get_card(card)  # an unknown name: the registry's error, naming the known cards
+    return importlib.import_module(CARD_MODULES[card])
+
+
+def _show(text: str) -> None:
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:  # pragma: no cover - IPython ships with the notebook stack
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(Markdown(text))
+    else:
+        print(text)
+
+
+def run(card, version: str, model: str, protocol: str, *, data_dir=None, parameters: dict | None = None,
+        result_path=None, **options) -> dict:
+    """A run through the card contract alone (no notebook): load the items, split the version, predict with
+    ``model`` under ``protocol``, score; the cell is :class:`CardRun`'s. The pages' run-specific sections
+    need the notebook; this gives the same metrics (``tests/cards/test_run.py``) for any card, including
+    a new one that has only its contract."""
+    mod = card_module(card)
+    r = CardRun(mod, version, model, protocol, parameters=parameters, result_path=result_path)
+    items = mod.load_items(data_dir)
+    manifest = mod.split(items, version)
+    split = {"hash": manifest.hash, "n_train": len(manifest.train), "n_test": len(manifest.test)}
+    records = None
+    with r.attempt(show=lambda text: None):
+        records = mod.predict(items, manifest, model, protocol, data_dir=data_dir, **options)
+    if not r.ok:
+        return r.finish(split=split)
+    return r.finish(metrics=mod.score(records, protocol, model=model), predictions=records, split=split)

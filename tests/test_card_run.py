@@ -1,0 +1,92 @@
+"""One run of any card (:mod:`atlaslib.cards.run`): frozen spec, timing, not-run decision, one result cell.
+
+References: hand counts on the toy card (4 of its 8 test numbers are even) and on the NLI challenge's own
+case list (the share of entailment gold labels is what always answering "entailment" scores).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from atlaslib import results
+from atlaslib.cards import CARD_MODULES, NotRun, get_card
+from atlaslib.cards.run import CardRun, run
+from atlaslib.metrics.intervals import clopper_pearson
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    monkeypatch.setitem(CARD_MODULES, "toy", "tests.toy_card")
+    return get_card("toy")
+
+
+def test_run_through_the_contract_gives_the_hand_counted_cell(toy, tmp_path):
+    target = tmp_path / "cell.json"
+    cell = run("toy", "toy-v1", "always-even", "zero_shot", result_path=target)
+    assert json.loads(target.read_text()) == cell
+    assert cell["status"] == "ok" and cell["split"]["n_test"] == 8 and len(cell["predictions"]) == 8
+    acc = cell["metrics"]["accuracy_zero_shot"]
+    lo, hi = clopper_pearson(4, 8)
+    assert (acc["value"], acc["ci_low"], acc["ci_high"]) == (0.5, lo, hi)
+    assert run("toy", "toy-v1", "parity-rule", "zero_shot")["metrics"]["accuracy_zero_shot"]["value"] == 1.0
+
+
+def test_a_run_that_cannot_happen_is_a_not_run_cell_with_the_cards_metric_names(toy):
+    cell = run("toy", "toy-v1", "some-encoder", "zero_shot")
+    assert cell["status"] == "not_run" and cell["reason"] == "toy card runs only always-even, parity-rule"
+    assert list(cell["metrics"]) == toy.metric_names("zero_shot") == ["accuracy_zero_shot"]
+    assert cell["metrics"]["accuracy_zero_shot"] == {"value": None, "ci_low": None, "ci_high": None,
+                                                     "reason": "not run: toy card runs only always-even, parity-rule"}
+
+
+def test_nli_challenge_through_the_contract_matches_its_case_list():
+    from atlaslib.cards import nli_negation
+
+    cases = nli_negation.default_nli_negation_cases()
+    k = sum(c.gold_label == "entailment" for c in cases)
+    cell = run("nli_negation", "builtin-v1", "always-entailment", "zero_shot")
+    acc = cell["metrics"]["aggregate_accuracy_zero_shot"]
+    assert acc["value"] == pytest.approx(k / len(cases))
+    assert (acc["ci_low"], acc["ci_high"]) == pytest.approx(clopper_pearson(k, len(cases)))
+    assert cell["metrics"]["false_entailment_rate_zero_shot"]["value"] == 1.0
+
+
+def test_the_spec_is_frozen_when_the_run_starts_and_completed_by_what_the_adapter_was(toy):
+    params = {"n_resamples": 1000, "nested": {"seed": 1}}
+    r = CardRun("toy", "toy-v1", "always-even", "zero_shot", parameters=params)
+    params["n_resamples"], params["nested"]["seed"] = 5, 2   # later edits of the caller's dict do not reach it
+    cell = r.finish(metrics={"accuracy_zero_shot": results.metric(0.5, 0.2, 0.8)}, predictions=[],
+                    profile={"name": "always-even", "revision": "abc"}, capability="builtin",
+                    details={"epochs": 3}, env={})
+    assert cell["spec"]["parameters"] == {"n_resamples": 1000, "nested": {"seed": 1}, "details": {"epochs": 3}}
+    assert (cell["spec"]["revision"], cell["spec"]["capability"]) == ("abc", "builtin")
+    assert cell["timing"]["wall_seconds"] >= 0 and r.cell is cell
+
+
+def test_attempt_records_not_run_and_lets_real_failures_through(toy):
+    class WeightsGone(NotRun):   # a card's own not-run error derives from the contract's
+        pass
+
+    shown = []
+    r = CardRun("toy", "toy-v1", "always-even", "zero_shot")
+    with r.attempt(show=shown.append):
+        raise WeightsGone("weights unavailable: no local copy")
+    assert not r.ok and shown == ["**Not run:** weights unavailable: no local copy"]
+    assert r.finish(env={})["status"] == "not_run"
+
+    r = CardRun("toy", "toy-v1", "always-even", "zero_shot")
+    with pytest.raises(ZeroDivisionError), r.attempt(show=shown.append):
+        1 / 0
+    assert r.ok
+    with pytest.raises(ValueError, match="an ok run needs its metrics"):
+        r.finish(env={})
+
+
+@pytest.mark.parametrize("args, message", [
+    (("toy", "toy-v2", "m", "zero_shot"), "card toy has no version 'toy-v2'; expected one of toy-v1"),
+    (("toy", "toy-v1", "m", "probe"), "card toy has no protocol 'probe'; expected one of zero_shot"),
+])
+def test_bad_version_or_protocol_is_named(toy, args, message):
+    with pytest.raises(ValueError, match=message):
+        CardRun(*args)
