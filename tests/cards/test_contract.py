@@ -1,7 +1,10 @@
 """One contract for every card (parametrised over the four cards): the card declares itself as data
-(``atlaslib.cards.Card``) and its module exposes the same functions with the same shapes."""
+(``atlaslib.cards.Card``), its package has the same layout, and it exposes the same functions with the same
+shapes."""
+import ast
 import importlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +32,39 @@ def test_card_declares_itself_as_data(name):
     for version, model, protocol in card.default_matrix:
         assert version in card.versions and protocol in card.protocols
         assert protocol in card.baselines.get(model, ()) or protocol in card.capabilities or not card.capabilities
+
+
+def _top_level_names(path: Path) -> tuple[set[str], set[str]]:
+    """(names a module defines at top level, names it imports at top level), read off its syntax tree."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    defined, imported = set(), set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported |= {a.asname or a.name for a in node.names}
+    return defined, imported
+
+
+@pytest.mark.parametrize("name", CARDS)
+def test_every_card_package_has_the_same_layout(name):
+    """CONTRIBUTING.md, "Card package layout": ``card.py`` declares ``CARD``, ``contract.py`` holds (defines or
+    imports) the five contract functions, and ``__init__.py`` is a docstring and re-exports only."""
+    package = importlib.import_module(CARD_MODULES[name])
+    root = Path(package.__file__).parent
+    assert Path(package.__file__).name == "__init__.py", f"{name} is a single module, not a package"
+    assert "CARD" in _top_level_names(root / "card.py")[0]
+    defined, imported = _top_level_names(root / "contract.py")
+    assert set(CONTRACT) <= defined | imported
+    contract = importlib.import_module(f"{CARD_MODULES[name]}.contract")
+    assert all(getattr(package, fn) is getattr(contract, fn) for fn in CONTRACT)
+    assert package.CARD is importlib.import_module(f"{CARD_MODULES[name]}.card").CARD
+    init = ast.parse((root / "__init__.py").read_text(encoding="utf-8")).body
+    assert isinstance(init[0], ast.Expr) and isinstance(init[0].value, ast.Constant), "no module docstring"
+    assert all(isinstance(node, (ast.Import, ast.ImportFrom)) for node in init[1:]), \
+        f"{name}/__init__.py holds more than re-exports"
 
 
 @pytest.mark.parametrize("name", CARDS)
