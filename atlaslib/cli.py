@@ -3,6 +3,7 @@
     atlas split --card negex --version atlas-n100-v1         print the split manifest (JSON)
     atlas run   --card negex --model M --protocol P --version V [--force]
     atlas book  [--publish] [--force] [--no-run] [--card C ...] [--profiles FILE ...] [--matrix FILE ...]
+                [--no-default]                               only the --matrix files' runs and their cards
     atlas list                                               cards, versions, default matrix, profiles
     atlas score tempeval -r REF -p PRED [--closure]          official Clinical TempEval scores as JSON
     atlas score --card C --version V --predictions FILE --name NAME   a system's predictions -> result cell
@@ -149,6 +150,7 @@ def cmd_book(args) -> int:
                           data_dir=_abs(args.data_dir), cards=cards, executor=args.executor,
                           scheduler=args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit,
                           requests=getattr(args, "matrix_requests", None))  # --matrix: default + listed runs
+        # (--no-default: the listed runs only, and args.card the cards they name)
     except (ValueError, KeyError, ExecutorError) as exc:
         return _fail("book", exc, 2)
 

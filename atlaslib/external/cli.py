@@ -101,7 +101,8 @@ PREDICTION_KEYS = {"card", "version", "predictions", "name", "description", "tra
 
 def add_profiles_options(sub) -> None:
     """``--profiles FILE`` (repeatable) on ``atlas run``, ``atlas book`` and ``atlas list``; ``--matrix FILE``
-    (repeatable) on ``atlas book``. Both are applied before the command runs (see :func:`_prepared`)."""
+    (repeatable) and ``--no-default`` on ``atlas book``. They are applied before the command runs (see
+    :func:`_prepared`)."""
     for command in ("run", "book", "list"):
         p = sub.choices.get(command)
         if p is None:
@@ -113,6 +114,9 @@ def add_profiles_options(sub) -> None:
             p.add_argument("--matrix", action="append", default=[], metavar="FILE",
                            help="runs to add to the default matrix: a YAML list of {card, version, model, protocol} "
                                 "or {card, version, predictions, name[, description, trained_on]} (repeatable)")
+            p.add_argument("--no-default", action="store_true",
+                           help="leave the default matrix out: build only the --matrix files' runs and predictions "
+                                "files, and only the cards they name (narrowed further by --card)")
         p.set_defaults(func=_prepared(p.get_default("func"), command))
 
 
@@ -167,22 +171,31 @@ def read_matrix(path) -> list[dict]:
 
 def matrix_requests(args) -> list | None:
     """The default matrix plus the ``--matrix`` runs (checked like ``atlas run``'s); scores the matrix's
-    predictions entries into the results folder first (cached by the file's sha256). None without --matrix."""
+    predictions entries into the results folder first (cached by the file's sha256). None without --matrix.
+
+    With ``--no-default`` only the matrix files' runs are returned, and ``args.card`` becomes the cards the
+    files name (within ``--card`` when given), so that the build renders those cards only."""
     from .. import runner
     from ..book import default_requests
     from ..cards import get_card
     from . import score
 
     files = getattr(args, "matrix", None) or []
+    no_default = getattr(args, "no_default", False)
+    if no_default and not files:
+        raise ValueError("--no-default needs --matrix FILE (the runs to build instead of the default matrix)")
     if not files:
         return None
     cards = [get_card(c) for c in args.card] if getattr(args, "card", None) else None
     names = {c.name for c in cards} if cards else None
-    requests = default_requests(cards)
+    requests = [] if no_default else default_requests(cards)
+    named = []  # the cards the matrix files name, in order (the build's cards under --no-default)
     for f in files:
         for e in read_matrix(f):
             if names is not None and e["card"] not in names:
                 continue
+            if e["card"] not in named:
+                named.append(e["card"])
             if "predictions" in e:
                 trained = e.get("trained_on") or []
                 score(e["card"], e["version"], e["predictions"], e["name"], description=e.get("description", ""),
@@ -196,6 +209,10 @@ def matrix_requests(args) -> list | None:
                 raise ValueError(f"{e['_where']}: {exc.args[0] if exc.args else exc}") from None
             if req not in requests:
                 requests.append(req)
+    if no_default:
+        if not named:
+            raise ValueError(f"--no-default: the matrix file(s) list nothing for --card {', '.join(args.card)}")
+        args.card = named
     return requests
 
 
