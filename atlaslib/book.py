@@ -547,6 +547,8 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
         card_docs[card.name] = story_docs + render_card(card, cells, src, failed)
         shown_cells.extend(cells)
     shown_cards = [c for c in cards if f"book/cards/{c.name}" not in dropped]
+    for doc in dropped:  # pages this build leaves out are not built: no fact of theirs is computed either
+        (src / f"{doc}.md").unlink(missing_ok=True)
     render_intro(src, shown_cards, shown_cells)
     render_reproduction(src, shown_cards, shown_cells)
     model_docs = render_models(src, shown_cards, shown_cells)
