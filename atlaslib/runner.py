@@ -213,19 +213,23 @@ def resolve_request(request: RunRequest) -> RunRequest:
 def _unknown_model(request: RunRequest, exc: Exception) -> ValueError:
     from .models import load_profiles
 
-    if request.card == "tempeval":
-        return ValueError(f"card tempeval has no model {request.model!r}; expected one of "
-                          f"{', '.join(sorted(get_card('tempeval').baselines))}")
-    names = sorted(get_card(request.card).baselines) + sorted(load_profiles())
+    card = get_card(request.card)
+    if not card.capabilities:  # a card that runs only its own baselines (TempEval)
+        return ValueError(f"card {card.name} has no model {request.model!r}; expected one of "
+                          f"{', '.join(sorted(card.baselines))}")
+    names = sorted(card.baselines) + sorted(load_profiles())
     return ValueError(f"unknown model {request.model!r} for card {request.card}: not an existing local model "
                       f"folder, not a hub id 'org/name', and not one of {', '.join(names)}")
 
 
 def preflight(request: RunRequest) -> str | None:
     """Decide, without a kernel, whether ``request`` can run: None when it can (its kernel decides the
-    rest), else the not-run reason the card's notebook would record (capability missing, weights
-    unavailable, text under a data use agreement). An invalid card, version, protocol or model raises
-    ValueError (KeyError for an unknown card) naming the bad value and the valid ones."""
+    rest), else the not-run reason its cell records. Everything it reads is the card's declaration
+    (:class:`atlaslib.cards.Card`): its baselines and the registry profile a baseline runs on
+    (``baseline_weights``), the capabilities each protocol asks of a model, and the runs that need a
+    notebook parameter (``parameter_gates``); the reasons are worded the same for every card. An invalid
+    card, version, protocol or model raises ValueError (KeyError for an unknown card) naming the bad value
+    and the valid ones."""
     from .models import CapabilityMissing, ProfileError, WeightsUnavailable, check_weights, get_profile
 
     declared = check_request(request)
@@ -233,22 +237,21 @@ def preflight(request: RunRequest) -> str | None:
     if not declared.baselines and not declared.capabilities:
         return None  # a card that declares no models (a new or test card): its notebook decides
     baselines = declared.baselines
+    if model in baselines and protocol not in baselines[model]:
+        raise ValueError(f"card {card}: model {model!r} has no {protocol} run; its protocols: "
+                         f"{', '.join(baselines[model])}")
+    params = dict(request.params)
+    for gate in declared.parameter_gates:
+        if gate.blocks(request.version, model, protocol, params):
+            return f"{model} {protocol} {gate.reason}"
     if model in baselines:
-        if protocol not in baselines[model]:
-            raise ValueError(f"card {card}: model {model!r} has no {protocol} run; its protocols: "
-                             f"{', '.join(baselines[model])}")
-        if card == "tempeval":
-            needs_text = model == "memorize" or protocol == "phase1"
-            if request.version == "thyme-dev-2015" and needs_text and not dict(request.params).get("thyme_text_dir"):
-                return (f"{model} {protocol} needs the note text; THYME text is under a Mayo Clinic DUA "
-                        f"(set thyme_text_dir to run it)")
-        if card == "nli_negation" and model == "minilm-similarity":
+        if model in declared.baseline_weights:
             try:
-                check_weights(get_profile("all-minilm-l6-v2"))
+                check_weights(get_profile(declared.baseline_weights[model]))
             except WeightsUnavailable as exc:
-                return str(exc)
+                return exc.short
         return None
-    if card == "tempeval":
+    if not declared.capabilities:
         raise _unknown_model(request, KeyError(model))
     if protocol not in declared.capabilities and any(protocol in p for p in baselines.values()):
         fills = sorted(m for m, p in baselines.items() if protocol in p)
@@ -264,38 +267,19 @@ def preflight(request: RunRequest) -> str | None:
         return None
     try:
         if profile.capabilities_known and not any(c in profile.capabilities for c in wanted):
-            have = ", ".join(profile.capabilities) or "none"
-            raise CapabilityMissing(f"model {profile.name!r} has no capability {wanted[0]!r} (it has: {have})")
+            raise CapabilityMissing(protocol)
         check_weights(profile)
     except WeightsUnavailable as exc:
-        return str(exc) if card == "nli_negation" else ("weights unavailable" if card == "maccrobat" else exc.short)
-    except CapabilityMissing as exc:
-        if card == "negex":
-            return (f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
-                    f"{model} has {', '.join(profile.capabilities) or 'none'}")
-        if card == "maccrobat":
-            return f"capability missing: {wanted[0]}"
-        return f"n/a: {exc}"
+        return exc.short
+    except CapabilityMissing:
+        return (f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
+                f"{model} has {', '.join(profile.capabilities) or 'none'}")
     return None
 
 
 def not_run_metric_names(card: str, protocol: str) -> list[str]:
-    """The metric names a card's own not-run cell carries for ``protocol``."""
-    import importlib
-
-    from .cards import CARD_MODULES
-
-    if card == "tempeval":
-        from .cards.tempeval import runs
-
-        return runs.metric_names(protocol)
-    if card == "nli_negation":
-        from .cards import nli_negation
-
-        return [nli_negation.CARD.metric_name(b, protocol) for b in nli_negation.METRICS]
-    mod = importlib.import_module(CARD_MODULES[card])
-    bases = getattr(mod, "METRIC_BASES", None) or get_card(card).metrics
-    return [f"{b}_{protocol}" for b in bases]
+    """The metric names a not-run cell of ``card`` carries for ``protocol``: every declared metric."""
+    return get_card(card).metric_names(protocol)
 
 
 def stub_notebook(request: RunRequest, reason: str):

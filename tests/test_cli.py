@@ -141,10 +141,10 @@ def test_a_run_that_cannot_happen_is_decided_without_a_kernel_in_under_a_second(
         (RunRequest("negex", N100, "medspacy-context", "probe"), negex.metric_names("probe"),
          "capability missing: probe needs one of embed.text.pooled; medspacy-context has predict.assertion"),
         (RunRequest("maccrobat", N100, "d4data/biomedical-ner-all", "zero_shot"),
-         [f"{b}_zero_shot" for b in maccrobat.METRIC_BASES], "weights unavailable"),
+         [f"{b}_zero_shot" for b in maccrobat.METRIC_BASES], "weights unavailable: d4data/biomedical-ner-all@"),
         (RunRequest("nli_negation", "builtin-v1", "majority", "zero_shot"),
          ["aggregate_accuracy_zero_shot", "false_entailment_rate_zero_shot", "false_entailment_gate_zero_shot",
-          "combined_gate_zero_shot"], "n/a: model 'majority' has no capability 'predict.nli'"),
+          "combined_gate_zero_shot"], "capability missing: zero_shot needs one of predict.nli; majority has "),
     ]
     for req, names, reason in cases:
         start = time.perf_counter()

@@ -41,6 +41,7 @@ def write_negex_cells(results_dir: Path, data_dir) -> None:
     """negspacy (the kit's own triggers) on both NegEx split versions, run in-process the way the card notebook
     runs it (split, protocol, metrics, the card's cell), with 200 resamples to keep it quick."""
     from atlaslib.cards import negex
+    from atlaslib.cards.run import CardRun
     from atlaslib.metrics.report import binary_metrics
 
     items = negex.load_items(data_dir)
@@ -49,11 +50,10 @@ def write_negex_cells(results_dir: Path, data_dir) -> None:
         train, test = negex.split_frames(items, manifest)
         out = negex.run_protocol("negspacy-negex-kit", "zero_shot", train, test, data_dir=data_dir)
         metrics = binary_metrics(test["label"], out["pred"], out["score"], "zero_shot", n_resamples=200)
-        spec = results.RunSpec(card="negex", version=version, model="negspacy-negex-kit", protocol="zero_shot",
-                               parameters={"n_resamples": 200})
-        cell = negex.build_cell(spec, out=out, not_run_reason=None, metrics=metrics, test=test,
-                                split_cell=negex.split_summary(items, manifest)["cell"], data_dir=data_dir)
-        results.write_cell(cell, results.cell_path(results_dir, "negex", version, "negspacy-negex-kit", "zero_shot"))
+        run = CardRun("negex", version, "negspacy-negex-kit", "zero_shot", parameters={"n_resamples": 200},
+                      result_path=results.cell_path(results_dir, "negex", version, "negspacy-negex-kit", "zero_shot"))
+        run.finish(**negex.cell_parts("zero_shot", "negspacy-negex-kit", out=out, metrics=metrics, test=test,
+                                      split_cell=negex.split_summary(items, manifest)["cell"], data_dir=data_dir))
 
 
 def build_course_book(tmp_path_factory, data_dir) -> dict:

@@ -52,6 +52,22 @@ def record(item_id, gold, pred, score=None, **extra) -> dict:
 
 
 @dataclass(frozen=True)
+class ParameterGate:
+    """Runs that cannot happen unless a notebook parameter is set: on one of ``versions``, a run of one of
+    ``models`` or under one of ``protocols`` needs ``parameter`` (e.g. TempEval's note text, under a data use
+    agreement, for the runs that read text); without it the run is not run, for ``reason``."""
+    parameter: str
+    reason: str
+    versions: tuple = ()
+    models: tuple = ()
+    protocols: tuple = ()
+
+    def blocks(self, version: str, model: str, protocol: str, params: dict) -> bool:
+        return (version in self.versions and (model in self.models or protocol in self.protocols)
+                and not params.get(self.parameter))
+
+
+@dataclass(frozen=True)
 class Card:
     name: str
     title: str
@@ -74,6 +90,8 @@ class Card:
     caveats: tuple[str, ...] = ()                   # what a reader must know before reading a number
     baselines: dict = field(default_factory=dict)   # card baseline (not a registry profile) -> its protocols
     capabilities: dict = field(default_factory=dict)  # protocol -> capabilities a model needs (first present used)
+    baseline_weights: dict = field(default_factory=dict)  # baseline -> registry profile whose weights it runs on
+    parameter_gates: tuple = ()                     # runs that need a notebook parameter set (see ParameterGate)
 
     @property
     def page(self) -> str:

@@ -75,11 +75,13 @@ class CardRun:
     def finish(self, *, metrics: dict | None = None, predictions: list | None = None, split: dict | None = None,
                data_sha256: dict | None = None, seeds: dict | None = None, extra: dict | None = None,
                overlap: list | None = None, profile: dict | None = None, capability: str | None = None,
-               details: dict | None = None, parameters: dict | None = None, env: dict | None = None) -> dict:
+               details: dict | None = None, parameters: dict | None = None, env: dict | None = None,
+               timing: dict | None = None) -> dict:
         """The run's result cell, written to ``result_path`` when one was given. A run still ok needs its
         ``metrics``; a not-run run gets every declared metric of the card for this protocol as null with the
         reason. ``profile`` / ``capability`` / ``details`` (what the adapter turned out to be) and extra
-        ``parameters`` complete the spec (never replace what it froze)."""
+        ``parameters`` complete the spec (never replace what it froze). ``timing`` is for a run that was
+        timed by its own code before this object existed (default: from construction to now)."""
         self._timer.__exit__(None, None, None)
         spec = copy.deepcopy(self.spec)
         if profile is not None:
@@ -90,7 +92,7 @@ class CardRun:
             spec.parameters.setdefault(k, v)
         if details is not None:
             spec.parameters["details"] = details
-        common = dict(split=split, data_sha256=data_sha256, seeds=seeds, timing=self.timing, overlap=overlap,
+        common = dict(split=split, data_sha256=data_sha256, seeds=seeds, timing=timing or self.timing, overlap=overlap,
                       env=env)
         if self.ok:
             if metrics is None:

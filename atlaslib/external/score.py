@@ -30,6 +30,7 @@ from typing import Callable
 import numpy as np
 
 from .. import results
+from ..cards.run import CardRun
 from .tasks import (EXTERNAL, Pred, PredictionsError, Split, check_ids, check_labels, check_tags, fail, is_external,
                     load_split, sha256_path)
 
@@ -217,7 +218,7 @@ def run_key(card: str, version: str, protocol: str, profile: dict, n_resamples: 
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _negex_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir, timer) -> dict:
+def _negex_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir) -> dict:
     from ..cards import negex
     from ..metrics.report import binary_metrics
 
@@ -228,14 +229,11 @@ def _negex_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir, 
     score = None if ordered[0].score is None else np.array([float(p.score) for p in ordered])
     metrics = binary_metrics(test["label"], pred, score, protocol, n_resamples=n_resamples,
                              no_score_reason="the predictions give labels without scores")
-    spec = results.RunSpec(card="negex", version=s.version, model=profile["name"], protocol=protocol,
-                           parameters={"n_resamples": n_resamples, "run_key": key})
     out = {"pred": pred, "score": score, "profile": profile, "capability": EXTERNAL,
            "details": {"source": EXTERNAL, "predictions_sha256": profile["revision"]}}
     summary = negex.split_summary(s.context["items"], s.context["manifest"])
-    timer.__exit__(None, None, None)
-    return negex.build_cell(spec, out=out, not_run_reason=None, metrics=metrics, test=test,
-                            split_cell=summary["cell"], data_dir=data_dir, timing=timer.timing)
+    return dict(negex.cell_parts(protocol, profile["name"], out=out, metrics=metrics, test=test,
+                                 split_cell=summary["cell"], data_dir=data_dir), parameters={"n_resamples": n_resamples})
 
 
 class _FixedLabels:
@@ -248,19 +246,17 @@ class _FixedLabels:
         return self._labels[case.case_id]
 
 
-def _nli_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir, timer) -> dict:
+def _nli_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir) -> dict:
     from ..cards import nli_negation
 
     labels = {p.item_id: (None if p.label == nli_negation.ABSTENTION else p.label) for p in preds}
     run = nli_negation.run_card(profile["name"], protocol, s.version, run_key=key,
                                 predictor=_FixedLabels(labels, profile),
                                 predictions_sha256=profile["revision"])
-    cell = run.cell()
-    cell["spec"]["capability"] = EXTERNAL
-    return cell
+    return dict(run.cell_parts(), capability=EXTERNAL)
 
 
-def _maccrobat_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir, timer) -> dict:
+def _maccrobat_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir) -> dict:
     from ..cards import maccrobat
     from ..metrics.spans import span_metrics_with_ci
 
@@ -276,17 +272,14 @@ def _maccrobat_cell(s: Split, preds, profile, protocol, key, n_resamples, data_d
                             overlap=["maccrobat"] if any(t.startswith("maccrobat") for t in trained) else [])
     out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=maccrobat.TYPES,
                                       n_resamples=n_resamples, seed=maccrobat.SEED)
-    timer.__exit__(None, None, None)
-    out.seconds = timer.seconds
-    cell = maccrobat.build_cell(out, manifest, items, n_resamples=n_resamples, run_key=key)
-    cell["spec"].update(profile=profile, revision=profile["revision"], capability=EXTERNAL)
-    return cell
+    return dict(maccrobat.cell_parts(out, manifest, items), profile=profile, capability=EXTERNAL,
+                parameters={"n_resamples": n_resamples})
 
 
 PHASE2_GIVEN = {"event_span_f1", "timex_span_f1"}
 
 
-def _tempeval_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir, timer) -> dict:
+def _tempeval_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir) -> dict:
     from ..cards.tempeval import runs, scoring
 
     corpus = s.context["corpus"]
@@ -305,10 +298,7 @@ def _tempeval_cell(s: Split, preds, profile, protocol, key, n_resamples, data_di
     records = [runs._doc_record(d, Path(d.path)) for d in docs]
     result = runs.RunResult(s.version, profile["name"], protocol, table, metrics, records,
                             {"source": EXTERNAL}, corpus, pred_dir)
-    spec = runs.spec(s.version, profile["name"], protocol, run_key=key)
-    spec.profile, spec.revision, spec.capability = profile, profile["revision"], EXTERNAL
-    timer.__exit__(None, None, None)
-    return runs.result_cell(result, spec, timing=timer.timing)
+    return dict(runs.cell_parts(result, profile["name"]), profile=profile, capability=EXTERNAL)
 
 
 SCORERS: dict[str, Callable] = {"negex": _negex_cell, "nli_negation": _nli_cell, "maccrobat": _maccrobat_cell,
@@ -363,8 +353,11 @@ def _target(results_dir, card, version, name, protocol) -> Path | None:
     return target
 
 
-def _finish(cell: dict, key: str, target: Path | None) -> ScoreOutcome:
-    cell.pop("_path", None)
+def _finish(card_run, parts: dict, key: str, target: Path | None) -> ScoreOutcome:
+    """The scored file's cell, made by ``card_run`` from a scorer's ``parts`` (the run key joins the
+    parameters), written to ``target`` when one is given."""
+    parts["parameters"] = {"run_key": key, **parts.get("parameters", {})}
+    cell = card_run.finish(**parts)
     cell["run_key"] = key
     if target is not None:
         results.write_cell(cell, target)
@@ -386,7 +379,7 @@ def score(card: str, version: str, predictions: str | Path, name: str, *, descri
     path = Path(predictions)
     if not path.exists():
         raise PredictionsError(f"{path}: no such file or folder")
-    timer = results.Timer().__enter__()
+    card_run = CardRun(c.name, version, name, protocol)  # timed from here: reading and checking the file too
     profile = external_profile(name, path.name, sha256_path(path), description, trained_on)
     key = run_key(c.name, version, protocol, profile, n_resamples)
     target = _target(results_dir, c.name, version, name, protocol)
@@ -397,8 +390,7 @@ def score(card: str, version: str, predictions: str | Path, name: str, *, descri
     preds = read_predictions(path, c.name)
     s = load_split(c.name, version, "test", data_dir, protocol)
     _check(str(path), s, preds, data_dir)
-    cell = SCORERS[c.name](s, preds, profile, protocol, key, n_resamples, data_dir, timer)
-    return _finish(cell, key, target)
+    return _finish(card_run, SCORERS[c.name](s, preds, profile, protocol, key, n_resamples, data_dir), key, target)
 
 
 def _from_function(s: Split, predict_fn) -> list[Pred]:
@@ -476,7 +468,7 @@ def evaluate(card: str, version: str, predict_fn=None, predictions=None, *, name
     if version not in c.versions:
         raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
     protocol, name = _protocol(c.name, protocol), _check_name(name)
-    timer = results.Timer().__enter__()
+    card_run = CardRun(c.name, version, name, protocol)
     s = load_split(c.name, version, "test", data_dir, protocol)
     if predict_fn is not None:
         preds = _from_function(s, predict_fn)
@@ -492,5 +484,5 @@ def evaluate(card: str, version: str, predict_fn=None, predictions=None, *, name
     profile = external_profile(name, location, sha, description, trained_on)
     key = run_key(c.name, version, protocol, profile, n_resamples)
     target = _target(results_dir, c.name, version, name, protocol)
-    cell = SCORERS[c.name](s, preds, profile, protocol, key, n_resamples, data_dir, timer)
-    return _finish(cell, key, target).cell
+    return _finish(card_run, SCORERS[c.name](s, preds, profile, protocol, key, n_resamples, data_dir), key,
+                   target).cell

@@ -1,16 +1,17 @@
 """Per card: the items an outside system sees, the label set, and how its answers become a result cell.
 
-Every card is scored by the card's own code, exactly as a model run is:
+Every card is scored by the card's own code, exactly as a model run is, and its cell is made by
+:class:`atlaslib.cards.run.CardRun` from the card's cell parts:
 
 - ``negex``: :func:`atlaslib.metrics.report.binary_metrics` (stratified bootstrap) and
-  :func:`atlaslib.cards.negex.build_cell`;
+  :func:`atlaslib.cards.negex.cell_parts`;
 - ``nli_negation``: :func:`atlaslib.cards.nli_negation.run_card` with the file's labels as the predictor
   (exact Clopper-Pearson intervals, gates);
 - ``maccrobat``: :func:`atlaslib.metrics.spans.span_metrics_with_ci` (cluster bootstrap over case reports)
-  and :func:`atlaslib.cards.maccrobat.build_cell`;
+  and :func:`atlaslib.cards.maccrobat.cell_parts`;
 - ``tempeval``: the official anaforatools scorer (:func:`~atlaslib.cards.tempeval.scoring.score_directories`,
   with closure and per-document counts), :func:`~atlaslib.cards.tempeval.scoring.bootstrap_f1` and
-  :func:`atlaslib.cards.tempeval.runs.result_cell`.
+  :func:`atlaslib.cards.tempeval.runs.cell_parts`.
 """
 from __future__ import annotations
 

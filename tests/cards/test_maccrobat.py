@@ -179,6 +179,13 @@ def test_split_invariants(corpus, manifest):
         mc.split(items, "atlas-full-v9")
 
 
+def cell_of(out, manifest, items) -> dict:
+    """The run's result cell as the notebook makes it (a CardRun finished with the card's cell parts)."""
+    from atlaslib.cards.run import CardRun
+
+    return mc.finish_run(CardRun("maccrobat", manifest.version, out.model, out.protocol), out, manifest, items)
+
+
 def test_memorize_run_and_cell(corpus, manifest):
     out = mc.run_protocol(corpus.items, manifest, "memorize", "train_lookup", n_resamples=200)
     assert out.status == "ok" and len(out.pred) == 100
@@ -187,7 +194,7 @@ def test_memorize_run_and_cell(corpus, manifest):
     assert out.scores["macro_f1"]["value"] == pytest.approx(f1_score(out.gold, out.pred, average="macro"))
     for k in ("f1", "precision", "recall", "macro_f1"):
         assert out.scores[k]["ci_low"] <= out.scores[k]["value"] <= out.scores[k]["ci_high"]
-    cell = mc.build_cell(out, manifest, corpus.items)
+    cell = cell_of(out, manifest, corpus.items)
     assert set(cell["metrics"]) == {"entity_f1_train_lookup", "entity_precision_train_lookup",
                                     "entity_recall_train_lookup", "entity_macro_f1_train_lookup"}
     assert cell["split"]["hash"] == manifest.hash and cell["overlap"] == []
@@ -204,7 +211,7 @@ def test_hub_model_without_weights_is_not_run_with_overlap_marker(corpus, manife
     out = mc.run_protocol(corpus.items, manifest, "d4data/biomedical-ner-all", "zero_shot")
     assert (out.status, out.reason) == ("not_run", "weights unavailable")
     assert out.overlap == ["maccrobat"]
-    cell = mc.build_cell(out, manifest, corpus.items)
+    cell = cell_of(out, manifest, corpus.items)
     assert cell["status"] == "not_run" and cell["overlap"] == ["maccrobat"]
     assert {m["reason"] for m in cell["metrics"].values()} == {"not run: weights unavailable"}
     assert len(cell["metrics"]) == 4
@@ -227,12 +234,12 @@ def test_real_adapters_on_tiny_models(corpus, tmp_path):
     assert ner.status == "ok" and len(ner.pred) == 6
     assert all(set(p) <= set(mc.TAGS) for p in ner.pred)
     assert ner.scores["f1"]["value"] == pytest.approx(f1_score(ner.gold, ner.pred))
-    ner_cell = mc.build_cell(ner, m, items)
+    ner_cell = cell_of(ner, m, items)
     assert [len(r["native"]) for r in ner_cell["predictions"]] == [len(g) for g in ner.gold]
     probe = mc.run_protocol(items, m, str(tiny_encoder(tmp_path)), "probe", n_resamples=50)
     assert probe.status == "ok" and probe.details["n_train_words"] == sum(
         len(w) for w in items.set_index("item_id").loc[m.train, "words"])
-    cell = mc.build_cell(probe, m, items)
+    cell = cell_of(probe, m, items)
     assert set(cell["metrics"]) == {f"{b}_probe" for b in mc.METRIC_BASES}
     assert cell["spec"]["capability"] == "embed.text.tokens"
 

@@ -1,4 +1,4 @@
-"""A MACCROBAT run's result cell (:func:`build_cell`): its run spec, the split and data it used, and per
+"""What a MACCROBAT run's result cell holds (:func:`cell_parts`, handed to :class:`atlaslib.cards.run.CardRun`): its run spec, the split and data it used, and per
 prediction the sentence's position in its case report (the fields :data:`SLICES` reads)."""
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pandas as pd
 
 from ... import results as _results
 from ...splits import SplitManifest
-from .card import BASELINES, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE, METRIC_BASES, SEED, SHA256SUMS_DIGEST, TYPES
+from .card import BASELINES, BOOTSTRAP_RESAMPLES, FINETUNE_RECIPE, SEED, SHA256SUMS_DIGEST, TYPES
+from .data import reproduction_rows
 from .runs import Outcome, profile_info
 
 # ------------------------------------------------------------------------------------------- cells
@@ -49,22 +50,31 @@ def report_positions(items: pd.DataFrame, item_ids: Sequence[str]) -> list[dict]
     return out
 
 
-def build_cell(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **parameters) -> dict:
-    """The result cell (``results.make_cell`` or ``results.not_run_cell``) for one outcome."""
-    spec = run_spec(out, **parameters)
+def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, audit: dict | None = None,
+               leakage: dict | None = None) -> dict:
+    """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
+    arguments): the profile and capability the run used, the split and data, seeds and the overlap marker;
+    for a run that happened the metrics, per-item predictions (with their position in the case report) and
+    per-type scores. ``audit`` adds the reproduction rows of the corpus audit, ``leakage`` the gold-cut
+    measure of a probe run."""
+    spec = run_spec(out)
     test = items.set_index("item_id").loc[manifest.test]
     split_info = {"hash": manifest.hash, "n_train": len(manifest.train), "n_test": len(manifest.test),
                   "test_label_counts": {t: int(sum(1 for ms in test["mentions"] for m in ms if m[0] == t))
                                         for t in TYPES},
                   "test_reports": int(test["document"].nunique())}
-    common = dict(split=split_info, data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST},
-                  seeds={"split": SEED, "bootstrap": SEED, "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
-                         **({"finetune": FINETUNE_RECIPE["seed"]} if out.protocol == "finetune" else {})},
-                  overlap=out.overlap, timing={"wall_seconds": round(out.seconds, 3),
-                                               "peak_rss_mb": round(_results.peak_rss_mb(), 1)})
+    extra = {}
+    if audit is not None:
+        extra["reproduction_rows"] = reproduction_rows(audit)
+    if leakage is not None:
+        extra["gold_cut_leakage"] = leakage
+    parts = dict(split=split_info, data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST},
+                 seeds={"split": SEED, "bootstrap": SEED, "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+                        **({"finetune": FINETUNE_RECIPE["seed"]} if out.protocol == "finetune" else {})},
+                 overlap=out.overlap, profile=spec.profile, capability=spec.capability, details=out.details,
+                 extra=extra)
     if out.status != "ok":
-        return _results.not_run_cell(spec, out.reason, [CARD.metric_name(b, out.protocol) for b in METRIC_BASES],
-                                     **common)
+        return parts
     per_type = {t: {k: e[k] for k in ("precision", "recall", "f1")} | {"support": e["support"]}
                 for t, e in out.scores["per_type"].items()}
     preds = [{"item_id": i, "document": d, "gold": g, "pred": p}
@@ -73,6 +83,13 @@ def build_cell(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **par
         row["native"] = native
     for row, pos in zip(preds, report_positions(items, out.item_ids)):
         row.update(pos)
-    return _results.make_cell(spec, metrics=out.metrics(), predictions=preds,
-                              extra={"per_type": per_type, "bootstrap": "cluster by document (case report)"},
-                              **common)
+    extra = {"per_type": per_type, "bootstrap": "cluster by document (case report)", **extra}
+    return dict(parts, metrics=out.metrics(), predictions=preds, extra=extra)
+
+
+def finish_run(card_run, out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **kw) -> dict:
+    """The run's result cell: ``out``'s not-run reason (if any) recorded on ``card_run``, then
+    :func:`cell_parts` handed to :meth:`atlaslib.cards.run.CardRun.finish`."""
+    if out.status != "ok" and card_run.ok:
+        card_run.not_run(out.reason)
+    return card_run.finish(**cell_parts(out, manifest, items, **kw))

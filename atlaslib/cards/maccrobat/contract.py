@@ -14,7 +14,7 @@ from .splitting import split  # noqa: F401  (the card contract)
 
 # --------------------------------------------------------------------------------------- the card contract
 # Thin entry points with the same names and shapes on every card (see atlaslib.cards); the notebook still
-# calls run_protocol / build_cell, so both paths give the same numbers (tests/cards/test_contract.py).
+# calls run_protocol / cell_parts, so both paths give the same numbers (tests/cards/test_contract.py).
 
 def audit_items(items: pd.DataFrame, data_dir=None) -> dict:
     """Contract entry point: sentences, reports and kept mentions per type, counted on the items (the full

@@ -1,4 +1,4 @@
-"""A NegEx run's result cell (:func:`build_cell`): per-item predictions with their slice fields
+"""What a NegEx run's result cell holds (:func:`cell_parts`, handed to :class:`atlaslib.cards.run.CardRun`): per-item predictions with their slice fields
 (:data:`SLICES`, :func:`item_slices`) and rule evidence, confusion counts, the reproduction table and the
 overlap marker."""
 from __future__ import annotations
@@ -11,7 +11,6 @@ from ...sources import resolve
 from .card import FINETUNE_RECIPE, LABELS, SEED, TRIGGERS
 from .data import HEADER_RE, clean, data_sha256, find_target
 from .reproduction import reproduction_rows
-from .runs import metric_names
 
 #: Slices of the test items, as data: slice name -> record field and, for numbers, bands ``(low, high)``
 #: (inclusive; ``None`` = open), for categories optionally ``top`` (the most frequent values, the rest pooled as
@@ -100,27 +99,25 @@ def predictions(test: pd.DataFrame, out: dict, data_dir=None) -> list[dict]:
     return rows
 
 
-def build_cell(spec, *, out: dict | None, not_run_reason: str | None, metrics: dict | None, test: pd.DataFrame,
-               split_cell: dict, data_dir=None, timing: dict | None = None, repro: pd.DataFrame | None = None) -> dict:
-    """The run's result cell: a not-run cell with its reason, or metrics, per-item predictions, confusion
-    counts, the reproduction table (assertion systems on atlas-full-v1) and the overlap marker (a profile
-    whose ``trained_on`` names the NegEx kit or its triggers)."""
-    from ... import results
+def cell_parts(protocol: str, model: str, *, out: dict | None, metrics: dict | None, test: pd.DataFrame,
+               split_cell: dict, data_dir=None, repro: pd.DataFrame | None = None) -> dict:
+    """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
+    arguments): split, data hashes and seeds; for a run that happened (``out``) also the adapter's profile,
+    capability and details, the metrics, per-item predictions, confusion counts, the reproduction table
+    (assertion systems on atlas-full-v1) and the overlap marker (a profile whose ``trained_on`` names the
+    NegEx kit or its triggers)."""
     from ...metrics import bootstrap
     from ...metrics.report import confusion_counts
 
-    common = dict(split=split_cell, data_sha256=data_sha256(data_dir), timing=timing or {},
-                  seeds={"split": SEED, "bootstrap": bootstrap.DEFAULT_SEED,
-                         **({"finetune": FINETUNE_RECIPE["seed"]} if spec.protocol == "finetune" else {})})
+    parts = dict(split=split_cell, data_sha256=data_sha256(data_dir),
+                 seeds={"split": SEED, "bootstrap": bootstrap.DEFAULT_SEED,
+                        **({"finetune": FINETUNE_RECIPE["seed"]} if protocol == "finetune" else {})})
     if out is None:
-        return results.not_run_cell(spec, not_run_reason, metric_names(spec.protocol), **common)
-    spec.profile, spec.capability = out["profile"], out["capability"]
-    spec.revision = out["profile"].get("revision")
-    spec.parameters.update(details=out["details"])
+        return parts
     extra = {"confusion": confusion_counts(test["label"], out["pred"])}
     if repro is not None:
         extra["reproduction"] = repro.reset_index().to_dict(orient="records")
-        extra["reproduction_rows"] = reproduction_rows(repro, spec.model)
+        extra["reproduction_rows"] = reproduction_rows(repro, model)
     overlap = [t for t in out["profile"].get("trained_on", []) if "negex" in t.lower()]
-    return results.make_cell(spec, metrics=metrics, predictions=predictions(test, out, data_dir), extra=extra,
-                             overlap=overlap, **common)
+    return dict(parts, profile=out["profile"], capability=out["capability"], details=out["details"],
+                metrics=metrics, predictions=predictions(test, out, data_dir), extra=extra, overlap=overlap)

@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from ...sources import PinnedFile, read_sha256sums, resolve
-from .. import Card
+from .. import Card, ParameterGate
 
 THYME_COMMIT = "1e00060bb24fcaa2a833d20e4625694b3d15ac13"
 THYME_URL = "https://raw.githubusercontent.com/stylerw/thymedata/" + THYME_COMMIT + "/{path}"
@@ -76,6 +76,11 @@ CARD = Card(
              "not clinical performance."),
     baselines={"closest": ("phase1", "phase2"), "memorize": ("phase1", "phase2"),
                "majority-doctimerel": ("phase2",)},
+    # phase 1 reads the notes, and memorize reads the train notes in both phases
+    parameter_gates=(ParameterGate(parameter="thyme_text_dir", versions=("thyme-dev-2015",), models=("memorize",),
+                                   protocols=("phase1",),
+                                   reason="needs the note text; THYME text is under a Mayo Clinic DUA "
+                                          "(set thyme_text_dir to run it)"),),
 )
 
 

@@ -11,12 +11,12 @@ plus the sha256 of the predicted XML (which holds offsets and labels only).
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...results import metric
+from .. import NotRun
 from . import CI_REASON, data_sha256, thyme_dir
 from .anafora_io import Document, parse_once, read_corpus, write_corpus
 from .baselines import Memorize, majority_doctimerel, phase2_input, with_closest, with_doctimerel
@@ -41,8 +41,9 @@ ADDRESSES = {
 }
 
 
-class TextUnavailable(RuntimeError):
-    """The run needs note text that is not available (THYME text is under a DUA)."""
+class TextUnavailable(NotRun, RuntimeError):
+    """The run needs note text that is not available (THYME text is under a DUA): a not-run, as the card
+    contract's :class:`atlaslib.cards.NotRun`."""
 
 
 @dataclass
@@ -286,22 +287,27 @@ def metric_names(protocol: str) -> list[str]:
     return [f"{m}_{protocol}" for m in METRIC_ROWS]
 
 
-def spec(version: str, model: str, protocol: str, **parameters):
-    """The run spec; ``thyme_text_dir`` is recorded only as set / not set (a DUA holder's path stays private)."""
-    from ...results import RunSpec
+#: who a TempEval run's baselines are, in their cells
+PROFILE_KIND = "rule baseline (Clinical TempEval 2015)"
+CAPABILITY = "predict.temporal"
 
+
+def spec_parameters(**parameters) -> dict:
+    """A run's parameters as its spec records them: ``thyme_text_dir`` only as set / not set (a DUA holder's
+    path stays private)."""
     params = dict(parameters)
     if params.get("thyme_text_dir") is not None:
         params["thyme_text_dir"] = "<set>"
-    return RunSpec(card="tempeval", version=version, model=model, protocol=protocol,
-                   profile={"name": model, "kind": "rule baseline (Clinical TempEval 2015)"},
-                   capability="predict.temporal", parameters=params)
+    return params
 
 
-def result_cell(result: "RunResult", run_spec, timing: dict | None = None) -> dict:
-    """The result cell: metrics, the scorer's table in ``extra``, per-document prediction records."""
-    from ...results import make_cell
-
+def cell_parts(result: "RunResult | None", model: str) -> dict:
+    """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
+    arguments): the baseline's profile; for a run that happened the metrics, the scorer's table in
+    ``extra``, per-document prediction records, the split, data hashes and seeds."""
+    parts = dict(profile={"name": model, "kind": PROFILE_KIND}, capability=CAPABILITY)
+    if result is None:
+        return parts
     c = result.corpus
     extra = {"scorer_table": result.table, "model_info": result.info, "gated_text": c.gated,
              "corpus": c.source, "n_train_documents": len(c.train), "n_test_documents": len(c.test),
@@ -311,6 +317,5 @@ def result_cell(result: "RunResult", run_spec, timing: dict | None = None) -> di
                                      "|".join(d.doc_id for d in c.test)).encode()).hexdigest(),
              "n_train": len(c.train), "n_test": len(c.test), "train": "Train", "test": "Dev"}
     seeds = {"bootstrap": BOOTSTRAP["seed"], **({"synthetic": 20150605} if not c.gated else {})}
-    return make_cell(run_spec, metrics=result.metrics, predictions=result.predictions, split=split,
-                     data_sha256=c.data_sha256, seeds=seeds,
-                     timing=timing or {}, extra=extra)
+    return dict(parts, metrics=result.metrics, predictions=result.predictions, split=split,
+                data_sha256=c.data_sha256, seeds=seeds, extra=extra)
