@@ -1,11 +1,10 @@
 """book/guide/own_model.md, followed as written: every fenced block of the page, in order, in a fresh folder.
 
 Files the page shows (a block whose first line is ``# <file name>``) are written verbatim; every line of a
-``bash`` block is run as written, with the folder as working directory and ``.venv`` linked into it. The
-page's model folder ``my-encoder`` is a tiny random encoder built here. One exception: ``atlas book`` runs
-the whole default matrix (many minutes), so its line is executed in-process as written up to the build
-itself, which is recorded; the test then checks the recorded runs and renders the card page from the cells
-the earlier steps wrote.
+``bash`` block is run as written, as its own process, with the folder as working directory and ``.venv``
+linked into it, and must exit 0. The page's model folder ``my-encoder`` is a tiny random encoder built here.
+The book of section 3 is really built (``--no-default``: the page's own runs only), and the test reads the
+built site: the card's leaderboard, the run page, the build report.
 """
 from __future__ import annotations
 
@@ -14,36 +13,81 @@ import os
 import re
 import shlex
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
-from atlaslib import cli, runner
+from atlaslib import runner
+from atlaslib.book import fmt_metric
 from atlaslib.models import load_profiles
 from atlaslib.results import read_cell
 from tests.tiny_models import tiny_encoder
 
 REPO = Path(__file__).resolve().parent.parent
 GUIDE = REPO / "book" / "guide" / "own_model.md"
+N100 = "atlas-n100-v1"
 
 
 def blocks() -> list[tuple[str, str]]:
     return re.findall(r"^```(\w+)\n(.*?)^```", GUIDE.read_text(encoding="utf-8"), flags=re.S | re.M)
 
 
-def test_the_guide_as_written(tmp_path, monkeypatch, data_dir):
-    from atlaslib import book
-    from atlaslib.cards import get_card
+class _Tables(HTMLParser):
+    """The body rows of every table of an HTML page, in page order, with the id of the innermost
+    ``<section>`` around the table: ``[(section id, [[(cell text, [hrefs in the cell]), ...] per row])]``."""
 
+    def __init__(self, html: str):
+        super().__init__()
+        self.sections, self.tables, self.row, self.cell = [], [], None, None
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "section":
+            self.sections.append(attrs.get("id"))
+        elif tag == "table":
+            self.tables.append((self.sections[-1] if self.sections else None, []))
+        elif tag == "tr":
+            self.row = []
+        elif tag == "td" and self.row is not None:
+            self.cell = ["", []]
+        elif tag == "a" and self.cell is not None and attrs.get("href"):
+            self.cell[1].append(attrs["href"])
+
+    def handle_endtag(self, tag):
+        if tag == "section" and self.sections:
+            self.sections.pop()
+        elif tag == "td" and self.cell is not None:
+            self.row.append((" ".join(self.cell[0].split()), self.cell[1]))
+            self.cell = None
+        elif tag == "tr" and self.row:
+            self.tables[-1][1].append(self.row)
+            self.row = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell[0] += data
+
+
+def _rows(page: Path, section: str | None = None) -> dict[str, list[tuple[str, list[str]]]]:
+    """{first column's text: the row's cells} of the first table of an HTML page (in ``section`` if given)."""
+    tables = _Tables(page.read_text(encoding="utf-8")).tables
+    rows = next(rows for where, rows in tables if section in (None, where))
+    return {row[0][0]: row for row in rows}
+
+
+def test_the_guide_as_written(tmp_path, data_dir):
     work = tmp_path / "checkout"
     work.mkdir()
     (work / ".venv").symlink_to(REPO / ".venv")
     tiny_encoder(work, name="my-encoder")
-    monkeypatch.setenv("ATLAS_PROFILES", "")  # the page's flags set it; restored after the test
-    monkeypatch.chdir(work)
-    env = {**os.environ, "ATLAS_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    recorded, printed = {}, []
-    monkeypatch.setattr(book, "build", lambda **kw: recorded.update(kw) or 0)
+    env = {**os.environ, "ATLAS_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "ATLAS_PROFILES": ""}  # only the page's --profiles flags name profile files
     kinds = [k for k, _ in blocks()]
     assert kinds.count("bash") >= 4 and "yaml" in kinds and "python" in kinds
+    run_nb = work / "book/runs/negex" / N100 / "my-encoder/probe.ipynb"
+    run_cell = work / "results/negex" / N100 / "my-encoder/probe.json"
+    kit_cell = work / "results/negex" / N100 / "negex-kit-python/zero_shot.json"
+    printed, before_book, digest = [], None, runner.source_digest()
     for kind, body in blocks():
         first = body.splitlines()[0]
         if kind in ("yaml", "python") and first.startswith("# "):
@@ -54,34 +98,51 @@ def test_the_guide_as_written(tmp_path, monkeypatch, data_dir):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             args = shlex.split(line)
-            if args[:2] == [".venv/bin/atlas", "book"]:
-                assert cli.main(args[1:] + ["--data-dir", str(data_dir)]) == 0
-                continue
+            if args[:2] == [".venv/bin/atlas", "book"]:  # what the book must take from earlier steps as is
+                before_book = {p: p.read_bytes() for p in (run_nb, run_cell, kit_cell)}
             proc = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True, timeout=900)
-            assert proc.returncode == 0, f"{line}\n{proc.stderr[-3000:]}"
+            assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
             printed.append((line, proc.stdout))
 
     # 1. the export and the scored predictions file
     assert len((work / "negex-items" / "items.jsonl").read_text().splitlines()) == 100
-    kit = read_cell(work / "results/negex/atlas-n100-v1/negex-kit-python/zero_shot.json")
+    kit = read_cell(kit_cell)
     assert kit["spec"]["capability"] == "external predictions" and len(kit["predictions"]) == 100
     assert kit["metrics"]["macro_f1_zero_shot"]["ci_low"] is not None
+    assert kit["spec"]["profile"]["description"] == "The NegEx kit's own Python NegEx"  # the matrix kept it
     # 2. the profiles file: validated like the registry; the run used it inside the notebook's kernel
     assert set(load_profiles(work / "my-profiles.yml")) == {"my-encoder", "my-llm"}
     ran = json.loads(next(out for line, out in printed if " run " in line))
-    assert ran["notebook"].endswith("book/runs/negex/atlas-n100-v1/my-encoder/probe.ipynb")
-    cell = read_cell(ran["result_cell"])
+    assert ran["status"] == "ran" and Path(ran["notebook"]) == run_nb and Path(ran["result_cell"]) == run_cell
+    cell = read_cell(run_cell)
     assert cell["status"] == "ok" and len(cell["predictions"]) == 100
     assert cell["spec"]["profile"]["location"] == str(work / "my-encoder") and cell["spec"]["revision"] == "v1"
-    # 3. the book: the default matrix plus the listed run; the listed file scored (unchanged: cached)
-    added = runner.RunRequest("negex", "atlas-n100-v1", "my-encoder", "probe")
-    assert added in recorded["requests"] and len(recorded["requests"]) == len(book.default_requests()) + 1
-    paths = book.BuildPaths(results=work / "results", runs=work / "book" / "runs", build=work / "_build")
-    src, _ = book.render_site(paths, cards=[get_card("negex")])
-    page = (src / "book" / "cards" / "negex.md").read_text()
-    rows = {ln.split("|")[1].replace("<wbr>", "").strip(): ln for ln in page.splitlines() if ln.startswith("| ")}
-    assert "notebook" in rows["my-encoder"] and "JSON" in rows["negex-kit-python"]
-    assert (src / "book" / "models" / "my-encoder.md").is_file()
+
+    # 3. the book: the section-2 run served from the run cache, the unchanged predictions file not scored again
+    assert before_book is not None, "the page has no atlas book command"
+    changed = runner.source_digest() != digest
+    cache_note = " (atlaslib's source changed while the test ran: the run cache was re-keyed)" if changed else ""
+    assert all(p.read_bytes() == b for p, b in before_book.items()), "the book rewrote a current output" + cache_note
+    site = work / "_build/site/_build/html"
+    book_out = next(out for line, out in printed if " book " in line)
+    assert f"book built: {site / 'index.html'}" in book_out
+    runs = _rows(site / "book/build_report.html")
+    assert list(runs) == [f"negex/{N100}/my-encoder/probe"], "--no-default: the page's run and nothing else"
+    assert [text for text, _ in runs[f"negex/{N100}/my-encoder/probe"][1:3]] == ["cached", "ok"], cache_note
+    # only the card the matrix file names is built; its leaderboard lists both of the page's systems
+    assert sorted(p.name for p in (site / "book/cards").glob("*.html")) == ["negex.html"]
+    board = _rows(site / "book/cards/negex.html", f"leaderboard-{N100}")
+    assert set(board) == {"my-encoder", "negex-kit-python"}
+    for name, c in (("my-encoder", cell), ("negex-kit-python", kit)):
+        assert board[name][1][0] == c["protocol"]
+        assert board[name][2][0] == fmt_metric(c["metrics"][f"macro_f1_{c['protocol']}"])  # macro F1 [95 % CI]
+    links = {name: [h for _, hrefs in row for h in hrefs] for name, row in board.items()}
+    assert f"../runs/negex/{N100}/my-encoder/probe.html" in links["my-encoder"]
+    assert [h for h in links["negex-kit-python"] if h.endswith(".html")] == []  # its JSON, no notebook
+    run_page = site / f"book/runs/negex/{N100}/my-encoder/probe.html"
+    assert run_page.is_file() and "Traceback" not in run_page.read_text()
+    assert (site / "book/models/my-encoder.html").is_file() and (site / "book/models/negex-kit-python.html").is_file()
+
     # 4. the function from Python printed its macro F1
     value = float(next(out for line, out in printed if "my_function.py" in line).strip())
     assert 0.0 <= value <= 1.0
