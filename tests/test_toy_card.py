@@ -7,18 +7,14 @@ import shutil
 import yaml
 
 from atlaslib import book
-from atlaslib.analysis import disagreement, slices
 from atlaslib.cards import CARD_MODULES, get_card
 from atlaslib.runner import REPO
 
 
 def test_toy_card_runs_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setitem(CARD_MODULES, "toy", "tests.toy_card")
-    # the analysis section knows its cards by name (not yet from the card declaration): the toy card is
-    # an item card like the NLI challenge (and declares no slices)
-    monkeypatch.setattr(disagreement, "ITEM_CARDS", (*disagreement.ITEM_CARDS, "toy"))
-    monkeypatch.setitem(slices.SCORERS, "toy", slices.SCORERS["nli_negation"])
-    monkeypatch.setitem(slices.PRIMARY, "toy", "accuracy")
+    # nothing else to register: the analysis section reads the toy card's declaration (an item card with
+    # labels, no slices)
     toy = get_card("toy")
     from tests import toy_card
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from atlaslib import results
-from atlaslib.cards import Card, NotRun, record
+from atlaslib.cards import Analysis, Card, NotRun, record
 from atlaslib.metrics.intervals import clopper_pearson
 from atlaslib.splits import SplitManifest
 
@@ -32,9 +32,8 @@ CARD = Card(
     baselines={"always-even": (PROTOCOL,), "parity-rule": (PROTOCOL,)},
     task="is the number even?",
     data="the numbers 0 to 19",
+    analysis=Analysis(kind="labels"),  # labelled items, accuracy per slice; no slices declared
 )
-#: no slices (the analysis pages describe each card's slice metric by card name)
-SLICES: dict = {}
 
 
 def load_items(data_dir=None) -> pd.DataFrame:

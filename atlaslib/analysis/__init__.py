@@ -6,13 +6,27 @@ so a reader's own notebook can produce the tables of the card pages for their ow
 - :func:`atlaslib.analysis.disagreement.disagreement`: items the ``ok`` runs disagree on, items every run gets
   wrong; for span and relation cards, gold mentions / relations found by all, some or none of the runs.
 - :func:`atlaslib.analysis.slices.slice_table`: the card's metric per slice (slices declared as data in each
-  card module's ``SLICES``), with bootstrap intervals, or a note when a slice is too small for one.
+  card's ``CARD.analysis.slices``), with bootstrap intervals, or a note when a slice is too small for one.
+
+What each module does with a card follows from the card's declaration, :class:`atlaslib.cards.Analysis`
+(``kind``: binary, labels, spans or temporal; its slices; the positive label; rule evidence), so a new card
+needs no change here.
 - :func:`atlaslib.analysis.calibration.calibration_table`: Brier score and expected calibration error of the
   runs that give scores, with intervals; :func:`~atlaslib.analysis.calibration.reliability` for the diagram.
 - :func:`atlaslib.analysis.triggers.trigger_tables`: the rule systems' triggers behind false positives and
   false negatives on the NegEx card.
 """
 from __future__ import annotations
+
+
+def analysis_of(card: str):
+    """The card's :class:`atlaslib.cards.Analysis` declaration (a default one for a card not registered)."""
+    from ..cards import Analysis, get_card
+
+    try:
+        return get_card(card).analysis
+    except KeyError:
+        return Analysis()
 
 
 def ok_cells(cells) -> list[dict]:

@@ -19,12 +19,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import n_resamples_of, ok_cells, run_label
+from . import analysis_of, n_resamples_of, ok_cells, run_label
 
 N_BINS = 10
 NO_SCORES = "n/a (labels only)"
-#: the positive gold label of each card with scores
-POSITIVE = {"negex": "negated"}
 
 
 def brier(y, s):
@@ -76,7 +74,9 @@ def scores_of(cell: dict, positive: str | None = None):
     recs = cell.get("predictions") or []
     if not recs or any(r.get("score") is None for r in recs):
         return None
-    positive = positive or POSITIVE.get(cell.get("card"), "negated")
+    positive = positive or analysis_of(cell.get("card", "")).positive
+    if positive is None:
+        return None  # a card that declares no positive label: its scores have nothing to be calibrated against
     y = np.array([r["gold"] == positive for r in recs], dtype=float)
     s = np.array([float(r["score"]) for r in recs], dtype=float)
     return y, s

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import addresses, ok_cells, run_label
+from . import addresses, analysis_of, ok_cells, run_label
 
-ITEM_CARDS = ("negex", "nli_negation")
+#: the kinds of card (:class:`atlaslib.cards.Analysis`) whose runs answer items one label each
+ITEM_KINDS = ("binary", "labels")
 
 
 @dataclass
@@ -139,7 +140,8 @@ def mention_disagreement(cells, card: str) -> Disagreement:
     ``found by some`` / ``found by none`` (over the runs that address it)."""
     runs, excluded = compared_runs(cells)
     labels = [run_label(c) for c in runs]
-    frame = _maccrobat_found(runs, labels) if card == "maccrobat" else _tempeval_found(runs, labels)
+    spans = analysis_of(card).kind == "spans"
+    frame = _maccrobat_found(runs, labels) if spans else _tempeval_found(runs, labels)
     present = [lab for lab in labels if lab in frame]
     if present:
         got = frame[present].astype(float)
@@ -152,16 +154,16 @@ def mention_disagreement(cells, card: str) -> Disagreement:
     frame.loc[frame["n_found"] == frame["n_runs"], "status"] = "found by all"
     frame.loc[frame["n_found"] == 0, "status"] = "found by none"
     frame = frame[frame["n_runs"] > 0] if present else frame
-    group = ["kind"] if card == "tempeval" else ["type"]
+    group = ["type"] if spans else ["kind"]
     summary = (frame.groupby(group + ["status"]).size().unstack("status", fill_value=0)
                .reindex(columns=["found by all", "found by some", "found by none"], fill_value=0))
     summary.loc["all"] = summary.sum()
     summary["gold"] = summary.sum(axis=1)
-    if card == "tempeval":
+    if not spans:
         runs_per = frame.groupby("kind")["n_runs"].max()
         summary.insert(0, "runs", [int(runs_per.get(k, 0)) if k != "all" else "" for k in summary.index])
     summary = summary.reset_index()
-    return Disagreement("mention" if card == "maccrobat" else "relation", labels, frame, summary, excluded)
+    return Disagreement("mention" if spans else "relation", labels, frame, summary, excluded)
 
 
 def disagreement(cells, card: str | None = None) -> Disagreement:
@@ -169,6 +171,6 @@ def disagreement(cells, card: str | None = None) -> Disagreement:
     ``card`` defaults to the cells' own."""
     cells = list(cells)
     card = card or (cells[0]["card"] if cells else "negex")
-    if card in ITEM_CARDS:
+    if analysis_of(card).kind in ITEM_KINDS:
         return item_disagreement(cells)
     return mention_disagreement(cells, card)

@@ -23,13 +23,12 @@ TempEval) gets its point estimate and, instead of an interval, the note "too few
 """
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 
 import numpy as np
 import pandas as pd
 
-from . import addresses, n_resamples_of, ok_cells, run_label
+from . import addresses, analysis_of, n_resamples_of, ok_cells, run_label
 
 #: fewest units (items, gold mentions, gold relations) a group needs for an interval
 MIN_ITEMS = 20
@@ -37,15 +36,8 @@ COLUMNS = ["run", "slice", "group", "n", "metric", "value", "ci_low", "ci_high",
 
 
 def card_slices(card: str) -> dict:
-    """The ``SLICES`` a card module declares."""
-    from ..cards import CARD_MODULES
-
-    mod = importlib.import_module(CARD_MODULES[card])
-    if card == "tempeval":
-        mod = importlib.import_module("atlaslib.cards.tempeval.runs")
-    elif card == "nli_negation":
-        mod = importlib.import_module("atlaslib.cards.nli_negation.card")
-    return dict(getattr(mod, "SLICES", {}))
+    """The slices a card declares (``CARD.analysis.slices``)."""
+    return dict(analysis_of(card).slices)
 
 
 def band_label(lo, hi) -> str:
@@ -287,8 +279,14 @@ def _tempeval(cell, slices) -> list[dict]:
     return rows
 
 
-SCORERS = {"negex": _negex, "nli_negation": _nli, "maccrobat": _maccrobat, "tempeval": _tempeval}
-PRIMARY = {"negex": "macro_f1", "nli_negation": "accuracy", "maccrobat": "entity_f1", "tempeval": "f1"}
+#: per kind of card (:class:`atlaslib.cards.Analysis`): the slice scorer and the metric a slice is read by
+SCORERS = {"binary": _negex, "labels": _nli, "spans": _maccrobat, "temporal": _tempeval}
+PRIMARY = {"binary": "macro_f1", "labels": "accuracy", "spans": "entity_f1", "temporal": "f1"}
+
+
+def primary_metric(card: str) -> str:
+    """The metric a slice of ``card`` is read by (``PRIMARY`` of its kind)."""
+    return PRIMARY[analysis_of(card).kind]
 
 
 def slice_table(cells, card: str | None = None, slices: dict | None = None) -> pd.DataFrame:
@@ -302,5 +300,6 @@ def slice_table(cells, card: str | None = None, slices: dict | None = None) -> p
     rows = []
     cache: dict = {}      # NegEx: the resamples of a group, shared by the runs (same items, same gold)
     for cell in ok_cells(cells):
-        rows.extend(_negex(cell, slices, cache) if card == "negex" else SCORERS[card](cell, slices))
+        kind = analysis_of(card).kind
+        rows.extend(_negex(cell, slices, cache) if kind == "binary" else SCORERS[kind](cell, slices))
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -68,6 +68,29 @@ class ParameterGate:
 
 
 @dataclass(frozen=True)
+class Analysis:
+    """How the book's "where models fail" section (:mod:`atlaslib.analysis`) reads a card's result cells.
+
+    ``kind`` is the card's task family, which fixes what two runs can disagree on and how a slice is scored:
+
+    - ``binary``: items with a positive label (NegEx): item disagreement; macro F1 per slice with the
+      stratified bootstrap;
+    - ``labels``: labelled items, abstentions allowed (NLI challenge): item disagreement; accuracy per
+      slice with its exact interval;
+    - ``spans``: tagged mentions (MACCROBAT): gold mentions found by all / some / no runs; strict entity F1
+      per slice with the cluster bootstrap over documents;
+    - ``temporal``: the official scorer's items (TempEval): gold items found by all / some / no runs; the
+      scorer's F1 per slice with the bootstrap over documents.
+
+    ``slices``: slice name -> spec (see :mod:`atlaslib.analysis.slices`); ``positive``: the positive gold
+    label, for the calibration of scores; ``rule_evidence``: runs record the trigger behind each decision."""
+    kind: str = "labels"
+    slices: dict = field(default_factory=dict)
+    positive: str | None = None
+    rule_evidence: bool = False
+
+
+@dataclass(frozen=True)
 class Card:
     name: str
     title: str
@@ -92,6 +115,7 @@ class Card:
     capabilities: dict = field(default_factory=dict)  # protocol -> capabilities a model needs (first present used)
     baseline_weights: dict = field(default_factory=dict)  # baseline -> registry profile whose weights it runs on
     parameter_gates: tuple = ()                     # runs that need a notebook parameter set (see ParameterGate)
+    analysis: Analysis = field(default_factory=Analysis)  # how "where models fail" reads its cells
 
     @property
     def page(self) -> str:

@@ -90,18 +90,20 @@ def disagreement_markdown(card, version, vcells, dl: _Downloads) -> str:
 
 def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
     table = SL.slice_table(vcells, card.name)
-    primary = SL.PRIMARY[card.name]
+    kind = card.analysis.kind
+    primary = SL.PRIMARY[kind]
     out = ["### Slices\n"]
     if table.empty:
         return "\n".join(out + ["The runs' prediction records carry no slice fields.\n"])
-    what = {"negex": "macro F1 with its stratified bootstrap interval",
-            "nli_negation": "accuracy with its exact (Clopper–Pearson) interval",
-            "maccrobat": "strict entity F1 with its cluster bootstrap interval over case reports (mention slices "
-                         "score the mentions of the slice: recall over gold, precision over predicted ones)",
-            "tempeval": "the scorer's F1 with its bootstrap interval over documents"}[card.name]
-    minimum = SL.MIN_NLI if card.name == "nli_negation" else SL.MIN_ITEMS
+    what = {"binary": "macro F1 with its stratified bootstrap interval",
+            "labels": "accuracy with its exact (Clopper–Pearson) interval",
+            "spans": f"strict entity F1 with its cluster bootstrap interval (resampling unit: {card.resampling_unit}; "
+                     f"mention slices score the mentions of the slice: recall over gold, precision over predicted "
+                     f"ones)",
+            "temporal": f"the scorer's F1 with its bootstrap interval (resampling unit: {card.resampling_unit})"}[kind]
+    minimum = SL.MIN_NLI if kind == "labels" else SL.MIN_ITEMS
     out.append(f"The card's metric per slice: {what}, 95 %. `n` counts the slice's "
-               f"{'gold items' if card.name in ('maccrobat', 'tempeval') else 'items'}; a slice with fewer than "
+               f"{'gold items' if kind in ('spans', 'temporal') else 'items'}; a slice with fewer than "
                f"{minimum} has no interval and says so.\n")
     prim = table[table["metric"] == primary]
     cells = {(r.slice, r.group, r.run): r for r in prim.itertuples(index=False)}
@@ -195,6 +197,6 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path | No
              disagreement_markdown(card, version, vcells, dl),
              slices_markdown(card, version, vcells, dl),
              calibration_markdown(card, version, vcells, dl, page_dir)]
-    if card.name == "negex":
+    if card.analysis.rule_evidence:
         parts.append(triggers_markdown(card, version, vcells, dl))
     return "\n".join(p for p in parts if p)

@@ -6,7 +6,7 @@ report-disjoint split), :mod:`.runs` (one run per model and protocol, its :class
 :mod:`.cells` (the result cell), :mod:`.errors` (error tables and kinds), :mod:`.gold_cuts` (the gold
 word cuts' leakage) and :mod:`.contract` (the five contract functions). Every name is re-exported here.
 """
-from .card import (_SUMS_PATH, BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, CAVEATS, DATA_PREFIX,  # noqa: F401
+from .card import (SLICES, _SUMS_PATH, BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, CAVEATS, DATA_PREFIX,  # noqa: F401
                    FILES, FINETUNE_RECIPE, METRIC_BASES, NER_LABEL_TABLE, PMIDS, PROTOCOL_CAPABILITY, REFERENCE,
                    REFERENCE_COUNTS, SEED, SHA256SUMS_DIGEST, SHA256SUMS_TEXT, SOURCE_COMMIT, SOURCE_REPO, TAGS,
                    TYPE_MAP, TYPES, URL_TEMPLATE, VERSIONS)
@@ -16,7 +16,7 @@ from .data import (_WORD, Corpus, Entity, MaccrobatFormatError, audit, convert_d
 from .splitting import split_summary  # noqa: F401
 from .runs import (Outcome, bootstrap_samples, memorize_tags, overlap_of, plot_bootstrap,  # noqa: F401
                    predictions_frame, profile_info, run_protocol, words_to_text)
-from .cells import SLICES, cell_parts, finish_run, report_positions, run_spec  # noqa: F401
+from .cells import cell_parts, finish_run, report_positions, run_spec  # noqa: F401
 from .errors import error_kinds, error_table, false_positive_sources, guideline_examples  # noqa: F401
 from .gold_cuts import (char_mentions, char_span_f1, gold_cut_mentions, natural_word_spans,  # noqa: F401
                         probe_without_gold_cuts, uncut_tags)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...sources import PinnedFile, read_sha256sums, sha256_bytes
-from .. import Card
+from .. import Analysis, Card
 
 # --------------------------------------------------------------------------------------------- source
 SOURCE_REPO = "Saieiei/NLP"
@@ -65,6 +65,18 @@ BASELINES = ("memorize",)
 #: sentences (it learns from the train split, so it is not zero-shot, and it has no features to probe).
 BASELINE_PROTOCOL = {"memorize": "train_lookup"}
 
+#: Slices, as data: slice name -> field and, for numbers, inclusive bands ``(low, high)`` (``None`` = open).
+#: ``unit: "mention"`` slices are properties of each mention ``(type, first word, last word)`` read off the
+#: gold and the predicted tags (``type``; ``length`` = words), scored on the mentions that fall in the slice
+#: (recall over gold, precision over predicted mentions); the other slices are fields of the prediction
+#: record (:func:`report_positions`), scored on the sentences that fall in them.
+SLICES = {
+    "entity type": {"unit": "mention", "field": "type"},
+    "mention length (words)": {"unit": "mention", "field": "length", "bands": ((1, 1), (2, 2), (3, 4), (5, None))},
+    "sentence position in the case report": {"field": "report_position",
+                                             "order": ("first third", "middle third", "last third")},
+}
+
 CARD = Card(
     name="maccrobat",
     title="Clinical entity recognition (MACCROBAT)",
@@ -98,6 +110,7 @@ CARD = Card(
     baselines={"memorize": ("train_lookup",)},
     capabilities={"zero_shot": ("predict.ner",), "probe": ("embed.text.tokens",),
                   "finetune": ("embed.text.tokens",)},
+    analysis=Analysis(kind="spans", slices=SLICES),
 )
 
 

@@ -23,17 +23,6 @@ def run_spec(out: Outcome, **parameters) -> _results.RunSpec:
                             parameters={**parameters, "details": out.details})
 
 
-#: Slices, as data: slice name -> field and, for numbers, inclusive bands ``(low, high)`` (``None`` = open).
-#: ``unit: "mention"`` slices are properties of each mention ``(type, first word, last word)`` read off the
-#: gold and the predicted tags (``type``; ``length`` = words), scored on the mentions that fall in the slice
-#: (recall over gold, precision over predicted mentions); the other slices are fields of the prediction
-#: record (:func:`report_positions`), scored on the sentences that fall in them.
-SLICES = {
-    "entity type": {"unit": "mention", "field": "type"},
-    "mention length (words)": {"unit": "mention", "field": "length", "bands": ((1, 1), (2, 2), (3, 4), (5, None))},
-    "sentence position in the case report": {"field": "report_position",
-                                             "order": ("first third", "middle third", "last third")},
-}
 
 
 def report_positions(items: pd.DataFrame, item_ids: Sequence[str]) -> list[dict]:

@@ -7,7 +7,7 @@ fields and rule evidence), :mod:`.reproduction` (GenNegEx 1.2's published figure
 :mod:`.errors` (error tables) and :mod:`.contract` (the five contract functions). Every name is
 re-exported here.
 """
-from .card import (ANNOTATIONS, ASSERTION_TO_DECISION, CARD, FINETUNE_RECIPE, GENNEGEX, ITEMS_EXPECTED,  # noqa: F401
+from .card import (SLICES, ANNOTATIONS, ASSERTION_TO_DECISION, CARD, FINETUNE_RECIPE, GENNEGEX, ITEMS_EXPECTED,  # noqa: F401
                    KIT_URL_BASE, LABELS, MARK, METRIC_BASES, OPTION_PROMPT, OPTIONS, POSITIVE, ROWS_EXPECTED, SEED,
                    TRIGGERS, VERSIONS, ZERO_SHOT_CAPABILITIES)
 from .data import (_WS, HEADER_RE, NegexDataError, _shorten, audit, clean, data_sha256, find_target,  # noqa: F401
@@ -15,6 +15,6 @@ from .data import (_WS, HEADER_RE, NegexDataError, _shorten, audit, clean, data_
 from .splitting import split_frames, split_summary  # noqa: F401
 from .runs import NotRun, assertion_label_map, metric_names, option_prompts, run_protocol  # noqa: F401
 from .reproduction import reproduction, reproduction_rows, rows_for_reproduction  # noqa: F401
-from .cells import _WORD_RE, SLICES, _trigger_regex, cell_parts, item_slices, negation_triggers, predictions  # noqa: F401
+from .cells import _WORD_RE, _trigger_regex, cell_parts, item_slices, negation_triggers, predictions  # noqa: F401
 from .errors import error_table, phrase_cases  # noqa: F401
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)

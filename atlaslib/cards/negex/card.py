@@ -4,7 +4,7 @@ GenNegEx 1.2's published figures on the kit, the split versions, the metrics, th
 from __future__ import annotations
 
 from ...sources import PinnedFile
-from .. import Card
+from .. import Analysis, Card
 
 SEED = 20261006
 ROWS_EXPECTED = 2376
@@ -46,6 +46,19 @@ FINETUNE_RECIPE = {
     "validation": "none: fixed epochs, no early stopping; test items unseen until prediction",
 }
 
+#: Slices of the test items, as data: slice name -> record field and, for numbers, bands ``(low, high)``
+#: (inclusive; ``None`` = open), for categories optionally ``top`` (the most frequent values, the rest pooled as
+#: "other"). A record whose field is None falls in the ``missing`` group. The fields are
+#: written by :func:`item_slices` into every prediction record.
+SLICES = {
+    "section header": {"field": "section", "missing": "no header before the target", "top": 8},
+    "sentence length (words)": {"field": "sentence_words", "bands": ((1, 10), (11, 20), (21, 40), (41, None))},
+    "concepts in the sentence": {"field": "n_concepts", "bands": ((1, 1), (2, 2), (3, 4), (5, None))},
+    "nearest negation trigger": {"field": "trigger_side", "missing": "no trigger in the sentence"},
+    "words between trigger and target": {"field": "trigger_gap", "bands": ((0, 0), (1, 3), (4, None)),
+                                         "missing": "no trigger in the sentence"},
+}
+
 CARD = Card(
     name="negex",
     title="NegEx test kit: is the concept negated?",
@@ -76,6 +89,7 @@ CARD = Card(
              "A model whose training data name the NegEx kit or its triggers is marked as overlapping."),
     capabilities={"zero_shot": ("predict.assertion", "score.options"), "probe": ("embed.text.pooled",),
                   "finetune": ("embed.text.pooled",)},
+    analysis=Analysis(kind="binary", slices=SLICES, positive=POSITIVE, rule_evidence=True),
 )
 
 

@@ -12,18 +12,6 @@ from .card import FINETUNE_RECIPE, LABELS, SEED, TRIGGERS
 from .data import HEADER_RE, clean, data_sha256, find_target
 from .reproduction import reproduction_rows
 
-#: Slices of the test items, as data: slice name -> record field and, for numbers, bands ``(low, high)``
-#: (inclusive; ``None`` = open), for categories optionally ``top`` (the most frequent values, the rest pooled as
-#: "other"). A record whose field is None falls in the ``missing`` group. The fields are
-#: written by :func:`item_slices` into every prediction record.
-SLICES = {
-    "section header": {"field": "section", "missing": "no header before the target", "top": 8},
-    "sentence length (words)": {"field": "sentence_words", "bands": ((1, 10), (11, 20), (21, 40), (41, None))},
-    "concepts in the sentence": {"field": "n_concepts", "bands": ((1, 1), (2, 2), (3, 4), (5, None))},
-    "nearest negation trigger": {"field": "trigger_side", "missing": "no trigger in the sentence"},
-    "words between trigger and target": {"field": "trigger_gap", "bands": ((0, 0), (1, 3), (4, None)),
-                                         "missing": "no trigger in the sentence"},
-}
 _WORD_RE = re.compile(r"\w+")
 
 

@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from ...sources import PinnedFile, read_sha256sums, resolve
-from .. import Card, ParameterGate
+from .. import Analysis, Card, ParameterGate
 
 THYME_COMMIT = "1e00060bb24fcaa2a833d20e4625694b3d15ac13"
 THYME_URL = "https://raw.githubusercontent.com/stylerw/thymedata/" + THYME_COMMIT + "/{path}"
@@ -41,6 +41,19 @@ EXPECTED_RAW = {"Train": {"EVENT": 39002, "CONTAINS": 11248}, "Dev": {"EVENT": 2
 METRICS = ("contains_closure_f1", "contains_f1", "doctimerel_f1", "doctimerel_accuracy", "event_span_f1",
            "timex_span_f1")
 CI_REASON = "no bootstrap: official scorer counts"  # used only when per-document counts are absent
+
+#: Slices, as data: slice name -> the ``slices`` key of each per-document record (counts per value) and the
+#: leaderboard metric whose items it slices. The value of an item is its attribute (DocTimeRel, Polarity,
+#: TIMEX3 Class) or, for CONTAINS, the band of the character gap between its two arguments (:data:`GAP_BANDS`).
+#: ``metric`` may name several metrics (DocTimeRel: F1 in phase 1, accuracy in phase 2); a run addresses the
+#: slice when one of them has a value.
+SLICES = {
+    "DocTimeRel class": {"field": "doctimerel", "metric": ("doctimerel_f1", "doctimerel_accuracy")},
+    "event polarity": {"field": "polarity", "metric": "event_span_f1"},
+    "TIMEX3 class": {"field": "timex3_class", "metric": "timex_span_f1"},
+    "CONTAINS argument distance (characters)": {"field": "contains_gap", "metric": "contains_f1",
+                                                "order": ("0-20", "21-100", "101-500", ">500")},
+}
 
 CARD = Card(
     name="tempeval",
@@ -81,6 +94,7 @@ CARD = Card(
                                    protocols=("phase1",),
                                    reason="needs the note text; THYME text is under a Mayo Clinic DUA "
                                           "(set thyme_text_dir to run it)"),),
+    analysis=Analysis(kind="temporal", slices=SLICES),
 )
 
 

@@ -178,18 +178,6 @@ class RunResult:
         return table_frame(self.table)
 
 
-#: Slices, as data: slice name -> the ``slices`` key of each per-document record (counts per value) and the
-#: leaderboard metric whose items it slices. The value of an item is its attribute (DocTimeRel, Polarity,
-#: TIMEX3 Class) or, for CONTAINS, the band of the character gap between its two arguments (:data:`GAP_BANDS`).
-#: ``metric`` may name several metrics (DocTimeRel: F1 in phase 1, accuracy in phase 2); a run addresses the
-#: slice when one of them has a value.
-SLICES = {
-    "DocTimeRel class": {"field": "doctimerel", "metric": ("doctimerel_f1", "doctimerel_accuracy")},
-    "event polarity": {"field": "polarity", "metric": "event_span_f1"},
-    "TIMEX3 class": {"field": "timex3_class", "metric": "timex_span_f1"},
-    "CONTAINS argument distance (characters)": {"field": "contains_gap", "metric": "contains_f1",
-                                                "order": ("0-20", "21-100", "101-500", ">500")},
-}
 GAP_BANDS = ((0, 20, "0-20"), (21, 100, "21-100"), (101, 500, "101-500"), (501, None, ">500"))
 #: ``found`` keys of each record -> the leaderboard metric whose gold items they mark
 FOUND = {"event_span": "event_span_f1", "timex3_span": "timex_span_f1",
