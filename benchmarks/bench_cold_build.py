@@ -79,14 +79,28 @@ def child(which: str, root: Path, data_dir) -> int:
     if which == "same":
         requests = [r for r in requests if r.protocol not in NEW_PROTOCOLS]
     paths = book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
-    reports = []
-    run_matrix = book.run_matrix
+    reports, phases = [], {}
 
-    def capture(*a, **k):
-        reports.append(run_matrix(*a, **k))
-        return reports[-1]
+    def timed(owner, name, label, keep=False):
+        fn = getattr(owner, name)
 
-    book.run_matrix = capture
+        def wrapper(*a, **k):
+            t0 = time.perf_counter()
+            out = fn(*a, **k)
+            phases[label] = phases.get(label, 0.0) + time.perf_counter() - t0
+            if keep:
+                reports.append(out)
+            return out
+        setattr(owner, name, wrapper)
+
+    # where the wall time goes: data stories, the run matrix, rendering (with the course's lessons), the
+    # Jupyter Book build and the link check
+    timed(book.datastory, "run_stories", "data stories")
+    timed(book, "run_matrix", "run matrix", keep=True)
+    timed(book, "render_course", "lessons")
+    timed(book, "render_site", "render (lessons included)")
+    timed(book, "jupyter_book_build", "jupyter-book")
+    timed(book.linkcheck, "check", "link check")
     start = time.perf_counter()
     code = book.build(paths=paths, requests=requests, data_dir=data_dir, executor="dask", log=lambda *a, **k: None)
     seconds = time.perf_counter() - start
@@ -96,7 +110,8 @@ def child(which: str, root: Path, data_dir) -> int:
     print(json.dumps({"seconds": seconds, "code": code, "runs": k["runs"], "kernels": k["kernels"],
                       "no_kernel": k["no_kernel"], "stories": k["stories"],
                       "run_seconds": k["run_seconds"] + k["story_seconds"], "finetune_seconds": finetune,
-                      "html": size, "pages": pages, "results": str(paths.results)}))
+                      "html": size, "pages": pages, "results": str(paths.results),
+                      "phases": {k: round(v, 1) for k, v in phases.items()}}))
     return code
 
 
@@ -128,6 +143,8 @@ def report(old: dict, same: dict, full: dict) -> bool:
     for name, b in rows:
         print(f"{name:40} {b['code']:>4} {b['seconds']:8.1f} {b['seconds'] / old['seconds']:7.1%} {b['runs']:>5} "
               f"{b['kernels']:>8} {b['run_seconds']:13.1f} {b['pages']:>9} {b['html']:>14,}")
+    for name, b in rows[1:]:
+        print(f"  {name}: " + ", ".join(f"{k} {v:.1f} s" for k, v in b.get("phases", {}).items()))
     ratio = same["seconds"] / old["seconds"]
     print(f"\nsame runs, cold: {ratio:.1%} of the older commit's time (goal <= 60 %: "
           f"{'met' if ratio <= 0.60 else 'MISSED'})")
