@@ -110,7 +110,7 @@ class Card:
     test_sizes: dict = field(default_factory=dict)  # version -> number of test units (see resampling_unit)
     pinned_files: tuple = ()                        # every sources.PinnedFile the card reads (the run key's data)
     resampling_unit: str = "item"                   # what the declared intervals resample (item, document, ...)
-    caveats: tuple[str, ...] = ()                   # what a reader must know before reading a number
+    caveats: tuple = ()                             # (caveat, what it means): what to know before reading a number
     baselines: dict = field(default_factory=dict)   # card baseline (not a registry profile) -> its protocols
     capabilities: dict = field(default_factory=dict)  # protocol -> capabilities a model needs (first present used)
     baseline_weights: dict = field(default_factory=dict)  # baseline -> registry profile whose weights it runs on
@@ -133,6 +133,14 @@ class Card:
     def metric_name(self, base: str, protocol: str) -> str:
         """Cell metric names carry the protocol: ``macro_f1`` + ``probe`` → ``macro_f1_probe``."""
         return f"{base}_{protocol}"
+
+    def caveats_table(self, *computed):
+        """The card's caveats as a table (``caveat``, ``what it means``): the declared ones, then ``computed``
+        rows a notebook works out for the version at hand (e.g. its class balance). The one place a card's
+        caveats are shown from (its data page)."""
+        import pandas as pd
+
+        return pd.DataFrame([*self.caveats, *computed], columns=["caveat", "what it means"])
 
     def metric_names(self, protocol: str) -> list[str]:
         """Every declared metric's cell name under ``protocol`` (what a not-run cell of the card carries)."""

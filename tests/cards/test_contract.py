@@ -22,7 +22,9 @@ def test_card_declares_itself_as_data(name):
     assert set(card.test_sizes) == set(card.versions)
     assert all(isinstance(n, int) and n > 0 for n in card.test_sizes.values())
     assert card.primary_metric == card.metrics[0]
-    assert card.caveats and all(isinstance(c, str) and c.endswith(".") for c in card.caveats)
+    assert card.caveats and all(len(c) == 2 and all(isinstance(x, str) and x for x in c) and c[1].endswith(".")
+                                for c in card.caveats)
+    assert card.caveats_table().shape == (len(card.caveats), 2)
     assert all(isinstance(pf, PinnedFile) for pf in card.pinned_files)
     assert len({pf.name for pf in card.pinned_files}) == len(card.pinned_files)
     # baselines and model capabilities only name the card's own protocols

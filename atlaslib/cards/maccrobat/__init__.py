@@ -6,7 +6,7 @@ report-disjoint split), :mod:`.runs` (one run per model and protocol, its :class
 :mod:`.cells` (the result cell), :mod:`.errors` (error tables and kinds), :mod:`.gold_cuts` (the gold
 word cuts' leakage) and :mod:`.contract` (the five contract functions). Every name is re-exported here.
 """
-from .card import (SLICES, _SUMS_PATH, BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, CAVEATS, DATA_PREFIX,  # noqa: F401
+from .card import (SLICES, _SUMS_PATH, BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, DATA_PREFIX,  # noqa: F401
                    FILES, FINETUNE_RECIPE, METRIC_BASES, NER_LABEL_TABLE, PMIDS, PROTOCOL_CAPABILITY, REFERENCE,
                    REFERENCE_COUNTS, SEED, SHA256SUMS_DIGEST, SHA256SUMS_TEXT, SOURCE_COMMIT, SOURCE_REPO, TAGS,
                    TYPE_MAP, TYPES, URL_TEMPLATE, VERSIONS)

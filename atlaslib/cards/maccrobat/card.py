@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from ...sources import PinnedFile, read_sha256sums, sha256_bytes
 from .. import Analysis, Card
 
@@ -103,10 +101,21 @@ CARD = Card(
     test_sizes={v: s["n_test"] for v, s in VERSIONS.items()},
     pinned_files=tuple(FILES),
     resampling_unit="document (case report)",
-    caveats=("d4data/biomedical-ner-all was trained on MACCROBAT: its numbers are not held out.",
-             "samrawal/bert-base-uncased_clinical-ner follows the i2b2/VA 2010 guideline, not MACCROBAT's.",
-             "Every model is scored on the gold word cuts (words are cut at the gold mention boundaries).",
-             "The memorize baseline sees only the 500 train sentences."),
+    caveats=(
+        ("d4data/biomedical-ner-all: trained on MACCROBAT",
+         "Its zero-shot numbers are on its own training data: an upper bound, not transfer; its cells carry the "
+         "overlap marker (†)."),
+        ("samrawal/bert-base-uncased_clinical-ner: the i2b2/VA 2010 guideline",
+         "i2b2 marks one problem span ('abdominal pain') where MACCROBAT splits anatomy + 'pain'; strict F1 "
+         "counts such spans as errors, so it understates concept recall."),
+        ("memorize: sees only the train sentences",
+         "A floor: exact phrases seen as mentions; no generalisation."),
+        ("Every model: gold word cuts",
+         "Words are cut at gold mention boundaries, so a boundary inside a run of letters is given away by the "
+         "word list: leakage, counted above (and measured on the probe)."),
+        ("all-minilm-l6-v2 (probe): independent word tags",
+         "A sentence-embedding model, no sequence model: B/I consistency comes only from the conlleval repair."),
+    ),
     baselines={"memorize": ("train_lookup",)},
     capabilities={"zero_shot": ("predict.ner",), "probe": ("embed.text.tokens",),
                   "finetune": ("embed.text.tokens",)},
@@ -114,18 +123,3 @@ CARD = Card(
 )
 
 
-CAVEATS = pd.DataFrame([
-    {"model": "d4data/biomedical-ner-all", "caveat": "trained on MACCROBAT",
-     "effect": "zero-shot numbers are on its own training data: an upper bound, not transfer; cells carry "
-               "the overlap marker"},
-    {"model": "samrawal/bert-base-uncased_clinical-ner", "caveat": "i2b2/VA 2010 guideline",
-     "effect": "i2b2 marks one problem span ('abdominal pain') where MACCROBAT splits anatomy + 'pain'; strict "
-               "F1 counts such spans as errors, so it understates concept recall"},
-    {"model": "memorize", "caveat": "sees only the 500 train sentences",
-     "effect": "a floor: exact phrases seen as mentions; no generalisation"},
-    {"model": "every model", "caveat": "gold word cuts",
-     "effect": "words are cut at gold mention boundaries, so a boundary inside a run of letters is given away "
-               "by the word list: leakage, counted above (and measured on the probe)"},
-    {"model": "all-minilm-l6-v2 (probe)", "caveat": "sentence-embedding model, independent word tags",
-     "effect": "no sequence model: B/I consistency comes only from the conlleval repair"},
-]).set_index("model")

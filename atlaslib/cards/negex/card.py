@@ -83,10 +83,20 @@ CARD = Card(
     test_sizes={"atlas-n100-v1": 100, "atlas-full-v1": 1432},
     pinned_files=(ANNOTATIONS, TRIGGERS),
     resampling_unit="item (sentence, concept)",
-    caveats=("Some sentences carry several annotated concepts; items of one sentence are kept on one side of "
-             "the split, but the percentile intervals resample items, not sentences.",
-             "GenNegEx was developed on these reports: its reproduction is not a held-out evaluation.",
-             "A model whose training data name the NegEx kit or its triggers is marked as overlapping."),
+    caveats=(
+        ("Licence", "Apache-2.0 is declared only by the package README; results stay local until confirmed."),
+        ("Kit built for NegEx", "Rule systems in the NegEx family were tuned on these reports; expect them near the "
+                                "top. GenNegEx was developed on them: its reproduction is not a held-out evaluation."),
+        ("Sentences, not items", "Some sentences carry several annotated concepts; items of one sentence are kept on "
+                                 "one side of the split, but the percentile intervals resample items, not sentences."),
+        ("Long fragments", "Some 'sentences' are report fragments of several hundred characters with section "
+                           "headers."),
+        ("Training overlap", "bvanaken/clinical-assertion-negation-bert learned i2b2 2010 assertions, not this kit; "
+                             "a model whose training data name the NegEx kit or its triggers is marked as "
+                             "overlapping (†)."),
+        ("Comparing splits", "Compare splits by manifest hash, not by size: another seed or ranking key gives "
+                             "other counts."),
+    ),
     capabilities={"zero_shot": ("predict.assertion", "score.options"), "probe": ("embed.text.pooled",),
                   "finetune": ("embed.text.pooled",)},
     analysis=Analysis(kind="binary", slices=SLICES, positive=POSITIVE, rule_evidence=True),

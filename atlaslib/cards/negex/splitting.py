@@ -55,3 +55,14 @@ def split_summary(items: pd.DataFrame, manifest: _splits.SplitManifest) -> dict:
                  "n_excluded": len(manifest.excluded),
                  "test_label_counts": {k: int(test_counts.get(k, 0)) for k in ("negated", "affirmed")}},
     }
+
+
+def class_balance_caveat(test: pd.DataFrame) -> tuple[str, str]:
+    """The caveat row on a version's class balance: the share of affirmed test items and the macro F1 that
+    always answering "affirmed" scores (:func:`atlaslib.metrics.classification.majority_macro_f1`)."""
+    from ...metrics.classification import majority_macro_f1
+
+    n_neg = int(test["label"].sum())
+    n_aff = len(test) - n_neg
+    return ("Class balance", f"{100 * n_aff / len(test):.1f} % of this version's test items are affirmed; always "
+                             f"answering affirmed scores {majority_macro_f1(n_neg, n_aff):.3f} macro F1.")

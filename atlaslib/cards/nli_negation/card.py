@@ -55,10 +55,12 @@ CARD = Card(
     test_sizes={VERSION: 207},
     pinned_files=(),  # no data files: the corpus is generated (its digest is pinned in the tests)
     resampling_unit="case (exact Clopper-Pearson intervals, no resampling)",
-    caveats=("The cases are synthetic templates: a rate here says how a model treats these negation patterns, "
-             "not how it does on real notes.",
-             "An abstention is never correct (it stays in the accuracy denominator) and never a false "
-             "entailment."),
+    caveats=(
+        ("Synthetic templates", "A rate here says how a model treats these negation patterns, not how it does on "
+                                "real notes."),
+        ("Abstentions", "An abstention is never correct (it stays in the accuracy denominator) and never a false "
+                        "entailment."),
+    ),
     baselines={"always-entailment": (PROTOCOL,), "always-abstain": (PROTOCOL,),
                "medspacy-context-nli": (PROTOCOL,), "minilm-similarity": (PROTOCOL,)},
     capabilities={PROTOCOL: ("predict.nli",)},

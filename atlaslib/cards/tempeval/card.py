@@ -83,10 +83,12 @@ CARD = Card(
     test_sizes={"thyme-dev-2015": 147, "synthetic-v1": 12},
     pinned_files=tuple(THYME_FILES),
     resampling_unit="document",
-    caveats=("The THYME note text is under a data use agreement: without it only the text-free phase-2 "
-             "baselines run on thyme-dev-2015.",
-             "synthetic-v1 is a small PHI-free corpus written for the atlas; its numbers show the pipeline, "
-             "not clinical performance."),
+    caveats=(
+        ("Note text under a DUA", "Without the THYME note text only the text-free phase-2 baselines run on "
+                                  "thyme-dev-2015."),
+        ("synthetic-v1", "A small PHI-free corpus written for the atlas: its numbers show the pipeline, not "
+                         "clinical performance."),
+    ),
     baselines={"closest": ("phase1", "phase2"), "memorize": ("phase1", "phase2"),
                "majority-doctimerel": ("phase2",)},
     # phase 1 reads the notes, and memorize reads the train notes in both phases
