@@ -579,6 +579,32 @@ def jupyter_book_build(src: Path, out: Path, log=print) -> tuple[int, list[str]]
     return proc.returncode, warnings
 
 
+def _with_stories(reqs, paths: BuildPaths, data_dir, force: bool, log, matrix) -> MatrixReport:
+    """Run ``matrix()`` (the run matrix) while the data stories of its (card, version) pairs run beside it in
+    a thread: a story is one kernel (mostly one core), and no run needs a story, so the stories fill the cores
+    the matrix leaves idle instead of running alone before it. The report carries the stories' outcomes (the
+    build report counts them). A daemon thread: Ctrl-C ends the build without waiting for a story."""
+    import threading
+
+    box: dict = {}
+
+    def stories():
+        try:
+            box["out"] = datastory.run_stories([(r.card, r.version) for r in reqs], paths.runs, data_dir=data_dir,
+                                               force=force, log=log)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=stories, name="atlas-data-stories", daemon=True)
+    thread.start()
+    report = matrix()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    report.stories = box["out"]
+    return report
+
+
 def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool = False, run_runs: bool = True,
           data_dir=None, requests: list[RunRequest] | None = None, cards: list[Card] | None = None,
           executor: str = "serial", scheduler: str | None = None, n_workers: int | None = None,
@@ -590,11 +616,9 @@ def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool
     report = None
     if run_runs:
         reqs = requests if requests is not None else default_requests(cards)
-        stories = datastory.run_stories([(r.card, r.version) for r in reqs], paths.runs, data_dir=data_dir,
-                                        force=force, log=log)
-        report = run_matrix(reqs, paths, data_dir=data_dir, force=force, executor=executor, scheduler=scheduler,
-                            n_workers=n_workers, memory_limit=memory_limit, log=log)
-        report.stories = stories  # for the build report
+        report = _with_stories(reqs, paths, data_dir, force, log, lambda: run_matrix(
+            reqs, paths, data_dir=data_dir, force=force, executor=executor, scheduler=scheduler,
+            n_workers=n_workers, memory_limit=memory_limit, log=log))
     src, withheld = render_site(paths, publish=publish, report=report, cards=cards)
     out = paths.html_out(publish)
     code, warnings = jupyter_book_build(src, out, log)

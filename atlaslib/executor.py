@@ -271,6 +271,24 @@ def _open_client(address, from_env, n_workers, memory_limit, log, connect_timeou
     return Client(cluster), cluster
 
 
+#: how a run's protocol ranks its expected length when the matrix is handed out (higher first; others 0)
+PROTOCOL_WEIGHT = {"finetune": 2, "probe": 1}
+
+
+def longest_first(reqs) -> list[int]:
+    """The order in which the runs are handed to the workers: the longest kinds first (fine-tuning, then
+    probes, then the rest), so that no long run starts last and keeps one worker busy while the others idle
+    (longest-processing-time-first scheduling). Within a kind, a card's second run of the protocol comes
+    after every card's first: runs of one card and protocol share caches (fine-tuned weights trained on the
+    same train split, embeddings of the same sentences), so the second should start when the first has
+    filled them, not beside it, waiting on the cache's lock. Outcomes keep the matrix order."""
+    rank, seen = {}, {}
+    for i, r in enumerate(reqs):
+        rank[i] = seen.get((r.card, r.protocol), 0)
+        seen[(r.card, r.protocol)] = rank[i] + 1
+    return sorted(range(len(reqs)), key=lambda i: (-PROTOCOL_WEIGHT.get(reqs[i].protocol, 0), rank[i], i))
+
+
 def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_limit, retries, connect_timeout="30s",
               no_worker_timeout: float = 120.0, count_from: int = 0, count_of: int | None = None):
     from collections import deque
@@ -290,7 +308,7 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
         return sum(client.nthreads().values()) if cluster is not None else float("inf")
 
     results: dict[int, tuple] = {}
-    queue = deque((i, 0) for i in range(len(reqs)))
+    queue = deque((i, 0) for i in longest_first(reqs))
     in_flight: dict = {}
     done, count_of = count_from, count_of or len(reqs)
     starved_since = None

@@ -15,7 +15,7 @@ Schema (``schema_version`` 1)::
       "data_sha256": {file name: sha256},
       "seeds": {split, bootstrap, ...},
       "environment": {python, packages: {name: version}, atlaslib_version, atlaslib_commit,
-                      torch_threads, device, ...},
+                      torch_threads, device (when the run used torch), ...},
       "timing": {wall_seconds, peak_rss_mb},
       "overlap": [datasets the model saw that overlap this card] ,
       "predictions": [{item_id, gold, pred, score, ...}]
@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -158,15 +159,12 @@ def environment(torch_info: bool = True) -> dict:
         "atlaslib_version": __version__,
         "atlaslib_commit": git_commit(),
     }
-    if not torch_info:  # a run decided before any model code: no torch import (seconds) for its cell
-        return env
-    try:
-        import torch
-
+    # torch's threads matter only to a run that used torch: read them when the run imported it, never import
+    # torch for the record (4 s on the 2-core machine, in every rule, baseline and scorer run)
+    torch = sys.modules.get("torch") if torch_info else None
+    if torch is not None:
         env["torch_threads"] = torch.get_num_threads()
         env["device"] = "cpu"
-    except ImportError:
-        pass
     return env
 
 

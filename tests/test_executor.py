@@ -219,3 +219,59 @@ def test_an_unexpected_error_is_a_named_failure_not_a_missing_cell(tmp_path):
                                        "outside its notebook: OSError: disk full while writing "
                                        "nli_negation/builtin-v1/always-entailment/zero_shot")
     assert any("1 of 1 run(s) failed" in line for line in lines)
+
+
+# -- where the build's time goes ---------------------------------------------------------------------------
+
+def test_the_longest_kinds_of_run_are_handed_out_first_a_cards_second_after_every_first():
+    reqs = [RunRequest("negex", "n100", "m", "finetune"), RunRequest("negex", "full", "m", "finetune"),
+            RunRequest("maccrobat", "n100", "m", "finetune"), RunRequest("negex", "n100", "m", "probe"),
+            RunRequest("tempeval", "dev", "closest", "phase2"), RunRequest("maccrobat", "n100", "m", "probe"),
+            RunRequest("negex", "full", "m", "probe"), RunRequest("negex", "n100", "majority", "zero_shot")]
+    # fine-tuning (negex, maccrobat, then negex's second), probes likewise, then the rest in matrix order
+    assert executor.longest_first(reqs) == [0, 2, 1, 3, 5, 6, 4, 7]
+
+
+def test_data_stories_run_beside_the_matrix_not_before_it(tmp_path, monkeypatch):
+    """The matrix waits for a signal the stories give when they start: run one after the other, it would time
+    out; a failing story is raised in the caller."""
+    import threading
+
+    from atlaslib.matrix import MatrixReport
+
+    started = threading.Event()
+
+    def stories(pairs, runs_dir, **kw):
+        started.set()
+        return [f"story {c}/{v}" for c, v in pairs]
+
+    def matrix():
+        assert started.wait(30), "the data stories did not start while the matrix ran"
+        return MatrixReport()
+
+    monkeypatch.setattr(book.datastory, "run_stories", stories)
+    paths = book.BuildPaths(results=tmp_path / "r", runs=tmp_path / "n", build=tmp_path / "b")
+    reqs = [RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot")]
+    report = book._with_stories(reqs, paths, None, False, print, matrix)
+    assert report.stories == ["story negex/atlas-n100-v1"]
+
+    def broken(pairs, runs_dir, **kw):
+        raise RuntimeError("story kernel died")
+
+    monkeypatch.setattr(book.datastory, "run_stories", broken)
+    with pytest.raises(RuntimeError, match="story kernel died"):
+        book._with_stories(reqs, paths, None, False, print, MatrixReport)
+
+
+def test_a_cell_records_torch_threads_only_for_a_run_that_used_torch():
+    """Recording the environment never imports torch (seconds per run of a rule system or a scorer)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; {pre}from atlaslib import results; e = results.environment(); "
+            "print('torch' in sys.modules, 'torch_threads' in e)")
+    without = subprocess.run([sys.executable, "-c", code.format(pre="")], capture_output=True, text=True, check=True)
+    assert without.stdout.split() == ["False", "False"]
+    used = subprocess.run([sys.executable, "-c", code.format(pre="import torch; ")], capture_output=True, text=True,
+                          check=True)
+    assert used.stdout.split() == ["True", "True"]
