@@ -273,6 +273,22 @@ def _open_client(address, from_env, n_workers, memory_limit, log, connect_timeou
 
 #: how a run's protocol ranks its expected length when the matrix is handed out (higher first; others 0)
 PROTOCOL_WEIGHT = {"finetune": 2, "probe": 1}
+#: protocols whose runs use every core (torch training with the recipe's threads): on the atlas's own
+#: LocalCluster one of them at a time, the other workers take the rest of the matrix (two trainings side by
+#: side on two cores each take far longer than one after the other)
+EXCLUSIVE_PROTOCOLS = ("finetune",)
+
+
+def next_run(queue, reqs, running, exclusive: bool = True) -> int | None:
+    """The position in ``queue`` (``(request index, attempt)`` pairs, in hand-out order) of the next run to
+    start while the runs ``running`` (request indices) are in flight: the first, except that with
+    ``exclusive`` a run of an :data:`EXCLUSIVE_PROTOCOLS` protocol waits while another one runs (the first
+    other run goes instead). None when no queued run may start now."""
+    busy = exclusive and any(reqs[j].protocol in EXCLUSIVE_PROTOCOLS for j in running)
+    for k, (i, _) in enumerate(queue):
+        if not (busy and reqs[i].protocol in EXCLUSIVE_PROTOCOLS):
+            return k
+    return None
 
 
 def longest_first(reqs) -> list[int]:
@@ -317,7 +333,11 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
             if queue:
                 cap = capacity()
                 while queue and len(in_flight) < cap:
-                    i, attempt = queue.popleft()
+                    k = next_run(queue, reqs, [j for j, _ in in_flight.values()], exclusive=cluster is not None)
+                    if k is None:
+                        break  # only exclusive runs are left and one is running: wait for it
+                    i, attempt = queue[k]
+                    del queue[k]
                     key = f"atlas-run-{reqs[i].label}-{attempt}-{uuid.uuid4().hex[:8]}"
                     fut = client.submit(_attempt, task, reqs[i], kwargs, key=key, pure=False, retries=0)
                     in_flight[fut] = (i, attempt)

@@ -275,3 +275,14 @@ def test_a_cell_records_torch_threads_only_for_a_run_that_used_torch():
     used = subprocess.run([sys.executable, "-c", code.format(pre="import torch; ")], capture_output=True, text=True,
                           check=True)
     assert used.stdout.split() == ["True", "True"]
+
+
+def test_one_fine_tuning_at_a_time_on_the_local_cluster_the_other_workers_take_the_rest():
+    reqs = [RunRequest("negex", "n100", "m", "finetune"), RunRequest("maccrobat", "n100", "m", "finetune"),
+            RunRequest("negex", "n100", "m", "probe")]
+    queue = [(1, 0), (2, 0)]
+    assert executor.next_run(queue, reqs, running=[]) == 0           # nothing running: the first queued
+    assert executor.next_run(queue, reqs, running=[0]) == 1          # a fine-tuning runs: the probe goes first
+    assert executor.next_run([(1, 0)], reqs, running=[0]) is None    # only fine-tuning left: it waits
+    assert executor.next_run(queue, reqs, running=[2]) == 0
+    assert executor.next_run(queue, reqs, running=[0], exclusive=False) == 0   # a cluster that schedules itself

@@ -63,3 +63,21 @@ def test_the_cache_lives_only_inside_the_block_and_sees_rewrites(tmp_path, parse
     assert parses[str(f.resolve())] == 2
     parse_root(f)
     assert parses[str(f.resolve())] == 3
+
+
+def test_the_memoised_selection_gives_the_scorers_own_table(tmp_path, monkeypatch):
+    """The scorer's Select, memoised, answers as anaforatools' own: the whole table of a synthetic run with
+    closure and per-document counts is the same with it and without it; and it is only in place while
+    scoring."""
+    import contextlib
+
+    import anafora.select
+
+    corpus = runs.load_corpus("synthetic-v1", work_dir=tmp_path / "ref")
+    system, _ = runs.predict("memorize", "phase1", corpus)
+    write_corpus(system, tmp_path / "sys")
+    fast = scoring.score_directories(corpus.reference_dir, tmp_path / "sys", closure=True, per_document=True)
+    assert anafora.select.Select is not scoring._MemoSelect
+    monkeypatch.setattr(scoring, "_memo_select", contextlib.nullcontext)
+    plain = scoring.score_directories(corpus.reference_dir, tmp_path / "sys", closure=True, per_document=True)
+    assert fast == plain and fast["rows"]
