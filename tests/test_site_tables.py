@@ -6,6 +6,7 @@ the first rows and writes the CSV, read back here with pandas and compared with 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import nbformat
 import pandas as pd
@@ -55,5 +56,10 @@ def test_compact_html_drops_indentation_but_not_preformatted_text():
     small = compact_html(table)
     assert len(small) < len(table) * 0.8
     assert re.sub(r"\s+", "", small) == re.sub(r"\s+", "", table)  # only white space went
+    shown = pd.DataFrame({"a": [1, 2]})._repr_html_()   # what a notebook output holds: pandas' style block too
+    assert "<style scoped>" in shown and "<style" not in compact_html(shown)
+    assert re.sub(r"\s+", "", compact_html(shown)) == re.sub(r"\s+", "", re.sub(r"<style.*?</style>", "", shown, flags=re.S))
+    css = (Path(__file__).resolve().parent.parent / "book/_static/atlas.css").read_text()
+    assert ".dataframe thead th { text-align: right; }" in css
     pre = "<pre>\n    indented code\n</pre>"
     assert compact_html(pre) == pre

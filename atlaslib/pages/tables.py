@@ -86,14 +86,19 @@ def site_html(payload: dict, csv_name: str) -> str:
 
 
 _INDENT = re.compile(r"\n[ \t]+")
+#: the style block pandas puts in every table output; the book's ``atlas.css`` carries its rules once
+_PANDAS_STYLE = re.compile(r"<style scoped>\s*\.dataframe tbody tr th:only-of-type \{\s*vertical-align: middle;\s*\}"
+                           r"\s*\.dataframe tbody tr th \{\s*vertical-align: top;\s*\}\s*\.dataframe thead th \{"
+                           r"\s*text-align: right;\s*\}\s*</style>\s*")
 
 
 def compact_html(text: str) -> str:
-    """HTML without the indentation pandas writes on every line (a third of a table's bytes); left as it is
-    when it holds preformatted text (``<pre>``, ``<textarea>``), where white space is content."""
+    """HTML without the indentation pandas writes on every line (a third of a table's bytes) and without
+    pandas' per-table style block (its rules are in the site's ``atlas.css``); left as it is when it holds
+    preformatted text (``<pre>``, ``<textarea>``), where white space is content."""
     if "<pre" in text or "<textarea" in text:
         return text
-    return _INDENT.sub("\n", text)
+    return _INDENT.sub("\n", _PANDAS_STYLE.sub("", text))
 
 
 def site_notebook(nb, stem: str, folder: Path) -> int:
