@@ -489,6 +489,16 @@ def _details(adapter, recipe, labels, record, cache_info, extra) -> dict:
             "adapter": info, **extra}
 
 
+def check_positions(adapter, recipe: Mapping) -> None:
+    """The recipe's ``max_length`` must fit the encoder's position embeddings (``max_position_embeddings``
+    of its config, where it has one); else one clear error instead of a tensor-size failure mid-training."""
+    limit = getattr(getattr(getattr(adapter, "model", None), "config", None), "max_position_embeddings", None)
+    if isinstance(limit, int) and recipe["max_length"] > limit:
+        raise FinetuneError(f"finetune: the recipe's max_length is {recipe['max_length']} sub-words, but this "
+                            f"encoder has {limit} positions (config max_position_embeddings); use an encoder with "
+                            f"at least {recipe['max_length']} positions")
+
+
 def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[str], train_labels: Sequence[str],
                       test_texts: Sequence[str], labels: Sequence[str], recipe: Mapping, *,
                       data_sha256: Mapping | None = None, retrain: bool = False, progress: bool = True) -> dict:
@@ -509,6 +519,7 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
     if not (len(train_ids) == len(train_texts) == len(train_labels)):
         raise FinetuneError(f"finetune: {len(train_ids)} train ids, {len(train_texts)} texts and "
                             f"{len(train_labels)} labels; expected equal lengths")
+    check_positions(adapter, recipe)
     tok = adapter.tokenizer
     retrain = retrain_requested(retrain)
     with deterministic(recipe["torch_threads"]):
@@ -589,6 +600,7 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
     if adapter.max_length != recipe["max_length"]:
         raise FinetuneError(f"finetune: the adapter's max_length is {adapter.max_length}, the recipe's "
                             f"{recipe['max_length']}; load the adapter with max_length={recipe['max_length']}")
+    check_positions(adapter, recipe)
     train_words, train_tags = [list(w) for w in train_words], [list(t) for t in train_tags]
     if not (len(train_ids) == len(train_words) == len(train_tags)):
         raise FinetuneError(f"finetune: {len(train_ids)} train ids, {len(train_words)} word lists and "

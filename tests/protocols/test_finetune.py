@@ -92,6 +92,14 @@ def test_sequence_head_learns_a_separable_set_and_maps_labels(encoder_dir, label
     assert out["details"]["seeds"]["finetune"] == 7 and out["details"]["versions"]["torch"] == torch.__version__
 
 
+def test_a_recipe_longer_than_the_encoders_positions_is_one_clear_error(encoder_dir):
+    ad = models.load_adapter(encoder_dir, "embed.text.pooled", embed_cache=False, progress=False)
+    limit = ad.model.config.max_position_embeddings
+    with pytest.raises(ft.FinetuneError, match=f"max_length is {limit + 1} sub-words, but this encoder has "
+                                               f"{limit} positions"):
+        run_seq(encoder_dir, recipe={**RECIPE, "max_length": limit + 1})
+
+
 def test_same_seed_is_bit_identical_and_another_seed_is_another_model(encoder_dir):
     a, _ = run_seq(encoder_dir, retrain=True)
     b, _ = run_seq(encoder_dir, retrain=True)
