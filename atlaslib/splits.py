@@ -104,6 +104,11 @@ class SplitManifest:
         return {"card": d["card"], "version": d["version"], "seed": d["seed"], "hash": self.hash,
                 "train": d["train"], "test": d["test"], "excluded": d["excluded"]}
 
+    def cell(self, **extra) -> dict:
+        """The split as a result cell records it: ``hash``, ``n_train``, ``n_test``, then the card's ``extra``
+        facts (e.g. test label counts)."""
+        return {"hash": self.hash, "n_train": len(self.train), "n_test": len(self.test), **extra}
+
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 

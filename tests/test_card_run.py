@@ -75,6 +75,10 @@ def test_attempt_records_not_run_and_lets_real_failures_through(toy):
     assert not r.ok and shown == ["**Not run:** weights unavailable: no local copy"]
     assert r.finish(env={})["status"] == "not_run"
 
+    r = CardRun("toy", "toy-v1", "always-even", "zero_shot")   # a card whose run returns a status instead
+    cell = r.finish(env={}, reason="weights unavailable: x@1")
+    assert (cell["status"], cell["reason"], r.ok) == ("not_run", "weights unavailable: x@1", False)
+
     r = CardRun("toy", "toy-v1", "always-even", "zero_shot")
     with pytest.raises(ZeroDivisionError), r.attempt(show=shown.append):
         1 / 0

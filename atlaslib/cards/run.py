@@ -76,12 +76,16 @@ class CardRun:
                data_sha256: dict | None = None, seeds: dict | None = None, extra: dict | None = None,
                overlap: list | None = None, profile: dict | None = None, capability: str | None = None,
                details: dict | None = None, parameters: dict | None = None, env: dict | None = None,
-               timing: dict | None = None) -> dict:
+               timing: dict | None = None, reason: str | None = None) -> dict:
         """The run's result cell, written to ``result_path`` when one was given. A run still ok needs its
         ``metrics``; a not-run run gets every declared metric of the card for this protocol as null with the
         reason. ``profile`` / ``capability`` / ``details`` (what the adapter turned out to be) and extra
         ``parameters`` complete the spec (never replace what it froze). ``timing`` is for a run that was
-        timed by its own code before this object existed (default: from construction to now)."""
+        timed by its own code before this object existed (default: from construction to now). ``reason``: the
+        card's own code found the run cannot happen (a card whose run returns a status instead of raising
+        :class:`NotRun`): recorded as :meth:`not_run` unless a reason is already there."""
+        if reason and self.ok:
+            self.not_run(reason)
         self._timer.__exit__(None, None, None)
         spec = copy.deepcopy(self.spec)
         if profile is not None:
@@ -145,7 +149,7 @@ def run(card, version: str, model: str, protocol: str, *, data_dir=None, paramet
     r = CardRun(mod, version, model, protocol, parameters=parameters, result_path=result_path)
     items = mod.load_items(data_dir)
     manifest = mod.split(items, version)
-    split = {"hash": manifest.hash, "n_train": len(manifest.train), "n_test": len(manifest.test)}
+    split = manifest.cell()
     records = None
     with r.attempt(show=lambda text: None):
         records = mod.predict(items, manifest, model, protocol, data_dir=data_dir, **options)

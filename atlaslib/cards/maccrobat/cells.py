@@ -48,10 +48,9 @@ def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, au
     measure of a probe run."""
     spec = run_spec(out)
     test = items.set_index("item_id").loc[manifest.test]
-    split_info = {"hash": manifest.hash, "n_train": len(manifest.train), "n_test": len(manifest.test),
-                  "test_label_counts": {t: int(sum(1 for ms in test["mentions"] for m in ms if m[0] == t))
-                                        for t in TYPES},
-                  "test_reports": int(test["document"].nunique())}
+    split_info = manifest.cell(test_label_counts={t: int(sum(1 for ms in test["mentions"] for m in ms if m[0] == t))
+                                                  for t in TYPES},
+                               test_reports=int(test["document"].nunique()))
     extra = {}
     if audit is not None:
         extra["reproduction_rows"] = reproduction_rows(audit)
@@ -79,6 +78,4 @@ def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, au
 def finish_run(card_run, out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **kw) -> dict:
     """The run's result cell: ``out``'s not-run reason (if any) recorded on ``card_run``, then
     :func:`cell_parts` handed to :meth:`atlaslib.cards.run.CardRun.finish`."""
-    if out.status != "ok" and card_run.ok:
-        card_run.not_run(out.reason)
-    return card_run.finish(**cell_parts(out, manifest, items, **kw))
+    return card_run.finish(**cell_parts(out, manifest, items, **kw), reason=out.reason if out.status != "ok" else None)

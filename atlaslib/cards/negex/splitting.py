@@ -51,9 +51,8 @@ def split_summary(items: pd.DataFrame, manifest: _splits.SplitManifest) -> dict:
         "table": table,
         "shared_sentence_keys": len(shared),
         "hash": manifest.hash,
-        "cell": {"hash": manifest.hash, "n_train": len(manifest.train), "n_test": len(manifest.test),
-                 "n_excluded": len(manifest.excluded),
-                 "test_label_counts": {k: int(test_counts.get(k, 0)) for k in ("negated", "affirmed")}},
+        "cell": manifest.cell(n_excluded=len(manifest.excluded),
+                              test_label_counts={k: int(test_counts.get(k, 0)) for k in ("negated", "affirmed")}),
     }
 
 

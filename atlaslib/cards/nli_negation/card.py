@@ -123,9 +123,7 @@ class NliNegationRun:
 
     def finish(self, card_run) -> dict:
         """This run's result cell, made by ``card_run`` (:class:`atlaslib.cards.run.CardRun`)."""
-        if not self.ok and card_run.ok:
-            card_run.not_run(self.reason)
-        return card_run.finish(**self.cell_parts())
+        return card_run.finish(**self.cell_parts(), reason=None if self.ok else self.reason)
 
     def cell(self, result_path=None) -> dict:
         """This run's result cell on its own (tests, scripts): :meth:`finish` with a run of this spec, timed
@@ -134,9 +132,7 @@ class NliNegationRun:
 
         card_run = CardRun(CARD.name, self.spec.version, self.spec.model, self.spec.protocol,
                            parameters=self.spec.parameters, result_path=result_path)
-        if not self.ok:
-            card_run.not_run(self.reason)
-        return card_run.finish(**self.cell_parts(), timing=self.timing)
+        return card_run.finish(**self.cell_parts(), timing=self.timing, reason=None if self.ok else self.reason)
 
 
 
