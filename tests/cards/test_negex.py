@@ -159,3 +159,14 @@ def test_reproduction_predicts_each_item_once_and_reuses_known(rows, items):
     assert len(second.seen) == 2365 - 300
     assert (full.values == again.values).all()
     assert full.loc["2,376 rows", "tn"] - full.loc["2,365 items", "tn"] == 11  # the 11 missing rows: affirmed
+
+
+@pytest.mark.parametrize("out, version, model, expected", [
+    ({"capability": "predict.assertion"}, "atlas-full-v1", "medspacy-context", True),
+    ({"capability": "predict.assertion"}, "atlas-n100-v1", "medspacy-context", False),   # full kit version only
+    ({"capability": "predict.assertion"}, "atlas-full-v1", "majority", False),           # constant answer
+    ({"capability": "embed.text.pooled"}, "atlas-full-v1", "all-minilm-l6-v2", False),   # a probe is not a system
+    (None, "atlas-full-v1", "medspacy-context", False),                                  # not run
+])
+def test_which_runs_reproduce_the_whole_kit(out, version, model, expected):
+    assert negex.reproduces(out, version, model) is expected

@@ -9,6 +9,17 @@ from .card import GENNEGEX, POSITIVE
 from .data import mark
 from .runs import assertion_label_map
 
+#: the split version whose run also reproduces the kit's whole-kit counts
+REPRODUCTION_VERSION = "atlas-full-v1"
+
+
+def reproduces(out: dict | None, version: str, model: str) -> bool:
+    """Whether a run also runs on the whole kit beside GenNegEx's counts: an assertion system (not the
+    constant majority baseline, which reproduces nothing) on :data:`REPRODUCTION_VERSION`."""
+    return (out is not None and out.get("capability") == "predict.assertion" and version == REPRODUCTION_VERSION
+            and model != "majority")
+
+
 def rows_for_reproduction(rows: pd.DataFrame) -> pd.DataFrame:
     """All 2,376 kit rows for the reproduction table: found concepts marked as usual (``text``); the 11
     rows whose concept is missing from the sentence have ``text = None``: no system can be pointed at a
