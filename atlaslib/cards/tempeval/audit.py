@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .anafora_io import EVENT_ATTRIBUTES, Document, read_corpus
-from .scoring import _evaluate, anafora
+from .anafora_io import EVENT_ATTRIBUTES, Document, parse_once, parse_root, read_corpus
+from .scoring import _evaluate, _memo_select, _MemoSelect, anafora
 import anafora.select  # noqa: E402,F401  (Select, used to build the scorer views)
 
 CONTAINS_VIEW = ("TLINK", "Type", "CONTAINS")
@@ -68,24 +68,28 @@ class _ClosureCounter(_evaluate.TemporalClosureScores):
 def scorer_counts(split_dir: str | os.PathLike, *, closure: bool = True) -> dict:
     """Reference counts as the official scorer sees them: per document, ``len`` of the set that
     ``anafora.evaluate.ToSet`` (the object ``score_data`` scores each view with) builds, summed; plus, with
-    ``closure``, how many CONTAINS relations temporal closure (the scorer's) yields."""
+    ``closure``, how many CONTAINS relations temporal closure (the scorer's) yields. Inside
+    :func:`.anafora_io.parse_once` a file already parsed (e.g. by :func:`read_corpus`) is not parsed again,
+    and the scorer's selections are worked out once each (:class:`.scoring._MemoSelect`, same answers)."""
     split_dir = Path(split_dir)
     totals = collections.Counter()
     closed = reference_pairs = 0
     # the scorer's own view objects, built as score_data builds them for this include set
-    select = anafora.select.Select(COUNT_INCLUDE | {("EVENT", "<span>")})
+    select = _MemoSelect(COUNT_INCLUDE | {("EVENT", "<span>")})
     views = {"EVENT": _evaluate.ToSet(select=select, type_name="EVENT"),
              "EVENT_spans": _evaluate.ToSet(select=select, type_name="EVENT", prop_name=None),
              "TIMEX3": _evaluate.ToSet(select=select, type_name="TIMEX3"),
              "CONTAINS": _evaluate.ToSet(select=select, type_name="TLINK", prop_name="Type", prop_value="CONTAINS")}
     for sub_dir, _text_name, xml_names in anafora.walk(str(split_dir), r"[.]Temporal-(Relation|Entity)[.].*[.]xml$"):
         [xml_name] = xml_names
-        data = anafora.AnaforaData.from_file(str(split_dir / sub_dir / xml_name))
+        data = anafora.AnaforaData(parse_root(split_dir / sub_dir / xml_name))  # = AnaforaData.from_file
         totals["documents"] += 1
         for key, to_set in views.items():
             totals[key] += len(to_set(data.annotations))
         if closure:
-            c = _evaluate.score_data(data, None, include={CONTAINS_VIEW}, scores_type=_ClosureCounter)
+            with _memo_select():
+                c = _evaluate.score_data(data, None, include={CONTAINS_VIEW},
+                                         scores_type=_ClosureCounter)
             if CONTAINS_VIEW in c:
                 closed += c[CONTAINS_VIEW].closed
                 reference_pairs += c[CONTAINS_VIEW].reference
@@ -102,12 +106,10 @@ COUNT_KEYS = ("documents", "EVENT", "TIMEX3", "CONTAINS", "TLINK", "ALINK", "DOC
 def element_counts_per_document(docs: list[Document]) -> pd.DataFrame:
     """Per document, elements anywhere in its file (``<annotations>`` and any ``<adjudication>`` block) by
     type, plus TLINKs with Type=CONTAINS; the layout of ``derived_counts_per_doc.tsv``."""
-    import xml.etree.ElementTree as ET
-
     rows = []
     for d in docs:
         c = collections.Counter()
-        for el in ET.parse(d.path).getroot().iter():
+        for el in parse_root(d.path).iter():
             if el.tag in ("entity", "relation"):
                 c[(el.findtext("type") or "").strip()] += 1
                 props = el.find("properties")
@@ -275,10 +277,11 @@ def thyme_audit(data_dir=None) -> dict:
     from . import SPLITS, thyme_dir
 
     dirs = {s: thyme_dir(s, data_dir) for s in SPLITS}
-    docs = load_splits(dirs)
-    scorer = {s: scorer_counts(p) for s, p in dirs.items()}
-    t1 = table1(scorer, {s: raw_counts(d) for s, d in docs.items()},
-                {s: file_element_counts(d) for s, d in docs.items()})
+    with parse_once():  # the reader, the scorer's counts and the element counts share each parsed file
+        docs = load_splits(dirs)
+        scorer = {s: scorer_counts(p) for s, p in dirs.items()}
+        files = {s: file_element_counts(d) for s, d in docs.items()}
+    t1 = table1(scorer, {s: raw_counts(d) for s, d in docs.items()}, files)
     return {
         "docs": docs,
         "table1": t1,
