@@ -40,17 +40,29 @@ def _gap(a: Entity, b: Entity) -> int:
 
 def nearest_event(timex: Entity, events: list[Entity]) -> tuple[Entity, int] | None:
     """The EVENT nearest to ``timex`` and its character gap (rules in the module docstring)."""
-    if not events:
+    return _nearest(timex, _extents(events))
+
+
+def _extents(events: list[Entity]) -> list[tuple]:
+    """``(start, end, length, id, event)`` of each EVENT, worked out once per document (an extent is a min
+    and a max over the annotation's spans)."""
+    return [(e.start, e.end, e.end - e.start, e.id, e) for e in events]
+
+
+def _nearest(timex: Entity, extents: list[tuple]) -> tuple[Entity, int] | None:
+    if not extents:
         return None
-    best = min(events, key=lambda e: (_gap(timex, e), e.start, e.end - e.start, e.id))
-    return best, _gap(timex, best)
+    ts, te = timex.start, timex.end
+    # the key of the rules: (gap, start, length, id), as _gap(timex, event) computes the gap
+    best = min(extents, key=lambda x: (max(0, max(ts, x[0]) - min(te, x[1])), x[0], x[2], x[3]))
+    return best[4], _gap(timex, best[4])
 
 
 def closest_relations(doc: Document) -> list[Relation]:
-    events = doc.of_type("EVENT")
+    extents = _extents(doc.of_type("EVENT"))
     rels = []
     for t in doc.of_type("TIMEX3"):
-        found = nearest_event(t, events)
+        found = _nearest(t, extents)
         if found is not None:
             rels.append(Relation(f"{len(rels) + 1}@r@{doc.doc_id}@closest", "TLINK",
                                  {"Source": t.id, "Type": "CONTAINS", "Target": found[0].id}))
