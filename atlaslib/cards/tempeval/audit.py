@@ -31,7 +31,6 @@ import pandas as pd
 
 from .anafora_io import EVENT_ATTRIBUTES, Document, parse_once, parse_root, read_corpus
 from .scoring import _evaluate, _memo_select, _MemoSelect, anafora
-import anafora.select  # noqa: E402,F401  (Select, used to build the scorer views)
 
 CONTAINS_VIEW = ("TLINK", "Type", "CONTAINS")
 COUNT_INCLUDE = {"EVENT", "TIMEX3", CONTAINS_VIEW}
