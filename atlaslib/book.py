@@ -33,7 +33,7 @@ from . import linkcheck, plots, results
 from .pages import analysis as analysis_page
 from .pages import datastory
 from .pages import facts, tables
-from .pages.course import render_course
+from .pages.course import finish_course, start_course
 from .cards import Card, available_cards
 from .executor import run_requests
 from .matrix import BuildPaths, MatrixReport, print_timing  # noqa: F401  (book.BuildPaths stays importable)
@@ -523,6 +523,10 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
     src = paths.src(publish)
     _copy_sources(paths, src)
     cards = cards if cards is not None else available_cards()
+    # the cards this build shows (a publish build leaves out those whose licence is unconfirmed)
+    shown_cards = [c for c in cards if not (publish and not c.licence_confirmed)]
+    # lessons read only result cells and data: they execute in the background while the pages render
+    course = start_course(src, paths, publish, shown_cards)
     failed = [f.request for f in (report.failures if report else [])]
     card_docs, dropped, withheld, shown_cells = {}, set(), [], []
     known = {c.name for c in cards}
@@ -546,14 +550,13 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
         story_docs = datastory.render(card, paths.runs, src)
         card_docs[card.name] = story_docs + render_card(card, cells, src, failed)
         shown_cells.extend(cells)
-    shown_cards = [c for c in cards if f"book/cards/{c.name}" not in dropped]
     for doc in dropped:  # pages this build leaves out are not built: no fact of theirs is computed either
         (src / f"{doc}.md").unlink(missing_ok=True)
     render_intro(src, shown_cards, shown_cells)
     render_reproduction(src, shown_cards, shown_cells)
     model_docs = render_models(src, shown_cards, shown_cells)
     render_build_report(src, report)
-    render_course(src, paths, publish, withheld, shown_cards)  # lessons run on these cells; take-home boxes
+    finish_course(course, withheld)  # the lessons' pages and take-home boxes, the learning path
     extra = ["book/build_report"]
     if publish:
         render_withheld(src, withheld)

@@ -74,6 +74,7 @@ def child(which: str, root: Path, data_dir) -> int:
     from bench_incremental import kernel_counts
 
     from atlaslib import book
+    from atlaslib.pages import course
 
     requests = book.default_requests()
     if which == "same":
@@ -93,11 +94,11 @@ def child(which: str, root: Path, data_dir) -> int:
             return out
         setattr(owner, name, wrapper)
 
-    # where the wall time goes: data stories, the run matrix, rendering (with the course's lessons), the
-    # Jupyter Book build and the link check
+    # where the wall time goes: data stories, the run matrix, rendering (the course's lessons execute in the
+    # background meanwhile), the Jupyter Book build and the link check
     timed(book.datastory, "run_stories", "data stories")
     timed(book, "run_matrix", "run matrix", keep=True)
-    timed(book, "render_course", "lessons")
+    timed(course, "execute_all", "lessons (beside the render)")
     timed(book, "render_site", "render (lessons included)")
     timed(book, "jupyter_book_build", "jupyter-book")
     timed(book.linkcheck, "check", "link check")

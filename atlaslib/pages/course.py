@@ -31,7 +31,9 @@ says what it reads::
 
 Executed lessons are cached in ``<build>/course-cache/`` on the notebook as executed, the cells it reads and
 the atlaslib source digest, so a rebuild with nothing changed executes nothing. Lessons that must run execute
-in parallel worker processes (``$ATLAS_COURSE_WORKERS``, default up to 3), each with its own kernel.
+in parallel worker processes (``$ATLAS_COURSE_WORKERS``, default up to 3), each with its own kernel. The book
+starts them (:func:`start_course`) before it renders the card pages and collects them (:func:`finish_course`)
+after, so the lessons and the rest of the site render at the same time.
 """
 from __future__ import annotations
 
@@ -352,7 +354,32 @@ def render_course(src: Path, paths, publish: bool, withheld: list | None = None,
     """Render every lesson of ``src/book/course`` (executed, stub or withheld), the card notebooks' take-home
     boxes and the learning path; return the lessons' doc paths. ``withheld`` (the build's list of
     (what, why)) gets the lessons a publish build leaves out; ``cards`` are the cards this build shows
-    (default: every available card, minus the unlicensed ones when publishing)."""
+    (default: every available card, minus the unlicensed ones when publishing). The same as
+    :func:`start_course` then :func:`finish_course`."""
+    return finish_course(start_course(src, paths, publish, cards), withheld)
+
+
+@dataclass
+class CoursePlan:
+    """What :func:`start_course` decided for each lesson, and the lessons executing in the background."""
+    src: Path
+    shown: dict
+    jobs: list
+    done: dict
+    docs: list
+    withheld: list
+    thread: object = None
+    box: dict = field(default_factory=dict)  # "out": {name: executed notebook} or "error": the exception
+
+
+def start_course(src: Path, paths, publish: bool, cards=None) -> CoursePlan:
+    """Decide every lesson (executed, stub or withheld: stubs are written at once) and start executing the
+    lessons that must run, in the background (:func:`execute_all` in a thread; each lesson is its own
+    process and kernel), so the rest of the site renders meanwhile. :func:`finish_course` waits for them and
+    writes the lesson pages. A lesson reads only result cells and data, which are final once the run matrix
+    is done, so starting it before the card pages are rendered changes nothing it computes."""
+    import threading
+
     import nbformat
 
     from ..cards import available_cards
@@ -364,15 +391,14 @@ def render_course(src: Path, paths, publish: bool, withheld: list | None = None,
     shown = {c.name: c for c in cards}
     results_dir = Path(paths.results)
     cache_dir = Path(paths.build) / "course-cache"
-    docs, done, jobs = [], {}, []
+    docs, done, jobs, held = [], {}, [], []
     for path in _lesson_files(src):
         lesson, nb = read_lesson(path)
         reason = _withheld_reason(lesson, all_cards) if publish else None
         if reason:
             path.write_text(_stub(lesson.title, f"This lesson is left out of the published book: {reason} "
                                   f"A local build (`atlas book`) shows it."), encoding="utf-8")
-            if withheld is not None:
-                withheld.append((f"lesson `{lesson.name}`", reason))
+            held.append((f"lesson `{lesson.name}`", reason))
             done[lesson.name] = ("withheld", lesson)
             docs.append(lesson.doc)
             continue
@@ -416,12 +442,36 @@ def render_course(src: Path, paths, publish: bool, withheld: list | None = None,
         done[lesson.name] = ("ran", lesson)
         docs.append(lesson.doc)
     todo = [(j[0].name, j[3]) for j in jobs if j[6] is None]
-    fresh = execute_all(todo, results_dir=results_dir, failed_dir=Path(paths.build) / "failed")
-    for lesson, path, text, nb, key, cached, executed in jobs:
+    plan = CoursePlan(src, shown, jobs, done, docs, held)
+
+    def execute_todo():
+        try:
+            plan.box["out"] = execute_all(todo, results_dir=results_dir, failed_dir=Path(paths.build) / "failed")
+        except BaseException as exc:  # re-raised by finish_course in the caller's thread
+            plan.box["error"] = exc
+
+    plan.thread = threading.Thread(target=execute_todo, name="atlas-lessons", daemon=True)
+    plan.thread.start()
+    return plan
+
+
+def finish_course(plan: CoursePlan, withheld: list | None = None) -> list[str]:
+    """Wait for the lessons :func:`start_course` started; write every executed lesson (with its take-home
+    box), the card notebooks' take-home boxes and the learning path; add the withheld lessons to
+    ``withheld``; return the lessons' doc paths. A lesson that failed raises :class:`LessonFailed` here."""
+    import nbformat
+
+    plan.thread.join()
+    if "error" in plan.box:
+        raise plan.box["error"]
+    if withheld is not None:
+        withheld.extend(plan.withheld)
+    src, shown, done, fresh = plan.src, plan.shown, plan.done, plan.box["out"]
+    for lesson, path, text, nb, key, cached, executed in plan.jobs:
         if executed is None:
             executed = fresh[lesson.name]
             executed.metadata["atlas_course_key"] = key
-            cache_dir.mkdir(parents=True, exist_ok=True)
+            cached.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(executed, cached)
         _tidy(executed)
         md, ipynb = _write_downloads(src, text, f"lesson-{lesson.name}")
@@ -434,7 +484,7 @@ def render_course(src: Path, paths, publish: bool, withheld: list | None = None,
         path.unlink()
     _card_take_home(src, shown)
     _learning_path(src, shown, done)
-    return docs
+    return plan.docs
 
 
 def card_command(card) -> str:
