@@ -734,7 +734,7 @@ def _splits(ctx: FactContext) -> dict[str, Fact]:
 def finetune_recipes_markdown() -> str:
     """The fine-tune recipes of the cards that have one (``FINETUNE_RECIPE``, card data), side by side."""
     from ..cards import maccrobat, negex
-    from ..protocols.finetune import RECIPE_KEYS
+    from ..protocols.recipe import RECIPE_KEYS
 
     recipes = {"NegEx": negex.FINETUNE_RECIPE, "MACCROBAT": maccrobat.FINETUNE_RECIPE}
     show = lambda v: f"{v:g}" if isinstance(v, float) else ("—" if v is None else str(v))  # noqa: E731

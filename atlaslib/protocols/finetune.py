@@ -67,32 +67,13 @@ from torch import nn
 
 from .. import sources
 from ..metrics.spans import repair_iob2, validate_tags
+from .recipe import RECIPE_KEYS  # every recipe names these (values checked by check_recipe); torch-free
 
 FORMAT = 1
 CACHE_ENV = "ATLAS_FINETUNE_CACHE_DIR"
 RETRAIN_ENV = "ATLAS_FINETUNE_RETRAIN"
 IGNORE_INDEX = -100
 _ON = ("1", "true", "yes", "on")
-
-#: every recipe names these (values checked by :func:`check_recipe`)
-RECIPE_KEYS = {
-    "optimizer": "the optimiser (torch class)",
-    "learning_rate": "peak learning rate (encoder and head)",
-    "epochs": "passes over the train items (fixed; no early stopping)",
-    "batch_size": "train items per step",
-    "length_grouping": "batches per shuffled group sorted by length before batching (1: plain random batches)",
-    "max_length": "sub-words per input, special tokens included",
-    "warmup_ratio": "share of the steps with linearly rising learning rate",
-    "weight_decay": "AdamW decoupled weight decay (not on biases and LayerNorm)",
-    "adam_betas": "AdamW betas",
-    "adam_eps": "AdamW epsilon",
-    "max_grad_norm": "gradient norm clip",
-    "head_dropout": "dropout before the new linear head",
-    "seed": "head init, data order and dropout",
-    "torch_threads": "torch intra-op threads while training and predicting",
-    "eval_batch_size": "items per forward pass when predicting",
-    "validation": "how the number of steps is chosen",
-}
 
 
 class FinetuneError(ValueError):
