@@ -35,7 +35,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from seqeval.metrics.sequence_labeling import get_entities
 
 from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, cluster_multiplicities, percentile_ci
 
@@ -58,6 +57,8 @@ def validate_tags(tags: Sequence[str], where: str = "tags") -> None:
 def mentions(tags: Sequence[str]) -> list[tuple[str, int, int]]:
     """Mentions ``(type, first, last)`` of one tag sequence, conlleval chunking (via seqeval)."""
     validate_tags(tags)
+    from seqeval.metrics.sequence_labeling import get_entities  # imported on first use: seqeval loads sklearn
+
     return [(t, int(s), int(e)) for t, s, e in get_entities(list(tags))]
 
 
