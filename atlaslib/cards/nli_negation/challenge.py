@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scipy.stats import beta
+from ...metrics import intervals
 
 from .corpus import ABSTENTION, LABELS, PATTERNS, NliNegationCase, case_set_sha256, default_nli_negation_cases, \
     validate_cases
@@ -74,12 +74,8 @@ def clopper_pearson(k: int, n: int, level: float = CONFIDENCE_LEVEL) -> tuple[fl
         raise NliNegationInputError("clopper_pearson: k must not exceed n")
     if not (isinstance(level, float) and 0.0 < level < 1.0):
         raise NliNegationInputError("clopper_pearson: level must be a float strictly between 0 and 1")
-    if n == 0:
-        return None, None
-    alpha = 1.0 - level
-    lo = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
-    return lo, hi
+    lo, hi = intervals.clopper_pearson(k, n, level)  # the atlas's one implementation (NaN when n = 0)
+    return (None, None) if n == 0 else (lo, hi)
 
 
 @dataclass(frozen=True)
@@ -399,9 +395,7 @@ def false_entailment_upper_bound(successes: int, trials: int, level: float = CON
     """Exact one-sided upper confidence bound of the false-entailment rate: ``Beta.ppf(level; k+1, n−k)``,
     1 when k = n, None when n = 0 (equal to ``scipy.stats.binomtest(k, n, alternative="less")``'s exact
     interval's upper end)."""
-    if trials == 0:
-        return None
-    return 1.0 if successes == trials else float(beta.ppf(level, successes + 1, trials - successes))
+    return None if trials == 0 else intervals.clopper_pearson_upper(successes, trials, level)
 
 
 def score_predictions(cases, labels: list[str | None], *,
