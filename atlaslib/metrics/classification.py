@@ -17,7 +17,6 @@ defined, even when its numerator is 0: always predicting "affirmed" has F1₁ = 
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 
 def _counts(y_true, y_pred):
@@ -90,6 +89,8 @@ def roc_auc(y_true, y_score):
     ``AUC = (Σ ranks of positives − n₁(n₁+1)/2) / (n₁·n₀)``, equal to scikit-learn's
     ``roc_auc_score`` (trapezoidal ROC) including ties. NaN when a class is absent.
     """
+    from scipy.stats import rankdata  # imported on first use (scipy.stats takes about 1 s to import)
+
     t = np.asarray(y_true).astype(bool)
     s = np.asarray(y_score, dtype=float)
     ranks = rankdata(s, axis=-1)

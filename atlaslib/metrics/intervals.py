@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from scipy.stats import beta
 
 from . import bootstrap
 
@@ -39,6 +38,8 @@ def _check_counts(k, n) -> tuple[int, int]:
 def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
     """Exact two-sided interval for ``k`` successes in ``n`` trials (see module docstring); NaNs when
     ``n = 0`` (the proportion is undefined)."""
+    from scipy.stats import beta  # imported on first use (scipy.stats takes about 1 s to import)
+
     k, n = _check_counts(k, n)
     if n == 0:
         return float("nan"), float("nan")
@@ -51,6 +52,8 @@ def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]
 def clopper_pearson_upper(k: int, n: int, level: float = LEVEL) -> float:
     """Exact one-sided upper confidence bound ``Beta.ppf(level; k+1, n−k)`` (1 when k = n): the
     largest rate not rejected at 1 − level by ``P(X ≤ k | p) ≥ 1 − level``. NaN when ``n = 0``."""
+    from scipy.stats import beta
+
     k, n = _check_counts(k, n)
     if n == 0:
         return float("nan")
