@@ -495,7 +495,31 @@ def execute_notebook(src, out, params: dict, *, kernel_name: str = "python3", ti
     os.environ.setdefault("ATLAS_PROGRESS", "plain")
     papermill.execute_notebook(str(src), str(out), parameters=params, kernel_name=kernel_name, cwd=str(REPO),
                                progress_bar=False, log_output=False, execution_timeout=timeout,
-                               extra_arguments=["--IPKernelApp.log_level=ERROR"])
+                               extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                               kernel_manager_class=_quiet_shutdown_manager())
+
+
+_QUIET_MANAGER = None
+
+
+def _quiet_shutdown_manager():
+    """nbclient's kernel manager (jupyter_client's ``AsyncKernelManager``) without the interrupt it sends
+    before every shutdown. A kernel that gets it while handling the shutdown request logs
+    ``[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel.`` on the terminal after a run that went
+    well. The notebook has finished when papermill shuts its kernel down; a kernel still busy (a timed-out
+    cell) is terminated by the manager after its graceful wait, as before."""
+    global _QUIET_MANAGER
+    if _QUIET_MANAGER is None:
+        from jupyter_client.manager import AsyncKernelManager
+
+        class QuietShutdownKernelManager(AsyncKernelManager):
+            async def _async_interrupt_kernel(self) -> None:
+                if self.shutting_down:
+                    return
+                await super()._async_interrupt_kernel()
+
+        _QUIET_MANAGER = QuietShutdownKernelManager
+    return _QUIET_MANAGER
 
 
 def declares_parameter(nb, name: str) -> bool:

@@ -126,3 +126,25 @@ def test_force_retrains_only_notebooks_that_declare_retrain(monkeypatch, tmp_pat
             runner.run(runner.RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot"), force=force,
                        results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", failed_dir=tmp_path / "failed")
     assert "retrain" not in seen[0] and seen[1]["retrain"] is True
+
+
+def test_kernels_are_not_interrupted_when_papermill_shuts_them_down(monkeypatch):
+    """jupyter_client interrupts a kernel before every shutdown; a kernel handling the shutdown request when
+    the signal lands logs "KeyboardInterrupt caught in kernel" as an ERROR after a run that went well. The
+    runner's kernel manager sends the interrupt only when no shutdown is under way."""
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    sent = []
+
+    async def interrupt(self):
+        sent.append(self.shutting_down)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
+    km = runner._quiet_shutdown_manager()()
+    assert isinstance(km, AsyncKernelManager)
+    for shutting_down in (True, False):
+        km.shutting_down = shutting_down
+        asyncio.run(km._async_interrupt_kernel())
+    assert sent == [False]  # an interrupt outside a shutdown (Ctrl-C of a running cell) still goes through
