@@ -110,6 +110,9 @@ def load_split(card: str, version: str, split: str = "test", data_dir=None, prot
         raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
     if split not in ("test", "train"):
         raise ValueError(f"split {split!r}: expected test or train")
+    if c.name not in LOADERS:
+        raise ValueError(f"card {c.name} takes no outside predictions: atlaslib/external/tasks.py has no split "
+                         f"loader for it (LOADERS; cards that do: {', '.join(sorted(LOADERS))})")
     return LOADERS[c.name](version, split, data_dir, protocol)
 
 
