@@ -116,6 +116,10 @@ class Card:
     baseline_weights: dict = field(default_factory=dict)  # baseline -> registry profile whose weights it runs on
     parameter_gates: tuple = ()                     # runs that need a notebook parameter set (see ParameterGate)
     analysis: Analysis = field(default_factory=Analysis)  # how "where models fail" reads its cells
+    # what an outside system answers with (atlas export / atlas score / atlaslib.evaluate): "label" (one label
+    # per item, optional score), "tags" (one IOB2 tag per word) or "anafora" (a folder per document); its
+    # outside.py reads the split and scores the answers. "": the card takes no outside predictions
+    prediction_format: str = ""
 
     @property
     def page(self) -> str:

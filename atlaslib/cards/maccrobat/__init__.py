@@ -4,7 +4,8 @@ Modules: :mod:`.card` (``CARD`` and the card's constants, as data), :mod:`.data`
 conversion to sentences and IOB2 tags, the corpus, items and audit), :mod:`.splitting` (the
 report-disjoint split), :mod:`.runs` (one run per model and protocol, its :class:`Outcome`),
 :mod:`.cells` (the result cell), :mod:`.errors` (error tables and kinds), :mod:`.gold_cuts` (the gold
-word cuts' leakage) and :mod:`.contract` (the five contract functions). Every name is re-exported here.
+word cuts' leakage), :mod:`.contract` (the five contract functions) and :mod:`.outside` (outside
+systems: the sentences they see, their tags scored). Every name is re-exported here.
 """
 from .card import (SLICES, _SUMS_PATH, BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, DATA_PREFIX,  # noqa: F401
                    FILES, FINETUNE_RECIPE, METRIC_BASES, NER_LABEL_TABLE, PMIDS, PROTOCOL_CAPABILITY, REFERENCE,
@@ -21,3 +22,4 @@ from .errors import error_kinds, error_table, false_positive_sources, guideline_
 from .gold_cuts import (char_mentions, char_span_f1, gold_cut_mentions, natural_word_spans,  # noqa: F401
                         probe_without_gold_cuts, uncut_tags)
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
+from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)

@@ -119,6 +119,7 @@ CARD = Card(
     baselines={"memorize": ("train_lookup",)},
     capabilities={"zero_shot": ("predict.ner",), "probe": ("embed.text.tokens",),
                   "finetune": ("embed.text.tokens",)},
+    prediction_format="tags",
     analysis=Analysis(kind="spans", slices=SLICES),
 )
 

@@ -99,6 +99,7 @@ CARD = Card(
     ),
     capabilities={"zero_shot": ("predict.assertion", "score.options"), "probe": ("embed.text.pooled",),
                   "finetune": ("embed.text.pooled",)},
+    prediction_format="label",
     analysis=Analysis(kind="binary", slices=SLICES, positive=POSITIVE, rule_evidence=True),
 )
 

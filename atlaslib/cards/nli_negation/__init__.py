@@ -3,7 +3,8 @@
 Modules: :mod:`.card` (``CARD`` and the card's constants, as data; one run per model, tables and plots),
 :mod:`.corpus` (the built-in case set), :mod:`.challenge` (scoring, intervals, gates), :mod:`.predictors`
 (the offline baselines and the hub NLI adapter), :mod:`.errors` (the card's exceptions) and
-:mod:`.contract` (the five contract functions). Every name is re-exported here.
+:mod:`.contract` (the five contract functions) and :mod:`.outside` (outside systems: the case set they see,
+their labels scored). Every name is re-exported here.
 """
 from .challenge import (CONFIDENCE_LEVEL, DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
                         REPORT_SCHEMA_VERSION, GateDecision, NliNegationReport, PatternScores, RateEstimate,
@@ -20,3 +21,4 @@ from .predictors import (ALWAYS_ABSTAIN, ALWAYS_ENTAILMENT, CONTEXT_PREDICTOR, H
 from .card import (CARD, METRICS, PINNED_FILES, PROTOCOL, NliNegationRun, audit_table, depth_table, example_cases,
                    false_entailment_cases, gate_table, pattern_frame, plot_pattern_rates, run_card)
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
+from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)

@@ -65,6 +65,7 @@ CARD = Card(
                "medspacy-context-nli": (PROTOCOL,), "minilm-similarity": (PROTOCOL,)},
     capabilities={PROTOCOL: ("predict.nli",)},
     baseline_weights={"minilm-similarity": "all-minilm-l6-v2"},  # cosine similarity of MiniLM embeddings
+    prediction_format="label",
     analysis=Analysis(kind="labels", slices=SLICES),
 )
 

@@ -96,6 +96,7 @@ CARD = Card(
                                    protocols=("phase1",),
                                    reason="needs the note text; THYME text is under a Mayo Clinic DUA "
                                           "(set thyme_text_dir to run it)"),),
+    prediction_format="anafora",
     analysis=Analysis(kind="temporal", slices=SLICES),
 )
 

@@ -1,0 +1,65 @@
+"""Outside systems on the MACCROBAT card (``atlas export``, ``atlas score``, :func:`atlaslib.evaluate`): the
+sentences as an outside system sees them (words, case report), and its IOB2 tags scored by the card's own
+code (:func:`atlaslib.metrics.spans.span_metrics_with_ci`, cluster bootstrap over case reports;
+:func:`.cells.cell_parts`)."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+#: one answer, as ``atlas export`` shows it in task.json
+OUTSIDE_EXAMPLE = ('{"item_id": "...", "tags": ["O", "B-problem", "I-problem"]}  (or CoNLL: items.conll with a tag '
+                   'column)')
+
+
+@lru_cache(maxsize=2)
+def _items(data_dir):
+    """The converted corpus, once per process and data directory (400 files, sha256-checked)."""
+    from .data import load_items
+
+    return load_items(data_dir)
+
+
+def outside_split(version: str, split: str, data_dir=None, protocol: str | None = None):
+    """The test (or train) sentences of ``version``: item id, case report and words (the train split also
+    the gold tags)."""
+    from ...external.tasks import Split
+    from .card import TAGS
+    from .splitting import split as split_items
+
+    items = _items(None if data_dir is None else str(data_dir)).copy()
+    manifest = split_items(items, version)
+    ids = list(manifest.test if split == "test" else manifest.train)
+    frame = items.set_index("item_id").loc[ids]
+    records = []
+    for iid, r in frame.iterrows():
+        rec = {"item_id": iid, "document": r["document"], "words": list(r["words"])}
+        if split == "train":
+            rec["tags"] = list(r["tags"])
+        records.append(rec)
+    return Split("maccrobat", version, split, ids, records, list(TAGS), manifest.hash,
+                 answer="tags: one IOB2 tag per word", context={"items": items, "manifest": manifest})
+
+
+def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resamples: int, data_dir=None) -> dict:
+    """The cell parts of checked predictions ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`); a
+    system whose ``trained_on`` names MACCROBAT is marked as overlapping."""
+    from ...external.tasks import EXTERNAL
+    from ...metrics.spans import span_metrics_with_ci
+    from .card import SEED, TYPES
+    from .cells import cell_parts
+    from .runs import Outcome
+
+    items, manifest = s.context["items"], s.context["manifest"]
+    test = items.set_index("item_id").loc[manifest.test]
+    by = {p.item_id: p for p in preds}
+    trained = [str(t).lower() for t in profile["trained_on"]]
+    out = Outcome(model=profile["name"], protocol=protocol, version=s.version, status="ok",
+                  capability=EXTERNAL, item_ids=list(manifest.test),
+                  documents=test["document"].tolist(), gold=[list(t) for t in test["tags"]],
+                  pred=[list(by[i].label) for i in manifest.test],
+                  details={"source": EXTERNAL, "predictions_sha256": profile["revision"]},
+                  overlap=["maccrobat"] if any(t.startswith("maccrobat") for t in trained) else [])
+    out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES,
+                                      n_resamples=n_resamples, seed=SEED)
+    return dict(cell_parts(out, manifest, items), profile=profile, capability=EXTERNAL,
+                parameters={"n_resamples": n_resamples})

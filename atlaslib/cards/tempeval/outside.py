@@ -1,0 +1,91 @@
+"""Outside systems on the Clinical TempEval card (``atlas export``, ``atlas score``, :func:`atlaslib.evaluate`):
+the documents as an outside system sees them (with an Anafora layout of the phase-2 input), and its Anafora
+folder scored by the card's own code (the official anaforatools scorer,
+:func:`.scoring.score_directories` with closure and per-document counts; :func:`.scoring.bootstrap_f1`;
+:func:`.runs.cell_parts`)."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+#: what a prediction is, as ``atlas export`` shows it in task.json
+OUTSIDE_EXAMPLE = "<dir>/<doc>/<doc>.Temporal-Relation.system.completed.xml"
+
+#: metrics that measure what phase 2 gives a system (gold EVENT/TIMEX3): not applicable there
+PHASE2_GIVEN = {"event_span_f1", "timex_span_f1"}
+
+
+def outside_split(version: str, split: str, data_dir=None, protocol: str | None = None):
+    """The test (or train) documents of ``version``; the reference copy lives in a work folder as long as
+    this process."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from ...external.tasks import Split
+    from . import anafora_io
+    from .runs import load_corpus
+
+    work = Path(tempfile.mkdtemp(prefix="atlas-tempeval-"))
+    atexit.register(shutil.rmtree, work, True)
+    corpus = load_corpus(version, data_dir, work_dir=work)
+    docs = corpus.test if split == "test" else corpus.train
+    ids = [d.doc_id for d in docs]
+    split_hash = hashlib.sha256(("|".join(d.doc_id for d in corpus.train) + "#" +
+                                 "|".join(d.doc_id for d in corpus.test)).encode()).hexdigest()
+    records = [{"item_id": d.doc_id} for d in docs]
+    labels = [f"{t}.{p}={v}" for t, props in anafora_io.SCHEMA.items() if t in ("EVENT", "TIMEX3", "TLINK")
+              for p, vals in props.items() for v in sorted(vals)]
+    return Split("tempeval", version, split, ids, records, labels, split_hash,
+                 answer="an Anafora folder <dir>/<doc>/<doc>.Temporal-Relation.system.completed.xml per document",
+                 context={"corpus": corpus, "docs": docs, "work": work})
+
+
+def write_outside_files(s, out: Path) -> list[str]:
+    """``atlas export``'s TempEval files: ``documents.txt`` and ``anafora/<doc>/``: the note text where the
+    version has public text (never THYME's), and the phase-2 input (test) or the gold annotations (train)."""
+    from ...results import atomic_write_text
+    from . import anafora_io, baselines
+
+    atomic_write_text(out / "documents.txt", "\n".join(s.ids) + "\n")
+    root = out / "anafora"
+    for d in s.context["docs"]:
+        folder = root / d.doc_id
+        folder.mkdir(parents=True, exist_ok=True)
+        if d.text is not None and not s.context["corpus"].gated:
+            (folder / d.doc_id).write_text(d.text, encoding="utf-8")
+        if s.split == "test":
+            doc = baselines.phase2_input(d)
+            doc.annotator = "input"
+        else:
+            doc = anafora_io.Document(d.doc_id, d.entities, d.relations, "Temporal-Relation", "gold", "completed",
+                                      None)
+        anafora_io.write_document(doc, root)
+    return ["documents.txt", "anafora/"]
+
+
+def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resamples: int, data_dir=None) -> dict:
+    """The cell parts of a checked Anafora folder ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`):
+    the official scorer's table, each metric with its document bootstrap (the card's own resampling)."""
+    from ...external.tasks import EXTERNAL
+    from ...results import metric
+    from . import scoring
+    from .runs import BOOTSTRAP, METRIC_ROWS, RunResult, _doc_record, cell_parts
+
+    corpus = s.context["corpus"]
+    pred_dir = Path(preds[0].label.path).parents[1]
+    table = scoring.score_directories(corpus.reference_dir, pred_dir, closure=True, per_document=True)
+    per = table["per_document"]
+    metrics = {}
+    for base, row in METRIC_ROWS.items():
+        name = f"{base}_{protocol}"
+        if protocol == "phase2" and base in PHASE2_GIVEN:
+            metrics[name] = metric(None, reason="not applicable: gold EVENT/TIMEX3 are given in phase 2")
+        else:
+            b = scoring.bootstrap_f1(per[row], BOOTSTRAP["n_resamples"], BOOTSTRAP["seed"])
+            metrics[name] = metric(b["value"], b["ci_low"], b["ci_high"])
+    docs = [p.label for p in sorted(preds, key=lambda p: p.item_id)]
+    records = [_doc_record(d, Path(d.path)) for d in docs]
+    result = RunResult(s.version, profile["name"], protocol, table, metrics, records, {"source": EXTERNAL}, corpus,
+                       pred_dir)
+    return dict(cell_parts(result, profile["name"]), profile=profile, capability=EXTERNAL)
