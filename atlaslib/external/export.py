@@ -10,9 +10,9 @@
   a prediction may use, as ``TYPE.Property=value``).
 - ``task.json``: card, version, split, number of items, the split manifest hash, the label set, what a
   prediction holds and the ``atlas score`` command that reads it.
-- MACCROBAT also ``items.conll``: ``# item_id = <id>``, then one word per line (``word<TAB>gold tag`` on the
+- a card whose answers are tags (MACCROBAT) also ``items.conll``: ``# item_id = <id>``, then one word per line (``word<TAB>gold tag`` on the
   train split), a blank line after each item.
-- TempEval also ``documents.txt`` (the document ids) and ``anafora/<doc>/``: the note text ``<doc>`` where
+- the files of the card's own ``write_outside_files``: TempEval ``documents.txt`` (the document ids) and ``anafora/<doc>/``: the note text ``<doc>`` where
   the version has public text (synthetic-v1; THYME text is under a data use agreement and is never
   written), and on the test split the phase-2 input ``<doc>.Temporal-Relation.input.completed.xml`` (gold
   EVENT/TIMEX3 with their attributes, no DocTimeRel, no relations); on the train split the gold
@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 
 from ..results import atomic_write_text
-from .tasks import Split, load_split
+from .tasks import Split, load_split, outside_module
 
 
 def _jsonl(records: list[dict]) -> str:
@@ -43,48 +43,26 @@ def _conll(s: Split) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _anafora(s: Split, out: Path) -> None:
-    from ..cards.tempeval import anafora_io, baselines
-
-    root = out / "anafora"
-    for d in s.context["docs"]:
-        folder = root / d.doc_id
-        folder.mkdir(parents=True, exist_ok=True)
-        if d.text is not None and not s.context["corpus"].gated:
-            (folder / d.doc_id).write_text(d.text, encoding="utf-8")
-        if s.split == "test":
-            doc = baselines.phase2_input(d)
-            doc.annotator = "input"
-        else:
-            doc = anafora_io.Document(d.doc_id, d.entities, d.relations, "Temporal-Relation", "gold", "completed",
-                                      None)
-        anafora_io.write_document(doc, root)
-
-
 def export(card: str, version: str, out_dir: str | os.PathLike, split: str = "test", data_dir=None) -> dict:
     """Write the split's items, label set and manifest hash to ``out_dir``; returns ``task.json``'s content
     (with a ``files`` list)."""
+    from ..cards import get_card
+
+    module = outside_module(card, version)
     s = load_split(card, version, split, data_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = ["items.jsonl", "labels.txt", "task.json"]
     atomic_write_text(out / "items.jsonl", _jsonl(s.records))
     atomic_write_text(out / "labels.txt", "\n".join(s.labels) + "\n")
-    if s.card == "maccrobat":
+    if get_card(s.card).prediction_format == "tags":
         atomic_write_text(out / "items.conll", _conll(s))
         files.append("items.conll")
-    if s.card == "tempeval":
-        atomic_write_text(out / "documents.txt", "\n".join(s.ids) + "\n")
-        _anafora(s, out)
-        files += ["documents.txt", "anafora/"]
-    example = {"negex": '{"item_id": "...", "label": "negated", "score": 0.93}',
-               "nli_negation": '{"item_id": "...", "label": "contradiction"}',
-               "maccrobat": '{"item_id": "...", "tags": ["O", "B-problem", "I-problem"]}  (or CoNLL: items.conll '
-                            'with a tag column)',
-               "tempeval": "<dir>/<doc>/<doc>.Temporal-Relation.system.completed.xml"}[s.card]
+    if hasattr(module, "write_outside_files"):  # the card's own files (TempEval: documents and an Anafora layout)
+        files += module.write_outside_files(s, out)
     task = {"card": s.card, "version": s.version, "split": s.split, "n_items": len(s.ids),
             "manifest_sha256": s.manifest_hash, "labels": s.labels, "answer": s.answer,
-            "prediction_example": example,
+            "prediction_example": module.OUTSIDE_EXAMPLE,
             "score": (f"atlas score --card {s.card} --version {s.version} --predictions FILE --name NAME"
                       if s.split == "test" else "the train split is for training; predictions are scored on test"),
             "files": files}

@@ -25,14 +25,13 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from .. import results
 from ..cards.run import CardRun
 from .tasks import (EXTERNAL, Pred, PredictionsError, Split, check_ids, check_labels, check_tags, fail, is_external,
-                    load_split, sha256_path)
+                    load_split, outside_module, sha256_path)
 
 N_RESAMPLES = 1000
 
@@ -46,18 +45,26 @@ class ScoreOutcome:
 
 # --------------------------------------------------------------------------------------------- reading
 
+def _format(card: str) -> str:
+    """What the card's answers are (:attr:`atlaslib.cards.Card.prediction_format`): label, tags or anafora."""
+    from ..cards import get_card
+
+    return get_card(card).prediction_format
+
+
 def _answer_key(card: str) -> str:
-    return "tags" if card == "maccrobat" else "label"
+    return "tags" if _format(card) == "tags" else "label"
 
 
 def read_predictions(path: str | Path, card: str) -> list[Pred]:
     """Parse a predictions file (format from the suffix, else sniffed) into :class:`Pred` rows."""
     path = Path(path)
-    if card == "tempeval":
+    fmt = _format(card)
+    if fmt == "anafora":
         return read_anafora(path)
     if path.is_dir():
         raise PredictionsError(f"{path}: a folder; expected a JSONL or CSV file"
-                               + (" or a CoNLL file" if card == "maccrobat" else ""))
+                               + (" or a CoNLL file" if fmt == "tags" else ""))
     if not path.is_file():
         raise PredictionsError(f"{path}: no such file")
     try:
@@ -74,8 +81,8 @@ def read_predictions(path: str | Path, card: str) -> list[Pred]:
         kind = "jsonl"
     else:
         kind = "csv"
-    if kind == "conll" and card != "maccrobat":
-        raise PredictionsError(f"{path}: CoNLL is for MACCROBAT tags; {card} takes JSONL or CSV")
+    if kind == "conll" and fmt != "tags":
+        raise PredictionsError(f"{path}: CoNLL is for tags (one per word, as MACCROBAT's); {card} takes JSONL or CSV")
     return {"csv": _read_csv, "conll": _read_conll, "jsonl": _read_jsonl}[kind](path, text, card)
 
 
@@ -218,99 +225,13 @@ def run_key(card: str, version: str, protocol: str, profile: dict, n_resamples: 
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _negex_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir) -> dict:
-    from ..cards import negex
-    from ..metrics.report import binary_metrics
-
-    test = s.context["test"]
-    by = {p.item_id: p for p in preds}
-    ordered = [by[i] for i in test["item_id"]]
-    pred = np.array([int(p.label == negex.POSITIVE) for p in ordered], dtype=int)
-    score = None if ordered[0].score is None else np.array([float(p.score) for p in ordered])
-    metrics = binary_metrics(test["label"], pred, score, protocol, n_resamples=n_resamples,
-                             no_score_reason="the predictions give labels without scores")
-    out = {"pred": pred, "score": score, "profile": profile, "capability": EXTERNAL,
-           "details": {"source": EXTERNAL, "predictions_sha256": profile["revision"]}}
-    summary = negex.split_summary(s.context["items"], s.context["manifest"])
-    return dict(negex.cell_parts(protocol, profile["name"], out=out, metrics=metrics, test=test,
-                                 split_cell=summary["cell"], data_dir=data_dir), parameters={"n_resamples": n_resamples})
-
-
-class _FixedLabels:
-    """The NLI challenge's predictor contract (called with one case) over labels given by case id."""
-
-    def __init__(self, labels: dict, info: dict):
-        self._labels, self.info = labels, info
-
-    def __call__(self, case):
-        return self._labels[case.case_id]
-
-
-def _nli_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir) -> dict:
-    from ..cards import nli_negation
-
-    labels = {p.item_id: (None if p.label == nli_negation.ABSTENTION else p.label) for p in preds}
-    run = nli_negation.run_card(profile["name"], protocol, s.version, run_key=key,
-                                predictor=_FixedLabels(labels, profile),
-                                predictions_sha256=profile["revision"])
-    return dict(run.cell_parts(), capability=EXTERNAL)
-
-
-def _maccrobat_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir) -> dict:
-    from ..cards import maccrobat
-    from ..metrics.spans import span_metrics_with_ci
-
-    items, manifest = s.context["items"], s.context["manifest"]
-    test = items.set_index("item_id").loc[manifest.test]
-    by = {p.item_id: p for p in preds}
-    trained = [str(t).lower() for t in profile["trained_on"]]
-    out = maccrobat.Outcome(model=profile["name"], protocol=protocol, version=s.version, status="ok",
-                            capability=EXTERNAL, item_ids=list(manifest.test),
-                            documents=test["document"].tolist(), gold=[list(t) for t in test["tags"]],
-                            pred=[list(by[i].label) for i in manifest.test],
-                            details={"source": EXTERNAL, "predictions_sha256": profile["revision"]},
-                            overlap=["maccrobat"] if any(t.startswith("maccrobat") for t in trained) else [])
-    out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=maccrobat.TYPES,
-                                      n_resamples=n_resamples, seed=maccrobat.SEED)
-    return dict(maccrobat.cell_parts(out, manifest, items), profile=profile, capability=EXTERNAL,
-                parameters={"n_resamples": n_resamples})
-
-
-PHASE2_GIVEN = {"event_span_f1", "timex_span_f1"}
-
-
-def _tempeval_cell(s: Split, preds, profile, protocol, key, n_resamples, data_dir) -> dict:
-    from ..cards.tempeval import runs, scoring
-
-    corpus = s.context["corpus"]
-    pred_dir = Path(preds[0].label.path).parents[1]
-    table = scoring.score_directories(corpus.reference_dir, pred_dir, closure=True, per_document=True)
-    per = table["per_document"]
-    metrics = {}
-    for base, row in runs.METRIC_ROWS.items():
-        name = f"{base}_{protocol}"
-        if protocol == "phase2" and base in PHASE2_GIVEN:
-            metrics[name] = results.metric(None, reason="not applicable: gold EVENT/TIMEX3 are given in phase 2")
-        else:
-            b = scoring.bootstrap_f1(per[row], runs.BOOTSTRAP["n_resamples"], runs.BOOTSTRAP["seed"])
-            metrics[name] = results.metric(b["value"], b["ci_low"], b["ci_high"])
-    docs = [p.label for p in sorted(preds, key=lambda p: p.item_id)]
-    records = [runs._doc_record(d, Path(d.path)) for d in docs]
-    result = runs.RunResult(s.version, profile["name"], protocol, table, metrics, records,
-                            {"source": EXTERNAL}, corpus, pred_dir)
-    return dict(runs.cell_parts(result, profile["name"]), profile=profile, capability=EXTERNAL)
-
-
-SCORERS: dict[str, Callable] = {"negex": _negex_cell, "nli_negation": _nli_cell, "maccrobat": _maccrobat_cell,
-                                "tempeval": _tempeval_cell}
-
-
 def _check(where: str, s: Split, preds: list[Pred], data_dir) -> None:
     check_ids(where, s, preds, data_dir)
-    if s.card == "maccrobat":
+    fmt = _format(s.card)
+    if fmt == "tags":
         check_tags(where, s, preds)
-    elif s.card != "tempeval":
-        check_labels(where, s, preds)
+    elif fmt == "label":
+        check_labels(where, s, preds)  # an Anafora folder was checked against the schema as it was read
 
 
 def _protocol(card: str, protocol: str | None) -> str:
@@ -390,7 +311,7 @@ def score(card: str, version: str, predictions: str | Path, name: str, *, descri
     preds = read_predictions(path, c.name)
     s = load_split(c.name, version, "test", data_dir, protocol)
     _check(str(path), s, preds, data_dir)
-    return _finish(card_run, SCORERS[c.name](s, preds, profile, protocol, key, n_resamples, data_dir), key, target)
+    return _finish(card_run, outside_module(c.name).outside_cell_parts(s, preds, profile, protocol, key, n_resamples, data_dir), key, target)
 
 
 def _from_function(s: Split, predict_fn) -> list[Pred]:
@@ -410,7 +331,7 @@ def _from_function(s: Split, predict_fn) -> list[Pred]:
             label, score = a
         if isinstance(score, (np.floating, np.integer)):
             score = score.item()
-        preds.append(Pred(k, rec["item_id"], list(label) if s.card == "maccrobat" and label is not None
+        preds.append(Pred(k, rec["item_id"], list(label) if _format(s.card) == "tags" and label is not None
                           and not isinstance(label, str) else label, score))
     return preds
 
@@ -463,8 +384,8 @@ def evaluate(card: str, version: str, predict_fn=None, predictions=None, *, name
                      protocol=protocol, results_dir=results_dir, data_dir=data_dir, n_resamples=n_resamples,
                      force=True).cell
     c = get_card(card)
-    if c.name == "tempeval":
-        raise ValueError("evaluate: TempEval predictions are an Anafora folder; pass predictions=<folder>")
+    if c.prediction_format == "anafora":
+        raise ValueError(f"evaluate: {c.name} predictions are an Anafora folder; pass predictions=<folder>")
     if version not in c.versions:
         raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
     protocol, name = _protocol(c.name, protocol), _check_name(name)
@@ -484,5 +405,5 @@ def evaluate(card: str, version: str, predict_fn=None, predictions=None, *, name
     profile = external_profile(name, location, sha, description, trained_on)
     key = run_key(c.name, version, protocol, profile, n_resamples)
     target = _target(results_dir, c.name, version, name, protocol)
-    return _finish(card_run, SCORERS[c.name](s, preds, profile, protocol, key, n_resamples, data_dir), key,
+    return _finish(card_run, outside_module(c.name).outside_cell_parts(s, preds, profile, protocol, key, n_resamples, data_dir), key,
                    target).cell

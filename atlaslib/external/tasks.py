@@ -1,24 +1,17 @@
-"""Per card: the items an outside system sees, the label set, and how its answers become a result cell.
+"""What an outside system sees of a card's split, and the checks its answers pass before they are scored.
 
-Every card is scored by the card's own code, exactly as a model run is, and its cell is made by
-:class:`atlaslib.cards.run.CardRun` from the card's cell parts:
-
-- ``negex``: :func:`atlaslib.metrics.report.binary_metrics` (stratified bootstrap) and
-  :func:`atlaslib.cards.negex.cell_parts`;
-- ``nli_negation``: :func:`atlaslib.cards.nli_negation.run_card` with the file's labels as the predictor
-  (exact Clopper-Pearson intervals, gates);
-- ``maccrobat``: :func:`atlaslib.metrics.spans.span_metrics_with_ci` (cluster bootstrap over case reports)
-  and :func:`atlaslib.cards.maccrobat.cell_parts`;
-- ``tempeval``: the official anaforatools scorer (:func:`~atlaslib.cards.tempeval.scoring.score_directories`,
-  with closure and per-document counts), :func:`~atlaslib.cards.tempeval.scoring.bootstrap_f1` and
-  :func:`atlaslib.cards.tempeval.runs.cell_parts`.
+A card takes outside predictions when it declares a ``prediction_format`` (:class:`atlaslib.cards.Card`:
+``label``, ``tags`` or ``anafora``) and its package has an ``outside`` module: ``outside_split`` (the split
+as an outside system sees it: a :class:`Split`) and ``outside_cell_parts`` (checked answers to the card's cell
+parts, scored by the card's own code, exactly as a model run is; the cell is made by
+:class:`atlaslib.cards.run.CardRun`). Reading and checking answers depends only on the format, so it lives
+here; what the answers mean lives with the card.
 """
 from __future__ import annotations
 
 import hashlib
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -102,98 +95,30 @@ def sha256_path(path: Path) -> str:
 # ------------------------------------------------------------------------------------------- loading
 
 def load_split(card: str, version: str, split: str = "test", data_dir=None, protocol: str | None = None) -> Split:
-    """The :class:`Split` of ``card`` / ``version`` / ``split`` ("test" or "train")."""
-    from ..cards import get_card
-
-    c = get_card(card)
-    if version not in c.versions:
-        raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
+    """The :class:`Split` of ``card`` / ``version`` / ``split`` ("test" or "train"), from the card's
+    ``outside_split``."""
+    module = outside_module(card, version)
     if split not in ("test", "train"):
         raise ValueError(f"split {split!r}: expected test or train")
-    if c.name not in LOADERS:
-        raise ValueError(f"card {c.name} takes no outside predictions: atlaslib/external/tasks.py has no split "
-                         f"loader for it (LOADERS; cards that do: {', '.join(sorted(LOADERS))})")
-    return LOADERS[c.name](version, split, data_dir, protocol)
+    return module.outside_split(version, split, data_dir, protocol)
 
 
-def _negex(version, split, data_dir, protocol) -> Split:
-    from ..cards import negex
+def outside_module(card: str, version: str | None = None):
+    """The card's package, checked to take outside predictions (a declared ``prediction_format`` and the
+    ``outside`` functions) and to have ``version``; ValueError naming what is missing otherwise."""
+    from ..cards import available_cards, get_card
+    from ..cards.run import card_module
 
-    items = negex.load_items(data_dir)
-    manifest = negex.split(items, version)
-    train, test = negex.split_frames(items, manifest)
-    frame = test if split == "test" else train
-    records = []
-    for r in frame.itertuples():
-        rec = {"item_id": r.item_id, "concept": r.concept, "sentence": r.sentence, "text": r.text}
-        if split == "train":
-            rec["label"] = r.decision
-        records.append(rec)
-    return Split("negex", version, split, frame["item_id"].tolist(), records, list(negex.LABELS), manifest.hash,
-                 answer="label (affirmed | negated) and optional score = P(negated)",
-                 context={"items": items, "manifest": manifest, "test": test})
-
-
-def _nli(version, split, data_dir, protocol) -> Split:
-    from ..cards.nli_negation import ABSTENTION, LABELS, case_set_sha256, default_nli_negation_cases
-
-    if split == "train":
-        raise ValueError(f"card nli_negation version {version} has no train split: every case is a test case")
-    cases = default_nli_negation_cases()
-    records = [{"item_id": c.case_id, "premise": c.premise, "hypothesis": c.hypothesis} for c in cases]
-    return Split("nli_negation", version, split, [c.case_id for c in cases], records, [*LABELS, ABSTENTION],
-                 case_set_sha256(cases), answer="label (entailment | neutral | contradiction | abstention)",
-                 context={"cases": cases})
-
-
-@lru_cache(maxsize=2)
-def _maccrobat_items(data_dir):
-    """The converted corpus, once per process and data directory (400 files, sha256-checked)."""
-    from ..cards import maccrobat
-
-    return maccrobat.load_items(data_dir)
-
-
-def _maccrobat(version, split, data_dir, protocol) -> Split:
-    from ..cards import maccrobat
-
-    items = _maccrobat_items(None if data_dir is None else str(data_dir)).copy()
-    manifest = maccrobat.split(items, version)
-    ids = list(manifest.test if split == "test" else manifest.train)
-    frame = items.set_index("item_id").loc[ids]
-    records = []
-    for iid, r in frame.iterrows():
-        rec = {"item_id": iid, "document": r["document"], "words": list(r["words"])}
-        if split == "train":
-            rec["tags"] = list(r["tags"])
-        records.append(rec)
-    return Split("maccrobat", version, split, ids, records, list(maccrobat.TAGS), manifest.hash,
-                 answer="tags: one IOB2 tag per word", context={"items": items, "manifest": manifest})
-
-
-def _tempeval(version, split, data_dir, protocol) -> Split:
-    import atexit
-    import shutil
-    import tempfile
-
-    from ..cards.tempeval import anafora_io, runs
-
-    work = Path(tempfile.mkdtemp(prefix="atlas-tempeval-"))
-    atexit.register(shutil.rmtree, work, True)  # the reference copy lives as long as this process
-    corpus = runs.load_corpus(version, data_dir, work_dir=work)
-    docs = corpus.test if split == "test" else corpus.train
-    ids = [d.doc_id for d in docs]
-    split_hash = hashlib.sha256(("|".join(d.doc_id for d in corpus.train) + "#" +
-                                 "|".join(d.doc_id for d in corpus.test)).encode()).hexdigest()
-    records = [{"item_id": d.doc_id} for d in docs]
-    labels = [f"{t}.{p}={v}" for t, props in anafora_io.SCHEMA.items() if t in ("EVENT", "TIMEX3", "TLINK")
-              for p, vals in props.items() for v in sorted(vals)]
-    return Split("tempeval", version, split, ids, records, labels, split_hash,
-                 answer="an Anafora folder <dir>/<doc>/<doc>.Temporal-Relation.system.completed.xml per document",
-                 context={"corpus": corpus, "docs": docs, "work": work})
-
-
-LOADERS = {"negex": _negex, "nli_negation": _nli, "maccrobat": _maccrobat, "tempeval": _tempeval}
+    c = get_card(card)
+    if version is not None and version not in c.versions:
+        raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
+    module = card_module(c.name)
+    if not c.prediction_format or not all(hasattr(module, f) for f in ("outside_split", "outside_cell_parts")):
+        takes = sorted(k.name for k in available_cards() if k.prediction_format)
+        raise ValueError(f"card {c.name} takes no outside predictions: it declares no prediction_format with "
+                         f"outside_split and outside_cell_parts (atlaslib/cards/<card>/outside.py; cards that do: "
+                         f"{', '.join(takes)})")
+    return module
 
 
 def other_version_hint(card: str, version: str, unknown: set[str], data_dir=None) -> str:

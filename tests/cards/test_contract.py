@@ -94,6 +94,29 @@ def test_declared_test_sizes_match_the_real_splits():
 
 
 @pytest.mark.parametrize("name", CARDS)
+def test_outside_systems_see_the_cards_own_test_split(name, data_dir):
+    """Every card takes outside predictions (``atlas export`` / ``atlas score``): it declares a prediction
+    format and its ``outside_split`` of each version holds exactly the test ids of the contract's ``split``.
+    The hash ``atlas export`` gives is the one the card's result cells record: the manifest hash for NegEx
+    and MACCROBAT; the NLI cells record the case-set sha256 and the TempEval cells a hash of the document
+    split, as ``outside_split`` does."""
+    from atlaslib.cards.run import card_module
+    from atlaslib.external.tasks import load_split
+
+    card, module = get_card(name), card_module(name)
+    assert card.prediction_format in ("label", "tags", "anafora")
+    assert isinstance(module.OUTSIDE_EXAMPLE, str) and module.OUTSIDE_EXAMPLE
+    items = module.load_items(data_dir)
+    for version in card.versions:
+        manifest = module.split(items, version)
+        outside = load_split(name, version, "test", data_dir)
+        assert sorted(outside.ids) == sorted(manifest.test)
+        assert len(set(outside.ids)) == len(outside.ids) == card.test_sizes[version]
+        if name in ("negex", "maccrobat"):
+            assert outside.manifest_hash == manifest.hash
+
+
+@pytest.mark.parametrize("name", CARDS)
 def test_runner_reads_baselines_and_capabilities_from_the_card(name):
     """A baseline asked for a protocol it does not declare is refused naming its declared protocols."""
     card = get_card(name)
