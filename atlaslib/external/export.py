@@ -10,13 +10,13 @@
   a prediction may use, as ``TYPE.Property=value``).
 - ``task.json``: card, version, split, number of items, the split manifest hash, the label set, what a
   prediction holds and the ``atlas score`` command that reads it.
-- a card whose answers are tags (MACCROBAT) also ``items.conll``: ``# item_id = <id>``, then one word per line (``word<TAB>gold tag`` on the
-  train split), a blank line after each item.
-- the files of the card's own ``write_outside_files``: TempEval ``documents.txt`` (the document ids) and ``anafora/<doc>/``: the note text ``<doc>`` where
-  the version has public text (synthetic-v1; THYME text is under a data use agreement and is never
-  written), and on the test split the phase-2 input ``<doc>.Temporal-Relation.input.completed.xml`` (gold
-  EVENT/TIMEX3 with their attributes, no DocTimeRel, no relations); on the train split the gold
-  annotations ``<doc>.Temporal-Relation.gold.completed.xml``.
+- a card whose answers are tags (MACCROBAT) also ``items.conll``: ``# item_id = <id>``, then one word per
+  line (``word<TAB>gold tag`` on the train split), a blank line after each item.
+- the files of the card's own ``write_outside_files``: TempEval ``documents.txt`` (the document ids) and
+  ``anafora/<doc>/``: the note text ``<doc>`` where the version has public text (synthetic-v1; THYME text
+  is under a data use agreement and is never written), and on the test split the phase-2 input
+  ``<doc>.Temporal-Relation.input.completed.xml`` (gold EVENT/TIMEX3 with their attributes, no DocTimeRel,
+  no relations); on the train split the gold annotations ``<doc>.Temporal-Relation.gold.completed.xml``.
 """
 from __future__ import annotations
 

@@ -311,7 +311,8 @@ def score(card: str, version: str, predictions: str | Path, name: str, *, descri
     preds = read_predictions(path, c.name)
     s = load_split(c.name, version, "test", data_dir, protocol)
     _check(str(path), s, preds, data_dir)
-    return _finish(card_run, outside_module(c.name).outside_cell_parts(s, preds, profile, protocol, key, n_resamples, data_dir), key, target)
+    parts = outside_module(c.name).outside_cell_parts(s, preds, profile, protocol, key, n_resamples, data_dir)
+    return _finish(card_run, parts, key, target)
 
 
 def _from_function(s: Split, predict_fn) -> list[Pred]:
@@ -405,5 +406,5 @@ def evaluate(card: str, version: str, predict_fn=None, predictions=None, *, name
     profile = external_profile(name, location, sha, description, trained_on)
     key = run_key(c.name, version, protocol, profile, n_resamples)
     target = _target(results_dir, c.name, version, name, protocol)
-    return _finish(card_run, outside_module(c.name).outside_cell_parts(s, preds, profile, protocol, key, n_resamples, data_dir), key,
-                   target).cell
+    parts = outside_module(c.name).outside_cell_parts(s, preds, profile, protocol, key, n_resamples, data_dir)
+    return _finish(card_run, parts, key, target).cell
