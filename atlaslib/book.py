@@ -30,6 +30,7 @@ import pandas as pd
 import yaml
 
 from . import linkcheck, plots, results
+from .background import in_background
 from .pages import analysis as analysis_page
 from .pages import datastory
 from .pages import facts, tables
@@ -583,28 +584,15 @@ def jupyter_book_build(src: Path, out: Path, log=print) -> tuple[int, list[str]]
 
 
 def _with_stories(reqs, paths: BuildPaths, data_dir, force: bool, log, matrix) -> MatrixReport:
-    """Run ``matrix()`` (the run matrix) while the data stories of its (card, version) pairs run beside it in
-    a thread: a story is one kernel (mostly one core), and no run needs a story, so the stories fill the cores
-    the matrix leaves idle instead of running alone before it. The report carries the stories' outcomes (the
-    build report counts them). A daemon thread: Ctrl-C ends the build without waiting for a story."""
-    import threading
-
-    box: dict = {}
-
-    def stories():
-        try:
-            box["out"] = datastory.run_stories([(r.card, r.version) for r in reqs], paths.runs, data_dir=data_dir,
-                                               force=force, log=log)
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=stories, name="atlas-data-stories", daemon=True)
-    thread.start()
+    """Run ``matrix()`` (the run matrix) while the data stories of its (card, version) pairs run beside it
+    (:func:`atlaslib.background.in_background`): a story is one kernel (mostly one core), and no run needs a
+    story, so the stories fill the cores the matrix leaves idle instead of running alone before it. The report
+    carries the stories' outcomes (the build report counts them); a story's failure is raised here."""
+    stories = in_background(lambda: datastory.run_stories([(r.card, r.version) for r in reqs], paths.runs,
+                                                          data_dir=data_dir, force=force, log=log),
+                            "atlas-data-stories")
     report = matrix()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    report.stories = box["out"]
+    report.stories = stories.result()
     return report
 
 

@@ -286,3 +286,25 @@ def test_one_fine_tuning_at_a_time_on_the_local_cluster_the_other_workers_take_t
     assert executor.next_run([(1, 0)], reqs, running=[0]) is None    # only fine-tuning left: it waits
     assert executor.next_run(queue, reqs, running=[2]) == 0
     assert executor.next_run(queue, reqs, running=[0], exclusive=False) == 0   # a cluster that schedules itself
+
+
+def test_work_in_background_gives_its_result_or_raises_in_the_caller():
+    """The helper behind the stories beside the matrix and the lessons beside the render: the value comes
+    back, an exception (KeyboardInterrupt too) is raised where the result is asked for, and the thread is a
+    daemon, so Ctrl-C never waits for it."""
+    import threading
+
+    from atlaslib.background import in_background
+
+    seen = {}
+
+    def work():
+        seen["daemon"] = threading.current_thread().daemon
+        return 42
+
+    assert in_background(work, "t").result(timeout=30) == 42 and seen["daemon"] is True
+    for exc in (ValueError("story failed"), KeyboardInterrupt()):
+        def boom(exc=exc):
+            raise exc
+        with pytest.raises(type(exc)):
+            in_background(boom, "t").result(timeout=30)

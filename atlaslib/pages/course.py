@@ -368,8 +368,7 @@ class CoursePlan:
     done: dict
     docs: list
     withheld: list
-    thread: object = None
-    box: dict = field(default_factory=dict)  # "out": {name: executed notebook} or "error": the exception
+    executed: object = None  # Future of {name: executed notebook} (:func:`atlaslib.background.in_background`)
 
 
 def start_course(src: Path, paths, publish: bool, cards=None) -> CoursePlan:
@@ -378,9 +377,9 @@ def start_course(src: Path, paths, publish: bool, cards=None) -> CoursePlan:
     process and kernel), so the rest of the site renders meanwhile. :func:`finish_course` waits for them and
     writes the lesson pages. A lesson reads only result cells and data, which are final once the run matrix
     is done, so starting it before the card pages are rendered changes nothing it computes."""
-    import threading
-
     import nbformat
+
+    from ..background import in_background
 
     from ..cards import available_cards
 
@@ -443,15 +442,8 @@ def start_course(src: Path, paths, publish: bool, cards=None) -> CoursePlan:
         docs.append(lesson.doc)
     todo = [(j[0].name, j[3]) for j in jobs if j[6] is None]
     plan = CoursePlan(src, shown, jobs, done, docs, held)
-
-    def execute_todo():
-        try:
-            plan.box["out"] = execute_all(todo, results_dir=results_dir, failed_dir=Path(paths.build) / "failed")
-        except BaseException as exc:  # re-raised by finish_course in the caller's thread
-            plan.box["error"] = exc
-
-    plan.thread = threading.Thread(target=execute_todo, name="atlas-lessons", daemon=True)
-    plan.thread.start()
+    plan.executed = in_background(lambda: execute_all(todo, results_dir=results_dir,
+                                                      failed_dir=Path(paths.build) / "failed"), "atlas-lessons")
     return plan
 
 
@@ -461,12 +453,10 @@ def finish_course(plan: CoursePlan, withheld: list | None = None) -> list[str]:
     ``withheld``; return the lessons' doc paths. A lesson that failed raises :class:`LessonFailed` here."""
     import nbformat
 
-    plan.thread.join()
-    if "error" in plan.box:
-        raise plan.box["error"]
+    fresh = plan.executed.result()  # a lesson's LessonFailed is raised here
     if withheld is not None:
         withheld.extend(plan.withheld)
-    src, shown, done, fresh = plan.src, plan.shown, plan.done, plan.box["out"]
+    src, shown, done = plan.src, plan.shown, plan.done
     for lesson, path, text, nb, key, cached, executed in plan.jobs:
         if executed is None:
             executed = fresh[lesson.name]
