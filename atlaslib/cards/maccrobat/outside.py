@@ -47,18 +47,17 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
     from ...metrics.spans import span_metrics_with_ci
     from .card import SEED, TYPES
     from .cells import cell_parts
-    from .runs import Outcome
+    from .runs import Outcome, overlap_in
 
     items, manifest = s.context["items"], s.context["manifest"]
     test = items.set_index("item_id").loc[manifest.test]
     by = {p.item_id: p for p in preds}
-    trained = [str(t).lower() for t in profile["trained_on"]]
     out = Outcome(model=profile["name"], protocol=protocol, version=s.version, status="ok",
                   capability=EXTERNAL, item_ids=list(manifest.test),
                   documents=test["document"].tolist(), gold=[list(t) for t in test["tags"]],
                   pred=[list(by[i].label) for i in manifest.test],
                   details={"source": EXTERNAL, "predictions_sha256": profile["revision"]},
-                  overlap=["maccrobat"] if any(t.startswith("maccrobat") for t in trained) else [])
+                  overlap=overlap_in(profile["trained_on"]))
     out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES,
                                       n_resamples=n_resamples, seed=SEED)
     return dict(cell_parts(out, manifest, items), profile=profile, capability=EXTERNAL,

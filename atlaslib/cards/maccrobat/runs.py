@@ -126,7 +126,13 @@ def overlap_of(model: str, info: dict | None = None) -> list:
         trained += list(info.get("trained_on") or [])
         if isinstance(info.get("profile"), dict):
             trained += list(info["profile"].get("trained_on") or [])
-    return ["maccrobat"] if any(str(t).lower().startswith("maccrobat") for t in trained) else []
+    return overlap_in(trained)
+
+
+def overlap_in(trained_on) -> list:
+    """``["maccrobat"]`` when a ``trained_on`` list names MACCROBAT (an entry starting with "maccrobat", any
+    case), else ``[]``: the card's overlap marker, for model runs and outside systems alike."""
+    return ["maccrobat"] if any(str(t).lower().startswith("maccrobat") for t in trained_on) else []
 
 
 def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str,
