@@ -323,16 +323,16 @@ def _from_function(s: Split, predict_fn) -> list[Pred]:
         [predict_fn(dict(r)) for r in s.records]
     if len(answers) != len(s.records):
         raise PredictionsError(f"predict_fn: {len(answers)} answers for {len(s.records)} items")
-    preds = []
+    preds, key, tags = [], _answer_key(s.card), _format(s.card) == "tags"
     for k, (rec, a) in enumerate(zip(s.records, answers), 1):
         label, score = a, None
         if isinstance(a, dict):
-            label, score = a.get(_answer_key(s.card), a.get("label")), a.get("score")
+            label, score = a.get(key, a.get("label")), a.get("score")
         elif isinstance(a, tuple) and len(a) == 2:
             label, score = a
         if isinstance(score, (np.floating, np.integer)):
             score = score.item()
-        preds.append(Pred(k, rec["item_id"], list(label) if _format(s.card) == "tags" and label is not None
+        preds.append(Pred(k, rec["item_id"], list(label) if tags and label is not None
                           and not isinstance(label, str) else label, score))
     return preds
 
