@@ -25,6 +25,7 @@ not executed again (``force=True`` ignores the cache).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -499,27 +500,22 @@ def execute_notebook(src, out, params: dict, *, kernel_name: str = "python3", ti
                                kernel_manager_class=_quiet_shutdown_manager())
 
 
-_QUIET_MANAGER = None
-
-
+@functools.cache
 def _quiet_shutdown_manager():
     """nbclient's kernel manager (jupyter_client's ``AsyncKernelManager``) without the interrupt it sends
     before every shutdown. A kernel that gets it while handling the shutdown request logs
     ``[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel.`` on the terminal after a run that went
     well. The notebook has finished when papermill shuts its kernel down; a kernel still busy (a timed-out
     cell) is terminated by the manager after its graceful wait, as before."""
-    global _QUIET_MANAGER
-    if _QUIET_MANAGER is None:
-        from jupyter_client.manager import AsyncKernelManager
+    from jupyter_client.manager import AsyncKernelManager
 
-        class QuietShutdownKernelManager(AsyncKernelManager):
-            async def _async_interrupt_kernel(self) -> None:
-                if self.shutting_down:
-                    return
-                await super()._async_interrupt_kernel()
+    class QuietShutdownKernelManager(AsyncKernelManager):
+        async def _async_interrupt_kernel(self) -> None:
+            if self.shutting_down:
+                return
+            await super()._async_interrupt_kernel()
 
-        _QUIET_MANAGER = QuietShutdownKernelManager
-    return _QUIET_MANAGER
+    return QuietShutdownKernelManager
 
 
 def declares_parameter(nb, name: str) -> bool:
