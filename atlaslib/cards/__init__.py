@@ -91,6 +91,20 @@ class Analysis:
 
 
 @dataclass(frozen=True)
+class Departure:
+    """One way the atlas departs from the card's specification, shown on the card page's table "Where this
+    page departs from the card": the ``topic``, what the ``card`` (its specification) says, what the atlas
+    does instead (``atlas``) and ``why``. Any number in ``atlas`` is a fact placeholder (``{{fact:…}}``), computed
+    from the data and the result cells when the page renders (the card's own published figures, quoted in
+    ``card``, are the specification's text). A card adds a departure by adding an entry to its
+    ``departures``; every entry is a row of the table."""
+    topic: str
+    card: str
+    atlas: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class Card:
     name: str
     title: str
@@ -120,6 +134,14 @@ class Card:
     # per item, optional score), "tags" (one IOB2 tag per word) or "anafora" (a folder per document); its
     # outside.py reads the split and scores the answers. "": the card takes no outside predictions
     prediction_format: str = ""
+    # where the atlas departs from the card's specification (one Departure each; the card page's table)
+    departures: tuple = ()
+    # item ids the specification shows as its own (training) examples; the departures table says on which
+    # side of each split version they land
+    spec_examples: tuple = ()
+    # the version the card's specification ranks on (its "leaderboard version"); "" = the first of versions.
+    # Pages show it first, the other versions after it
+    leaderboard_version: str = ""
 
     @property
     def page(self) -> str:
@@ -129,6 +151,13 @@ class Card:
     def primary_metric(self) -> str:
         """The base name of the metric the leaderboard ranks by (the first of :attr:`metrics`)."""
         return self.metrics[0]
+
+    @property
+    def page_versions(self) -> tuple[str, ...]:
+        """The split versions in the order pages show them: the leaderboard version first, then the others
+        in declared order."""
+        first = self.leaderboard_version or self.versions[0]
+        return (first, *(v for v in self.versions if v != first))
 
     def data_pins(self) -> list[list[str]]:
         """``[name, sha256]`` of every pinned file the card reads, sorted (part of a run's cache key)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...sources import PinnedFile, read_sha256sums, sha256_bytes
-from .. import Analysis, Card
+from .. import Analysis, Card, Departure
 
 # --------------------------------------------------------------------------------------------- source
 SOURCE_REPO = "Saieiei/NLP"
@@ -75,6 +75,22 @@ SLICES = {
                                              "order": ("first third", "middle third", "last third")},
 }
 
+#: The sentences the card's specification shows as its training examples.
+SPEC_EXAMPLES = ("maccrobat-d002-s005", "maccrobat-d002-s016", "maccrobat-d000-s005")
+
+DEPARTURES = (
+    Departure("protocols", "zero-shot (a native NER head) and a token probe",
+              "adds `train_lookup` (the `memorize` floor: phrases seen as mentions in the train sentences) and "
+              "`finetune` (the encoder and a token head trained on the 500 train sentences)",
+              "a floor that needs no model, and what training on the card's own sentences buys; both learn from "
+              "the card's train items, unlike the zero-shot rows"),
+    Departure("the specification's example sentences",
+              f"{', '.join(SPEC_EXAMPLES)} are shown as training sentences",
+              "`atlas-n100-v1`: {{fact:departures.maccrobat.examples.atlas-n100-v1}}",
+              "the split ranks every sentence by seed hash and closes whole reports; the examples are not "
+              "placed by hand"),
+)
+
 CARD = Card(
     name="maccrobat",
     title="Clinical entity recognition (MACCROBAT)",
@@ -121,6 +137,8 @@ CARD = Card(
                   "finetune": ("embed.text.tokens",)},
     prediction_format="tags",
     analysis=Analysis(kind="spans", slices=SLICES),
+    departures=DEPARTURES,
+    spec_examples=SPEC_EXAMPLES,
 )
 
 

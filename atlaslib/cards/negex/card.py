@@ -4,7 +4,7 @@ GenNegEx 1.2's published figures on the kit, the split versions, the metrics, th
 from __future__ import annotations
 
 from ...sources import PinnedFile
-from .. import Analysis, Card
+from .. import Analysis, Card, Departure
 
 SEED = 20261006
 ROWS_EXPECTED = 2376
@@ -59,6 +59,32 @@ SLICES = {
                                          "missing": "no trigger in the sentence"},
 }
 
+#: The card specification's own figures for atlas-full-v1 (its first draw, keyed differently) and the items it
+#: shows as training examples.
+SPEC_FULL_TEST = {"n": 1442, "negated": 316, "affirmed": 1126, "excluded": 423}
+SPEC_EXAMPLES = ("negex-0003", "negex-1663", "negex-0002")
+
+DEPARTURES = (
+    Departure("`atlas-full-v1` test set",
+              f"{SPEC_FULL_TEST['n']:,} test items ({SPEC_FULL_TEST['negated']:,} negated, "
+              f"{SPEC_FULL_TEST['affirmed']:,} affirmed); {SPEC_FULL_TEST['excluded']:,} items share a sentence with "
+              "a train item and are excluded",
+              "{{fact:negex.full_test.n}} test items ({{fact:negex.full_test.negated}} negated, "
+              "{{fact:negex.full_test.affirmed}} affirmed); {{fact:negex.full_excluded}} excluded",
+              "the same rule on another draw of the train sentences (the specification's draw was keyed "
+              "differently); every result cell records the hash of the manifest it was scored on"),
+    Departure("the specification's example items",
+              f"{', '.join(SPEC_EXAMPLES)} are shown as training items",
+              "`atlas-full-v1`: {{fact:departures.negex.examples.atlas-full-v1}}; `atlas-n100-v1`: "
+              "{{fact:departures.negex.examples.atlas-n100-v1}}",
+              "the split is drawn by seed-hash rank over all items, not from the examples; an example in the test "
+              "set is scored like any other item"),
+    Departure("protocols", "zero-shot and probe",
+              "adds `finetune`: the encoder and a new head trained on the 500 train items",
+              "what training on the kit's own items buys; its rows learn from the card's train items, unlike the "
+              "zero-shot and rule rows"),
+)
+
 CARD = Card(
     name="negex",
     title="NegEx test kit: is the concept negated?",
@@ -101,6 +127,9 @@ CARD = Card(
                   "finetune": ("embed.text.pooled",)},
     prediction_format="label",
     analysis=Analysis(kind="binary", slices=SLICES, positive=POSITIVE, rule_evidence=True),
+    departures=DEPARTURES,
+    spec_examples=SPEC_EXAMPLES,
+    leaderboard_version="atlas-full-v1",
 )
 
 

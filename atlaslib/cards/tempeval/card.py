@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from ...sources import PinnedFile, read_sha256sums, resolve
-from .. import Analysis, Card, ParameterGate
+from .. import Analysis, Card, Departure, ParameterGate
 
 THYME_COMMIT = "1e00060bb24fcaa2a833d20e4625694b3d15ac13"
 THYME_URL = "https://raw.githubusercontent.com/stylerw/thymedata/" + THYME_COMMIT + "/{path}"
@@ -54,6 +54,19 @@ SLICES = {
     "CONTAINS argument distance (characters)": {"field": "contains_gap", "metric": "contains_f1",
                                                 "order": ("0-20", "21-100", "101-500", ">500")},
 }
+
+DEPARTURES = (
+    Departure("intervals", "the task paper reports point scores only",
+              "every score with a 95 % percentile interval over resampled test documents",
+              "the test set is one draw of documents; a difference between systems needs its uncertainty"),
+    Departure("baselines", "two baselines: `closest` and `memorize`",
+              "adds `majority-doctimerel` (every event gets Train's most frequent DocTimeRel)",
+              "the floor a DocTimeRel score must clear"),
+    Departure("split versions", "Train and Dev of THYME",
+              "adds `synthetic-v1`, invented notes with their own annotations, and runs that need the THYME note "
+              "text show \"not run\" unless a holder of the data use agreement supplies it",
+              "the note text is under a data use agreement; the synthetic notes show the pipeline end to end"),
+)
 
 CARD = Card(
     name="tempeval",
@@ -98,6 +111,7 @@ CARD = Card(
                                           "(set thyme_text_dir to run it)"),),
     prediction_format="anafora",
     analysis=Analysis(kind="temporal", slices=SLICES),
+    departures=DEPARTURES,
 )
 
 
