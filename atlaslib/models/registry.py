@@ -12,8 +12,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from atlaslib import sources
 
 CAPABILITIES = (
@@ -175,10 +173,9 @@ def _load_one(path: str | os.PathLike | None) -> dict[str, Profile]:
 @lru_cache(maxsize=16)
 def _load_profiles_cached(path: str, stamp) -> dict[str, Profile]:
     """Parsed registry, cached per (path, mtime, size): an edited file is read again."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ProfileError(f"profile registry {path} not found") from None
+    from atlaslib import yamlio
+
+    data = yamlio.load(path, what="profiles file", entries=Profile, error=ProfileError)
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a mapping of profile name -> profile")
     return {str(name): _validate(str(name), entry, path) for name, entry in data.items()}
