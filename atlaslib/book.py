@@ -160,7 +160,8 @@ def collect_cells(paths: BuildPaths, card: Card, publish: bool, failed: list[Run
     return cells
 
 
-def _copy_run_notebook(source: Path, target: Path, title: str, note: str | None = None) -> None:
+def _copy_run_notebook(source: Path, target: Path, title: str, note: str | None = None,
+                       errors_note: str | None = None) -> None:
     """Copy an executed notebook into the site, its first heading renamed after the run (every run of a
     card would otherwise carry the card's title in the navigation), with ``note`` (Markdown, e.g. the link
     to the version's data story) under the heading."""
@@ -185,7 +186,7 @@ def _copy_run_notebook(source: Path, target: Path, title: str, note: str | None 
             # a run page shows what was run (the parameters above) and what came out; the code is the card's
             # notebook, the same for every run, offered once on the card page (.md and .ipynb downloads)
             tags.append("remove-input")
-    tables.site_notebook(nb, target.stem, target.parent)  # long tables: first rows here, all rows as CSV
+    tables.site_notebook(nb, target.stem, target.parent, errors_note)  # long tables: first rows here, all as CSV
     nbformat.write(nb, target)
 
 
@@ -204,7 +205,7 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
                 f"[card page](../../../../cards/{card.name}.md).")
             _copy_run_notebook(cell["_notebook_src"], src / nb_rel,
                                f"{card.title.split(':')[0]} run: {cell['model']} · {cell['protocol']} · {cell['version']}",
-                               note)
+                               note, explorer_errors_note(cell, src / rel, src))
         json_rel = Path("book/results") / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.json"
         (src / json_rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cell["_path"], src / json_rel)
@@ -227,6 +228,24 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
             " The numbers on this page may not be cited or republished until the licence is confirmed.\n```\n"))
     page.write_text(text, encoding="utf-8")
     return sorted(docs)
+
+
+# -- item explorers: one sub-page per card version ---------------------------------------------------------
+
+def render_explorers(card: Card, cells: list[dict], src: Path, publish: bool) -> list[str]:
+    """The item explorer of each split version with ok runs (:mod:`atlaslib.pages.explorer`): its doc paths,
+    one more sub-page of the card."""
+    from .pages import explorer
+
+    docs = [explorer.render(card, v, cells, src, publish=publish) for v in card.versions]
+    return [d for d in docs if d]
+
+
+def explorer_errors_note(cell: dict, page_dir: Path, src: Path) -> str:
+    """The line under a run page's error tables: the run's errors in its version's item explorer."""
+    from .pages import explorer
+
+    return explorer.errors_markdown(cell, page_dir, src)
 
 
 def _insert_after_title(text: str, block: str) -> str:
@@ -549,7 +568,8 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
                                  "computed on gated data (data use agreement): outputs stay local"))
         datastory.merge_extra(cells, paths.runs, card.name)  # facts of each version's data story
         story_docs = datastory.render(card, paths.runs, src)
-        card_docs[card.name] = story_docs + render_card(card, cells, src, failed)
+        card_docs[card.name] = story_docs + render_card(card, cells, src, failed) + render_explorers(
+            card, cells, src, publish)
         shown_cells.extend(cells)
     for doc in dropped:  # pages this build leaves out are not built: no fact of theirs is computed either
         (src / f"{doc}.md").unlink(missing_ok=True)

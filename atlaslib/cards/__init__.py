@@ -83,11 +83,14 @@ class Analysis:
       scorer's F1 per slice with the bootstrap over documents.
 
     ``slices``: slice name -> spec (see :mod:`atlaslib.analysis.slices`); ``positive``: the positive gold
-    label, for the calibration of scores; ``rule_evidence``: runs record the trigger behind each decision."""
+    label, for the calibration of scores; ``rule_evidence``: runs record the trigger behind each decision;
+    ``inputs``: the fields of the card's outside split records (what ``atlas export`` gives of an item) that
+    the item explorer shows as the item's input (none: ids only)."""
     kind: str = "labels"
     slices: dict = field(default_factory=dict)
     positive: str | None = None
     rule_evidence: bool = False
+    inputs: tuple = ()
 
 
 @dataclass(frozen=True)

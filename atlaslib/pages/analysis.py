@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis import calibration as CAL, disagreement as DIS, ok_cells, slices as SL, triggers as TRG
+from . import explorer
 
 SHOW_ROWS = 10
 
@@ -64,7 +65,7 @@ def disagreement_markdown(card, version, vcells, dl: _Downloads) -> str:
     if d.unit == "item":
         out.append(f"Runs compared: {compared}.{note} An item is *disputed* when the runs do not all give the "
                    "same answer, and *hard* when every run gets it wrong.\n")
-        out.append(_table(d.summary))
+        out.append(_table(explorer.linked_summary(d, card.name, version, dl.page_dir, dl.src)))
         hard = d.hard.drop(columns=["status"])
         out.append(f"Hard items ({len(hard):,}):\n")
         if len(hard):
@@ -82,7 +83,7 @@ def disagreement_markdown(card, version, vcells, dl: _Downloads) -> str:
         out.append(f"Runs compared: {compared}.{note} A {unit} is found by a run when {how}.\n")
         if d.items.empty:
             return "\n".join(out + ["The runs' prediction records do not say which gold items they found.\n"])
-        out.append(_table(d.summary))
+        out.append(_table(explorer.linked_summary(d, card.name, version, dl.page_dir, dl.src)))
         out.append(dl.link(d.items, "found", f"every {unit} with the runs that found it") + " · " +
                    dl.link(d.summary, "found-summary", "counts") + "\n")
     return "\n".join(out)
@@ -191,6 +192,7 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path | No
         return ""
     page_dir = Path(page_dir)
     dl = _Downloads(page_dir, card.name, version)
+    dl.src = Path(src) if src is not None else page_dir.parent.parent   # the site tree (pages at book/cards/)
     parts = [f"## Where models fail: `{version}`\n",
              "Computed from the runs' per-item records (no model is run again); the same tables come from "
              "`atlaslib.analysis` for any set of result cells.\n",

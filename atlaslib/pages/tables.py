@@ -23,10 +23,11 @@ class WholeTable:
     when rows were left out, a collapsed ``<details>`` block holding all ``N`` rows. Cell text is never
     truncated (pandas' ``max_colwidth`` is lifted for the rendering)."""
 
-    def __init__(self, frame: pd.DataFrame, n: int = 10, what: str = "rows"):
+    def __init__(self, frame: pd.DataFrame, n: int = 10, what: str = "rows", errors: bool = False):
         if n < 1:
             raise ValueError(f"WholeTable: n must be at least 1, got {n}")
         self.frame, self.n, self.what = frame, n, what
+        self.errors = errors   # the table lists the run's errors: the book links the item explorer under it
 
     @property
     def name(self) -> str:
@@ -62,16 +63,16 @@ class WholeTable:
         return {"text/html": self._repr_html_(), "text/plain": repr(self),
                 MIME: {"what": self.what, "name": self.name, "shown": min(self.n, len(self.frame)),
                        "total": len(self.frame), "head_html": self._html(self.frame.head(self.n)) if len(self.frame)
-                       else "", "csv": csv}}
+                       else "", "csv": csv, "errors": self.errors}}
 
     def __repr__(self) -> str:
         with pd.option_context("display.max_colwidth", None, "display.max_rows", None):
             return self.caption + ("\n" + self.frame.to_string(index=False) if len(self.frame) else "")
 
 
-def whole_table(frame: pd.DataFrame, n: int = 10, what: str = "rows") -> WholeTable:
-    """See :class:`WholeTable`."""
-    return WholeTable(frame.reset_index(drop=True), n, what)
+def whole_table(frame: pd.DataFrame, n: int = 10, what: str = "rows", errors: bool = False) -> WholeTable:
+    """See :class:`WholeTable` (``errors``: the table lists the run's errors)."""
+    return WholeTable(frame.reset_index(drop=True), n, what, errors)
 
 
 def site_html(payload: dict, csv_name: str) -> str:
@@ -101,12 +102,12 @@ def compact_html(text: str) -> str:
     return _INDENT.sub("\n", _PANDAS_STYLE.sub("", text))
 
 
-def site_notebook(nb, stem: str, folder: Path) -> int:
+def site_notebook(nb, stem: str, folder: Path, errors_note: str | None = None) -> int:
     """Rewrite a notebook's outputs for the book, in place: each cut whole table becomes its first rows and
     a CSV of all rows written to ``folder`` as ``<stem>-<table name>.csv``, linked by a download line in a
     Markdown cell right after the output's cell (the payload itself is dropped from the site copy); every
     HTML output is compacted (:func:`compact_html`). Returns the number of CSV files written. Tables shown
-    whole keep their rows and get no file."""
+    whole keep their rows and get no file. A table of the run's errors gets ``errors_note`` (Markdown) too."""
     import nbformat
 
     written, out_cells = 0, []
@@ -128,6 +129,8 @@ def site_notebook(nb, stem: str, folder: Path) -> int:
                 (folder / name).write_text(payload["csv"], encoding="utf-8")
                 links.append(f"{{download}}`All {payload['total']:,} {payload['what']} (CSV) <{name}>`")
                 written += 1
+            if payload.get("errors") and errors_note and errors_note not in links:
+                links.append(errors_note)
         if links:
             out_cells.append(nbformat.v4.new_markdown_cell("\n\n".join(links)))
     nb.cells = out_cells

@@ -136,7 +136,7 @@ CARD = Card(
     capabilities={"zero_shot": ("predict.ner",), "probe": ("embed.text.tokens",),
                   "finetune": ("embed.text.tokens",)},
     prediction_format="tags",
-    analysis=Analysis(kind="spans", slices=SLICES),
+    analysis=Analysis(kind="spans", slices=SLICES, inputs=("words",)),
     departures=DEPARTURES,
     spec_examples=SPEC_EXAMPLES,
 )

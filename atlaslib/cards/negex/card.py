@@ -126,7 +126,7 @@ CARD = Card(
     capabilities={"zero_shot": ("predict.assertion", "score.options"), "probe": ("embed.text.pooled",),
                   "finetune": ("embed.text.pooled",)},
     prediction_format="label",
-    analysis=Analysis(kind="binary", slices=SLICES, positive=POSITIVE, rule_evidence=True),
+    analysis=Analysis(kind="binary", slices=SLICES, positive=POSITIVE, rule_evidence=True, inputs=("concept", "text")),
     departures=DEPARTURES,
     spec_examples=SPEC_EXAMPLES,
     leaderboard_version="atlas-full-v1",

@@ -78,7 +78,7 @@ CARD = Card(
     capabilities={PROTOCOL: ("predict.nli",)},
     baseline_weights={"minilm-similarity": "all-minilm-l6-v2"},  # cosine similarity of MiniLM embeddings
     prediction_format="label",
-    analysis=Analysis(kind="labels", slices=SLICES),
+    analysis=Analysis(kind="labels", slices=SLICES, inputs=("premise", "hypothesis")),
     departures=DEPARTURES,
 )
 
