@@ -25,7 +25,6 @@ not executed again (``force=True`` ignores the cache).
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -37,15 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
+from . import notebook
 from .cards import get_card
+from .notebook import ATLASLIB, REPO, NotebookError, declares_parameter, read_text_notebook, source_digest  # noqa: F401
 from .results import cell_path, read_cell, slug, write_cell
 
-REPO = Path(__file__).resolve().parent.parent
-ATLASLIB = Path(__file__).resolve().parent
-
-
-class NotebookError(ValueError):
-    """A card notebook cannot be run as is (e.g. no cell tagged ``parameters``)."""
+#: papermill with the atlas's settings (:func:`atlaslib.notebook.execute`), under the name callers know
+execute_notebook = notebook.execute
 
 
 class RunFailed(RuntimeError):
@@ -87,39 +84,13 @@ class RunOutcome:
     extra: dict = field(default_factory=dict)
 
 
-def read_text_notebook(path: str | os.PathLike):
-    """Read a MyST/ipynb notebook with jupytext and refuse it without a ``parameters`` cell."""
-    import jupytext
-
-    path = Path(path)
-    if not path.is_file():
-        raise NotebookError(f"notebook {path} does not exist")
-    nb = jupytext.read(path)
-    if not any(c.cell_type == "code" and "parameters" in c.get("metadata", {}).get("tags", [])
-               for c in nb.cells):
-        raise NotebookError(
-            f"{path}: no code cell is tagged 'parameters'; papermill would inject parameters at the top and "
-            f"run with the notebook's own defaults. Tag the first code cell with ':tags: [parameters]'.")
-    return nb
-
-
-def source_digest(root: Path = ATLASLIB) -> str:
-    """sha256 over atlaslib's .py/.yml/.txt files (path + content), so any code change re-keys runs."""
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and p.suffix in {".py", ".yml", ".yaml", ".txt", ".json"} and "__pycache__" not in p.parts:
-            h.update(str(p.relative_to(root)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()
-
-
 def _card_data_pins(card_name: str) -> list:
-    """``[name, sha256]`` of the pinned files the card declares (``Card.pinned_files``); [] for an unknown card."""
-    from .cards import CARD_MODULES
-
-    if card_name not in CARD_MODULES:
+    """``[name, sha256]`` of the pinned files the card declares (``Card.data_pins``); [] for an unknown card
+    (refused by :func:`run`; its key only has to be stable)."""
+    try:
+        return get_card(card_name).data_pins()
+    except KeyError:
         return []
-    return get_card(card_name).data_pins()
 
 
 def _profile_dict(model: str) -> dict:
@@ -194,8 +165,6 @@ def resolve_model(model: str) -> str:
 
 
 def _looks_like_hub_id(s: str) -> bool:
-    import re
-
     return re.match(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", s) is not None
 
 
@@ -485,54 +454,13 @@ def _refuse_clash(request: RunRequest, res_out: Path) -> None:
                           f"replaced (rename one of the two model folders)")
 
 
-def execute_notebook(src, out, params: dict, *, kernel_name: str = "python3", timeout: int | None = 3600) -> None:
-    """papermill with the atlas's settings, for runs, data stories and lessons alike: working directory the
-    repository, no progress bar or log echo, the execution timeout, plain progress bars in the kernel
-    (widgets are not saved in executed notebooks), and the kernel's own start-up chatter (e.g. its note
-    that the loopback channel is unencrypted) silenced; errors inside the notebook are still raised
-    (``PapermillExecutionError``) and the executed notebook kept at ``out``."""
-    import papermill
-
-    os.environ.setdefault("ATLAS_PROGRESS", "plain")
-    papermill.execute_notebook(str(src), str(out), parameters=params, kernel_name=kernel_name, cwd=str(REPO),
-                               progress_bar=False, log_output=False, execution_timeout=timeout,
-                               extra_arguments=["--IPKernelApp.log_level=ERROR"],
-                               kernel_manager_class=_quiet_shutdown_manager())
-
-
-@functools.cache
-def _quiet_shutdown_manager():
-    """nbclient's kernel manager (jupyter_client's ``AsyncKernelManager``) without the interrupt it sends
-    before every shutdown. A kernel that gets it while handling the shutdown request logs
-    ``[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel.`` on the terminal after a run that went
-    well. The notebook has finished when papermill shuts its kernel down; a kernel still busy (a timed-out
-    cell) is terminated by the manager after its graceful wait, as before."""
-    from jupyter_client.manager import AsyncKernelManager
-
-    class QuietShutdownKernelManager(AsyncKernelManager):
-        async def _async_interrupt_kernel(self) -> None:
-            if self.shutting_down:
-                return
-            await super()._async_interrupt_kernel()
-
-    return QuietShutdownKernelManager
-
-
-def declares_parameter(nb, name: str) -> bool:
-    """Whether the notebook's ``parameters`` cell assigns ``name`` (so injecting it raises no warning)."""
-    cell = next(c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", []))
-    return re.search(rf"(?m)^{re.escape(name)}\s*=", cell.source) is not None
-
-
 def _execute(request, card, nb, key, work: Path, nb_out: Path, res_out: Path, data_dir, failed_dir: Path,
              kernel_name, timeout, start, retrain: bool = False) -> RunOutcome:
     import nbformat
     from papermill.exceptions import PapermillExecutionError
 
     src_ipynb, out_ipynb, tmp_cell = work / "in.ipynb", work / "out.ipynb", work / "cell.json"
-    from .pages import datastory
-
-    run_nb = datastory.run_notebook(nb, request.version)  # the data story runs once per version, not here
+    run_nb = notebook.run_notebook(nb, request.version)  # the data story runs once per version, not here
     nbformat.write(run_nb, src_ipynb)
     params = {**request.parameters(), "data_dir": data_dir, "result_path": str(tmp_cell), "run_key": key}
     if retrain:  # `--force` also retrains cached fine-tuned weights (not part of the cache key)
@@ -541,9 +469,9 @@ def _execute(request, card, nb, key, work: Path, nb_out: Path, res_out: Path, da
         execute_notebook(src_ipynb, out_ipynb, params, kernel_name=kernel_name, timeout=timeout)
     except PapermillExecutionError as exc:
         kept = _keep_failed(out_ipynb, request, failed_dir)
-        cell_no = _source_cell_number(run_nb, exc.cell_index)
+        cell_no = notebook.source_cell_number(run_nb, exc.cell_index)
         if cell_no is not None:  # back to the numbering of the source notebook
-            cell_no = datastory.run_cell_indices(nb, request.version)[cell_no - 1] + 1
+            cell_no = notebook.run_cell_indices(nb, request.version)[cell_no - 1] + 1
         raise RunFailed(request, card.notebook, cell_no, f"{exc.ename}: {exc.evalue}", kept) from None
     except Exception as exc:
         kept = _keep_failed(out_ipynb, request, failed_dir)
@@ -574,14 +502,3 @@ def _keep_failed(executed: Path, request: RunRequest, failed_dir: Path) -> str |
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(executed, target)
     return str(target)
-
-
-def _source_cell_number(nb, executed_index: int | None) -> int | None:
-    """papermill's cell index counts its injected-parameters cell; map it back to the source notebook
-    (1-based code-cell-agnostic cell number in the .md file)."""
-    if executed_index is None:
-        return None
-    param_pos = next(i for i, c in enumerate(nb.cells)
-                     if "parameters" in c.get("metadata", {}).get("tags", []))
-    idx = executed_index - 1 if executed_index > param_pos else executed_index
-    return idx + 1

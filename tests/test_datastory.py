@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import jupytext
 import pytest
 
-from atlaslib import book, runner
+from atlaslib import book, notebook, runner
 from atlaslib.cards import get_card
 from atlaslib.pages import datastory
 
@@ -30,7 +30,7 @@ def test_each_notebook_cuts_into_a_story_and_a_run(repo, name):
         shared = [c for c in run.cells if "shared" in c.metadata.get("tags", [])]
         assert shared and all("remove-cell" in c.metadata["tags"] for c in shared)  # executed, not shown
         # every cell is in the story, the run, or both (shared); none is lost
-        n_story_only = sum("data-story" in c.metadata.get("tags", []) and datastory._for_version(c, version)
+        n_story_only = sum("data-story" in c.metadata.get("tags", []) and notebook.for_version(c, version)
                            for c in nb.cells)
         assert len(story.cells) - 1 == 1 + len(shared) + n_story_only  # title, parameters, shared, story
         assert "## The split" not in _sources(run) and "## The data\n" not in _sources(run)

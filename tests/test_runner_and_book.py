@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from atlaslib import book, runner
+from atlaslib import book, cards, notebook, runner
 from atlaslib.cards import Card, get_card
 
 PARAMS_CELL = "```{code-cell} python\n:tags: [parameters]\nmodel = 'm'\nprotocol = 'p'\nversion = 'v'\n" \
@@ -20,6 +20,7 @@ def _fake_card(monkeypatch, tmp_path, body: str, with_params: bool = True) -> Ca
     card = Card(name="fake", title="Fake card", notebook=str(nb), versions=("v",), protocols=("p",),
                 metrics=("acc",), default_matrix=(("v", "m", "p"),))
     monkeypatch.setattr(runner, "get_card", lambda name: card)
+    monkeypatch.setattr(cards, "get_card", lambda name: card)  # data stories look cards up in the registry
     return card
 
 
@@ -142,7 +143,7 @@ def test_kernels_are_not_interrupted_when_papermill_shuts_them_down(monkeypatch)
         sent.append(self.shutting_down)
 
     monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
-    km = runner._quiet_shutdown_manager()()
+    km = notebook.quiet_shutdown_manager()()
     assert isinstance(km, AsyncKernelManager)
     for shutting_down in (True, False):
         km.shutting_down = shutting_down

@@ -217,10 +217,11 @@ def run_key(card: str, version: str, protocol: str, profile: dict, n_resamples: 
     """Cache key of a scored file: the predictions' sha256 (in the profile), the name and description, the
     card's data pins and atlaslib's source digest."""
     from .. import __version__
-    from ..runner import _card_data_pins, source_digest
+    from ..cards import get_card
+    from ..runner import source_digest
 
     payload = {"card": card, "version": version, "protocol": protocol, "profile": profile,
-               "n_resamples": n_resamples, "data": _card_data_pins(card), "atlaslib_version": __version__,
+               "n_resamples": n_resamples, "data": get_card(card).data_pins(), "atlaslib_version": __version__,
                "atlaslib_source": source_digest()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 

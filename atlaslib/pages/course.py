@@ -47,7 +47,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent.parent
+from ..notebook import REPO
+
 LESSON_DIR = Path("book") / "course"
 DOWNLOAD_DIR = Path("book") / "downloads"
 PATH_MARK = "<!-- learning-path -->"
@@ -218,7 +219,7 @@ def _content(nb) -> str:
 def cache_key(notebook_text: str, refs, results_dir: Path) -> str:
     """sha256 over the notebook as it will be executed (after local-only cells are removed), the result cells
     it reads and atlaslib's source digest."""
-    from ..runner import source_digest
+    from ..notebook import source_digest
 
     h = hashlib.sha256()
     h.update(notebook_text.encode())
@@ -237,7 +238,7 @@ def execute(nb, *, results_dir: Path, data_dir=None, name: str = "lesson", faile
     import nbformat
     from papermill.exceptions import PapermillExecutionError
 
-    from ..runner import execute_notebook
+    from .. import notebook
 
     work = Path(tempfile.mkdtemp(prefix="atlas-lesson-"))
     src_nb, out_nb = work / "in.ipynb", work / "out.ipynb"
@@ -245,13 +246,11 @@ def execute(nb, *, results_dir: Path, data_dir=None, name: str = "lesson", faile
         nbformat.write(nb, src_nb)
         params = {"results_dir": str(results_dir), "data_dir": str(data_dir) if data_dir else None}
         try:
-            execute_notebook(src_nb, out_nb, params, kernel_name=kernel_name, timeout=timeout)
+            notebook.execute(src_nb, out_nb, params, kernel_name=kernel_name, timeout=timeout)
         except PapermillExecutionError as exc:
             kept = _keep(out_nb, failed_dir, name)
-            # papermill's index counts its injected cell, which sits right after the parameters cell
-            params_at = next((i for i, c in enumerate(nb.cells) if "parameters" in _tags(c)), 0)
-            cell = exc.cell_index if exc.cell_index <= params_at else exc.cell_index - 1
-            raise LessonFailed(name, cell + 1, f"{exc.ename}: {exc.evalue}", kept) from None
+            cell = notebook.source_cell_number(nb, exc.cell_index)
+            raise LessonFailed(name, cell, f"{exc.ename}: {exc.evalue}", kept) from None
         except Exception as exc:
             kept = _keep(out_nb, failed_dir, name)
             raise LessonFailed(name, None, f"{type(exc).__name__}: {exc}", kept) from None

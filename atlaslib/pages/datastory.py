@@ -31,23 +31,10 @@ from pathlib import Path
 
 from . import tables
 
-STORY_TAG = "data-story"
-SHARED_TAG = "shared"
-VERSION_PREFIX = "version:"
+from ..notebook import SHARED_TAG, STORY_TAG, VERSION_PREFIX, has_story, run_cell_indices, run_notebook  # noqa: F401
+from ..notebook import tags as _tags
+
 STORY_NAME = "data"  # data.ipynb / data.json under <runs>/<card>/<version>/
-
-
-def _tags(cell) -> list:
-    return list(cell.get("metadata", {}).get("tags", []))
-
-
-def _for_version(cell, version: str) -> bool:
-    wanted = [t[len(VERSION_PREFIX):] for t in _tags(cell) if t.startswith(VERSION_PREFIX)]
-    return not wanted or version in wanted
-
-
-def has_story(nb) -> bool:
-    return any(STORY_TAG in _tags(c) for c in nb.cells)
 
 
 def story_notebook(nb, card, version: str):
@@ -55,41 +42,16 @@ def story_notebook(nb, card, version: str):
     cells meant for this version, in the source's order. None when the notebook tags no cell ``data-story``."""
     import nbformat
 
+    from .. import notebook
+
     if not has_story(nb):
         return None
     out = copy.deepcopy(nb)
-    cells = [nbformat.v4.new_markdown_cell(
+    out.cells = [nbformat.v4.new_markdown_cell(
         f"# {card.title.split(':')[0]} data: {version}\n\n"
         f"What every run of this card on split version `{version}` is evaluated on: the data, the split and "
-        f"the caveats, computed once per build from the card's notebook and linked from each run page.")]
-    for c in out.cells:
-        tags = _tags(c)
-        if "parameters" in tags or ((SHARED_TAG in tags or STORY_TAG in tags) and _for_version(c, version)):
-            cells.append(c)
-    out.cells = cells
-    return out
-
-
-def run_cell_indices(nb, version: str | None = None) -> list[int]:
-    """Indices (in the source notebook) of the cells a run executes, in order."""
-    return [i for i, c in enumerate(nb.cells)
-            if STORY_TAG not in _tags(c) and (version is None or _for_version(c, version))]
-
-
-def run_notebook(nb, version: str | None = None):
-    """The run's notebook: without the ``data-story`` cells (and cells of another version); ``shared`` cells
-    stay, executed but removed from the page (tag ``remove-cell``)."""
-    out = copy.deepcopy(nb)
-    keep = []
-    kept = set(run_cell_indices(nb, version))
-    for i, c in enumerate(out.cells):
-        tags = _tags(c)
-        if i not in kept:
-            continue
-        if SHARED_TAG in tags and "remove-cell" not in tags:
-            c.setdefault("metadata", {})["tags"] = tags + ["remove-cell"]
-        keep.append(c)
-    out.cells = keep
+        f"the caveats, computed once per build from the card's notebook and linked from each run page."),
+        *notebook.story_cells(nb, version)]
     return out
 
 
@@ -126,10 +88,11 @@ def story_paths(runs_dir, card: str, version: str) -> tuple[Path, Path]:
 
 def story_key(card: str, version: str, notebook_text: str) -> str:
     from .. import __version__
-    from ..runner import _card_data_pins, source_digest
+    from ..cards import get_card
+    from ..notebook import source_digest
 
     payload = {"notebook_sha256": hashlib.sha256(notebook_text.encode()).hexdigest(), "card": card,
-               "version": version, "data": _card_data_pins(card), "atlaslib_version": __version__,
+               "version": version, "data": get_card(card).data_pins(), "atlaslib_version": __version__,
                "atlaslib_source": source_digest()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -149,13 +112,13 @@ def run_story(card_name: str, version: str, *, runs_dir, data_dir=None, force: b
     """Execute the data story of (card, version) unless its cached notebook carries the same key."""
     import nbformat
 
-    from .. import runner
+    from .. import notebook
+    from ..cards import get_card
     from ..results import atomic_write_text
-    from ..runner import REPO, read_text_notebook
 
-    card = runner.get_card(card_name)  # cards are looked up through the runner, as runs and the executor do
-    src = REPO / card.notebook
-    nb = read_text_notebook(src)
+    card = get_card(card_name)
+    src = notebook.REPO / card.notebook
+    nb = notebook.read_text_notebook(src)
     story = story_notebook(nb, card, version)
     if story is None:
         return StoryOutcome(card_name, version, "none")
@@ -175,8 +138,8 @@ def run_story(card_name: str, version: str, *, runs_dir, data_dir=None, force: b
         if "story_path" in declared:  # only a story that records facts declares where they go
             params["story_path"] = str(work / "story.json")
         try:
-            runner.execute_notebook(work / "in.ipynb", work / "out.ipynb", params, kernel_name=kernel_name,
-                                    timeout=timeout)
+            notebook.execute(work / "in.ipynb", work / "out.ipynb", params, kernel_name=kernel_name,
+                             timeout=timeout)
         except Exception as exc:
             err = f"{type(exc).__name__}: {getattr(exc, 'evalue', exc)}"
             return StoryOutcome(card_name, version, "failed", round(time.perf_counter() - start, 2), error=err)

@@ -1,0 +1,179 @@
+"""Text notebooks, the ground floor under runs, data stories and lessons: read, cut by tags, execute, digest.
+
+Every notebook the atlas executes (a card notebook for one run, its data story, a course lesson) is a MyST
+text notebook read with jupytext and executed with papermill, the same way; this module is that way, and it
+imports nothing else of atlaslib, so the runner, :mod:`atlaslib.pages.datastory` and
+:mod:`atlaslib.pages.course` stand on it without standing on one another.
+
+- :func:`read_text_notebook`: jupytext, refused (:class:`NotebookError`) without a code cell tagged
+  ``parameters`` (papermill would only warn and run with the notebook's own defaults, papermill #245);
+- the tags of a card notebook (:data:`STORY_TAG`, :data:`SHARED_TAG`, :data:`VERSION_PREFIX`) and the two
+  cuts of one source, :func:`run_notebook` (what a run executes) and :func:`story_cells` (what a data story
+  shows);
+- :func:`execute`: papermill with the atlas's settings; :func:`source_cell_number` maps papermill's cell
+  index back to the source notebook's numbering;
+- :func:`source_digest`: the digest of atlaslib's source files, part of every cache key.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import os
+import re
+from pathlib import Path
+
+#: the repository root: the kernel's working directory, and what notebook paths in cards are relative to
+REPO = Path(__file__).resolve().parent.parent
+ATLASLIB = Path(__file__).resolve().parent
+
+PARAMETERS_TAG = "parameters"
+#: only in the data story (never executed by a run)
+STORY_TAG = "data-story"
+#: needed by both the data story and the run (imports, items, the split): shown in the story, executed but
+#: removed from run pages
+SHARED_TAG = "shared"
+#: ``version:<v>``: only in the data story of split version ``<v>``
+VERSION_PREFIX = "version:"
+
+
+class NotebookError(ValueError):
+    """A notebook cannot be run as is (e.g. no cell tagged ``parameters``)."""
+
+
+def tags(cell) -> list:
+    """The cell's tags (a copy)."""
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def parameters_index(nb) -> int:
+    """Index of the cell tagged ``parameters`` (:class:`NotebookError` without one)."""
+    for i, c in enumerate(nb.cells):
+        if c.cell_type == "code" and PARAMETERS_TAG in tags(c):
+            return i
+    raise NotebookError("no code cell is tagged 'parameters'")
+
+
+def read_text_notebook(path: str | os.PathLike):
+    """Read a MyST/ipynb notebook with jupytext and refuse it without a ``parameters`` cell."""
+    import jupytext
+
+    path = Path(path)
+    if not path.is_file():
+        raise NotebookError(f"notebook {path} does not exist")
+    nb = jupytext.read(path)
+    try:
+        parameters_index(nb)
+    except NotebookError:
+        raise NotebookError(
+            f"{path}: no code cell is tagged 'parameters'; papermill would inject parameters at the top and "
+            f"run with the notebook's own defaults. Tag the first code cell with ':tags: [parameters]'.") from None
+    return nb
+
+
+def declares_parameter(nb, name: str) -> bool:
+    """Whether the notebook's ``parameters`` cell assigns ``name`` (so injecting it raises no warning)."""
+    cell = nb.cells[parameters_index(nb)]
+    return re.search(rf"(?m)^{re.escape(name)}\s*=", cell.source) is not None
+
+
+# -- cutting a card notebook by its tags -------------------------------------------------------------------
+
+def for_version(cell, version: str) -> bool:
+    """False for a cell tagged ``version:<v>`` for other versions only."""
+    wanted = [t[len(VERSION_PREFIX):] for t in tags(cell) if t.startswith(VERSION_PREFIX)]
+    return not wanted or version in wanted
+
+
+def has_story(nb) -> bool:
+    return any(STORY_TAG in tags(c) for c in nb.cells)
+
+
+def story_cells(nb, version: str) -> list:
+    """The cells of ``version``'s data story, in the source's order: the parameters cell, then the ``shared``
+    and ``data-story`` cells meant for this version (copies)."""
+    out = []
+    for c in nb.cells:
+        t = tags(c)
+        if PARAMETERS_TAG in t or ((SHARED_TAG in t or STORY_TAG in t) and for_version(c, version)):
+            out.append(copy.deepcopy(c))
+    return out
+
+
+def run_cell_indices(nb, version: str | None = None) -> list[int]:
+    """Indices (in the source notebook) of the cells a run executes, in order."""
+    return [i for i, c in enumerate(nb.cells)
+            if STORY_TAG not in tags(c) and (version is None or for_version(c, version))]
+
+
+def run_notebook(nb, version: str | None = None):
+    """The run's notebook: without the ``data-story`` cells (and cells of another version); ``shared`` cells
+    stay, executed but removed from the page (tag ``remove-cell``)."""
+    out = copy.deepcopy(nb)
+    kept = set(run_cell_indices(nb, version))
+    keep = []
+    for i, c in enumerate(out.cells):
+        if i not in kept:
+            continue
+        t = tags(c)
+        if SHARED_TAG in t and "remove-cell" not in t:
+            c.setdefault("metadata", {})["tags"] = t + ["remove-cell"]
+        keep.append(c)
+    out.cells = keep
+    return out
+
+
+# -- executing ------------------------------------------------------------------------------------------
+
+def execute(src, out, params: dict, *, kernel_name: str = "python3", timeout: int | None = 3600) -> None:
+    """papermill with the atlas's settings, for runs, data stories and lessons alike: working directory the
+    repository, no progress bar or log echo, the execution timeout, plain progress bars in the kernel
+    (widgets are not saved in executed notebooks), and the kernel's own start-up chatter (e.g. its note
+    that the loopback channel is unencrypted) silenced; errors inside the notebook are still raised
+    (``PapermillExecutionError``) and the executed notebook kept at ``out``."""
+    import papermill
+
+    os.environ.setdefault("ATLAS_PROGRESS", "plain")
+    papermill.execute_notebook(str(src), str(out), parameters=params, kernel_name=kernel_name, cwd=str(REPO),
+                               progress_bar=False, log_output=False, execution_timeout=timeout,
+                               extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                               kernel_manager_class=quiet_shutdown_manager())
+
+
+@functools.cache
+def quiet_shutdown_manager():
+    """nbclient's kernel manager (jupyter_client's ``AsyncKernelManager``) without the interrupt it sends
+    before every shutdown. A kernel that gets it while handling the shutdown request logs
+    ``[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel.`` on the terminal after a run that went
+    well. The notebook has finished when papermill shuts its kernel down; a kernel still busy (a timed-out
+    cell) is terminated by the manager after its graceful wait, as before."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class QuietShutdownKernelManager(AsyncKernelManager):
+        async def _async_interrupt_kernel(self) -> None:
+            if self.shutting_down:
+                return
+            await super()._async_interrupt_kernel()
+
+    return QuietShutdownKernelManager
+
+
+def source_cell_number(nb, executed_index: int | None) -> int | None:
+    """The 1-based number, in ``nb`` (the notebook handed to :func:`execute`), of the cell papermill reports
+    by ``executed_index``: papermill's index counts the cell it injects right after the parameters cell."""
+    if executed_index is None:
+        return None
+    at = parameters_index(nb)
+    return (executed_index - 1 if executed_index > at else executed_index) + 1
+
+
+# -- what cache keys hold ----------------------------------------------------------------------------------
+
+def source_digest(root: Path = ATLASLIB) -> str:
+    """sha256 over atlaslib's .py/.yml/.txt/.json files (path + content), so any code change re-keys runs."""
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix in {".py", ".yml", ".yaml", ".txt", ".json"} and "__pycache__" not in p.parts:
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()

@@ -1,0 +1,48 @@
+"""atlaslib.notebook: one source notebook cut by its tags into a run and a data story, and papermill's cell
+numbers mapped back to the source."""
+import nbformat
+import pytest
+
+from atlaslib import notebook
+
+
+def _nb():
+    v4 = nbformat.v4
+    cells = [v4.new_markdown_cell("# T"),                                                     # 1
+             v4.new_code_cell("model = 'm'", metadata={"tags": ["parameters"]}),             # 2
+             v4.new_code_cell("import x", metadata={"tags": ["shared"]}),                    # 3
+             v4.new_markdown_cell("## The data", metadata={"tags": ["data-story"]}),         # 4
+             v4.new_code_cell("audit()", metadata={"tags": ["data-story", "version:b"]}),    # 5
+             v4.new_code_cell("only_b()", metadata={"tags": ["version:b"]}),                 # 6
+             v4.new_code_cell("run()")]                                                      # 7
+    return v4.new_notebook(cells=cells)
+
+
+def test_a_run_and_a_story_are_cut_from_one_source():
+    nb = _nb()
+    run_a = notebook.run_notebook(nb, "a")
+    assert [c.source for c in run_a.cells] == ["# T", "model = 'm'", "import x", "run()"]
+    assert "remove-cell" in run_a.cells[2].metadata["tags"]  # shared: executed, not shown
+    assert "remove-cell" not in nb.cells[2].metadata["tags"]  # the source is left as it was
+    assert notebook.run_cell_indices(nb, "b") == [0, 1, 2, 5, 6]
+    assert [c.source for c in notebook.story_cells(nb, "a")] == ["model = 'm'", "import x", "## The data"]
+    assert [c.source for c in notebook.story_cells(nb, "b")] == ["model = 'm'", "import x", "## The data",
+                                                                 "audit()"]
+
+
+def test_papermill_cell_numbers_map_back_to_the_source():
+    nb = _nb()
+    # papermill inserts its injected-parameters cell at index 2, right after the parameters cell
+    assert [notebook.source_cell_number(nb, i) for i in (0, 1, 3, 6)] == [1, 2, 3, 6]
+    assert notebook.source_cell_number(nb, None) is None
+
+
+def test_a_notebook_without_parameters_is_refused(tmp_path):
+    p = tmp_path / "n.md"
+    p.write_text("---\njupytext: {text_representation: {extension: .md, format_name: myst}}\n---\n# T\n\n"
+                 "```{code-cell} python\nx = 1\n```\n")
+    with pytest.raises(notebook.NotebookError, match=r"n\.md: no code cell is tagged 'parameters'"):
+        notebook.read_text_notebook(p)
+    p.write_text(p.read_text().replace("```{code-cell} python\n", "```{code-cell} python\n:tags: [parameters]\n"))
+    nb = notebook.read_text_notebook(p)
+    assert notebook.declares_parameter(nb, "x") and not notebook.declares_parameter(nb, "y")
