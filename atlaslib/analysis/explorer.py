@@ -230,6 +230,27 @@ def _mention_inputs(row: dict, text: dict, a: int, b: int) -> None:
         row[f] = _input_text(v)
 
 
+def _relation_slices(cells, frame: pd.DataFrame, slices: dict) -> list[str]:
+    """Add to ``frame`` one column per declared slice whose field the records' ``found_slices`` give for a
+    kind (each gold item's value, grouped as the slice table groups it; empty for kinds without the field)."""
+    values: dict = {}
+    for c in cells:
+        for p in c["predictions"]:
+            for kind, fields in (p.get("found_slices") or {}).items():
+                for f, vals in fields.items():
+                    for k, v in enumerate(vals):
+                        values.setdefault((kind, p["item_id"], k), {})[f] = v
+    added = []
+    keys = list(zip(frame["kind"], frame["item_id"], frame["index"]))
+    for name, spec in slices.items():
+        f = spec.get("field")
+        if not any(f in v for v in values.values()):
+            continue
+        frame[name] = [group_of(values[k][f], spec) if f in values.get(k, {}) else "" for k in keys]
+        added.append(name)
+    return added
+
+
 def _relations(cells, labels) -> pd.DataFrame:
     """Gold items of each kind the records mark (``found``): found / missed per run addressing the kind
     (:func:`atlaslib.analysis.disagreement` reads the same bits)."""
@@ -274,7 +295,8 @@ def explorer(cells, card: str | None = None, *, inputs: dict | None = None) -> E
         evidence_runs = []
     else:
         unit = "relation"
-        table, in_cols, slice_cols = _relations(ok, labels), [], []
+        table, in_cols = _relations(ok, labels), []
+        slice_cols = _relation_slices(ok, table, slices)
         evidence_runs = []
         compared = [lab for lab in compared if (table[f"{lab}{SEP}right"] != "").any()]
     table = _verdict_columns(table, unit, labels, compared)

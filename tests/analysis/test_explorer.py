@@ -145,10 +145,18 @@ def test_relation_frame_counts_only_runs_that_address_the_kind():
     def tcell(model, bits, addresses):
         metrics = {f"{m}_phase2": {"value": 0.5 if m in addresses else None, "reason": "n/a"}
                    for m in ("event_span_f1", "timex_span_f1", "doctimerel_accuracy", "contains_f1")}
-        return cell("tempeval", model, [{"item_id": "doc1", "found": bits}], protocol="phase2", metrics=metrics)
+        values = {"doctimerel": {"doctimerel": ["BEFORE", "OVERLAP", "BEFORE", "AFTER"]},
+                  "contains": {"contains_gap": ["0-20", "0-20", ">500", "21-100"]}}
+        return cell("tempeval", model, [{"item_id": "doc1", "found": bits, "found_slices": values}],
+                    protocol="phase2", metrics=metrics)
     cells = [tcell("closest", {"contains": "1100", "doctimerel": "0000"}, {"contains_f1"}),
              tcell("other", {"contains": "1010", "doctimerel": "0110"}, {"contains_f1", "doctimerel_accuracy"})]
     ex = EX.explorer(cells, "tempeval")
+    kind = ex.table.groupby("kind", sort=False)
+    assert kind["DocTimeRel class"].agg(list).to_dict() == {"doctimerel": ["BEFORE", "OVERLAP", "BEFORE", "AFTER"],
+                                                           "contains": [""] * 4}
+    assert kind.get_group("contains")["CONTAINS argument distance (characters)"].tolist() == [
+        "0-20", "0-20", ">500", "21-100"]
     t = ex.table.set_index(["kind", "index"])
     closest, other = "closest · phase2", "other · phase2"
     assert t.loc[("contains", 1), closest] == "found" and t.loc[("contains", 1), other] == "missed"
@@ -230,3 +238,29 @@ def test_the_itables_bundle_becomes_a_classic_script():
 
     real = P.classic_bundle(Path(options.dt_bundle).read_text(encoding="utf-8"))
     assert '"ITable": ' in real and '"jQuery": ' in real
+
+
+def test_publish_explorer_holds_ids_only_and_gated_cells_never_read_text(tmp_path, monkeypatch):
+    card = get_card("nli_negation")
+    version = card.versions[0]
+    inputs = EX.card_inputs(card.name, version)                    # the generated case set: premise, hypothesis
+    ids = sorted(inputs)[:30]
+    cells = [cell(card.name, m, [{"item_id": i, "gold": "contradiction", "pred": p, "pattern": "simple"}
+                                 for i, p in zip(ids, preds)], version=version)
+             for m, preds in (("x", ["contradiction", "entailment"] * 15), ("y", ["neutral"] * 29 + ["contradiction"]))]
+    texts = {inputs[i]["premise"] for i in ids} | {inputs[i]["hypothesis"] for i in ids}
+
+    def files(root):
+        return "\n".join(f.read_text() for f in (root / P.explorer_doc(card.name, version)).parent.iterdir())
+    P.render(card, version, cells, tmp_path / "local")
+    P.render(card, version, cells, tmp_path / "pub", publish=True)
+    assert all(t in files(tmp_path / "local") for t in texts)    # a local build shows the cases
+    published = files(tmp_path / "pub")
+    assert all(i in published for i in ids) and not [t for t in texts if t in published]
+
+    def no_text(*a, **k):
+        raise AssertionError("a gated cell's item text was read")
+    monkeypatch.setattr(EX, "card_inputs", no_text)
+    gated = [{**c, "extra": {"gated_text": True}} for c in cells]
+    P.render(card, version, gated, tmp_path / "gated")
+    assert not [t for t in texts if t in files(tmp_path / "gated")]

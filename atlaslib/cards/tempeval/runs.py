@@ -185,6 +185,11 @@ FOUND = {"event_span": "event_span_f1", "timex3_span": "timex_span_f1",
          "contains": "contains_f1"}
 
 
+#: (found kind, slice field, the kind of ``_items`` whose values give it): the same gold items in the same order
+FOUND_SLICES = (("event_span", "polarity", "polarity"), ("timex3_span", "timex3_class", "timex3_class"),
+                ("doctimerel", "doctimerel", "doctimerel"), ("contains", "contains_gap", "contains"))
+
+
 def _gap_band(a: tuple, b: tuple) -> str:
     """Band of the characters between two argument spans (0 when they touch or overlap)."""
     (s1, e1), (s2, e2) = (min(x for x, _ in a), max(y for _, y in a)), (min(x for x, _ in b), max(y for _, y in b))
@@ -222,12 +227,15 @@ def outcome_record(gold: Document, pred: Document) -> dict:
     are in the reference, gold items with that value that are predicted. Polarity and TIMEX3 class slice the
     span items by their attribute (gold's for recall, the prediction's for precision); DocTimeRel and the
     CONTAINS distance band are part of the item itself. Summed over values, the counts are the scorer's row
-    (tested)."""
+    (tested). ``found_slices``: per found kind, each gold item's slice value (same order as ``found``)."""
     g, p = _items(gold), _items(pred)
     found = {}
     for kind in FOUND:
         have = {item for item, _ in p[kind]}
         found[kind] = "".join("1" if item in have else "0" for item, _ in g[kind])
+    # per gold item of each found kind, in the same order, its slice values (the item explorer's slice columns)
+    found_slices = {kind: {field_: [None if v is None else str(v) for _, v in g[src]]}
+                    for kind, field_, src in FOUND_SLICES}
     slices = {}
     for field_, kind in (("doctimerel", "doctimerel"), ("polarity", "polarity"), ("timex3_class", "timex3_class"),
                          ("contains_gap", "contains")):
@@ -242,7 +250,7 @@ def outcome_record(gold: Document, pred: Document) -> dict:
             c[1] += 1
             c[2] += item in gold_items
         slices[field_] = counts
-    return {"found": found, "slices": slices}
+    return {"found": found, "slices": slices, "found_slices": found_slices}
 
 
 def _doc_record(doc: Document, path: Path, gold: Document | None = None) -> dict:
