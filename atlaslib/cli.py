@@ -6,6 +6,7 @@
                 [--no-default]                               only the --matrix files' runs and their cards
     atlas list                                               cards, versions, default matrix, profiles
     atlas score tempeval -r REF -p PRED [--closure]          official Clinical TempEval scores as JSON
+    atlas score nli_negation --cases FIXTURE --predictions FILE      the NLI challenge's report as JSON
     atlas score --card C --version V --predictions FILE --name NAME   a system's predictions -> result cell
     atlas export --card C --version V [--split test|train] -o DIR     items, label set, manifest hash
 
@@ -175,10 +176,14 @@ def cmd_score(args) -> int:
         from .external import cli as external_cli
 
         return external_cli.cmd_score(args)
+    if args.task == "nli_negation":  # the challenge's report on an openmed fixture file (or a version)
+        from .cards.nli_negation import scoring as nli_scoring
+
+        return nli_scoring.main(args.rest)
     if args.task != "tempeval":
         what = "no task given" if args.task is None else f"unknown task {args.task!r}"
-        print(f"atlas score: {what}; expected tempeval (official scorer) or --card C "
-              f"--version V --predictions FILE --name NAME", file=sys.stderr)
+        print(f"atlas score: {what}; expected tempeval (official scorer), nli_negation (the challenge's report) "
+              f"or --card C --version V --predictions FILE --name NAME", file=sys.stderr)
         return 2
     from .cards.tempeval import scoring
 

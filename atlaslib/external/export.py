@@ -16,7 +16,8 @@
   ``anafora/<doc>/``: the note text ``<doc>`` where the version has public text (synthetic-v1; THYME text
   is under a data use agreement and is never written), and on the test split the phase-2 input
   ``<doc>.Temporal-Relation.input.completed.xml`` (gold EVENT/TIMEX3 with their attributes, no DocTimeRel,
-  no relations); on the train split the gold annotations ``<doc>.Temporal-Relation.gold.completed.xml``.
+  no relations); on the train split the gold annotations ``<doc>.Temporal-Relation.gold.completed.xml``;
+  NLI ``openmed_fixtures.json``: the case set with its gold labels as an openmed fixture file.
 """
 from __future__ import annotations
 

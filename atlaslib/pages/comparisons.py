@@ -144,7 +144,7 @@ def worked_example(cells: list[dict], card_name: str = "negex") -> str:
 
     card = get_card(card_name)
     metric = card.metrics[0]
-    for version in reversed(card.versions):
+    for version in sorted(card.versions, key=lambda v: -card.test_sizes.get(v, 0)):  # the largest first
         comp = comparison_for(card, version, cells)
         if comp is None or isinstance(comp, str) or comp.pairs.empty:
             continue

@@ -537,7 +537,7 @@ def _nli(ctx: FactContext) -> dict[str, Fact]:
     f["nli.pattern_cases_min"], f["nli.pattern_cases_max"] = Fact(min(sizes)), Fact(max(sizes))
     # the widest per-pattern false-entailment interval among this build's runs
     widest = None
-    for c in ctx.ok_cells("nli_negation"):
+    for c in ctx.ok_cells("nli_negation", "builtin-v1"):
         for p in (c.get("extra", {}).get("report") or {}).get("patterns", []):
             r = p.get("false_entailment_rate") or {}
             if r.get("ci_low") is None or r.get("ci_high") is None:
@@ -556,6 +556,14 @@ def _nli(ctx: FactContext) -> dict[str, Fact]:
         f["nli.widest_interval_pattern"] = Fact(f"`{pattern}`", "text", rsrc)
         f["nli.widest_interval_counts"] = Fact(f"{r.get('successes'):,} of {r.get('trials'):,}", "text", rsrc)
     return f
+
+
+def _nli_openmed(ctx: FactContext) -> dict[str, Fact]:
+    """The NLI card held against openmed, both ways (:func:`atlaslib.cards.nli_negation.anchor.page_facts`:
+    the agreement is computed while the book builds)."""
+    from ..cards.nli_negation.anchor import page_facts
+
+    return {k: Fact(*v) for k, v in page_facts().items()}
 
 
 # -- MACCROBAT -------------------------------------------------------------------------------------------
@@ -756,6 +764,7 @@ PROVIDERS: dict[str, Callable[[FactContext], dict[str, Fact]]] = {
     "negex": _negex,
     "negex_runs": _negex_runs,
     "nli": _nli,
+    "nli_openmed": _nli_openmed,
     "maccrobat": _maccrobat,
     "tempeval": _tempeval,
 }

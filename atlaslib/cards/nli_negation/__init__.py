@@ -1,7 +1,8 @@
 """NLI negation challenge card.
 
-Modules: :mod:`.card` (``CARD`` and the card's constants, as data; one run per model, tables and plots),
-:mod:`.corpus` (the built-in case set), :mod:`.challenge` (scoring, intervals, gates), :mod:`.predictors`
+Modules: :mod:`.card` (``CARD`` and the card's constants, as data: its case sets, one run per model, tables
+and plots), :mod:`.corpus` (the built-in case set), :mod:`.exchange` (openmed's fixture format, both ways),
+:mod:`.challenge` (scoring, intervals, gates), :mod:`.predictors`
 (the offline baselines and the hub NLI adapter), :mod:`.errors` (the card's exceptions) and
 :mod:`.contract` (the five contract functions) and :mod:`.outside` (outside systems: the case set they see,
 their labels scored). Every name is re-exported here.
@@ -18,7 +19,9 @@ from .errors import (FalseEntailmentGateError, NliNegationError, NliNegationGate
 from .predictors import (ALWAYS_ABSTAIN, ALWAYS_ENTAILMENT, CONTEXT_PREDICTOR, HUB_NLI_PROFILE, OFFLINE_PREDICTORS,
                          SIMILARITY_PREDICTOR, ContextRulePredictor, EmbeddingSimilarityPredictor,
                          NliAdapterPredictor, always_abstain, always_entailment, build_predictor)
-from .card import (CARD, METRICS, PINNED_FILES, PROTOCOL, NliNegationRun, audit_table, depth_table, example_cases,
-                   false_entailment_cases, gate_table, pattern_frame, plot_pattern_rates, run_card)
+from .exchange import load_openmed_fixtures, write_openmed_fixtures
+from .card import (CARD, CASE_SETS, METRICS, OPENMED_VERSION, PINNED_FILES, PROTOCOL, CaseSet, NliNegationRun,
+                   audit_table, depth_table, example_cases, false_entailment_cases, gate_table,
+                   most_common_label_text, pattern_frame, plot_pattern_rates, run_card, version_cases)
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
-from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)
+from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split, write_outside_files  # noqa: F401

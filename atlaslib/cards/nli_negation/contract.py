@@ -1,33 +1,37 @@
 """The card contract (see :mod:`atlaslib.cards`) for the NLI negation challenge: :func:`load_items` and
-:func:`split` (the built-in case set, every case a test case), and thin entry points over
+:func:`split` (the cases of every split version, every case a test case), and thin entry points over
 :func:`.card.run_card` and :func:`.challenge.score_predictions`, so they give the notebook's numbers."""
 from __future__ import annotations
 
 from collections import Counter
 
 from .. import NotRun, record
-from .card import CARD, PROTOCOL, NliNegationRun, run_card
+from .card import CARD, PROTOCOL, NliNegationRun, run_card, version_cases
 from .challenge import score_predictions
-from .corpus import VERSION, default_nli_negation_cases
+from .corpus import VERSION
 
 
 def load_items(data_dir=None):
-    """The built-in case set as an items table (``item_id`` = case id, ``pattern``, ``gold``, ``depth``);
-    ``data_dir`` is accepted for the card contract and unused (the corpus is generated, not read)."""
+    """The cases of every split version as one items table (``item_id`` = case id, ``version``, ``pattern``,
+    ``gold``, ``depth``); ``data_dir`` is accepted for the card contract and unused (the cases are generated
+    or shipped with the package, not read from the data folder)."""
     import pandas as pd
 
-    return pd.DataFrame([{"item_id": c.case_id, "pattern": c.pattern, "gold": c.gold_label,
-                          "depth": c.negation_depth} for c in default_nli_negation_cases()])
+    return pd.DataFrame([{"item_id": c.case_id, "version": v, "pattern": c.pattern, "gold": c.gold_label,
+                          "depth": c.negation_depth} for v in CARD.versions for c in version_cases(v)])
 
 
 def split(items, version: str = VERSION):
-    """The version's manifest: every case is a test case (a challenge set has no training side)."""
+    """The version's manifest: every case of the version is a test case (a challenge set has no training
+    side)."""
     from ...splits import SplitManifest
 
     if version not in CARD.versions:
         raise ValueError(f"card {CARD.name} has no version {version!r}; expected one of {', '.join(CARD.versions)}")
-    return SplitManifest(card=CARD.name, version=version, seed=0, train=[], test=list(items["item_id"]),
-                         rules="challenge set: every built-in case is a test case; no draw, no training side")
+    test = list(items.loc[items["version"] == version, "item_id"]) if "version" in items else list(items["item_id"])
+    what = "built-in case" if version == VERSION else "case"
+    return SplitManifest(card=CARD.name, version=version, seed=0, train=[], test=test,
+                         rules=f"challenge set: every {what} is a test case; no draw, no training side")
 
 
 def audit_items(items, data_dir=None) -> dict:
@@ -50,7 +54,7 @@ def predict(items, manifest, model: str, protocol: str = PROTOCOL, *, data_dir=N
 def score(records: list[dict], protocol: str = PROTOCOL, *, model: str | None = None) -> dict:
     """Aggregate accuracy and false-entailment rate with exact Clopper-Pearson intervals, and the two gates
     (:meth:`.card.NliNegationRun.metrics` over :func:`.challenge.score_predictions`)."""
-    by_id = {c.case_id: c for c in default_nli_negation_cases()}
+    by_id = {c.case_id: c for v in CARD.versions for c in version_cases(v)}
     cases = [by_id[r["item_id"]] for r in records]
     report = score_predictions(cases, [r["pred"] for r in records])
     if protocol not in CARD.protocols:

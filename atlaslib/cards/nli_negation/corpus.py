@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -136,7 +137,12 @@ def validate_cases(cases) -> tuple[NliNegationCase, ...]:
 
 def case_set_sha256(cases) -> str:
     """sha256 of the canonical JSON of the case list (every field, case order kept)."""
-    payload = [c.to_dict() for c in validate_cases(cases)]
+    return _case_set_sha256(validate_cases(cases))
+
+
+@lru_cache(maxsize=16)
+def _case_set_sha256(cases: tuple[NliNegationCase, ...]) -> str:  # cases are frozen: a case set hashes by value
+    payload = [c.to_dict() for c in cases]
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -1,6 +1,8 @@
 """Outside systems on the NLI negation challenge (``atlas export``, ``atlas score``, :func:`atlaslib.evaluate`):
 the case set as an outside system sees it, and its labels scored by the card's own run
-(:func:`.card.run_card` with the labels as the predictor: exact Clopper-Pearson intervals, gates)."""
+(:func:`.card.run_card` with the labels as the predictor: exact Clopper-Pearson intervals, gates).
+``atlas export`` also writes the case set, gold labels included, as an openmed fixture file
+(:func:`write_outside_files`)."""
 from __future__ import annotations
 
 #: one line of a predictions file, as ``atlas export`` shows it in task.json
@@ -18,13 +20,14 @@ class FixedLabels:
 
 
 def outside_split(version: str, split: str, data_dir=None, protocol: str | None = None):
-    """Every case of the built-in set (premise, hypothesis); the challenge has no train split."""
+    """Every case of the version (premise, hypothesis); the challenge has no train split."""
     from ...external.tasks import Split
-    from .corpus import ABSTENTION, LABELS, case_set_sha256, default_nli_negation_cases
+    from .card import version_cases
+    from .corpus import ABSTENTION, LABELS, case_set_sha256
 
     if split == "train":
         raise ValueError(f"card nli_negation version {version} has no train split: every case is a test case")
-    cases = default_nli_negation_cases()
+    cases = version_cases(version)
     records = [{"item_id": c.case_id, "premise": c.premise, "hypothesis": c.hypothesis} for c in cases]
     return Split("nli_negation", version, split, [c.case_id for c in cases], records, [*LABELS, ABSTENTION],
                  case_set_sha256(cases), answer="label (entailment | neutral | contradiction | abstention)",
@@ -41,3 +44,18 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
     run = run_card(profile["name"], protocol, s.version, run_key=key, predictor=FixedLabels(labels, profile),
                    predictions_sha256=profile["revision"])
     return dict(run.cell_parts(), capability=EXTERNAL)
+
+
+def write_outside_files(s, out) -> list[str]:
+    """``openmed_fixtures.json``: the version's cases with their gold labels as an openmed fixture file
+    (:mod:`.exchange`: every row marked synthetic and PHI-free), which openmed's
+    ``load_nli_negation_fixtures`` loads unchanged. The items file stays without gold; this file is the case
+    set itself, for a team that runs openmed's challenge on the atlas's cases."""
+    from pathlib import Path
+
+    from .exchange import FIXTURE_FILE, write_openmed_fixtures
+
+    source = (f"atlaslib card nli_negation, version {s.version} ({len(s.ids)} cases, atlas case-set sha256 "
+              f"{s.manifest_hash})")
+    write_openmed_fixtures(s.context["cases"], Path(out) / FIXTURE_FILE, source=source)
+    return [FIXTURE_FILE]

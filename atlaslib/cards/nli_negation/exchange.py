@@ -1,0 +1,263 @@
+"""openmed's fixture format, both ways: atlas cases written as a fixture file that openmed 3.1.0's
+``load_nli_negation_fixtures`` loads unchanged, and openmed fixture files read into atlas cases.
+
+No openmed import: the rules of ``openmed.eval.nli_negation_challenge`` (3.1.0) are restated here as data
+(:data:`OPENMED_RULES`), and ``tests/cards/test_nli_openmed.py`` holds them against the installed openmed.
+
+What openmed refuses, and how an atlas case is written so that it loads while keeping the atlas's meaning:
+
+- ``negation_depth`` must be an integer in 1–4. The atlas's affirmative controls (``simple`` premises
+  that negate nothing) have depth 0: they are written with openmed's lowest depth, 1, and marked
+  ``"affirmative_control": true``; reading such a row gives depth 0 back. A case without a depth is written
+  without ``negation_depth`` (openmed then reads 1).
+- a section must be an identifier (``^[a-z0-9][a-z0-9_.:-]{0,63}$``, compared lower-cased); the atlas's
+  section titles ("Past Medical History") are written as an identifier (``past_medical_history``) with the
+  title kept beside it in ``section_title``; reading gives the title back (and checks the two agree).
+  openmed requires a section on every ``section_scoped`` case.
+- case ids follow the same identifier rule, compared lower-cased: an atlas id must already be in that form
+  (a lower-cased copy would no longer match predictions keyed by the atlas id).
+- every row carries ``synthetic: true``, ``contains_real_phi: false`` and ``phi_free: true`` (openmed needs
+  all three; the atlas's own case files need the first and one of the other two).
+
+Reading follows openmed's loader: a ``.jsonl`` file (one row per non-empty line) or JSON (a list of rows,
+or an object with a ``cases`` list, else a ``fixtures`` list); field aliases ``id``, ``category``,
+``label`` / ``expected_label``; the safety flags, id, pattern, label and section may sit in a row's
+``metadata`` object; labels and patterns are normalised as openmed does (``entailed`` -> ``entailment``,
+``section-scoped`` -> ``section_scoped``); at most 256 cases, each text at most 2,048 characters. Errors
+name the file and the row (1-based: the line of a ``.jsonl`` file, the position in a JSON list), never a
+value. Unlike openmed, a UTF-8 byte-order mark at the start of the file is accepted.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .corpus import LABELS, PATTERNS, NliNegationCase, validate_cases
+from .errors import NliNegationInputError
+
+#: The openmed release these rules restate (the tests compare them with the installed one).
+OPENMED_VERSION = "3.1.0"
+FIXTURE_SCHEMA_VERSION = 1           # openmed's NLI_NEGATION_FIXTURE_SCHEMA_VERSION
+IDENTIFIER = re.compile(r"^[a-z0-9][a-z0-9_.:-]{0,63}$")   # openmed's rule for case ids and sections
+MAX_IDENTIFIER_LENGTH = 64
+MIN_DEPTH, MAX_DEPTH = 1, 4           # openmed: 1 <= negation_depth <= len(NEGATION_PATTERNS)
+MAX_CASES = 256
+MAX_TEXT_LENGTH = 2048
+#: openmed's label aliases (lower-cased, inner white space collapsed); ``abstention`` is never a gold label.
+LABEL_ALIASES = {"contradict": "contradiction", "contradicted": "contradiction", "contradiction": "contradiction",
+                 "entail": "entailment", "entailed": "entailment", "entailment": "entailment",
+                 "neutral": "neutral"}
+FIXTURE_FILE = "openmed_fixtures.json"   # the name ``atlas export`` writes
+
+#: The rules above as one table (what, openmed's rule), for the card page and the tests.
+OPENMED_RULES = {
+    "identifier": IDENTIFIER.pattern,
+    "depth": (MIN_DEPTH, MAX_DEPTH),
+    "max_cases": MAX_CASES,
+    "max_text_length": MAX_TEXT_LENGTH,
+}
+
+
+def is_identifier(value: Any) -> bool:
+    """True when ``value`` is already an openmed identifier (lower case, ``[a-z0-9_.:-]``, at most 64)."""
+    return isinstance(value, str) and len(value) <= MAX_IDENTIFIER_LENGTH and bool(IDENTIFIER.fullmatch(value))
+
+
+def section_identifier(title: str) -> str:
+    """The openmed identifier of a section title: lower case, every run of other characters one ``_``,
+    no ``_`` at either end, at most 64 characters (``"Past Medical History"`` -> ``past_medical_history``)."""
+    if not isinstance(title, str):
+        raise NliNegationInputError("a section title must be a string")
+    ident = re.sub(r"[^a-z0-9_.:-]+", "_", title.strip().lower()).strip("_.:-")[:MAX_IDENTIFIER_LENGTH]
+    ident = ident.rstrip("_")
+    if not is_identifier(ident):
+        raise NliNegationInputError("a section title has no letter or digit to make an identifier of")
+    return ident
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+def to_openmed_row(case: NliNegationCase, position: int) -> dict:
+    """One case as an openmed fixture row (see the module docstring for the mapping); raises naming the
+    case position when openmed could not load it."""
+    w = f"case at position {position}"
+    if not is_identifier(case.case_id):
+        raise NliNegationInputError(
+            f"{w}: its case id is not an openmed identifier ({IDENTIFIER.pattern}); give the case an id in that "
+            "form to exchange it")
+    for name in ("premise", "hypothesis"):
+        if len(getattr(case, name)) > MAX_TEXT_LENGTH:
+            raise NliNegationInputError(f"{w}: its {name} is longer than openmed's {MAX_TEXT_LENGTH} characters")
+    d = case.negation_depth
+    if d is not None and d > MAX_DEPTH:
+        raise NliNegationInputError(f"{w}: negation depth {d} is above openmed's {MAX_DEPTH}")
+    if case.pattern == "section_scoped" and case.section is None:
+        raise NliNegationInputError(f"{w}: a section_scoped case needs a section to be read by openmed")
+    row = {"case_id": case.case_id, "pattern": case.pattern, "premise": case.premise,
+           "hypothesis": case.hypothesis, "gold_label": case.gold_label}
+    if d is not None:
+        row["negation_depth"] = max(d, MIN_DEPTH)
+    if d == 0:
+        row["affirmative_control"] = True          # depth 0 in the atlas: nothing negated
+    if case.section is not None:
+        row["section"] = section_identifier(case.section)
+        if case.section != row["section"]:
+            row["section_title"] = case.section
+    row.update(synthetic=True, contains_real_phi=False, phi_free=True)
+    return row
+
+
+def openmed_fixture_document(cases, source: str) -> dict:
+    """The fixture file's content: ``{"schema_version", "source", "synthetic", ..., "cases": [rows]}`` (openmed
+    reads the ``cases`` list and ignores the rest)."""
+    cases = validate_cases(cases)
+    if len(cases) > MAX_CASES:
+        raise NliNegationInputError(f"{len(cases)} cases: openmed loads at most {MAX_CASES}")
+    return {"schema_version": FIXTURE_SCHEMA_VERSION, "source": source, "synthetic": True,
+            "contains_real_phi": False, "phi_free": True,
+            "cases": [to_openmed_row(c, i) for i, c in enumerate(cases, 1)]}
+
+
+def openmed_fixture_text(cases, source: str) -> str:
+    return json.dumps(openmed_fixture_document(cases, source), indent=1, ensure_ascii=False) + "\n"
+
+
+def write_openmed_fixtures(cases, path, source: str = "atlaslib") -> Path:
+    """Write ``cases`` as an openmed fixture file (JSON) at ``path``; returns the path."""
+    from ...results import atomic_write_text
+
+    path = Path(path)
+    atomic_write_text(path, openmed_fixture_text(cases, source))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+def _first(row: Mapping, meta: Mapping, *keys: str) -> tuple[bool, Any]:
+    """openmed's ``_first_present``: the first key present in the row, else in its metadata."""
+    for source in (row, meta):
+        for k in keys:
+            if k in source:
+                return True, source[k]
+    return False, None
+
+
+def _identifier(value: Any, what: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise NliNegationInputError(f"{where}: {what} must be a string")
+    v = value.strip().lower()
+    if not is_identifier(v):
+        raise NliNegationInputError(f"{where}: {what} is not an identifier ({IDENTIFIER.pattern}, compared "
+                                    "lower-cased)")
+    return v
+
+
+def _text(value: Any, name: str, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise NliNegationInputError(f"{where}: field {name!r} must be a non-empty string")
+    if len(value) > MAX_TEXT_LENGTH:
+        raise NliNegationInputError(f"{where}: field {name!r} is longer than {MAX_TEXT_LENGTH} characters")
+    return value
+
+
+def from_openmed_row(row: Any, where: str) -> NliNegationCase:
+    """One fixture row as an atlas case, by openmed's rules (and the atlas's marks, when present)."""
+    if not isinstance(row, Mapping):
+        raise NliNegationInputError(f"{where}: expected a JSON object")
+    meta = row.get("metadata", {})
+    meta = {} if meta is None else meta
+    if not isinstance(meta, Mapping):
+        raise NliNegationInputError(f"{where}: metadata must be an object")
+    for flag, want in (("synthetic", True), ("contains_real_phi", False), ("phi_free", True)):
+        present, v = _first(row, meta, flag)
+        if v is not want:
+            raise NliNegationInputError(f"{where}: {flag} must be {str(want).lower()}"
+                                        + ("" if present else " (missing)"))
+    case_id = _identifier(_first(row, meta, "case_id", "id")[1], "case id", where)
+    pattern = _first(row, meta, "pattern", "category")[1]
+    if not isinstance(pattern, str) or pattern.strip().lower().replace("-", "_") not in PATTERNS:
+        raise NliNegationInputError(f"{where}: unknown pattern (expected one of {', '.join(PATTERNS)})")
+    pattern = pattern.strip().lower().replace("-", "_")
+    label = _first(row, meta, "gold_label", "expected_label", "label")[1]
+    label = LABEL_ALIASES.get(" ".join(label.strip().lower().split())) if isinstance(label, str) else None
+    if label is None:
+        raise NliNegationInputError(f"{where}: unknown gold label (expected one of {', '.join(LABELS)})")
+    premise, hypothesis = _text(row.get("premise"), "premise", where), _text(row.get("hypothesis"), "hypothesis", where)
+    depth = row.get("negation_depth", MIN_DEPTH)
+    if isinstance(depth, bool) or not isinstance(depth, int) or not MIN_DEPTH <= depth <= MAX_DEPTH:
+        raise NliNegationInputError(f"{where}: negation_depth must be an integer from {MIN_DEPTH} to {MAX_DEPTH}")
+    control = row.get("affirmative_control", False)
+    if not isinstance(control, bool):
+        raise NliNegationInputError(f"{where}: affirmative_control must be true or false")
+    if control:
+        if depth != MIN_DEPTH:
+            raise NliNegationInputError(f"{where}: an affirmative control is written with negation_depth "
+                                        f"{MIN_DEPTH}")
+        depth = 0
+    section = _first(row, meta, "section")[1]
+    if section is not None:
+        section = _identifier(section, "section", where)
+    if (pattern == "section_scoped") != (section is not None):
+        raise NliNegationInputError(f"{where}: a section is required on section_scoped cases and allowed on "
+                                    "no other")
+    title = row.get("section_title")
+    if title is not None:
+        if section is None or not isinstance(title, str) or not title.strip():
+            raise NliNegationInputError(f"{where}: section_title must be a non-empty string beside a section")
+        if section_identifier(title) != section:
+            raise NliNegationInputError(f"{where}: section_title and section disagree")
+        section = title
+    return NliNegationCase(case_id, pattern, premise, hypothesis, label, depth, section)
+
+
+def _rows(path: Path, text: str) -> list[tuple[int, Any]]:
+    if path.suffix.lower() == ".jsonl":
+        rows = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append((lineno, json.loads(line)))
+                except json.JSONDecodeError:
+                    raise NliNegationInputError(f"{path}, row {lineno}: not valid JSON") from None
+        return rows
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NliNegationInputError(f"{path}: not valid JSON (line {exc.lineno})") from None
+    if isinstance(data, Mapping):
+        data = data.get("cases", data.get("fixtures"))
+    if not isinstance(data, list):
+        raise NliNegationInputError(f'{path}: expected a JSON list of rows or an object with a "cases" (or '
+                                    f'"fixtures") list')
+    return list(enumerate(data, 1))
+
+
+def load_openmed_fixtures(path) -> tuple[NliNegationCase, ...]:
+    """The cases of an openmed fixture file (``.json`` or ``.jsonl``), read by openmed 3.1.0's rules: the
+    same cases, in file order, that ``openmed.eval.nli_negation_challenge.load_nli_negation_fixtures`` loads
+    (case ids lower-cased as openmed does); an atlas-written file gives back the atlas's depths and section
+    titles. A bad file raises :class:`NliNegationInputError` naming the file and the row."""
+    p = Path(path)
+    if not p.is_file():
+        raise NliNegationInputError(f"{p}: no such file")
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise NliNegationInputError(f"{p}: not UTF-8 text") from None
+    rows = _rows(p, text)
+    if not rows:
+        raise NliNegationInputError(f"{p}: holds no cases")
+    if len(rows) > MAX_CASES:
+        raise NliNegationInputError(f"{p}: {len(rows)} cases; openmed reads at most {MAX_CASES}")
+    cases, seen = [], {}
+    for pos, row in rows:
+        where = f"{p}, row {pos}"
+        case = from_openmed_row(row, where)
+        if case.case_id in seen:
+            raise NliNegationInputError(f"{where}: duplicate case id (first used in row {seen[case.case_id]})")
+        seen[case.case_id] = pos
+        cases.append(case)
+    return tuple(cases)
