@@ -13,6 +13,7 @@ the test fails and says so.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -77,10 +78,9 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         self.server.served.append((self.path.split("?")[0], int(code) if str(code).isdigit() else code))
 
 
-@pytest.fixture(scope="session")
-def site(small_book):
-    """Base URL of the small book served on 127.0.0.1 (a free port), and the list of served (path, status)."""
-    html_dir, _ = small_book
+@contextlib.contextmanager
+def serve(html_dir: Path):
+    """Serve ``html_dir`` on 127.0.0.1 (a free port): the base URL and the list of served (path, status)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(html_dir)))
     server.served = []
     server.daemon_threads = True
@@ -92,6 +92,13 @@ def site(small_book):
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def site(small_book):
+    """Base URL of the small book served on 127.0.0.1 (a free port), and the list of served (path, status)."""
+    with serve(small_book[0]) as served:
+        yield served
 
 
 def chromium() -> str:

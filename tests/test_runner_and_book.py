@@ -99,6 +99,18 @@ def test_publish_build_withholds_unlicensed_card(tmp_path, data_dir):
     assert not any(f"{f1['value']:.3f} [" in t for t in pages.values())
     withheld = (site / "book/withheld.html").read_text()
     assert "negex" in withheld and "licence unconfirmed" in withheld
+    # the text scan: no sentence of the kit anywhere in the published site (pages, item explorers, downloads)
+    from atlaslib.cards import negex as negex_card
+
+    items = negex_card.load_items(data_dir)
+    local = p.html_out(False) / "_build/html" / "book/runs/negex/atlas-n100-v1"
+    assert (local / "explorer.html").is_file() and any(
+        s in (local / "explorer.html").read_text() for s in items["concept"].str.upper())  # the local one has text
+    texts = [f.read_text(errors="ignore") for f in site.rglob("*")
+             if f.is_file() and f.suffix in (".html", ".csv", ".js", ".json") and "_static" not in f.parts]
+    sentences = [s for s in items["sentence"] if len(s) > 40]
+    assert not [s for s in sentences if any(s in t for t in texts)]
+    assert not any("explorer-negex" in str(f) for f in site.rglob("*"))
 
 
 def test_gated_cells_are_recognised():

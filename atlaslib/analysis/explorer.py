@@ -142,13 +142,18 @@ def _verdict_columns(frame: pd.DataFrame, unit: str, runs: list[str], compared: 
     return frame
 
 
-def _items(cells, labels, analysis, inputs, slices, evidence_runs):
-    right, wrong = VERDICTS["item"]
+def _aligned(cells, labels, analysis, inputs, slices):
+    """Each run's records by item id, the item ids every run holds (in the first run's order), the input
+    columns and the item-level slice groups."""
     by_run = {lab: {r["item_id"]: r for r in c["predictions"]} for lab, c in zip(labels, cells)}
     first = cells[0]["predictions"]
     ids = [r["item_id"] for r in first if all(r["item_id"] in by_run[lab] for lab in labels)]
-    in_cols = _inputs_for(analysis, inputs)
-    rec_slices = _record_slices(first, slices)
+    return by_run, ids, _inputs_for(analysis, inputs), _record_slices(first, slices)
+
+
+def _items(cells, labels, analysis, inputs, slices, evidence_runs):
+    right, wrong = VERDICTS["item"]
+    by_run, ids, in_cols, rec_slices = _aligned(cells, labels, analysis, inputs, slices)
     scored = [lab for lab, c in zip(labels, cells) if any(r.get("score") is not None for r in c["predictions"])]
     rows = []
     for i in ids:
@@ -174,11 +179,7 @@ def _mentions(cells, labels, analysis, inputs, slices):
     from ..metrics.spans import mentions
 
     right, wrong = VERDICTS["mention"]
-    recs = {lab: {r["item_id"]: r for r in c["predictions"]} for lab, c in zip(labels, cells)}
-    first = cells[0]["predictions"]
-    ids = [r["item_id"] for r in first if all(r["item_id"] in recs[lab] for lab in labels)]
-    in_cols = _inputs_for(analysis, inputs)
-    rec_slices = _record_slices(first, slices)
+    recs, ids, in_cols, rec_slices = _aligned(cells, labels, analysis, inputs, slices)
     mention_slices = {n: s for n, s in slices.items() if s.get("unit") == "mention"}
     pred_m = {lab: {i: set(mentions(recs[lab][i]["pred"])) for i in ids} for lab in labels}
     rows, extra = [], {}
