@@ -207,7 +207,8 @@ def _filter_bar(ex: EX.Explorer, frame: pd.DataFrame, table_id: str) -> str:
         parts.append(f'<span class="atlas-filter-group"><select name="a" aria-label="run A">{options}</select> '
                      f'{right}, <select name="b" aria-label="run B">{options}</select> {wrong} '
                      f'<button type="button" data-filter="pair">show</button> '
-                     f'<button type="button" data-filter="errors">run A {wrong} (every unit)</button></span>')
+                     f'<button type="button" data-filter="errors">{"errors of A" if ex.unit == "item" else "missed by A"}'
+                     f'</button></span>')
     parts.append(f'<button type="button" data-filter="hard">{wrong} for every run ({n_hard:,})</button>')
     parts.append(f'<button type="button" data-filter="disputed">runs disagree ({n_disp:,})</button>')
     if groups:
