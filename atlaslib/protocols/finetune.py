@@ -39,7 +39,10 @@ Weight cache
     A rebuild with nothing changed loads the weights and trains nothing; a change of any field trains anew. An encoder
     without a pinned revision (a hub id not in the registry) has no reliable key and is never cached.
     ``retrain=True`` (the notebooks' ``retrain`` parameter, or ``ATLAS_FINETUNE_RETRAIN=1``) trains even
-    when the weights are cached and replaces them. Entries are written to a temporary folder and renamed
+    when the weights are cached and replaces them. ``meta.json`` records the sha256 of ``model.safetensors``;
+    an entry whose weights do not match it (or that cannot be read) is never loaded: the weights are trained
+    again and replace it, and the run says so (``weight_cache["corrupt"]``, a warning, the run page's
+    fine-tuning paragraph). Entries are written to a temporary folder and renamed
     into place; a lock file per key makes a second run of the same key (e.g. two split versions sharing
     their train items) wait for the first and then load its weights instead of training again.
 
@@ -69,7 +72,7 @@ from .. import sources
 from ..metrics.spans import repair_iob2, validate_tags
 from .recipe import RECIPE_KEYS  # every recipe names these (values checked by check_recipe); torch-free
 
-FORMAT = 1
+FORMAT = 2   # 2: meta.json records the sha256 of the weights file
 CACHE_ENV = "ATLAS_FINETUNE_CACHE_DIR"
 RETRAIN_ENV = "ATLAS_FINETUNE_RETRAIN"
 IGNORE_INDEX = -100
@@ -361,47 +364,76 @@ def key_fields(adapter, task: str, recipe: Mapping, labels: Sequence[str], train
 
 
 class WeightCache:
-    """One content key's folder: ``model.safetensors`` + ``meta.json`` (+ ``key.json`` for readers)."""
+    """One content key's folder: ``model.safetensors`` + ``meta.json`` (+ ``key.json`` for readers).
+
+    ``meta.json`` carries ``weights_sha256``, the sha256 of ``model.safetensors`` as written; :meth:`load`
+    checks it before using the weights, so a file changed after it was written (a flipped bit, a truncated
+    copy) is never loaded: it is reported in :attr:`corrupt` and trained again."""
 
     def __init__(self, fields: dict):
         self.fields = fields
         self.enabled = bool(fields["encoder"].get("revision"))
         self.key = _sha256_json(fields)
         self.path = cache_root() / self.key
+        self.corrupt: str | None = None   # why the stored entry was refused, after a failed load
 
     def exists(self) -> bool:
         return self.enabled and (self.path / "model.safetensors").is_file() and (self.path / "meta.json").is_file()
 
     def load(self, model: nn.Module) -> dict | None:
-        """Load the stored weights into ``model``; the stored training record, or None when absent/broken."""
+        """Load the stored weights into ``model`` and return the stored training record; None when there is
+        no entry, or when the entry fails its checks (unreadable meta, weights whose sha256 is not the one
+        recorded, tensors that do not fit ``model``): then :attr:`corrupt` says why and ``model`` is untouched."""
+        self.corrupt = None
         if not self.exists():
             return None
-        from safetensors.torch import load_file
+        from safetensors.torch import load as load_bytes
 
         try:
             meta = json.loads((self.path / "meta.json").read_text(encoding="utf-8"))
-            state = load_file(str(self.path / "model.safetensors"))
+            data = (self.path / "model.safetensors").read_bytes()
+        except (OSError, ValueError) as exc:
+            self.corrupt = f"unreadable entry ({type(exc).__name__}: {exc})"
+            return None
+        expected = meta.get("weights_sha256") if isinstance(meta, dict) else None
+        actual = hashlib.sha256(data).hexdigest()
+        if not expected:
+            self.corrupt = "meta.json records no weights_sha256"
+            return None
+        if actual != expected:
+            self.corrupt = f"model.safetensors has sha256 {actual[:16]}…, its meta.json records {expected[:16]}…"
+            return None
+        try:
+            state = load_bytes(data)
+            missing, unexpected = model.state_dict().keys() - state.keys(), state.keys() - model.state_dict().keys()
+            if missing or unexpected:
+                raise ValueError(f"tensors missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}")
             model.load_state_dict(state, strict=True)
-        except Exception:
+        except Exception as exc:  # a checksum-valid file that does not fit the model
+            self.corrupt = f"weights do not fit the model ({type(exc).__name__}: {str(exc)[:200]})"
             return None
         model.eval()
         return meta
 
-    def save(self, model: nn.Module, meta: dict) -> None:
-        if not self.enabled:
-            return
-        from safetensors.torch import save_file
+    def save(self, model: nn.Module, meta: dict) -> dict:
+        """Store ``model``'s weights and ``meta`` (with the weights' sha256 added, which is also returned in
+        the meta) atomically: written to a temporary folder, then renamed into place."""
+        from safetensors.torch import save as save_bytes
 
+        state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+        data = save_bytes(state)
+        meta = {**meta, "weights_sha256": hashlib.sha256(data).hexdigest()}
+        if not self.enabled:
+            return meta
         root = self.path.parent
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{self.key[:12]}."))
         try:
-            state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
-            save_file(state, str(tmp / "model.safetensors"))
+            (tmp / "model.safetensors").write_bytes(data)
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str), encoding="utf-8")
             (tmp / "key.json").write_text(json.dumps(self.fields, indent=1, default=str), encoding="utf-8")
             old = None
-            if self.path.exists():       # retrain: move the old entry aside, then swap
+            if self.path.exists():       # retrain or a corrupt entry: move the old entry aside, then swap
                 old = root / f".{self.key[:12]}.old.{os.getpid()}"
                 os.replace(self.path, old)
             os.replace(tmp, self.path)
@@ -410,6 +442,7 @@ class WeightCache:
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+        return meta
 
     @contextlib.contextmanager
     def lock(self):
@@ -432,7 +465,11 @@ class WeightCache:
 
 
 def _train_or_load(model: _Head, fields: dict, recipe: dict, retrain: bool, train_fn) -> tuple[dict, dict]:
-    """``(training record, cache info)``: load the weights for ``fields`` or train (and store) them."""
+    """``(training record, cache info)``: load the weights for ``fields`` or train (and store) them. An entry
+    that fails its checks (:meth:`WeightCache.load`) is trained again and replaced; ``info["corrupt"]`` says
+    why, and a warning says so where the run is shown."""
+    import warnings
+
     cache = WeightCache(fields)
     asked = time.time()
     with cache.lock():
@@ -442,11 +479,14 @@ def _train_or_load(model: _Head, fields: dict, recipe: dict, retrain: bool, trai
             if not retrain or fresh:
                 meta = cache.load(model)
         hit = meta is not None
+        if cache.corrupt:
+            warnings.warn(f"fine-tune weight cache {cache.path}: {cache.corrupt}; the entry is not used, the "
+                          "weights are trained again and replace it", RuntimeWarning, stacklevel=3)
         if not hit:
-            meta = train_fn()
-            cache.save(model, meta)
+            meta = cache.save(model, train_fn())
     info = {"key": cache.key, "enabled": cache.enabled, "hit": hit, "retrain_requested": bool(retrain),
-            "dir": str(cache.path) if cache.enabled else None,
+            "dir": str(cache.path) if cache.enabled else None, "corrupt": cache.corrupt,
+            "weights_sha256": meta.get("weights_sha256"),
             "note": None if cache.enabled else "encoder without a pinned revision: weights not cached"}
     return meta, info
 
@@ -642,6 +682,9 @@ def section_markdown(details: Mapping, unit: str = "items") -> str:
     how = (f"trained in this run in {tr.get('seconds'):.0f} s" if details.get("trained_here") else
            f"loaded from the weight cache (trained earlier in {tr.get('seconds'):.0f} s with the same recipe, "
            "encoder revision and train items)")
+    corrupt = (details.get("weight_cache") or {}).get("corrupt")
+    if corrupt:
+        how += f" (the cached weights for this key failed their check, {corrupt}, so they were trained again)"
     loss = tr.get("loss") or []
     per_epoch = ""
     if loss:

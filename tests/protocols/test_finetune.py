@@ -3,6 +3,8 @@ right, the same seed gives bit-identical weights and predictions, another seed a
 weight cache hits with nothing changed and misses when the recipe or the train items change."""
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -138,6 +140,36 @@ def test_weight_cache_hits_unchanged_and_misses_on_recipe_or_train_ids(encoder_d
     assert not forced["details"]["weight_cache"]["hit"] and forced["details"]["weight_cache"]["key"] == cache["key"]
     monkeypatch.setenv(ft.RETRAIN_ENV, "1")
     assert not run_seq(encoder_dir)[0]["details"]["weight_cache"]["hit"]
+
+
+def flip_byte(path, at: float = 0.5) -> None:
+    """Flip one bit of the tensor data of a safetensors file (past its JSON header), ``at`` of the way in."""
+    data = bytearray(path.read_bytes())
+    start = 8 + int.from_bytes(data[:8], "little")
+    data[start + int((len(data) - start) * at)] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def test_case24_08_a_corrupt_cached_weights_file_is_trained_again_and_said(encoder_dir, weight_cache):
+    """Fault injection: a flipped byte in a cached ``model.safetensors`` (still a valid file, so it would load)
+    and a truncated one are never used: the weights are trained again, replace the entry, and the run says so
+    (cache info, a warning, the run page's paragraph); the next run loads the repaired entry."""
+    first, _ = run_seq(encoder_dir)
+    info = first["details"]["weight_cache"]
+    weights = weight_cache / info["key"] / "model.safetensors"
+    assert info["corrupt"] is None and info["weights_sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest()
+    for damage in (flip_byte, lambda f: f.write_bytes(f.read_bytes()[:-100])):
+        damage(weights)
+        with pytest.warns(RuntimeWarning, match="not used, the weights are trained again"):
+            again, _ = run_seq(encoder_dir)
+        cache = again["details"]["weight_cache"]
+        assert again["details"]["trained_here"] and not cache["hit"]
+        assert "sha256" in cache["corrupt"] and cache["key"] == info["key"]
+        assert "failed their check" in ft.section_markdown(again["details"])
+        assert np.array_equal(again["proba"], first["proba"])          # the same seed trains the same weights
+        assert hashlib.sha256(weights.read_bytes()).hexdigest() == info["weights_sha256"] == cache["weights_sha256"]
+        repaired, _ = run_seq(encoder_dir)
+        assert repaired["details"]["weight_cache"]["hit"] and repaired["details"]["weight_cache"]["corrupt"] is None
 
 
 def test_token_targets_sit_on_first_subwords_and_long_sentences_are_chunked(encoder_dir):
