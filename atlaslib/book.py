@@ -222,6 +222,8 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
         text = text.replace(LEADERBOARD_MARK, block)
     else:
         text = text.rstrip() + "\n\n" + block
+    if departures.MARK in text:  # the card's declared departures (Card.departures), where its page asks for them
+        text = text.replace(departures.MARK, departures.departures_markdown(card))
     if not card.licence_confirmed:
         text = _insert_after_title(text, (
             "```{warning}\n**Local evaluation only.** " + card.licence_note +

@@ -110,13 +110,16 @@ def test_a_rate_on_no_case_is_a_declared_departure_never_equal():
 
 
 def test_the_card_page_states_the_agreement_from_the_computation(agreement, repo):
-    from atlaslib.pages import facts
+    from atlaslib.pages import departures, facts
 
     assert facts.fact_text("nli_openmed.agreement") == agreement.statement()
     text = (repo / "book/cards/nli_negation.md").read_text()
-    assert "{{fact:nli_openmed.agreement}}" in text and "{{fact:nli_openmed.departures}}" in text
-    table = facts.fact_text("nli_openmed.departures").splitlines()
-    assert table[0] == "| what | atlas | openmed 3.1.0 |" and len(table) == 2 + len(nn.card.OPENMED_DEPARTURES)
+    assert "{{fact:nli_openmed.agreement}}" in text and departures.MARK in text
+    # the format mapping is card data (Card.departures), a row each in the page's departures table
+    table = departures.departures_markdown(CARD)
+    for topic in ("negation depth", "section", "case ids", "safety flags", "a rate on no case", "prediction labels"):
+        assert f"| {topic} |" in table
+    assert "`affirmative_control: true`" in table and "`section_title`" in table
     assert "| Past Medical History | `past_medical_history` |" in facts.fact_text("nli_openmed.section_map")
     assert anchor.Agreement(None).statement().startswith("not checked in this build: openmed is not installed")
 

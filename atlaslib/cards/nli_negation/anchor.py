@@ -13,7 +13,7 @@ when openmed is not installed (openmed is a test dependency, never a runtime one
 Field names are openmed's (``case_count``, ``correct_count``, ``gate.aggregate_accuracy_gate_passed``,
 ``by_pattern.<pattern>.false_entailment_count``, ...). A rate whose denominator is 0 is undefined in the
 atlas (None; the false-entailment gate then fails closed) and 0.0 in openmed (the gate passes): such a pair
-is a declared ``departure``, never counted as equal (:data:`.card.OPENMED_DEPARTURES` lists every departure).
+is a declared ``departure``, never counted as equal (``CARD.departures`` lists every departure).
 """
 from __future__ import annotations
 
@@ -280,16 +280,6 @@ def _md(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def departures_markdown() -> str:
-    """:data:`.card.OPENMED_DEPARTURES` as a table (what, atlas, openmed)."""
-    from .card import OPENMED_DEPARTURES
-    from .exchange import OPENMED_VERSION
-
-    lines = [f"| what | atlas | openmed {OPENMED_VERSION} |", "|---|---|---|"]
-    lines += [f"| {_md(w)} | {_md(a)} | {_md(o)} |" for w, a, o in OPENMED_DEPARTURES]
-    return "\n".join(lines)
-
-
 def section_map_markdown() -> str:
     """The section titles of ``builtin-v1`` and the identifiers they are exported as."""
     from .corpus import SECTIONS
@@ -302,8 +292,8 @@ def section_map_markdown() -> str:
 
 def page_facts() -> dict[str, tuple]:
     """The card page's facts on openmed, ``{key: (value, kind, source)}``: the agreement sentence (computed
-    here and now by :func:`agreement`, or saying openmed is not installed), the departures and section
-    tables, and the counts of the exchange."""
+    here and now by :func:`agreement`, or saying openmed is not installed), the section table and the
+    counts of the exchange (the departures are ``CARD.departures``, the page's departures table)."""
     from .card import OPENMED_VERSION, version_cases
     from .corpus import VERSION
     from .exchange import OPENMED_VERSION as ANCHOR
@@ -313,7 +303,6 @@ def page_facts() -> dict[str, tuple]:
     return {
         "nli_openmed.agreement": (agreement().statement(), "text", f"{src}.agreement, run while the book builds"),
         "nli_openmed.version": (ANCHOR, "text", "atlaslib.cards.nli_negation.exchange.OPENMED_VERSION"),
-        "nli_openmed.departures": (departures_markdown(), "markdown", "atlaslib.cards.nli_negation.card"),
         "nli_openmed.section_map": (section_map_markdown(), "markdown", "atlaslib.cards.nli_negation.exchange"),
         "nli_openmed.cases": (len(om_cases), "count", f"{OPENMED_VERSION} (openmed's fixture file)"),
         "nli_openmed.affirmative_controls": (sum(c.negation_depth == 0 for c in builtin), "count",

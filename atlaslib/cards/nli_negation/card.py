@@ -72,8 +72,48 @@ DEPARTURES = (
               f"false-entailment ceiling (default {DEFAULT_MAX_FALSE_ENTAILMENT_RATE:g}) and the floor",
               "a predictor that abstains on everything never entails anything and would pass the ceiling alone"),
     Departure("intervals", "rates and counts, no intervals",
-              "every rate with its exact (Clopper-Pearson) 95 % interval, overall and per pattern",
+              "every rate with its exact (Clopper-Pearson) 95 % interval, overall and per pattern; `certify=True` "
+              "gates on the one-sided upper bound of the false-entailment rate",
               "a few dozen cases per pattern: a rate without its interval over-reads the evidence"),
+    # the case format, and how a case file crosses between the two (exchange.py; the card page's "Held against
+    # openmed"): openmed 3.1.0's fixture rules in `card`, the atlas's data model and its mapping in `atlas`
+    Departure("negation depth",
+              f"`negation_depth` is an integer from {exchange.MIN_DEPTH} to {exchange.MAX_DEPTH}; a row without one "
+              f"reads as {exchange.MIN_DEPTH}",
+              "0 for an affirmative control (a premise that negates nothing); exported as depth 1 marked "
+              "`affirmative_control: true`, read back as 0",
+              "the controls show that a predictor reads negation, not negation words; openmed would refuse them"),
+    Departure("section",
+              f"an identifier (`{exchange.IDENTIFIER.pattern}`, lower-cased), required on every `section_scoped` "
+              "case; its own cases name the section that holds the negation, whichever section the hypothesis "
+              "speaks of",
+              "the title of the section the hypothesis speaks of (`Past Medical History`); exported as its identifier "
+              "(`past_medical_history`) with the title beside it in `section_title`, read back as the title; "
+              "openmed's sections are read as they are",
+              "the title is what a note says, and what the rule predictor's sectionizer reads"),
+    Departure("case ids", "an identifier by the same rule, lower-cased on reading",
+              "any non-empty string; a case set is exported only when its ids already are identifiers",
+              "a lower-cased id would no longer match predictions keyed by the original"),
+    Departure("safety flags", "`synthetic: true`, `contains_real_phi: false` and `phi_free: true` on every row (also "
+              "inside its `metadata`)",
+              "the atlas's own case files need `synthetic: true` and one of the two PHI flags; openmed files are "
+              "read, and exported, with all three"),
+    Departure("case-set size", f"at most {exchange.MAX_CASES} cases, each text at most {exchange.MAX_TEXT_LENGTH:,} "
+              "characters", "no limit; an export beyond openmed's limits is refused"),
+    Departure("fixture files", "a file that starts with a UTF-8 byte-order mark is refused",
+              "the same layouts and aliases as openmed; a byte-order mark is accepted", "Windows editors write one"),
+    Departure("prediction labels", "also `entail(ed)`, `contradict(ed)`, `abstain(ed)`, and objects with a `label` "
+              "or `prediction`",
+              "entailment, neutral, contradiction, abstention or None (case and surrounding space ignored)",
+              "one spelling per label keeps a predictions file checkable"),
+    Departure("a rate on no case", "0.0; with no contradiction or neutral case the false-entailment gate passes",
+              "undefined (n/a); the false-entailment gate then fails (fail closed)",
+              "no evidence of a false entailment is not evidence of safety"),
+    Departure("per-pattern rows", "all four patterns, zero counts for a pattern without cases",
+              "the patterns the case set has"),
+    Departure("digests", "`sha256:` digests of the cases sorted by pattern and id, and of the labels sorted by id",
+              "sha256 of the case set (every field, case order) and of the labels bound to it: other values for the "
+              "same cases"),
 )
 
 CARD = Card(
@@ -108,40 +148,6 @@ CARD = Card(
     prediction_format="label",
     analysis=Analysis(kind="labels", slices=SLICES, inputs=("premise", "hypothesis")),
     departures=DEPARTURES,
-)
-
-#: Where the card departs from openmed (the anchor its challenge is modelled on), and how a case set crosses
-#: between the two formats (:mod:`.exchange`): (what, atlas, openmed) rows, as data, for the card page.
-OPENMED_DEPARTURES: tuple[tuple[str, str, str], ...] = (
-    ("negation depth", "0 for an affirmative control (a premise that negates nothing); exported as depth "
-     f"{exchange.MIN_DEPTH} marked `affirmative_control: true`, read back as 0",
-     f"an integer from {exchange.MIN_DEPTH} to {exchange.MAX_DEPTH}; a row without one reads as "
-     f"{exchange.MIN_DEPTH}"),
-    ("section", "the title of the section the hypothesis speaks of (`Past Medical History`); exported as its "
-     "identifier (`past_medical_history`) with the title beside it in `section_title`, read back as the title",
-     f"an identifier (`{exchange.IDENTIFIER.pattern}`, lower-cased), required on every `section_scoped` case; "
-     "its own cases name the section that holds the negation, whichever section the hypothesis speaks of, "
-     "and are read into the atlas as they are"),
-    ("case id", "any non-empty string; exported only when it is already an openmed identifier",
-     "an identifier, by the same rule as a section, lower-cased on reading"),
-    ("safety flags", "`synthetic: true`, and `contains_real_phi: false` or `phi_free: true`; exported with all "
-     "three", "all three on every row (also inside a row's `metadata`)"),
-    ("case-set size", "no limit", f"at most {exchange.MAX_CASES} cases of at most {exchange.MAX_TEXT_LENGTH:,} "
-     "characters per text"),
-    ("fixture files", "openmed's `.json` / `.jsonl` layouts and aliases; a UTF-8 byte-order mark is accepted",
-     "the same layouts; a byte-order mark is refused"),
-    ("prediction labels", "entailment, neutral, contradiction, abstention or None (case and surrounding space "
-     "ignored)", "also entail(ed), contradict(ed), abstain(ed) and objects with a `label`"),
-    ("accuracy floor", f"on by default ({DEFAULT_MINIMUM_AGGREGATE_ACCURACY})", "off by default"),
-    ("a rate on no case", "undefined (n/a); with no contradiction or neutral case the false-entailment gate "
-     "fails (fail closed)", "0.0; the false-entailment gate passes"),
-    ("per-pattern rows", "the patterns the case set has", "all four patterns, zero counts for a pattern "
-     "without cases"),
-    ("intervals and certify", "exact Clopper-Pearson 95 % intervals on every rate; `certify=True` gates on the "
-     "one-sided upper bound", "point rates only; no certify option"),
-    ("digests", "sha256 of the case set (every field, case order) and of the labels bound to it",
-     "`sha256:` digests of the cases sorted by pattern and id, and of the labels sorted by id: other values for "
-     "the same cases"),
 )
 
 #: No downloaded data files (``CARD.pinned_files`` is empty): ``builtin-v1`` is generated by this package (its
