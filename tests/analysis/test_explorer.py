@@ -264,3 +264,13 @@ def test_publish_explorer_holds_ids_only_and_gated_cells_never_read_text(tmp_pat
     gated = [{**c, "extra": {"gated_text": True}} for c in cells]
     P.render(card, version, gated, tmp_path / "gated")
     assert not [t for t in texts if t in files(tmp_path / "gated")]
+
+
+def test_the_disagreement_counts_link_to_their_filters(tmp_path):
+    d = DIS.disagreement(_negex_cells())
+    t = P.linked_summary(d, "negex", "atlas-n100-v1", tmp_path / "book" / "cards", tmp_path).set_index("what")
+    base = "../runs/negex/atlas-n100-v1/explorer.html"
+    assert t.loc["hard (every run wrong)", "count"] == f'<a class="atlas-explorer-link" href="{base}?hard=1">1</a>'
+    assert t.loc["disputed (the runs do not all give the same answer)", "count"] == (
+        f'<a class="atlas-explorer-link" href="{base}?disputed=1">3</a>')
+    assert t.loc["items compared", "count"] == "7"
