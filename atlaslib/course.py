@@ -381,9 +381,23 @@ def leakage_pivot(scores: pd.DataFrame, metric: str = "macro_f1") -> pd.DataFram
 
 # -- lesson: safety gates ------------------------------------------------------------------------------------
 
+def false_entailment_bound(report: dict) -> float | None:
+    """The card's bound on the false-entailment rate, the one its gate certifies with: the exact one-sided
+    95 % (Clopper–Pearson) upper bound ``Beta⁻¹(0.95; k+1, n−k)``, as the report records it (computed from
+    the counts for a report that predates the field)."""
+    from .metrics.intervals import clopper_pearson_upper
+
+    bound = (report.get("gate") or {}).get("false_entailment_upper_bound")
+    if bound is None:
+        fer = report["false_entailment_rate"]
+        bound = None if not fer["trials"] else clopper_pearson_upper(fer["successes"], fer["trials"])
+    return bound
+
+
 def gate_rows(cells: Sequence[dict]) -> pd.DataFrame:
-    """One row per NLI challenge cell: accuracy and false-entailment rate (with their counts and exact
-    intervals) and the gate decisions, from the cell's report."""
+    """One row per NLI challenge cell: accuracy and false-entailment rate (with their counts), the card's
+    one-sided 95 % upper bound of that rate (:func:`false_entailment_bound`) and the gate decisions, from the
+    cell's report."""
     rows = []
     for c in cells:
         r = c["extra"]["report"]
@@ -391,7 +405,7 @@ def gate_rows(cells: Sequence[dict]) -> pd.DataFrame:
         rows.append({"model": c["model"], "accuracy": acc["value"], "right": f"{acc['successes']}/{acc['trials']}",
                      "false entailment rate": fer["value"],
                      "false entailments": f"{fer['successes']}/{fer['trials']}",
-                     "FER upper bound": fer["ci_high"],
+                     "FER upper bound (one-sided 95 %)": false_entailment_bound(r),
                      "ceiling": "pass" if g["false_entailment_gate_passed"] else "FAIL",
                      "floor": "pass" if g["accuracy_gate_passed"] else "FAIL",
                      "combined": "pass" if g["passed"] else "FAIL"})
@@ -407,9 +421,10 @@ def constant_predictor_accuracy(cases) -> dict:
 
 
 def cases_for_zero_upper_bound(upper: float, level: float = LEVEL) -> int:
-    """How many non-entailment cases without a single false entailment it takes before the two-sided
-    Clopper–Pearson upper bound of the false-entailment rate falls to ``upper`` or below:
-    ``1 − ((1−level)/2)^(1/n) ≤ upper`` ⇔ ``n ≥ ln((1−level)/2) / ln(1 − upper)``."""
+    """How many non-entailment cases without a single false entailment it takes before the card's bound, the
+    one-sided ``level`` Clopper–Pearson upper bound of the false-entailment rate
+    (:func:`atlaslib.metrics.intervals.clopper_pearson_upper`), falls to ``upper`` or below:
+    ``1 − (1−level)^(1/n) ≤ upper`` ⇔ ``n ≥ ln(1−level) / ln(1 − upper)``."""
     if not 0 < upper < 1:
         raise ValueError(f"cases_for_zero_upper_bound: upper must be strictly between 0 and 1, got {upper}")
-    return int(math.ceil(math.log((1 - level) / 2) / math.log(1 - upper)))
+    return int(math.ceil(math.log(1 - level) / math.log(1 - upper) - 1e-12))

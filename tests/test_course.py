@@ -346,8 +346,10 @@ def test_ideal_bootstrap_and_exact_coverage_hand_cases():
 def test_closed_form_sample_sizes():
     assert course.smallest_n_all_correct(0.95) == 72  # ln(0.025)/ln(0.95) = 71.92
     assert intervals.clopper_pearson(72, 72)[0] >= 0.95 > intervals.clopper_pearson(71, 71)[0]
-    assert course.cases_for_zero_upper_bound(0.01) == 368  # ln(0.025)/ln(0.99) = 367.04
-    assert intervals.clopper_pearson(0, 368)[1] <= 0.01 < intervals.clopper_pearson(0, 367)[1]
+    # the card's bound is one-sided: ln(0.05)/ln(0.99) = 298.07 (the two-sided bound would need 368)
+    assert course.cases_for_zero_upper_bound(0.01) == 299
+    assert intervals.clopper_pearson_upper(0, 299) <= 0.01 < intervals.clopper_pearson_upper(0, 298)
+    assert intervals.clopper_pearson(0, 299)[1] > 0.01  # the two-sided upper end is another, larger bound
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         course.smallest_n_all_correct(1.0)
 
@@ -423,3 +425,23 @@ def test_load_cell_names_the_missing_file_and_command(tmp_path):
                                 "metrics": {}, "status": "not_run", "reason": "weights unavailable"}))
     with pytest.raises(ValueError, match="did not happen \\(weights unavailable\\)"):
         course.load_cell(tmp_path, "nli_negation", "builtin-v1", "m", "zero_shot")
+
+
+def test_gate_rows_show_the_cards_one_sided_bound():
+    """The lesson's bound is the one the card certifies with: one-sided 95 % Clopper–Pearson, Beta(0.95; k+1,
+    n−k), computed here with scipy; never the two-sided interval's upper end."""
+    from scipy.stats import beta
+
+    def cell(model, k, n, recorded):
+        gate = {"false_entailment_gate_passed": k == 0, "accuracy_gate_passed": True, "passed": k == 0}
+        if recorded:
+            gate["false_entailment_upper_bound"] = float(beta.ppf(0.95, k + 1, n - k))
+        fer = {"successes": k, "trials": n, "value": k / n, "ci_low": 0.0, "ci_high": 0.999}
+        acc = {"successes": 1, "trials": 2, "value": 0.5}
+        return {"model": model, "extra": {"report": {"aggregate_accuracy": acc, "false_entailment_rate": fer,
+                                                     "gate": gate}}}
+
+    rows = course.gate_rows([cell("a", 39, 132, True), cell("b", 0, 132, False)])
+    bound = rows["FER upper bound (one-sided 95 %)"]
+    assert bound["a"] == pytest.approx(beta.ppf(0.95, 40, 93))
+    assert bound["b"] == pytest.approx(1 - 0.05 ** (1 / 132)) and bound["b"] < 1 - 0.025 ** (1 / 132)
