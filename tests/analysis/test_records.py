@@ -85,3 +85,40 @@ def test_tempeval_outcome_counts_sum_to_the_scorers_rows():
         found = sum(rec["found"][kind].count("1") for rec in r.predictions)
         n = sum(len(rec["found"][kind]) for rec in r.predictions)
         assert (found, n) == (rows[row]["correct"], rows[row]["reference"]), kind
+
+
+def test_tempeval_found_counts_what_the_scorer_counts_when_annotations_repeat(tmp_path):
+    """An EVENT repeated exactly and a CONTAINS pair annotated twice are one item each for the official
+    scorer (its reference is a set); the records' ``found`` strings, and so the disagreement table, count
+    the same items: reference and correct equal the scorer's row."""
+    from atlaslib.cards.tempeval import runs
+    from atlaslib.cards.tempeval.anafora_io import Document, Entity, Relation, write_document
+    from atlaslib.cards.tempeval.scoring import score_directories
+
+    def ev(i, a, b, dtr="OVERLAP"):
+        return Entity(f"{i}@e@d@gold", "EVENT", ((a, b),), {"DocTimeRel": dtr, "Type": "N/A", "Degree": "N/A",
+                                                             "Polarity": "POS", "ContextualModality": "ACTUAL"})
+
+    def tx(i, a, b):
+        return Entity(f"{i}@e@d@gold", "TIMEX3", ((a, b),), {"Class": "DATE"})
+
+    def tl(i, s, t):
+        return Relation(f"{i}@r@d@gold", "TLINK", {"Source": f"{s}@e@d@gold", "Type": "CONTAINS",
+                                                    "Target": f"{t}@e@d@gold"})
+
+    gold = Document("d", [tx(1, 0, 5), ev(2, 10, 15), ev(3, 10, 15), ev(4, 20, 25), ev(5, 30, 35, "BEFORE")],
+                    [tl(6, 1, 2), tl(7, 1, 3), tl(8, 1, 4), tl(9, 1, 5)])
+    pred = Document("d", [tx(1, 0, 5), ev(2, 10, 15), ev(5, 30, 35, "AFTER")], [tl(6, 1, 2)],
+                    annotator="system")
+    write_document(gold, tmp_path / "ref")
+    write_document(pred, tmp_path / "pred")
+    rows = {r["row"]: r for r in score_directories(tmp_path / "ref", tmp_path / "pred")["rows"]}
+    rec = runs.outcome_record(gold, pred)
+    for kind, row in (("event_span", "event_span"), ("timex3_span", "timex3_span"), ("contains", "contains"),
+                      ("doctimerel", "doctimerel")):
+        bits = rec["found"][kind]
+        assert (bits.count("1"), len(bits)) == (rows[row]["correct"], rows[row]["reference"]), (kind, bits, rows[row])
+    assert rows["contains"]["reference"] == 3 and rows["event_span"]["reference"] == 3  # the repeats collapse
+    # the explorer's slice values follow the same (deduplicated) items, one per bit
+    for kind, values in rec["found_slices"].items():
+        assert all(len(v) == len(rec["found"][kind]) for v in values.values()), kind

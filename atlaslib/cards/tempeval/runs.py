@@ -220,10 +220,11 @@ def _items(doc: Document) -> dict:
 def outcome_record(gold: Document, pred: Document) -> dict:
     """What one document's predictions got right, without text.
 
-    ``found``: per kind, one character per gold item in the reference's order, ``1`` when the prediction
-    holds the same item. ``slices``: per slice field and value, the scorer's four counts
-    ``[reference, predicted, precision_correct, recall_correct]`` (as :func:`.scoring.f1_from_counts` takes
-    them): gold items with that value, predicted items with that value, predicted items with that value that
+    ``found``: per kind, one character per gold item of the scorer's reference (a set: an item that the
+    annotations repeat, an exact duplicate EVENT or a CONTAINS pair annotated twice, is one item, at its first
+    place in the reference's order), ``1`` when the prediction holds the same item. ``slices``: per slice
+    field and value, the scorer's four counts ``[reference, predicted, precision_correct, recall_correct]``
+    (as :func:`.scoring.f1_from_counts` takes them): gold items with that value, predicted items with that value, predicted items with that value that
     are in the reference, gold items with that value that are predicted. Polarity and TIMEX3 class slice the
     span items by their attribute (gold's for recall, the prediction's for precision); DocTimeRel and the
     CONTAINS distance band are part of the item itself. Summed over values, the counts are the scorer's row
@@ -232,10 +233,15 @@ def outcome_record(gold: Document, pred: Document) -> dict:
     found = {}
     for kind in FOUND:
         have = {item for item, _ in p[kind]}
-        found[kind] = "".join("1" if item in have else "0" for item, _ in g[kind])
-    # per gold item of each found kind, in the same order, its slice values (the item explorer's slice columns)
-    found_slices = {kind: {field_: [None if v is None else str(v) for _, v in g[src]]}
-                    for kind, field_, src in FOUND_SLICES}
+        found[kind] = "".join("1" if item in have else "0" for item in dict.fromkeys(item for item, _ in g[kind]))
+    # per gold item of each found kind, in the same order (its first occurrence), its slice values (the item
+    # explorer's slice columns)
+    found_slices = {}
+    for kind, field_, src in FOUND_SLICES:
+        first: dict = {}
+        for (item, _), (_, v) in zip(g[kind], g[src]):
+            first.setdefault(item, v)
+        found_slices[kind] = {field_: [None if v is None else str(v) for v in first.values()]}
     slices = {}
     for field_, kind in (("doctimerel", "doctimerel"), ("polarity", "polarity"), ("timex3_class", "timex3_class"),
                          ("contains_gap", "contains")):
