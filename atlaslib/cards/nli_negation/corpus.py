@@ -273,7 +273,8 @@ def default_nli_negation_cases() -> tuple[NliNegationCase, ...]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Exchange-format loader (openmed's fixture files: .json list or {"cases": [...]}, or .jsonl)
+# The atlas's own case files (.json list or {"cases": [...]}, or .jsonl): openmed's field names, the atlas's data
+# model (depth 0, free-text sections). openmed's fixture files, by openmed's rules: exchange.load_openmed_fixtures
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "case_id": ("case_id", "id"),
@@ -347,8 +348,9 @@ def _row_to_case(row: Any, pos: int, where: str) -> NliNegationCase:
 
 
 def load_nli_negation_cases(path) -> tuple[NliNegationCase, ...]:
-    """Read cases from an exchange file: ``.json`` (a list of rows or ``{"cases": [...]}``) or
-    ``.jsonl`` (one row per non-empty line).
+    """Read cases from an atlas case file: ``.json`` (a list of rows or ``{"cases": [...]}``) or
+    ``.jsonl`` (one row per non-empty line). (An openmed fixture file, read by openmed's rules:
+    :func:`.exchange.load_openmed_fixtures`.)
 
     Field names (aliases): ``case_id``/``id``, ``pattern``/``category``, ``premise``, ``hypothesis``,
     ``gold_label``/``label``/``expected_label``, optional ``negation_depth``/``depth`` and
