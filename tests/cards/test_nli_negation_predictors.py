@@ -211,10 +211,10 @@ def test_run_card_rejects_bad_parameters():
 
 def test_card_registry_entry():
     card = get_card("nli_negation")
-    assert card is nn.CARD and card.versions == ("builtin-v1",) and card.protocols == ("zero_shot",)
+    assert card is nn.CARD and card.versions == ("builtin-v1", "openmed-builtin-v1") and card.protocols == ("zero_shot",)
     assert card.metrics[:2] == ("aggregate_accuracy", "false_entailment_rate")
     assert card.higher_is_better == {"false_entailment_rate": False}
-    assert {m for _, m, _ in card.default_matrix} == {"medspacy-context-nli", "minilm-similarity",
+    assert {m for v, m, _ in card.default_matrix if v == "builtin-v1"} == {"medspacy-context-nli", "minilm-similarity",
                                                       "always-entailment", "always-abstain",
                                                       "cross-encoder/nli-deberta-v3-xsmall"}
     assert card.notebook == "notebooks/nli_negation.md"
