@@ -56,6 +56,16 @@ def test_the_installed_openmed_is_the_release_the_rules_restate():
     assert om.NLI_NEGATION_FIXTURE_SCHEMA_VERSION == exchange.FIXTURE_SCHEMA_VERSION
 
 
+def test_the_books_copy_of_openmeds_module_is_openmeds_code(monkeypatch):
+    """Without ``openmed.eval`` imported (a book build), the comparison executes openmed's module file on its
+    own (importing ``openmed.eval`` loads all of openmed's suites): the same file, the same reports."""
+    monkeypatch.delitem(sys.modules, anchor.MODULE)
+    alone = anchor.openmed_challenge()
+    assert alone is not om and alone.__file__ == om.__file__
+    labels = anchor.prediction_sets(om.default_nli_negation_cases())["random"]
+    assert alone.run_nli_negation_challenge(labels).to_dict() == om.run_nli_negation_challenge(labels).to_dict()
+
+
 def test_reports_equal_openmeds_field_by_field(agreement):
     """Every case set × prediction set × form (mapping, sequence, the card's run) × gate setting, every field."""
     assert agreement.openmed == "3.1.0" and agreement.equal
@@ -236,9 +246,9 @@ def test_an_openmed_fixture_file_gives_the_cases_and_the_report_openmed_gives(tm
     assert [c.case_id for c in ours] == ["case-one", "n:2", "s.3"]  # lower-cased, as openmed does
     labels = {"case-one": "entailment", "n:2": None, "s.3": "entailment"}
     for floor in (None, 0.5):
-        rows = anchor.compare_reports(nn.run_nli_negation_challenge(labels, cases=ours, minimum_aggregate_accuracy=floor),
-                                      om.run_nli_negation_challenge(labels, cases=theirs,
-                                                                    minimum_aggregate_accuracy=floor))
+        rows = anchor.compare_reports(
+            nn.run_nli_negation_challenge(labels, cases=ours, minimum_aggregate_accuracy=floor),
+            om.run_nli_negation_challenge(labels, cases=theirs, minimum_aggregate_accuracy=floor))
         assert {f.status for f in rows} <= {EQUAL, DEPARTURE} and [f for f in rows if f.status == DEPARTURE]
 
 

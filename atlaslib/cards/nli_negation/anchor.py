@@ -65,9 +65,7 @@ def openmed_challenge():
             mspec.loader.exec_module(module)
         except ImportError:  # the module grew openmed imports: import it the ordinary way
             del sys.modules[name]
-            import importlib as _il
-
-            return _il.import_module(MODULE)
+            return importlib.import_module(MODULE)
     return sys.modules[name]
 
 

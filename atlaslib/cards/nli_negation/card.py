@@ -276,8 +276,8 @@ def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *,
              max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
              minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
              run_key: str | None = None, predictor=None, **predictor_options) -> NliNegationRun:
-    """Run one predictor on the cases of ``version`` (:func:`version_cases`). ``run_key`` (set by the runner) is stored in the
-    run spec's parameters; ``predictor`` overrides the one built from ``model`` (tests);
+    """Run one predictor on the cases of ``version`` (:func:`version_cases`). ``run_key`` (set by the runner)
+    is stored in the run spec's parameters; ``predictor`` overrides the one built from ``model`` (tests);
     ``predictor_options`` go to :func:`build_predictor`."""
     if protocol not in CARD.protocols:
         raise NliNegationInputError(f"parameter protocol: expected one of {', '.join(CARD.protocols)}")

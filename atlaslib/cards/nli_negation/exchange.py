@@ -1,8 +1,8 @@
 """openmed's fixture format, both ways: atlas cases written as a fixture file that openmed 3.1.0's
 ``load_nli_negation_fixtures`` loads unchanged, and openmed fixture files read into atlas cases.
 
-No openmed import: the rules of ``openmed.eval.nli_negation_challenge`` (3.1.0) are restated here as data
-(:data:`OPENMED_RULES`), and ``tests/cards/test_nli_openmed.py`` holds them against the installed openmed.
+No openmed import: the rules of ``openmed.eval.nli_negation_challenge`` (3.1.0) are restated here as constants,
+and ``tests/cards/test_nli_openmed.py`` holds them against the installed openmed.
 
 What openmed refuses, and how an atlas case is written so that it loads while keeping the atlas's meaning:
 
@@ -51,14 +51,6 @@ LABEL_ALIASES = {"contradict": "contradiction", "contradicted": "contradiction",
                  "entail": "entailment", "entailed": "entailment", "entailment": "entailment",
                  "neutral": "neutral"}
 FIXTURE_FILE = "openmed_fixtures.json"   # the name ``atlas export`` writes
-
-#: The rules above as one table (what, openmed's rule), for the card page and the tests.
-OPENMED_RULES = {
-    "identifier": IDENTIFIER.pattern,
-    "depth": (MIN_DEPTH, MAX_DEPTH),
-    "max_cases": MAX_CASES,
-    "max_text_length": MAX_TEXT_LENGTH,
-}
 
 
 def is_identifier(value: Any) -> bool:
