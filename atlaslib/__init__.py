@@ -15,7 +15,7 @@ Layout (where things live):
 - ``cli``          the ``atlas`` command
 """
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401
 
 
 def evaluate(card, version, predict_fn=None, predictions=None, **options):

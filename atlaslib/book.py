@@ -35,7 +35,7 @@ from .pages import analysis as analysis_page
 from .pages import datastory
 from .pages import departures, facts, tables  # noqa: F401  (departures: its facts provider)
 from .pages.course import finish_course, start_course
-from .cards import Card, available_cards
+from .cards import Card, available_cards, card_page_source
 from .executor import run_requests
 from .matrix import BuildPaths, MatrixReport, print_timing  # noqa: F401  (book.BuildPaths stays importable)
 from .runner import REPO, RunRequest
@@ -127,16 +127,11 @@ def _copy_sources(paths: BuildPaths, src: Path) -> None:
     shutil.copytree(paths.repo / "book", src / "book", ignore=shutil.ignore_patterns("runs", "_generated"))
 
 
-def is_gated(cell: dict) -> bool:
-    """A cell computed on data under a use agreement (e.g. THYME note text): never published."""
-    extra, params = cell.get("extra", {}), cell.get("spec", {}).get("parameters", {})
-    return bool(extra.get("gated") or extra.get("gated_text") or params.get("gated"))
+is_gated = results.is_gated  # a cell computed on data under a use agreement: never published
 
 
 def _is_external(cell: dict) -> bool:
-    from .external import is_external
-
-    return is_external(cell)
+    return results.is_external(cell)
 
 
 def collect_cells(paths: BuildPaths, card: Card, publish: bool, failed: list[RunRequest]) -> list[dict]:
@@ -180,8 +175,10 @@ def _copy_run_notebook(source: Path, target: Path, title: str, note: str | None 
         if "parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")  # the notebook's defaults; the run's values follow in the next cell
         if "injected-parameters" in tags:
-            kept = [ln for ln in cell.source.split("\n") if not re.match(r"(result_path|run_key|data_dir) = ", ln)]
-            cell.source = "\n".join(kept).rstrip() + "\n# data_dir, result_path and run_key were set by `atlas run`"
+            kept = [ln for ln in cell.source.split("\n")
+                    if not re.match(r"(result_path|run_key|data_dir|decision) = ", ln)]
+            cell.source = ("\n".join(kept).rstrip()
+                           + "\n# data_dir, result_path, run_key and decision were set by `atlas run`")
         elif cell.cell_type == "code" and "remove-input" not in tags:
             # a run page shows what was run (the parameters above) and what came out; the code is the card's
             # notebook, the same for every run, offered once on the card page (.md and .ipynb downloads)
@@ -213,9 +210,11 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
         if nb_rel is not None:
             docs.append(str(nb_rel.with_suffix("")))
     page = src / card.page
-    if not page.is_file():
+    if not page.is_file():  # a card without a page in book/cards/: its package's page.md, else its title
         page.parent.mkdir(parents=True, exist_ok=True)
-        page.write_text(f"# {card.title}\n\n{LEADERBOARD_MARK}\n", encoding="utf-8")
+        own = card_page_source(card)
+        page.write_text(own.read_text(encoding="utf-8") if own else f"# {card.title}\n\n{LEADERBOARD_MARK}\n",
+                        encoding="utf-8")
     text = page.read_text(encoding="utf-8")
     block = card_results_markdown(card, cells, page.parent, src, failed)
     if LEADERBOARD_MARK in text:
@@ -526,6 +525,7 @@ def render_toc(src: Path, card_docs: dict[str, list[str]], dropped: set[str], ex
             keep.append(e)
         return keep
 
+    _add_unlisted_cards(toc, src, card_docs, dropped)
     toc["parts"] = [dict(p, chapters=walk(p.get("chapters", []))) for p in toc.get("parts", [])]
     toc["parts"] = [p for p in toc["parts"] if p["chapters"]]
     if model_docs:
@@ -534,6 +534,28 @@ def render_toc(src: Path, card_docs: dict[str, list[str]], dropped: set[str], ex
     if extra_docs:
         toc["parts"].append({"caption": "About this build", "chapters": [{"file": d} for d in extra_docs]})
     (src / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False), encoding="utf-8")
+
+
+def _add_unlisted_cards(toc: dict, src: Path, card_docs: dict, dropped: set[str]) -> None:
+    """A card page this build renders that ``_toc.yml`` does not list (a card outside the atlas, found by
+    discovery) goes at the end of the part that lists the cards (a part "Cards" when none does)."""
+    def listed(entries):
+        return {e.get("file") for e in entries} | {f for e in entries for k in ("chapters", "sections")
+                                                  for f in listed(e.get(k, []))}
+
+    parts = toc.setdefault("parts", [])
+    every = set().union(*(listed(p.get("chapters", [])) for p in parts)) if parts else set()
+    new = [f"book/cards/{name}" for name in card_docs
+           if f"book/cards/{name}" not in every and f"book/cards/{name}" not in dropped
+           and _doc_exists(src, f"book/cards/{name}")]
+    if not new:
+        return
+    part = next((p for p in parts if any(str(c.get("file", "")).startswith("book/cards/")
+                                         for c in p.get("chapters", []))), None)
+    if part is None:
+        part = {"caption": "Cards", "chapters": []}
+        parts.append(part)
+    part["chapters"].extend({"file": f} for f in new)
 
 
 def _doc_exists(src: Path, doc: str) -> bool:

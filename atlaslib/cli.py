@@ -176,18 +176,22 @@ def cmd_score(args) -> int:
         from .external import cli as external_cli
 
         return external_cli.cmd_score(args)
-    if args.task == "nli_negation":  # the challenge's report on an openmed fixture file (or a version)
-        from .cards.nli_negation import scoring as nli_scoring
+    # a card whose package has a command of its own (``score_command(argv) -> exit code``, what it gives in
+    # ``SCORE_COMMAND``: TempEval's official scorer, the NLI challenge's report) scores by it
+    from .cards import card_names
 
-        return nli_scoring.main(args.rest)
-    if args.task != "tempeval":
+    def command(name):
+        return getattr(importlib.import_module(CARD_MODULES[name]), "score_command", None)
+
+    scorer = command(args.task) if args.task in card_names() else None
+    if scorer is None:
         what = "no task given" if args.task is None else f"unknown task {args.task!r}"
-        print(f"atlas score: {what}; expected tempeval (official scorer), nli_negation (the challenge's report) "
-              f"or --card C --version V --predictions FILE --name NAME", file=sys.stderr)
+        have = [f"{c.name} ({getattr(importlib.import_module(CARD_MODULES[c.name]), 'SCORE_COMMAND', 'its scorer')})"
+                for c in available_cards() if command(c.name)]
+        print(f"atlas score: {what}; expected {', '.join(have)} or --card C --version V --predictions FILE "
+              f"--name NAME", file=sys.stderr)
         return 2
-    from .cards.tempeval import scoring
-
-    return scoring.main(args.rest)
+    return scorer(args.rest)
 
 
 def main(argv=None) -> int:

@@ -79,6 +79,23 @@ def cell_path(results_dir: str | os.PathLike, card: str, version: str, model: st
     return Path(results_dir) / card / version / slug(model) / f"{protocol}.json"
 
 
+#: what a cell's spec records as its capability (and profile source) when an outside system's predictions
+#: were scored (``atlas score`` / :func:`atlaslib.evaluate`)
+EXTERNAL = "external predictions"
+
+
+def is_gated(cell: dict) -> bool:
+    """A cell computed on data under a use agreement (e.g. THYME note text): never published."""
+    extra, params = cell.get("extra", {}), cell.get("spec", {}).get("parameters", {})
+    return bool(extra.get("gated") or extra.get("gated_text") or params.get("gated"))
+
+
+def is_external(cell: dict) -> bool:
+    """True for a result cell written by ``atlas score`` / :func:`atlaslib.evaluate` (no notebook behind it)."""
+    spec = cell.get("spec") or {}
+    return spec.get("capability") == EXTERNAL or (spec.get("profile") or {}).get("source") == EXTERNAL
+
+
 @dataclass
 class RunSpec:
     """Everything that determines a run (HELM-style): stored verbatim in the cell."""
@@ -150,7 +167,7 @@ def git_commit(repo: str | os.PathLike | None = None) -> str | None:
 
 
 def environment(torch_info: bool = True) -> dict:
-    from . import __version__
+    from .version import __version__
 
     env = {
         "python": platform.python_version(),

@@ -18,6 +18,12 @@ Group-disjoint draw
 -------------------
 A group key (``sentence_key`` for NegEx, ``document`` for MACCROBAT) marks items that must never sit
 on both sides of a split; the draws below remove every item that shares a group with the other side.
+
+What an outside system sees
+---------------------------
+:class:`Split` is one side of a card's split as a system outside the atlas sees it (``atlas export``,
+``atlas score``, ``atlaslib.evaluate``): item ids, records, label set and the manifest hash; each card's
+``outside_split`` makes it.
 """
 from __future__ import annotations
 
@@ -118,3 +124,18 @@ def group_disjoint_check(frame: pd.DataFrame, train: Sequence[str], test: Sequen
     """The groups present on both sides (empty when the split is group-disjoint)."""
     g = frame.set_index(id_col)[group]
     return set(g.loc[list(train)]) & set(g.loc[list(test)])
+
+
+@dataclass
+class Split:
+    """One card split as an outside system sees it."""
+
+    card: str
+    version: str
+    split: str
+    ids: list[str]
+    records: list[dict]              # JSONL rows: item_id + input fields (+ gold on the train split)
+    labels: list[str]                # the label set (tags for MACCROBAT)
+    manifest_hash: str
+    answer: str                      # what a prediction holds, for the task file and messages
+    context: dict = field(default_factory=dict)

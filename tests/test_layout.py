@@ -1,38 +1,164 @@
-"""The house's layout: module-level imports form no cycle between the book and the matrix executor, and
-every card package has the same files (see CONTRIBUTING.md, "Add a card")."""
+"""The house's layout: no import cycle among atlaslib's modules (imports inside functions counted), the book
+and the matrix executor apart, and no module outside ``atlaslib/cards/`` that knows a card by name."""
 import ast
 from pathlib import Path
 
 import atlaslib
+from atlaslib.cards import CARD_MODULES, available_cards
 
 ATLASLIB = Path(atlaslib.__file__).parent
 
+#: string constants equal to a card's name allowed outside atlaslib/cards/: negspacy's own pipe name
+CARD_NAME_EXCEPTIONS = {("models/rules.py", "negex")}
 
-def _module_imports(path: Path, package: str) -> set[str]:
-    """Absolute names of the atlaslib modules ``path`` imports at module level (not inside functions)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    """Every atlaslib module: dotted name -> (file, is a package)."""
+    out = {}
+    for path in sorted(ATLASLIB.rglob("*.py")):
+        parts = list(path.relative_to(ATLASLIB.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return out
+
+
+def _imports(name: str, source: str, is_package: bool, modules, top_level_only: bool = False) -> set[str]:
+    """The atlaslib modules ``name`` imports by name: every ``import`` / ``from … import`` statement, those
+    inside functions included (``top_level_only``: the module body's only). ``from P import x`` is an import
+    of the module ``P.x`` when there is one, else of ``P``; a package's ``__init__`` that Python runs on the
+    way is not counted (it is an import of its own)."""
+    tree = ast.parse(source)
+    package = name if is_package else name.rpartition(".")[0]
+    nodes = tree.body if top_level_only else ast.walk(tree)
     out = set()
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in modules)
+        elif isinstance(node, ast.ImportFrom):
             if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-    return {m for m in out if m.startswith("atlaslib")}
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for a in node.names:
+                if f"{target}.{a.name}" in modules:
+                    out.add(f"{target}.{a.name}")
+                elif target in modules:
+                    out.add(target)
+    out.discard(name)
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _a_cycle(graph, component) -> list[str]:
+    """One shortest cycle through the first module of ``component`` (for the message)."""
+    start, members = component[0], set(component)
+    paths, seen = [[start]], {start}
+    while paths:
+        nxt = []
+        for p in paths:
+            for w in sorted(graph[p[-1]] & members):
+                if w == start:
+                    return p + [start]
+                if w not in seen:
+                    seen.add(w)
+                    nxt.append(p + [w])
+        paths = nxt
+    return component
+
+
+def test_the_cycle_finder_finds_cycles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e2"}, "e2": set()}
+    assert _cycles(graph) == [["a", "b", "c"]] and _a_cycle(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
+    modules = {"atlaslib": None, "atlaslib.x": None, "atlaslib.x.y": None, "atlaslib.z": None}
+    src = "from .z import thing\nfrom . import x\nimport os\n\ndef f():\n    from .x import y\n"
+    assert _imports("atlaslib.p", src, False, modules) == {"atlaslib.z", "atlaslib.x", "atlaslib.x.y"}
+    assert _imports("atlaslib.p", src, False, modules, top_level_only=True) == {"atlaslib.z", "atlaslib.x"}
+    assert _imports("atlaslib.x", "from . import y\nfrom .. import z\n", True, modules) == {"atlaslib.x.y",
+                                                                                           "atlaslib.z"}
+
+
+def test_no_import_cycle_among_atlaslib_modules():
+    """Every atlaslib module's imports, inside functions too, form no cycle: each floor stands on the ones
+    below it (e.g. :mod:`atlaslib.notebook` under the runner, the data stories and the lessons)."""
+    modules = _modules()
+    graph = {name: _imports(name, path.read_text(encoding="utf-8"), pkg, modules)
+             for name, (path, pkg) in modules.items()}
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles among atlaslib modules:\n" + "\n".join(
+        f"- {len(c)} modules, e.g. {' -> '.join(_a_cycle(graph, c))}" for c in cycles)
 
 
 def test_executor_and_matrix_do_not_import_the_book():
-    for name in ("executor", "matrix"):
-        imports = _module_imports(ATLASLIB / f"{name}.py", "atlaslib")
+    modules = _modules()
+    top = {name: _imports(f"atlaslib.{name}", (ATLASLIB / f"{name}.py").read_text(encoding="utf-8"), False, modules,
+                          top_level_only=True) for name in ("executor", "matrix")}
+    for name, imports in top.items():
         assert "atlaslib.book" not in imports, f"atlaslib/{name}.py imports atlaslib.book"
-    assert "atlaslib.matrix" in _module_imports(ATLASLIB / "executor.py", "atlaslib")
+    assert "atlaslib.matrix" in top["executor"]
 
 
 def test_book_reexports_the_matrix_types():
     from atlaslib import book, matrix
 
     assert book.BuildPaths is matrix.BuildPaths and book.MatrixReport is matrix.MatrixReport
+
+
+def _card_name_hits(source: str, names: set[str], allowed=frozenset()) -> list[tuple[int, str]]:
+    """(line, name) of every string constant equal to one of ``names`` (not in ``allowed``)."""
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
+            and node.value not in allowed]
+
+
+def test_the_card_name_check_sees_a_name_and_nothing_else():
+    src = '"""negex in a docstring"""\nx = "negex"\ny = "negex-0003"\nz = f"{x}-negex"\nw = {"maccrobat": 1}\n'
+    assert _card_name_hits(src, {"negex", "maccrobat"}) == [(2, "negex"), (5, "maccrobat")]
+    assert _card_name_hits(src, {"negex", "maccrobat"}, {"negex"}) == [(5, "maccrobat")]
+
+
+def test_no_module_outside_the_cards_names_a_card():
+    """A card's name as a string constant (``"negex"``, not ``"negex-0003"`` nor a docstring that mentions
+    it) appears only in its own package: generic modules read the card's declaration instead."""
+    names = set(CARD_MODULES)
+    assert names >= {c.name for c in available_cards()} and len(names) >= 4
+    hits = []
+    for path in sorted(ATLASLIB.rglob("*.py")):
+        rel = path.relative_to(ATLASLIB).as_posix()
+        if rel.startswith("cards/"):
+            continue
+        allowed = {n for r, n in CARD_NAME_EXCEPTIONS if r == rel}
+        hits += [f"atlaslib/{rel}:{line}: {name!r}" for line, name in
+                 sorted(_card_name_hits(path.read_text(encoding="utf-8"), names, allowed))]
+    assert not hits, "card names outside atlaslib/cards/:\n" + "\n".join(hits)

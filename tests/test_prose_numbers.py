@@ -18,6 +18,8 @@ from scipy.stats import binomtest
 
 from atlaslib import book, results
 from atlaslib.cards import negex
+from atlaslib.cards.negex import pages as negex_pages
+from atlaslib.cards.tempeval import pages as tempeval_pages
 from atlaslib.cards.nli_negation.corpus import PATTERNS, default_nli_negation_cases
 from atlaslib.pages import facts
 
@@ -46,12 +48,12 @@ Names: i2b2, MiniLM-L6-v2, Apache-2.0, SemEval-2015, F1, [link](../a/17.md), #23
 
 @pytest.mark.parametrize("page", sorted(p for pat in facts.PROSE_PAGES for p in glob.glob(str(REPO / pat))))
 def test_prose_numbers_are_rendered_or_listed_constants(page):
-    """A number typed into prose must become {{fact:KEY}} (a fact computed in atlaslib.pages.facts) or,
-    if it is a true constant (a seed, a year, a published figure), an entry of facts.CONSTANTS with its
-    source."""
+    """A number typed into prose must become {{fact:KEY}} (a fact computed by a card's pages module or
+    atlaslib.pages.facts) or, if it is a true constant (a seed, a year, a published figure), an entry of the
+    card's pages.CONSTANTS (or facts.CONSTANTS) with its source."""
     typed = facts.typed_numbers(Path(page).read_text(encoding="utf-8"))
     assert not typed, (f"{Path(page).relative_to(REPO)}: numbers typed by hand (line, number): {typed}. Write "
-                       f"{{{{fact:KEY}}}} (atlaslib/pages/facts.py) or list a true constant in facts.CONSTANTS.")
+                       f"{{{{fact:KEY}}}} (a card's pages.py) or list a true constant in its pages.CONSTANTS.")
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +103,10 @@ def test_length_bands_and_miss_kinds_by_hand():
                                    "[entity] ALLERGIES [entity] - NONE.", "No [entity] PAIN [entity]."]})
     recs = [{"item_id": i, "gold": "negated", "pred": p} for i, p in zip("abcd", ["affirmed", "affirmed", "negated",
                                                                             "affirmed"])]
-    bands = facts.error_rates_by_length(items, {"m": recs}).set_index("band")
+    bands = negex_pages.error_rates_by_length(items, {"m": recs}).set_index("band")
     assert bands.loc["0–100", ["items", "errors"]].tolist() == [2, 2]
     assert bands.loc["101–300", "error_rate"] == 1.0 and bands.loc["over 300", "errors"] == 0
-    miss = facts.negation_misses(items, recs)
+    miss = negex_pages.negation_misses(items, recs)
     assert miss.set_index("item_id")["kind"].to_dict() == {"a": "section header", "b": "negative for", "d": "other"}
 
 
@@ -328,13 +330,30 @@ def test_tempeval_audit_numbers_flatten_the_audit_tables():
     dup = pd.DataFrame({"Train": [6, 0, 3], "Dev": [0, 0, 0]},
                        index=["EVENT_exact_duplicates", "EVENT_spans_with_two_attribute_sets", "CONTAINS_duplicate_pairs"])
     con = pd.DataFrame({"Train": [7], "Dev": [1]}, index=["CONTAINS_added_by_closure"])
-    n = facts.tempeval_audit_numbers({"table1": t1, "duplicates": dup, "contains": con})
+    n = tempeval_pages.tempeval_audit_numbers({"table1": t1, "duplicates": dup, "contains": con})
     assert n["Train.file.EVENT"] - n["Train.scorer.EVENT"] == n["Train.event_outside_annotations"] + \
         n["Train.event_exact_duplicates"] == 10
     assert n["Train.contains_duplicate_pairs"] == 3 and n["Dev.contains_added_by_closure"] == 1
     assert facts.FactContext(cells=[{"card": "tempeval", "version": "thyme-dev-2015", "model": "closest",
                                      "protocol": "phase2", "status": "ok", "metrics": {},
                                      "extra": {"thyme_audit": n}}]).get("tempeval.Train.file.EVENT").text() == "110"
+
+
+def test_each_card_registers_its_own_facts_and_constants():
+    """A card's facts come from its pages module (FACTS), registered by discovery; its page functions stay
+    reachable under facts' name for notebooks that call them so; its typed constants join the generic ones."""
+    providers = facts.providers()
+    assert providers["negex"] is negex_pages.FACTS["negex"] and providers["tempeval"] is tempeval_pages._tempeval
+    assert facts.negation_misses is negex_pages.negation_misses
+    from atlaslib.pages.facts import tempeval_audit_numbers
+    assert tempeval_audit_numbers is tempeval_pages.tempeval_audit_numbers
+    with pytest.raises(AttributeError):
+        facts.no_such_function
+    with pytest.raises(AttributeError):
+        facts.LENGTH_BANDS  # a card's data, not a page function
+    allowed = facts.constants()
+    assert str(negex.SEED) in allowed and set(facts.CONSTANTS) <= set(allowed)
+    assert "20" in allowed and "GenNegEx" in allowed["20"] and "TempEval" in allowed["20"]  # both cards' sources
 
 
 def test_a_module_can_register_its_own_facts():

@@ -1,43 +1,73 @@
-"""A new card through the contract, end to end: declared, registered, split, two runs executed by the
-runner (papermill), their result cells, and its page with both numbers in a built book."""
+"""A new card is one folder: the toy card (``tests/toy_card.py`` with its notebook ``tests/toy_card.md``)
+becomes a package of a temporary distribution outside the atlas, declared by an entry point, and nothing
+else is edited: no registry entry, no page, no table of contents. It is found by discovery, split, its two
+runs executed by the runner (papermill, whose kernel finds it the same way), their result cells written,
+and its page (the folder's ``page.md``, quoting a fact its ``pages.py`` provides) shows both numbers in a
+built book."""
+import copy
 import json
+import os
 import re
 import shutil
+import sys
+from pathlib import Path
 
-import yaml
+import pytest
 
-from atlaslib import book
-from atlaslib.cards import CARD_MODULES, get_card
-from atlaslib.runner import REPO
+from atlaslib import book, cards
+from atlaslib.pages import facts
+
+HERE = Path(__file__).resolve().parent
 
 
-def test_toy_card_runs_end_to_end(tmp_path, monkeypatch):
-    monkeypatch.setitem(CARD_MODULES, "toy", "tests.toy_card")
-    # nothing else to register: the analysis section reads the toy card's declaration (an item card with
-    # labels, no slices)
-    toy = get_card("toy")
-    from tests import toy_card
+@pytest.fixture
+def toy_distribution(tmp_path, monkeypatch):
+    """``<tmp>/site``: the package ``toycards.toy`` (the toy card's module as its ``__init__.py``, its notebook
+    beside it) and the distribution ``toycards`` declaring it in the entry-point group ``atlaslib.cards``, on
+    this process's path and the kernels' (PYTHONPATH). The registry is as it was after the test."""
+    site = tmp_path / "site"
+    package = site / "toycards" / "toy"
+    package.mkdir(parents=True)
+    (site / "toycards" / "__init__.py").write_text("")
+    shutil.copyfile(HERE / "toy_card.py", package / "__init__.py")
+    shutil.copyfile(HERE / "toy_card.md", package / "toy_card.md")
+    dist = site / "toycards-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toycards\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[{cards.ENTRY_POINT_GROUP}]\ntoy = toycards.toy\n")
+    monkeypatch.syspath_prepend(str(site))
+    for name in ("PROVIDERS", "_CARD_FACTS", "_CARDS_SEEN"):  # the facts it registers go with it
+        monkeypatch.setattr(facts, name, copy.copy(getattr(facts, name)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    before = dict(cards.CARD_MODULES)
+    yield package
+    cards.CARD_MODULES.clear()
+    cards.CARD_MODULES.update(before)
+    for name in [m for m in sys.modules if m.split(".")[0] == "toycards"]:
+        del sys.modules[name]
+
+
+def test_a_card_outside_the_atlas_is_found_and_runs_end_to_end(toy_distribution, tmp_path):
+    assert "toy" not in cards.CARD_MODULES  # nothing registered it
+    toy = cards.get_card("toy")  # discovered through its entry point
+    assert cards.CARD_MODULES["toy"] == "toycards.toy" and toy in cards.available_cards()
+    assert Path(toy.notebook) == toy_distribution / "toy_card.md"
+    module = cards.card_module("toy")
 
     # split: the manifest `atlas split` would print
-    items = toy_card.load_items()
-    manifest = toy_card.split(items, "toy-v1")
+    items = module.load_items()
+    manifest = module.split(items, "toy-v1")
     assert json.loads(manifest.to_json())["test"] == [f"toy-{n}" for n in range(12, 20)]
     assert len(manifest.test) == toy.test_sizes["toy-v1"]
 
-    # the book's sources with the toy card's page in the table of contents
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    shutil.copyfile(REPO / "_config.yml", repo / "_config.yml")
-    shutil.copytree(REPO / "book", repo / "book", ignore=shutil.ignore_patterns("runs", "_generated"))
-    (repo / "book/cards/toy.md").write_text("# Toy card: is the number even?\n\n<!-- leaderboard -->\n")
-    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
-    cards_part = next(p for p in toc["parts"] if any(c.get("file", "").startswith("book/cards/")
-                                                     for c in p["chapters"]))
-    cards_part["chapters"].append({"file": "book/cards/toy"})
-    (repo / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
-    paths = book.BuildPaths(repo=repo, results=tmp_path / "results", runs=tmp_path / "runs",
-                            build=tmp_path / "_build")
-
+    # the atlas's own book sources, unedited: the toy card's page (its folder's page.md) and its place in the
+    # contents are made; a fact its page quotes is registered from its folder's pages.py
+    (toy_distribution / "page.md").write_text("# Toy card\n\n{{fact:toy.test_numbers}} test numbers, half of "
+                                              "them even.\n\n<!-- leaderboard -->\n")
+    (toy_distribution / "pages.py").write_text(
+        "from atlaslib.pages.facts import Fact\n\n"
+        "FACTS = {'toy': lambda ctx: {'toy.test_numbers': Fact(len(ctx.ok_cells('toy')[0]['predictions']))}}\n")
+    paths = book.BuildPaths(results=tmp_path / "results", runs=tmp_path / "runs", build=tmp_path / "_build")
     logs = []
     code = book.build(paths=paths, cards=[toy], requests=book.default_requests([toy]),
                       log=lambda *a, **k: logs.append(" ".join(map(str, a))))
@@ -49,12 +79,31 @@ def test_toy_card_runs_end_to_end(tmp_path, monkeypatch):
         cell = json.loads((paths.results / "toy/toy-v1" / model / "zero_shot.json").read_text())
         assert cell["status"] == "ok" and cell["split"]["hash"] == manifest.hash
         assert [p["item_id"] for p in cell["predictions"]] == manifest.test
+        assert cell["run_key"] == cell["spec"]["parameters"]["run_key"]  # written once, by the notebook
         acc[model] = cell["metrics"]["accuracy_zero_shot"]
         assert (paths.runs / "toy/toy-v1" / model / "zero_shot.ipynb").is_file()
     assert acc["always-even"]["value"] == 0.5 and acc["parity-rule"]["value"] == 1.0
 
-    # its page in the built book shows both numbers with their intervals
+    # its page in the built book shows both numbers with their intervals, and the contents list it
     html = (paths.html_out(False) / "_build/html/book/cards/toy.html").read_text()
     text = re.sub(r"<[^>]+>", "", html)
+    assert "8 test numbers, half of them even." in text
     for e in acc.values():
         assert f"{e['value']:.3f}" in text and f"{e['ci_low']:.3f}" in text
+    assert "book/cards/toy" in (paths.src(False) / "_toc.yml").read_text()
+
+
+def test_a_card_claimed_twice_is_refused(toy_distribution, monkeypatch):
+    """An entry point may not take the name of a card of the atlas."""
+    ep = toy_distribution.parent.parent / "toycards-0.1.dist-info" / "entry_points.txt"
+    ep.write_text(ep.read_text() + "negex = toycards.toy\n")
+    with pytest.raises(cards.CardRegistryError, match=r"card 'negex' is declared twice: atlaslib\.cards\.negex "
+                                                      r"and toycards\.toy \(entry point of toycards"):
+        cards.discover()
+
+
+def test_a_card_whose_declaration_has_another_name_is_refused(toy_distribution):
+    ep = toy_distribution.parent.parent / "toycards-0.1.dist-info" / "entry_points.txt"
+    ep.write_text(ep.read_text().replace("toy = ", "game = "))
+    with pytest.raises(cards.CardRegistryError, match="found as card 'game' but its CARD is named 'toy'"):
+        cards.get_card("game")

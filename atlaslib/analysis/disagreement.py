@@ -98,7 +98,8 @@ def item_disagreement(cells) -> Disagreement:
     return Disagreement("item", labels, frame, summary, excluded)
 
 
-def _maccrobat_found(runs, labels) -> pd.DataFrame:
+def _mentions_found(runs, labels) -> pd.DataFrame:
+    """Span cards: per gold mention (item, type, first and last word), whether each run found it exactly."""
     from ..metrics.spans import mentions
 
     gold, found = {}, {lab: set() for lab in labels}
@@ -115,11 +116,11 @@ def _maccrobat_found(runs, labels) -> pd.DataFrame:
                          **{lab: [int(k in found[lab]) for k in keys] for lab in labels}})
 
 
-def _tempeval_found(runs, labels) -> pd.DataFrame:
-    from ..cards.tempeval.runs import FOUND
-
+def _found_bits(runs, labels, found: dict) -> pd.DataFrame:
+    """Relation cards: per gold item of each kind, each run's ``found`` bit (the card's ``Analysis.found``:
+    kind -> the metric a run must address to be compared on it)."""
     frames = []
-    for kind, metric in FOUND.items():
+    for kind, metric in found.items():
         use = [(lab, c) for lab, c in zip(labels, runs)
                if addresses(c, metric) and all("found" in p for p in c["predictions"])]
         if not use:
@@ -140,8 +141,9 @@ def mention_disagreement(cells, card: str) -> Disagreement:
     ``found by some`` / ``found by none`` (over the runs that address it)."""
     runs, excluded = compared_runs(cells)
     labels = [run_label(c) for c in runs]
-    spans = analysis_of(card).kind == "spans"
-    frame = _maccrobat_found(runs, labels) if spans else _tempeval_found(runs, labels)
+    analysis = analysis_of(card)
+    spans = analysis.kind == "spans"
+    frame = _mentions_found(runs, labels) if spans else _found_bits(runs, labels, analysis.found)
     present = [lab for lab in labels if lab in frame]
     if present:
         got = frame[present].astype(float)
@@ -170,7 +172,7 @@ def disagreement(cells, card: str | None = None) -> Disagreement:
     """Library entry point: the disagreement of the ok runs among ``cells`` (one card and split version).
     ``card`` defaults to the cells' own."""
     cells = list(cells)
-    card = card or (cells[0]["card"] if cells else "negex")
-    if analysis_of(card).kind in ITEM_KINDS:
+    card = card or (cells[0]["card"] if cells else None)
+    if card is None or analysis_of(card).kind in ITEM_KINDS:  # no cells and no card: nothing disagrees
         return item_disagreement(cells)
     return mention_disagreement(cells, card)

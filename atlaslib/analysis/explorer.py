@@ -252,13 +252,13 @@ def _relation_slices(cells, frame: pd.DataFrame, slices: dict) -> list[str]:
     return added
 
 
-def _relations(cells, labels) -> pd.DataFrame:
-    """Gold items of each kind the records mark (``found``): found / missed per run addressing the kind
-    (:func:`atlaslib.analysis.disagreement` reads the same bits)."""
-    from .disagreement import _tempeval_found
+def _relations(cells, labels, analysis) -> pd.DataFrame:
+    """Gold items of each kind the records mark (``found``, the kinds the card's ``analysis.found`` names):
+    found / missed per run addressing the kind (:func:`atlaslib.analysis.disagreement` reads the same bits)."""
+    from .disagreement import _found_bits
 
     right, wrong = VERDICTS["relation"]
-    bits = _tempeval_found(cells, labels)
+    bits = _found_bits(cells, labels, analysis.found)
     frame = bits[["item_id", "kind", "index"]].copy()
     for lab in labels:
         col = bits[lab] if lab in bits else pd.Series([None] * len(bits))
@@ -296,7 +296,7 @@ def explorer(cells, card: str | None = None, *, inputs: dict | None = None) -> E
         evidence_runs = []
     else:
         unit = "relation"
-        table, in_cols = _relations(ok, labels), []
+        table, in_cols = _relations(ok, labels, analysis), []
         slice_cols = _relation_slices(ok, table, slices)
         evidence_runs = []
         compared = [lab for lab in compared if (table[f"{lab}{SEP}right"] != "").any()]

@@ -1,4 +1,25 @@
-"""The card registry: one module per card, each exposing ``CARD`` (a :class:`Card`).
+"""The card registry: one package per card, each exposing ``CARD`` (a :class:`Card`), found by discovery.
+
+Cards are found, never listed by hand (in the way of HELM's ``discover_run_spec_functions``):
+
+- every package under ``atlaslib/cards/`` is a card, named after its folder (``pkgutil`` over this
+  package; the module ``run`` is :class:`~atlaslib.cards.run.CardRun`, not a card);
+- a card outside the atlas is a package of any installed distribution that declares it as an entry point
+  in the group ``atlaslib.cards`` (name: the card's name; value: the card package), e.g. in its
+  ``pyproject.toml``::
+
+      [project.entry-points."atlaslib.cards"]
+      wound_notes = "my_cards.wound_notes"
+
+  installed with ``pip install -e .`` into the atlas's environment (so that the notebook's kernel imports it
+  too). A name that both provide is refused (:class:`CardRegistryError`).
+
+:data:`CARD_MODULES` (card name -> module name) holds the atlas's own cards from import and the entry
+points' once :func:`discover` has looked (:func:`card_names` and :func:`available_cards` make sure it has;
+:func:`get_card` looks again before calling a name unknown).
+:func:`available_cards` gives the cards in their declared order (``Card.order``, then name), the order of
+the book, ``atlas list`` and the default matrix. A card's page content (facts quoted in prose, worked
+examples, extra tables) is in its own ``pages`` module (:func:`card_pages`).
 
 A card is one dataset + task + protocols + metrics, as its specification says. The runner and the book
 read everything they need about a card from its ``CARD``: the notebook to execute, its split versions and
@@ -25,14 +46,61 @@ give the same numbers; see :data:`CONTRACT` and ``tests/cards/test_contract.py``
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from dataclasses import dataclass, field
 
-CARD_MODULES = {
-    "negex": "atlaslib.cards.negex",
-    "maccrobat": "atlaslib.cards.maccrobat",
-    "nli_negation": "atlaslib.cards.nli_negation",
-    "tempeval": "atlaslib.cards.tempeval",
-}
+#: the entry-point group through which installed distributions declare card packages
+ENTRY_POINT_GROUP = "atlaslib.cards"
+
+
+class CardRegistryError(ValueError):
+    """Two card packages claim one name, or a card's ``CARD.name`` is not the name it was found under."""
+
+
+def _packages() -> dict[str, str]:
+    """Card name -> module name of the packages under ``atlaslib/cards/`` (read off the folder, nothing
+    imported)."""
+    return {m.name: f"{__name__}.{m.name}" for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
+            if m.ispkg}
+
+
+def _found() -> dict[str, str]:
+    """Card name -> module name: the packages under ``atlaslib/cards/``, then the entry points."""
+    from importlib.metadata import entry_points
+
+    found = _packages()
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if found.get(ep.name, ep.value) != ep.value:
+            dist = getattr(ep.dist, "name", None) or "an installed distribution"
+            raise CardRegistryError(f"card {ep.name!r} is declared twice: {found[ep.name]} and {ep.value} (entry "
+                                    f"point of {dist}, group {ENTRY_POINT_GROUP}); rename one of the two")
+        found[ep.name] = ep.value
+    return found
+
+
+#: card name -> the card package's module name: the atlas's own packages at import; the entry points'
+#: cards join on the first :func:`discover` (which :func:`card_names`, :func:`available_cards` and a name
+#: :func:`get_card` does not know yet call), so a kernel running one of the atlas's cards never reads the
+#: installed distributions
+CARD_MODULES: dict[str, str] = _packages()
+_entry_points_read = False
+
+
+def discover() -> dict[str, str]:
+    """Look for cards (again: e.g. after a card package was installed in this process) and add the new ones
+    to :data:`CARD_MODULES`; returns it."""
+    global _entry_points_read
+    for name, module in _found().items():
+        CARD_MODULES.setdefault(name, module)
+    _entry_points_read = True
+    return CARD_MODULES
+
+
+def card_names() -> list[str]:
+    """Every card's name: the atlas's own and those declared by entry points (looked up once)."""
+    if not _entry_points_read:
+        discover()
+    return list(CARD_MODULES)
 
 
 #: the functions every card module exposes, with the same names and shapes (CONTRIBUTING.md, "Add a card")
@@ -85,12 +153,15 @@ class Analysis:
     ``slices``: slice name -> spec (see :mod:`atlaslib.analysis.slices`); ``positive``: the positive gold
     label, for the calibration of scores; ``rule_evidence``: runs record the trigger behind each decision;
     ``inputs``: the fields of the card's outside split records (what ``atlas export`` gives of an item) that
-    the item explorer shows as the item's input (none: ids only)."""
+    the item explorer shows as the item's input (none: ids only);
+    ``found`` (``temporal``): the keys of each prediction record's ``found`` bits (one per gold item) -> the
+    metric (or metrics) whose gold items they mark, so a run is compared only on what it addresses."""
     kind: str = "labels"
     slices: dict = field(default_factory=dict)
     positive: str | None = None
     rule_evidence: bool = False
     inputs: tuple = ()
+    found: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,6 +216,12 @@ class Card:
     # the version the card's specification ranks on (its "leaderboard version"); "" = the first of versions.
     # Pages show it first, the other versions after it
     leaderboard_version: str = ""
+    # a model whose profile's ``trained_on`` names one of these (an entry starting with it, any case) saw this
+    # card's data: its cells carry the overlap marker (:meth:`overlap`), run or not
+    overlap_marks: tuple = ()
+    # -- where the card stands among the others --
+    order: int = 100                                # position in the book, `atlas list`, the default matrix
+    short_name: str = ""                            # its name in a table of several cards (default: title to ':')
 
     @property
     def page(self) -> str:
@@ -166,6 +243,13 @@ class Card:
         """``[name, sha256]`` of every pinned file the card reads, sorted (part of a run's cache key)."""
         return sorted([pf.name, pf.sha256] for pf in self.pinned_files)
 
+    def overlap(self, trained_on) -> list[str]:
+        """``[name]`` when an entry of ``trained_on`` starts with one of :attr:`overlap_marks` (any case), else
+        ``[]``: the card's overlap marker, the one rule for model runs, runs decided before a kernel and
+        outside systems alike."""
+        marks = tuple(m.lower() for m in self.overlap_marks)
+        return [self.name] if marks and any(str(t).lower().startswith(marks) for t in trained_on or ()) else []
+
     def metric_name(self, base: str, protocol: str) -> str:
         """Cell metric names carry the protocol: ``macro_f1`` + ``probe`` → ``macro_f1_probe``."""
         return f"{base}_{protocol}"
@@ -183,19 +267,59 @@ class Card:
         return [self.metric_name(b, protocol) for b in self.metrics]
 
 
-def get_card(name: str) -> Card:
+def card_module(name: str):
+    """The package of the card called ``name`` (KeyError naming the known cards for an unknown one)."""
+    if name not in CARD_MODULES:
+        discover()
     if name not in CARD_MODULES:
         raise KeyError(f"unknown card {name!r}; known cards: {', '.join(sorted(CARD_MODULES))}")
-    return importlib.import_module(CARD_MODULES[name]).CARD
+    try:
+        module = importlib.import_module(CARD_MODULES[name])
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not CARD_MODULES[name].startswith(exc.name):
+            raise
+        raise CardRegistryError(f"card {name!r}: its package {CARD_MODULES[name]} cannot be imported ({exc}); is "
+                                f"the distribution that declares it installed in this environment?") from None
+    found = getattr(getattr(module, "CARD", None), "name", None)
+    if found != name:
+        raise CardRegistryError(f"{CARD_MODULES[name]} was found as card {name!r} but its CARD is "
+                                + (f"named {found!r}" if found else "missing") + "; a card's CARD.name is the "
+                                "name of its folder (or of its entry point)")
+    return module
+
+
+def get_card(name: str) -> Card:
+    return card_module(name).CARD
 
 
 def available_cards() -> list[Card]:
-    """Cards whose module exists and imports (cards land one issue at a time)."""
-    out = []
-    for name, mod in CARD_MODULES.items():
-        try:
-            out.append(importlib.import_module(mod).CARD)
-        except ModuleNotFoundError as exc:
-            if exc.name != mod:
-                raise
-    return out
+    """Every discovered card, in the declared order (``Card.order``, then name). A card module that does not
+    import is an error naming it, never a card silently missing from the book."""
+    return sorted((card_module(name).CARD for name in card_names()), key=lambda c: (c.order, c.name))
+
+
+def card_page_source(card) -> "Path | None":
+    """The card's own page text, ``page.md`` in its package folder (used when the book has no
+    ``book/cards/<card>.md``; the line ``<!-- leaderboard -->`` marks where the results go), or None."""
+    from pathlib import Path
+
+    name = card if isinstance(card, str) else card.name
+    try:
+        path = Path(card_module(name).__file__).parent / "page.md"
+    except KeyError:  # a card made on the fly (tests) has no package
+        return None
+    return path if path.is_file() else None
+
+
+def card_pages(card):
+    """The ``pages`` module of ``card`` (a :class:`Card` or its name): the card's page content (facts quoted
+    in prose as ``FACTS``: namespace -> provider, see :mod:`atlaslib.pages.facts`; the numbers its pages
+    may type, ``CONSTANTS``), or None for a card without one."""
+    name = card if isinstance(card, str) else card.name
+    package = CARD_MODULES.get(name) or card_module(name).__name__
+    try:
+        return importlib.import_module(f"{package}.pages")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{package}.pages":
+            raise
+        return None

@@ -216,7 +216,7 @@ def external_profile(name: str, location: str, sha: str, description: str = "", 
 def run_key(card: str, version: str, protocol: str, profile: dict, n_resamples: int) -> str:
     """Cache key of a scored file: the predictions' sha256 (in the profile), the name and description, the
     card's data pins and atlaslib's source digest."""
-    from .. import __version__
+    from ..version import __version__
     from ..cards import get_card
     from ..runner import source_digest
 

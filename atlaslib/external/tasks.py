@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-EXTERNAL = "external predictions"
+from ..results import EXTERNAL, is_external  # noqa: F401  (the vocabulary lives a floor down)
+from ..splits import Split  # noqa: F401
+
 MAX_LISTED = 5
 
 
 class PredictionsError(ValueError):
     """A predictions file (or a prediction function's output) does not fit the card's split."""
-
-
-def is_external(cell: dict) -> bool:
-    """True for a result cell written by ``atlas score`` / :func:`atlaslib.evaluate` (no notebook behind it)."""
-    spec = cell.get("spec") or {}
-    return spec.get("capability") == EXTERNAL or (spec.get("profile") or {}).get("source") == EXTERNAL
 
 
 def fail(where: str, problems: list[str]) -> None:
@@ -51,21 +47,6 @@ class Pred:
     label: Any = None
     score: float | None = None
     words: list | None = None  # CoNLL: the words as written, to check alignment
-
-
-@dataclass
-class Split:
-    """One card split as an outside system sees it."""
-
-    card: str
-    version: str
-    split: str
-    ids: list[str]
-    records: list[dict]              # JSONL rows: item_id + input fields (+ gold on the train split)
-    labels: list[str]                # the label set (tags for MACCROBAT)
-    manifest_hash: str
-    answer: str                      # what a prediction holds, for the task file and messages
-    context: dict = field(default_factory=dict)
 
 
 def at(p: "Pred") -> str:

@@ -87,7 +87,7 @@ def story_paths(runs_dir, card: str, version: str) -> tuple[Path, Path]:
 
 
 def story_key(card: str, version: str, notebook_text: str) -> str:
-    from .. import __version__
+    from ..version import __version__
     from ..cards import get_card
     from ..notebook import source_digest
 

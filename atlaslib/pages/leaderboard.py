@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import bootstrap, intervals
-from ..external.tasks import is_external
+from ..results import is_external
 
 MISSING = "—"
 

@@ -139,6 +139,9 @@ CARD = Card(
     analysis=Analysis(kind="spans", slices=SLICES, inputs=("words",)),
     departures=DEPARTURES,
     spec_examples=SPEC_EXAMPLES,
+    overlap_marks=("maccrobat",),  # a profile trained on MACCROBAT (trained_on) marks its cells
+    order=20,  # the book's card order
+    short_name="MACCROBAT",
 )
 
 

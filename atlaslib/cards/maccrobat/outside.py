@@ -22,7 +22,7 @@ def _items(data_dir):
 def outside_split(version: str, split: str, data_dir=None, protocol: str | None = None):
     """The test (or train) sentences of ``version``: item id, case report and words (the train split also
     the gold tags)."""
-    from ...external.tasks import Split
+    from ...splits import Split
     from .card import TAGS
     from .splitting import split as split_items
 
@@ -43,7 +43,7 @@ def outside_split(version: str, split: str, data_dir=None, protocol: str | None 
 def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resamples: int, data_dir=None) -> dict:
     """The cell parts of checked predictions ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`); a
     system whose ``trained_on`` names MACCROBAT is marked as overlapping."""
-    from ...external.tasks import EXTERNAL
+    from ...results import EXTERNAL
     from ...metrics.spans import span_metrics_with_ci
     from .card import SEED, TYPES
     from .cells import cell_parts

@@ -131,8 +131,9 @@ def overlap_of(model: str, info: dict | None = None) -> list:
 
 def overlap_in(trained_on) -> list:
     """``["maccrobat"]`` when a ``trained_on`` list names MACCROBAT (an entry starting with "maccrobat", any
-    case), else ``[]``: the card's overlap marker, for model runs and outside systems alike."""
-    return ["maccrobat"] if any(str(t).lower().startswith("maccrobat") for t in trained_on) else []
+    case), else ``[]``: the card's overlap marker (``CARD.overlap``, declared by ``CARD.overlap_marks``), for
+    model runs and outside systems alike."""
+    return CARD.overlap(trained_on)
 
 
 def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str,

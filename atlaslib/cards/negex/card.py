@@ -130,6 +130,8 @@ CARD = Card(
     departures=DEPARTURES,
     spec_examples=SPEC_EXAMPLES,
     leaderboard_version="atlas-full-v1",
+    order=10,  # the book's card order
+    short_name="NegEx",
 )
 
 

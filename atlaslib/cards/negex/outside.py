@@ -12,7 +12,7 @@ OUTSIDE_EXAMPLE = '{"item_id": "...", "label": "negated", "score": 0.93}'
 def outside_split(version: str, split: str, data_dir=None, protocol: str | None = None):
     """The test (or train) items of ``version``: item id, concept, sentence and marked text (the train
     split also the gold decision)."""
-    from ...external.tasks import Split
+    from ...splits import Split
     from .card import LABELS
     from .data import load_items
     from .splitting import split as split_items, split_frames
@@ -34,7 +34,7 @@ def outside_split(version: str, split: str, data_dir=None, protocol: str | None 
 
 def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resamples: int, data_dir=None) -> dict:
     """The cell parts of checked predictions ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`)."""
-    from ...external.tasks import EXTERNAL
+    from ...results import EXTERNAL
     from ...metrics.report import binary_metrics
     from .card import POSITIVE
     from .cells import cell_parts

@@ -25,3 +25,4 @@ from .card import (CARD, CASE_SETS, METRICS, OPENMED_VERSION, PINNED_FILES, PROT
                    most_common_label_text, pattern_frame, plot_pattern_rates, run_card, version_cases)
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split, write_outside_files  # noqa: F401
+from .scoring import SCORE_COMMAND, main as score_command  # noqa: F401  (`atlas score nli_negation ...`)

@@ -21,7 +21,7 @@ class FixedLabels:
 
 def outside_split(version: str, split: str, data_dir=None, protocol: str | None = None):
     """Every case of the version (premise, hypothesis); the challenge has no train split."""
-    from ...external.tasks import Split
+    from ...splits import Split
     from .card import version_cases
     from .corpus import ABSTENTION, LABELS, case_set_sha256
 
@@ -36,7 +36,7 @@ def outside_split(version: str, split: str, data_dir=None, protocol: str | None 
 
 def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resamples: int, data_dir=None) -> dict:
     """The cell parts of checked predictions ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`)."""
-    from ...external.tasks import EXTERNAL
+    from ...results import EXTERNAL
     from .card import run_card
     from .corpus import ABSTENTION
 

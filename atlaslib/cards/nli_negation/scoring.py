@@ -17,6 +17,8 @@ import argparse
 import sys
 
 PROG = "atlas score nli_negation"
+#: what ``atlas score nli_negation`` (:func:`main`, the package's ``score_command``) gives
+SCORE_COMMAND = "the challenge's report"
 
 
 class _Parser(argparse.ArgumentParser):

@@ -22,7 +22,7 @@ def outside_split(version: str, split: str, data_dir=None, protocol: str | None 
     import shutil
     import tempfile
 
-    from ...external.tasks import Split
+    from ...splits import Split
     from . import anafora_io
     from .runs import load_corpus
 
@@ -67,7 +67,7 @@ def write_outside_files(s, out: Path) -> list[str]:
 def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resamples: int, data_dir=None) -> dict:
     """The cell parts of a checked Anafora folder ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`):
     the official scorer's table, each metric with its document bootstrap (the card's own resampling)."""
-    from ...external.tasks import EXTERNAL
+    from ...results import EXTERNAL
     from ...results import metric
     from . import scoring
     from .runs import BOOTSTRAP, METRIC_ROWS, RunResult, _doc_record, cell_parts

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ...results import metric
 from .. import NotRun
-from . import CI_REASON, data_sha256, thyme_dir
+from .card import CI_REASON, FOUND, data_sha256, thyme_dir
 from .anafora_io import Document, parse_once, read_corpus, write_corpus
 from .baselines import Memorize, majority_doctimerel, phase2_input, with_closest, with_doctimerel
 from .scoring import score_directories, table_frame
@@ -179,10 +179,6 @@ class RunResult:
 
 
 GAP_BANDS = ((0, 20, "0-20"), (21, 100, "21-100"), (101, 500, "101-500"), (501, None, ">500"))
-#: ``found`` keys of each record -> the leaderboard metric whose gold items they mark
-FOUND = {"event_span": "event_span_f1", "timex3_span": "timex_span_f1",
-         "doctimerel": ("doctimerel_f1", "doctimerel_accuracy"),
-         "contains": "contains_f1"}
 
 
 #: (found kind, slice field, the kind of ``_items`` whose values give it): the same gold items in the same order

@@ -54,6 +54,9 @@ from pathlib import Path
 
 from .anafora_io import TEMPORAL_FILE_RE, AnaforaError
 
+#: what ``atlas score tempeval`` (:func:`main`, the package's ``score_command``) gives
+SCORE_COMMAND = "official scorer"
+
 
 def check_import_shadowing() -> dict:
     """Where ``venv`` and ``anafora`` resolve; raises ImportError if ``venv`` is not the stdlib package or

@@ -1,0 +1,96 @@
+"""The MACCROBAT card's page content: the facts its page quotes (``{{fact:maccrobat.*}}``), the corpus
+counts (the 400 pinned files, about a second: kept on disk between builds, keyed by the pinned checksums
+and this module's source) and the gold-cut leakage measured by this build's probe run. Registered through
+:data:`FACTS`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...pages.facts import Fact, FactContext, missing
+from .card import SEED
+
+#: Numbers this card's pages may type by hand, each with its source (tests/test_prose_numbers.py; all
+#: cards' and the generic ones: :func:`atlaslib.pages.facts.constants`)
+CONSTANTS = {
+    str(SEED): "the card's split seed (SEED)",
+    "36": "MACCROBAT types mapped to O (41 types, 5 kept)",
+    "41": "MACCROBAT entity types (Caufield et al. 2019)",
+    "7": "IOB2 tags over three types (O + 2 × 3)",
+    "200": "MACCROBAT2020 case reports (Caufield et al.)",
+    "400": "MACCROBAT brat files (200 reports × .txt/.ann)",
+}
+
+
+def maccrobat_data_numbers(data_dir=None) -> dict:
+    """Counts of the MACCROBAT corpus and its split that the card page quotes (loads the 400 pinned files,
+    about a second; :func:`_maccrobat` caches the result on disk keyed by the pinned checksums and the
+    source of the card module)."""
+    from .. import maccrobat as M
+
+    corpus = M.load_corpus(data_dir)
+    items, ents = corpus.items, corpus.entities
+    manifest = M.split(items, "atlas-n100-v1")
+    summ = M.split_summary(items, manifest)
+    groups = M.group_counts(ents, items)
+    cut = M.gold_cut_mentions(items)
+    cut_test = M.gold_cut_mentions(items.set_index("item_id").loc[manifest.test].reset_index())
+    return {
+        "reports": int(items["document"].nunique()), "sentences": len(items),
+        **{t: int(groups.loc[t, "in_tags"]) for t in M.TYPES},
+        "discontinuous_dropped": int(groups["discontinuous_dropped"].sum()),
+        "test_sentences": int(summ.loc["test", "sentences"]), "test_reports": int(summ.loc["test", "reports"]),
+        "train_sentences": int(summ.loc["train", "sentences"]), "train_reports": int(summ.loc["train", "reports"]),
+        "test_mentions": int(sum(summ.loc["test", t] for t in M.TYPES)),
+        "mentions": cut["mentions"], "cut_inside_word": cut["cut_inside_word"],
+        "test_cut_inside_word": cut_test["cut_inside_word"],
+    }
+
+
+def _source_key(*modules) -> str:
+    import hashlib
+    import inspect
+
+    h = hashlib.sha256()
+    for m in modules:
+        h.update(Path(inspect.getfile(m)).read_bytes())
+    return h.hexdigest()
+
+
+def _maccrobat(ctx: FactContext) -> dict[str, Fact]:
+    import json
+    import sys
+
+    from .. import maccrobat as M
+
+    key = (_source_key(M, sys.modules[__name__]) + M._SUMS_PATH.read_text()  # code and pinned checksums
+           + str(ctx.data_dir or ""))
+    cache = Path(ctx.cache_dir) / "facts-maccrobat.json" if ctx.cache_dir else None
+    nums = None
+    if cache is not None and cache.is_file():
+        stored = json.loads(cache.read_text())
+        nums = stored["numbers"] if stored.get("key") == key else None
+    if nums is None:
+        nums = maccrobat_data_numbers(ctx.data_dir)
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps({"key": key, "numbers": nums}))
+    src = "atlaslib.cards.maccrobat (converter, split, gold_cut_mentions)"
+    f = {f"maccrobat.{k}": Fact(v, "count", src) for k, v in nums.items()}
+    f["maccrobat.cut_inside_word_share"] = Fact(nums["cut_inside_word"] / nums["mentions"], "percent", src)
+    # the leakage measured on the probe, when a probe run in this build carries it
+    leak = next((c["extra"]["gold_cut_leakage"] for c in ctx.ok_cells("maccrobat")
+                 if (c.get("extra") or {}).get("gold_cut_leakage")), None)
+    lsrc = "MACCROBAT probe result cell (extra.gold_cut_leakage, maccrobat.probe_without_gold_cuts)"
+    if leak is None:
+        for k in ("probe_f1_with_cuts", "probe_f1_without_cuts", "probe_f1_difference", "probe_run"):
+            f[f"maccrobat.{k}"] = missing("MACCROBAT probe run measuring the gold cuts")
+    else:
+        f["maccrobat.probe_f1_with_cuts"] = Fact(leak["with_gold_cuts"]["f1"], "rate", lsrc)
+        f["maccrobat.probe_f1_without_cuts"] = Fact(leak["without_gold_cuts"]["f1"], "rate", lsrc)
+        f["maccrobat.probe_f1_difference"] = Fact(leak["f1_difference"], "rate", lsrc)
+        f["maccrobat.probe_run"] = Fact(f"`{leak.get('model', 'probe')}`", "text", lsrc)
+    return f
+
+
+#: fact namespace -> provider (:func:`atlaslib.pages.facts.register_provider`)
+FACTS = {"maccrobat": _maccrobat}
