@@ -8,20 +8,23 @@ written to temporary files and renamed into place only when the whole notebook s
 killed run never leaves a partial file nor replaces a good one; a failed notebook is kept for reading in
 ``_build/failed/`` and the failure names the notebook and the cell.
 
-Before any kernel starts (:func:`preflight`), the request is checked: card, version, protocol and model (a
+Before any kernel starts, the run is decided once (:func:`decide`): card, version, protocol and model (a
 registry profile, a card baseline, a local folder or a hub id) must exist, or a ValueError names the bad value
-and the valid ones; a run that cannot happen (capability missing, weights not available here, text under a
-data use agreement) gets its not-run result cell and a short stub notebook at once, without a kernel. Every
-path is made absolute against the caller's working directory first (the kernel runs in the repository).
+and the valid ones; the model's profile is resolved and the capability the protocol will use is chosen; a run
+that cannot happen (capability missing, weights not available here, text under a data use agreement) gets
+its not-run result cell and a short stub notebook at once, without a kernel, and a run that can receives the
+decision as its notebook parameter ``decision``. Every path is made absolute against the caller's working
+directory first (the kernel runs in the repository).
 
 Outputs: the executed notebook and the cell replace the old pair together or not at all; a failed or
 interrupted run leaves no work folder and no empty output folder; a work folder left by a killed run is
 removed by the next run of the same request.
 
 Cache key (:func:`run_key`): sha256 over the notebook text, the parameters, the sha256 of every pinned data
-file of the card, the atlaslib version and the digest of atlaslib's source files, and the model profile
-(incl. its revision). A run whose stored cell carries the same key and whose executed notebook exists is
-not executed again (``force=True`` ignores the cache).
+file of the card, the atlaslib version and the digest of atlaslib's source files, and the decision (with the
+model profile and its revision). The notebook receives the key (``run_key``) and its result cell, written
+once by the notebook, carries it; a run whose stored cell carries the same key and whose executed notebook
+exists is not executed again (``force=True`` ignores the cache).
 """
 from __future__ import annotations
 
@@ -35,11 +38,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
 from . import notebook
 from .cards import get_card
 from .notebook import ATLASLIB, REPO, NotebookError, declares_parameter, read_text_notebook, source_digest  # noqa: F401
 from .results import cell_path, read_cell, slug, write_cell
+from .version import __version__
 
 #: papermill with the atlas's settings (:func:`atlaslib.notebook.execute`), under the name callers know
 execute_notebook = notebook.execute
@@ -93,29 +96,23 @@ def _card_data_pins(card_name: str) -> list:
         return []
 
 
-def _profile_dict(model: str) -> dict:
-    try:
-        from .models import get_profile
-
-        return get_profile(model).to_dict()
-    except Exception as exc:  # card-level baselines are not registry profiles
-        return {"name": model, "note": f"no registry profile ({type(exc).__name__})"}
-
-
-def run_key(request: RunRequest, notebook_text: str) -> str:
-    try:
-        blocked = preflight(request)
-    except Exception as exc:  # an invalid request is refused by run(); its key only has to be stable
-        blocked = f"invalid: {type(exc).__name__}"
+def run_key(request: RunRequest, notebook_text: str, decision: dict | None = None) -> str:
+    """The run's cache key: sha256 over the notebook text, the parameters, the card's data pins, atlaslib's
+    version and source digest, and the run's :func:`decide` decision (the model's profile with its revision;
+    a not-run decided before the kernel is re-decided when the weights arrive). ``decision``: one already
+    made for this request (else it is made here)."""
+    if decision is None:
+        try:
+            decision = decide(request)
+        except Exception as exc:  # an invalid request is refused by run(); its key only has to be stable
+            decision = {"invalid": type(exc).__name__}
     payload = {
         "notebook_sha256": hashlib.sha256(notebook_text.encode()).hexdigest(),
         "parameters": request.parameters(),
         "data": _card_data_pins(request.card),
         "atlaslib_version": __version__,
         "atlaslib_source": source_digest(),
-        "profile": _profile_dict(request.model),
-        # a not-run decided before the kernel is re-decided when the weights arrive
-        "preflight": blocked,
+        "decision": decision,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -192,35 +189,56 @@ def _unknown_model(request: RunRequest, exc: Exception) -> ValueError:
                       f"folder, not a hub id 'org/name', and not one of {', '.join(names)}")
 
 
-def preflight(request: RunRequest) -> str | None:
-    """Decide, without a kernel, whether ``request`` can run: None when it can (its kernel decides the
-    rest), else the not-run reason its cell records. Everything it reads is the card's declaration
-    (:class:`atlaslib.cards.Card`): its baselines and the registry profile a baseline runs on
-    (``baseline_weights``), the capabilities each protocol asks of a model, and the runs that need a
-    notebook parameter (``parameter_gates``); the reasons are worded the same for every card. An invalid
-    card, version, protocol or model raises ValueError (KeyError for an unknown card) naming the bad value
-    and the valid ones."""
+def decide(request: RunRequest) -> dict:
+    """Decide, without a kernel, whether ``request`` can run, once: the decision its kernel receives (the
+    notebook parameter ``decision``), its cache key holds and a not-run cell records. A JSON-able dict:
+
+    - ``run``: whether the run can happen; ``reason``: why not (None when it can), the words its cell records;
+    - ``profile``: the model's registry, local or hub profile, resolved here once (capabilities inferred from
+      the cached config of a hub id outside the registry), as a dict; None for a card baseline that is no
+      registry profile;
+    - ``capability``: the first of the capabilities the card asks of a model under the protocol
+      (``Card.capabilities``) that the profile has; None for a baseline or a protocol the card declares
+      none for (the card's own code decides those);
+    - ``baseline``: the model is one the card runs by itself (``Card.baselines``).
+
+    Everything it reads is the card's declaration (:class:`atlaslib.cards.Card`): its baselines and the
+    registry profile a baseline runs on (``baseline_weights``), the capabilities each protocol asks of a
+    model, and the runs that need a notebook parameter (``parameter_gates``); the reasons are worded the
+    same for every card. An invalid card, version, protocol or model raises ValueError (KeyError for an
+    unknown card) naming the bad value and the valid ones."""
     from .models import CapabilityMissing, ProfileError, WeightsUnavailable, check_weights, get_profile
+    from .models import with_capabilities
 
     declared = check_request(request)
     card, model, protocol = request.card, request.model, request.protocol
-    if not declared.baselines and not declared.capabilities:
-        return None  # a card that declares no models (a new or test card): its notebook decides
     baselines = declared.baselines
+    decision = {"run": True, "reason": None, "profile": None, "capability": None, "baseline": model in baselines}
+
+    def blocked(reason: str) -> dict:
+        return dict(decision, run=False, reason=reason)
+
+    if decision["baseline"] or not declared.capabilities:  # the card's own models (or a card that names none)
+        try:
+            decision["profile"] = get_profile(model).to_dict()
+        except Exception:  # a card baseline is no registry profile
+            pass
+    if not baselines and not declared.capabilities:
+        return decision  # a card that declares no models (a new or test card): its notebook decides
     if model in baselines and protocol not in baselines[model]:
         raise ValueError(f"card {card}: model {model!r} has no {protocol} run; its protocols: "
                          f"{', '.join(baselines[model])}")
     params = dict(request.params)
     for gate in declared.parameter_gates:
         if gate.blocks(request.version, model, protocol, params):
-            return f"{model} {protocol} {gate.reason}"
+            return blocked(f"{model} {protocol} {gate.reason}")
     if model in baselines:
         if model in declared.baseline_weights:
             try:
                 check_weights(get_profile(declared.baseline_weights[model]))
             except WeightsUnavailable as exc:
-                return exc.short
-        return None
+                return blocked(exc.short)
+        return decision
     if not declared.capabilities:
         raise _unknown_model(request, KeyError(model))
     if protocol not in declared.capabilities and any(protocol in p for p in baselines.values()):
@@ -232,19 +250,30 @@ def preflight(request: RunRequest) -> str | None:
         profile = get_profile(model)
     except ProfileError as exc:
         raise _unknown_model(request, exc) from None
+    decision["profile"] = profile.to_dict()
     wanted = declared.capabilities.get(protocol)
     if wanted is None:  # a protocol the card declares no capabilities for: its notebook decides
-        return None
+        return decision
     try:
         if profile.capabilities_known and not any(c in profile.capabilities for c in wanted):
             raise CapabilityMissing(protocol)
         check_weights(profile)
+        profile = with_capabilities(profile)  # a hub id outside the registry: from its cached config
+        decision["profile"] = profile.to_dict()
+        capability = next((c for c in wanted if c in profile.capabilities), None)
+        if capability is None:
+            raise CapabilityMissing(protocol)
     except WeightsUnavailable as exc:
-        return exc.short
+        return blocked(exc.short)
     except CapabilityMissing:
-        return (f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
-                f"{model} has {', '.join(profile.capabilities) or 'none'}")
-    return None
+        return blocked(f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
+                       f"{model} has {', '.join(profile.capabilities) or 'none'}")
+    return dict(decision, capability=capability)
+
+
+def preflight(request: RunRequest) -> str | None:
+    """The not-run reason of :func:`decide` (None when the run can happen)."""
+    return decide(request)["reason"]
 
 
 def not_run_metric_names(card: str, protocol: str) -> list[str]:
@@ -355,24 +384,18 @@ def _replace_pair(new_nb: Path, new_cell: Path, nb_out: Path, res_out: Path, bac
         raise
 
 
-def _write_stub(request: RunRequest, reason: str, key: str, nb_out: Path, res_out: Path, work: Path) -> dict:
+def _write_stub(request: RunRequest, decision: dict, key: str, nb_out: Path, res_out: Path, work: Path) -> dict:
     import nbformat
 
     from . import results
-    from .models import get_profile
 
-    try:
-        profile = get_profile(request.model).to_dict()
-    except Exception:
-        profile = {"name": request.model}
+    reason = decision["reason"]
+    profile = decision["profile"] or {"name": request.model}
     spec = results.RunSpec(card=request.card, version=request.version, model=request.model,
                            protocol=request.protocol, profile=profile, revision=profile.get("revision"),
                            parameters={**dict(request.params), "run_key": key})
-    overlap = []
-    if request.card == "maccrobat":  # its cells mark a model trained on MACCROBAT, run or not
-        from .cards import maccrobat
-
-        overlap = maccrobat.overlap_of(request.model)
+    # a model trained on the card's data is marked, run or not (the card's declared rule)
+    overlap = get_card(request.card).overlap(profile.get("trained_on"))
     cell = results.not_run_cell(spec, reason, not_run_metric_names(request.card, request.protocol),
                                 overlap=overlap, timing={"wall_seconds": 0.0, "peak_rss_mb": None},
                                 extra={"decided_before_run": True}, env=results.environment(torch_info=False))
@@ -393,17 +416,19 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
         kernel_name: str = "python3", timeout: int | None = 3600) -> RunOutcome:
     """Run one notebook (or reuse its current outputs); raise :class:`RunFailed` when it fails.
 
-    A run that cannot happen (:func:`preflight`) writes its not-run cell and a stub notebook without a
-    kernel (status "ran", ``extra["preflight"]`` True); an invalid request raises ValueError / KeyError
-    before anything is written; an output folder that cannot be written raises :class:`OutputError`."""
+    The run is decided once, here, before any kernel (:func:`decide`: the profile resolved, the capability
+    chosen): a run that cannot happen writes its not-run cell and a stub notebook without a kernel (status
+    "ran", ``extra["preflight"]`` True); a run that can gets the decision as its notebook parameter
+    ``decision``. An invalid request raises ValueError / KeyError before anything is written; an output
+    folder that cannot be written raises :class:`OutputError`."""
     import socket
 
     request = resolve_request(request)
     card = check_request(request)
-    reason = preflight(request)
+    decision = decide(request)
     nb_src = REPO / card.notebook
     nb = read_text_notebook(nb_src)
-    key = run_key(request, nb_src.read_text(encoding="utf-8"))
+    key = run_key(request, nb_src.read_text(encoding="utf-8"), decision)
     results_dir, runs_dir = Path(results_dir).expanduser().resolve(), Path(runs_dir).expanduser().resolve()
     failed_dir = Path(failed_dir).expanduser().resolve()
     data_dir = str(Path(data_dir).expanduser().resolve()) if data_dir not in (None, "") else None
@@ -425,13 +450,13 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
         work = Path(tempfile.mkdtemp(prefix=f"atlas-run-{request.protocol}-", dir=nb_out.parent))
         (work / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
         start = time.perf_counter()
-        if reason is not None:
-            _write_stub(request, reason, key, nb_out, res_out, work)
+        if not decision["run"]:
+            _write_stub(request, decision, key, nb_out, res_out, work)
             made = []
             return RunOutcome(request, "ran", seconds=round(time.perf_counter() - start, 3), cell_status="not_run",
                               notebook=str(nb_out), result=str(res_out), extra={"preflight": True})
-        outcome = _execute(request, card, nb, key, work, nb_out, res_out, data_dir, failed_dir, kernel_name,
-                           timeout, start, retrain=force and declares_parameter(nb, "retrain"))
+        outcome = _execute(request, card, nb, key, decision, work, nb_out, res_out, data_dir, failed_dir,
+                           kernel_name, timeout, start, retrain=force and declares_parameter(nb, "retrain"))
         made = []
         return outcome
     finally:
@@ -454,39 +479,48 @@ def _refuse_clash(request: RunRequest, res_out: Path) -> None:
                           f"replaced (rename one of the two model folders)")
 
 
-def _execute(request, card, nb, key, work: Path, nb_out: Path, res_out: Path, data_dir, failed_dir: Path,
+def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out: Path, data_dir, failed_dir: Path,
              kernel_name, timeout, start, retrain: bool = False) -> RunOutcome:
+    """Execute the run's notebook. Its result cell is written once, by the notebook (``result_path``: a
+    staged file beside the cell's place) and carrying ``run_key``; it is moved into place with the executed
+    notebook, never rewritten."""
     import nbformat
     from papermill.exceptions import PapermillExecutionError
 
-    src_ipynb, out_ipynb, tmp_cell = work / "in.ipynb", work / "out.ipynb", work / "cell.json"
+    src_ipynb, out_ipynb = work / "in.ipynb", work / "out.ipynb"
     run_nb = notebook.run_notebook(nb, request.version)  # the data story runs once per version, not here
     nbformat.write(run_nb, src_ipynb)
-    params = {**request.parameters(), "data_dir": data_dir, "result_path": str(tmp_cell), "run_key": key}
+    staged = Path(tempfile.mkstemp(dir=res_out.parent, prefix=f".{res_out.name}.", suffix=".tmp")[1])
+    staged.unlink()  # the notebook writes it; a notebook that writes nothing leaves nothing
+    params = {**request.parameters(), "data_dir": data_dir, "result_path": str(staged), "run_key": key,
+              "decision": decision}
     if retrain:  # `--force` also retrains cached fine-tuned weights (not part of the cache key)
         params["retrain"] = True
     try:
-        execute_notebook(src_ipynb, out_ipynb, params, kernel_name=kernel_name, timeout=timeout)
-    except PapermillExecutionError as exc:
-        kept = _keep_failed(out_ipynb, request, failed_dir)
-        cell_no = notebook.source_cell_number(run_nb, exc.cell_index)
-        if cell_no is not None:  # back to the numbering of the source notebook
-            cell_no = notebook.run_cell_indices(nb, request.version)[cell_no - 1] + 1
-        raise RunFailed(request, card.notebook, cell_no, f"{exc.ename}: {exc.evalue}", kept) from None
-    except Exception as exc:
-        kept = _keep_failed(out_ipynb, request, failed_dir)
-        raise RunFailed(request, card.notebook, None, f"{type(exc).__name__}: {exc}", kept) from None
-    seconds = time.perf_counter() - start
-    if not tmp_cell.is_file():
-        kept = _keep_failed(out_ipynb, request, failed_dir)
-        raise RunFailed(request, card.notebook, None,
-                        "the notebook finished without writing its result cell (result_path)", kept)
-    cell = read_cell(tmp_cell)
-    cell.pop("_path", None)
-    cell["run_key"] = key  # the runner owns the cache key, whatever the notebook recorded
-    staged = Path(tempfile.mkstemp(dir=res_out.parent, prefix=f".{res_out.name}.", suffix=".tmp")[1])
-    try:
-        write_cell(cell, staged)
+        try:
+            execute_notebook(src_ipynb, out_ipynb, params, kernel_name=kernel_name, timeout=timeout)
+        except PapermillExecutionError as exc:
+            kept = _keep_failed(out_ipynb, request, failed_dir)
+            cell_no = notebook.source_cell_number(run_nb, exc.cell_index)
+            if cell_no is not None:  # back to the numbering of the source notebook
+                cell_no = notebook.run_cell_indices(nb, request.version)[cell_no - 1] + 1
+            raise RunFailed(request, card.notebook, cell_no, f"{exc.ename}: {exc.evalue}", kept) from None
+        except Exception as exc:
+            kept = _keep_failed(out_ipynb, request, failed_dir)
+            raise RunFailed(request, card.notebook, None, f"{type(exc).__name__}: {exc}", kept) from None
+        seconds = time.perf_counter() - start
+        if not staged.is_file():
+            kept = _keep_failed(out_ipynb, request, failed_dir)
+            raise RunFailed(request, card.notebook, None,
+                            "the notebook finished without writing its result cell (result_path)", kept)
+        cell = read_cell(staged)
+        if cell.get("run_key") != key:
+            # TRANSITIONAL: a notebook whose CardRun is handed no run_key (today the TempEval notebook's) writes
+            # a cell without it; the runner adds the key, the one rewrite left, until that notebook hands its
+            # CardRun the run key (parameters={"run_key": run_key, ...}) as the others do
+            cell.pop("_path", None)
+            cell["run_key"] = key
+            write_cell(cell, staged)
         _replace_pair(out_ipynb, staged, nb_out, res_out, work / "backup")
     finally:
         staged.unlink(missing_ok=True)

@@ -14,11 +14,11 @@ HEADER = "---\njupytext:\n  text_representation:\n    extension: .md\n    format
          "kernelspec:\n  name: python3\n  display_name: Python 3\n  language: python\n---\n\n# Test\n\n"
 
 
-def _fake_card(monkeypatch, tmp_path, body: str, with_params: bool = True) -> Card:
+def _fake_card(monkeypatch, tmp_path, body: str, with_params: bool = True, **fields) -> Card:
     nb = tmp_path / "fake.md"
     nb.write_text(HEADER + (PARAMS_CELL if with_params else "") + body)
     card = Card(name="fake", title="Fake card", notebook=str(nb), versions=("v",), protocols=("p",),
-                metrics=("acc",), default_matrix=(("v", "m", "p"),))
+                metrics=("acc",), default_matrix=(("v", "m", "p"),), **fields)
     monkeypatch.setattr(runner, "get_card", lambda name: card)
     monkeypatch.setattr(cards, "get_card", lambda name: card)  # data stories look cards up in the registry
     return card
@@ -55,6 +55,41 @@ def test_failing_run_fails_the_build_and_never_renders(monkeypatch, tmp_path):
                       log=lambda *a, **k: logs.append(" ".join(map(str, a))))
     assert code == 1
     assert any("fake.md failed in cell" in line and "ValueError: nope" in line for line in logs)
+
+
+def test_the_run_is_decided_once_and_its_kernel_receives_the_decision(monkeypatch, tmp_path):
+    """The runner decides before the kernel (profile resolved, capability chosen) and injects the decision;
+    the cell the notebook writes, carrying its run key, is moved into place as written, never rewritten."""
+    from atlaslib.models import get_profile
+
+    body = ("```{code-cell} python\nimport json\nfrom atlaslib import results\n"
+            "spec = results.RunSpec(card='fake', version=version, model=model, protocol=protocol)\n"
+            "cell = results.make_cell(spec, metrics={'acc_p': results.metric(0.5, 0.1, 0.9)}, predictions=[],\n"
+            "                         extra={'decision': decision}, env={})\n"
+            "cell['run_key'] = run_key\n"
+            "open(result_path, 'w').write(json.dumps(cell, indent=3))  # indent 3: no writer of the atlas's\n"
+            "```\n")
+    _fake_card(monkeypatch, tmp_path, body, capabilities={"p": ("predict.assertion", "embed.text.pooled")})
+    request = runner.RunRequest("fake", "v", "all-minilm-l6-v2", "p")
+    decision = runner.decide(request)
+    assert decision == {"run": True, "reason": None, "profile": get_profile("all-minilm-l6-v2").to_dict(),
+                        "capability": "embed.text.pooled", "baseline": False}
+    p = _paths(tmp_path)
+    calls = []
+    decide = runner.decide
+    monkeypatch.setattr(runner, "decide", lambda r: calls.append(r) or decide(r))
+    out = runner.run(request, results_dir=p.results, runs_dir=p.runs, failed_dir=p.build / "failed")
+    assert out.status == "ran" and calls == [request]  # decided once for the run
+    written = (p.results / "fake/v/all-minilm-l6-v2/p.json").read_text()
+    cell = json.loads(written)
+    assert cell["extra"]["decision"] == decision
+    assert written == json.dumps(cell, indent=3)  # the notebook's own bytes
+    assert runner.is_current(request, cell["run_key"], p.results, p.runs)
+    # a model without the capability is decided not run, with the reason, before any kernel
+    blocked = runner.decide(runner.RunRequest("fake", "v", "gpt2", "p"))
+    assert blocked == {"run": False, "profile": get_profile("gpt2").to_dict(), "capability": None, "baseline": False,
+                       "reason": "capability missing: p needs one of predict.assertion, embed.text.pooled; gpt2 has "
+                                 "score.options"}
 
 
 def test_small_book_shows_the_numbers_of_its_cells(tmp_path, data_dir):

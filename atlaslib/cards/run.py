@@ -107,6 +107,8 @@ class CardRun:
         else:
             cell = results.not_run_cell(spec, self.not_run_reason, self.card.metric_names(spec.protocol),
                                         extra=extra, **common)
+        if spec.parameters.get("run_key"):  # the runner's cache key, handed to the notebook: the cell carries it
+            cell["run_key"] = spec.parameters["run_key"]
         results.validate_cell(cell, f"{spec.card} {spec.version} {spec.model} {spec.protocol}")
         if self.result_path:
             results.write_cell(cell, self.result_path)
