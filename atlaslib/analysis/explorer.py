@@ -309,13 +309,10 @@ def card_inputs(card: str, version: str, data_dir=None) -> dict:
     """``{item_id: {field: value}}`` of the test items of (card, version): the fields the card declares in
     ``CARD.analysis.inputs``, from its outside split (what ``atlas export`` gives an outside system). Empty
     when the card declares none."""
-    import importlib
-
-    from ..cards import CARD_MODULES
+    from ..cards import card_module
 
     fields = tuple(analysis_of(card).inputs)
     if not fields:
         return {}
-    mod = importlib.import_module(CARD_MODULES[card])
-    s = mod.outside_split(version, "test", data_dir)
+    s = card_module(card).outside_split(version, "test", data_dir)
     return {r["item_id"]: {f: r.get(f) for f in fields if f in r} for r in s.records}
