@@ -2,14 +2,84 @@
 
 Each function returns a matplotlib Figure and computes nothing beyond layout; the numbers come from
 atlaslib.metrics or from result cells.
+
+Figures made here are :class:`AtlasFigure`: saved as PNG they carry, in a text chunk
+(:data:`TICK_KEY`), the font size of their smallest tick label in image pixels, so that a browser test can
+check the size a reader sees (image pixels × rendered width / image width) without reading glyphs.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
+
+#: PNG text key: the smallest tick-label font size of the figure, in pixels of the saved image
+TICK_KEY = "atlas:min-tick-font-px"
+#: the resolution the book saves its figures at
+DPI = 110
+
+
+def min_tick_font_pt(fig: Figure) -> float | None:
+    """The smallest font size (points) of the visible, non-empty tick labels of ``fig``; None without any."""
+    sizes = [t.get_fontsize() for ax in fig.axes if ax.get_visible()
+             for t in (*ax.get_xticklabels(), *ax.get_yticklabels()) if t.get_visible() and t.get_text().strip()]
+    return float(min(sizes)) if sizes else None
+
+
+class AtlasFigure(Figure):
+    """A Figure whose PNG records its smallest tick-label font size in pixels (:data:`TICK_KEY`)."""
+
+    def savefig(self, fname, *args, **kwargs):
+        if str(fname).lower().endswith(".png"):
+            self.canvas.draw()  # tick labels exist once drawn
+            pt = min_tick_font_pt(self)
+            dpi = kwargs.get("dpi")
+            dpi = self.dpi if dpi in (None, "figure") else float(dpi)
+            if pt is not None:
+                kwargs["metadata"] = {**(kwargs.get("metadata") or {}), TICK_KEY: f"{pt * dpi / 72:.2f}"}
+        return super().savefig(fname, *args, **kwargs)
+
+
+def subplots(*args, **kwargs):
+    """``plt.subplots`` making an :class:`AtlasFigure`."""
+    return plt.subplots(*args, FigureClass=AtlasFigure, **kwargs)
+
+
+def save(fig: Figure, path, dpi: int = DPI) -> None:
+    """Save ``fig`` as the book saves its figures (PNG at :data:`DPI`) and close it."""
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
+def png_size(path) -> tuple[int, int]:
+    """(width, height) in pixels of a PNG file, from its header."""
+    import struct
+
+    with open(path, "rb") as f:
+        head = f.read(24)
+    return struct.unpack(">II", head[16:24])
+
+
+def png_text(path) -> dict[str, str]:
+    """The tEXt chunks of a PNG file (key -> text)."""
+    import struct
+    import zlib
+
+    data, out, at = open(path, "rb").read(), {}, 8
+    while at + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        body = data[at + 8:at + 8 + length]
+        if kind == b"tEXt":
+            key, _, text = body.partition(b"\0")
+            out[key.decode("latin-1")] = text.decode("latin-1")
+        elif kind == b"zTXt":
+            key, _, rest = body.partition(b"\0")
+            out[key.decode("latin-1")] = zlib.decompress(rest[1:]).decode("latin-1")
+        at += 12 + length
+    return out
 
 
 def bootstrap_distributions(samples: Mapping[str, Sequence[float]], metrics: Mapping[str, dict],
@@ -18,7 +88,7 @@ def bootstrap_distributions(samples: Mapping[str, Sequence[float]], metrics: Map
     names = [n for n in samples if samples[n] is not None]
     ncols = min(3, len(names))
     nrows = -(-len(names) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 2.8 * nrows), squeeze=False)
+    fig, axes = subplots(nrows, ncols, figsize=(3.6 * ncols, 2.8 * nrows), squeeze=False)
     for ax in axes.flat[len(names):]:
         ax.set_visible(False)
     for ax, name in zip(axes.flat, names):
@@ -46,7 +116,7 @@ def confusion_matrix(counts: Mapping[str, int], positive: str = "negated", negat
                      title: str = "") -> plt.Figure:
     """2×2 confusion matrix from ``{tp, fp, tn, fn}`` (rows gold, columns predicted)."""
     m = np.array([[counts["tp"], counts["fn"]], [counts["fp"], counts["tn"]]])
-    fig, ax = plt.subplots(figsize=(3.4, 3.0))
+    fig, ax = subplots(figsize=(3.4, 3.0))
     ax.imshow(m, cmap="Blues")
     for (i, j), v in np.ndenumerate(m):
         ax.text(j, i, str(v), ha="center", va="center", color="black" if v < m.max() * 0.6 else "white")
@@ -78,7 +148,7 @@ def forest(frame: pd.DataFrame, value: str, low: str, high: str, label: str = "l
     seen, not mistaken for a missing one) and named in the legend."""
     d = frame.dropna(subset=[value]).astype({value: float, low: float, high: float})
     d = d.sort_values(value, ascending=higher_is_better)
-    fig, ax = plt.subplots(figsize=(6.4, 0.45 * max(len(d), 1) + 1.2))
+    fig, ax = subplots(figsize=(6.4, 0.45 * max(len(d), 1) + 1.2))
     y = np.arange(len(d))
     v = d[value].to_numpy(float)
     lo_v = d[low].fillna(d[value]).to_numpy(float)
@@ -102,11 +172,34 @@ def forest(frame: pd.DataFrame, value: str, low: str, high: str, label: str = "l
     return fig
 
 
-def pairwise_differences(pairs: pd.DataFrame, title: str = "", xlabel: str = "difference (A − B)") -> plt.Figure:
-    """One row per pair ``A − B``: the difference with its paired 95 % interval; pairs significant after
-    Holm in red (and marked ``*``), a dashed line at 0."""
-    d = pairs.reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(9.0, 0.42 * max(len(d), 1) + 1.3))
+def reference_models(pairs: pd.DataFrame, shrink: float = 2.0) -> list[str]:
+    """Models whose pairs set the axis of a pairwise figure and squeeze every other pair: repeatedly, the model
+    whose removal narrows the span of the remaining pairs' intervals (with 0) the most, when it narrows it by
+    at least ``shrink`` times and at least two pairs remain (e.g. a constant baseline far below every run)."""
+    def span(d):
+        lo = min(0.0, float(d["ci_low"].min()))
+        hi = max(0.0, float(d["ci_high"].max()))
+        return hi - lo
+
+    out: list[str] = []
+    d = pairs
+    while True:
+        models = sorted(set(d["model_a"]) | set(d["model_b"]))
+        best = None
+        for m in models:
+            rest = d[(d["model_a"] != m) & (d["model_b"] != m)]
+            if len(rest) < 2:
+                continue
+            ratio = span(d) / max(span(rest), 1e-12)
+            if ratio >= shrink and (best is None or ratio > best[0]):
+                best = (ratio, m, rest)
+        if best is None:
+            return out
+        out.append(best[1])
+        d = best[2]
+
+
+def _pair_panel(ax, d: pd.DataFrame, xlabel: str, fontsize: float) -> None:
     y = np.arange(len(d))[::-1]
     sig = d["significant"].to_numpy(bool)
     for yy, (_, r), s in zip(y, d.iterrows(), sig):
@@ -117,14 +210,38 @@ def pairwise_differences(pairs: pd.DataFrame, title: str = "", xlabel: str = "di
         if r["ci_high"] == r["ci_low"]:
             ax.plot([r["difference"]], [yy], marker="|", markersize=14, mew=2.5, color=col)
     ax.axvline(0, color="black", ls="--", lw=1)
-    ax.set_yticks(y, [f"{a} − {b}" + (" *" if s else "") for a, b, s in zip(d["model_a"], d["model_b"], sig)],
-                  fontsize=8)
+    ax.set_yticks(y, [f"{a}\n− {b}" + (" *" if s else "") for a, b, s in zip(d["model_a"], d["model_b"], sig)])
+    ax.set_ylim(-0.7, len(d) - 0.3)
     lo, hi = _zoom(np.r_[d["ci_low"].to_numpy(float), 0.0], np.r_[d["ci_high"].to_numpy(float), 0.0], clip=None)
     ax.set_xlim(lo, hi)
     ax.grid(axis="x", alpha=0.3)
-    ax.set_xlabel(xlabel)
+    ax.tick_params(labelsize=fontsize)
+    ax.set_xlabel(xlabel, fontsize=fontsize)
+
+
+def pairwise_differences(pairs: pd.DataFrame, title: str = "", xlabel: str = "difference (A − B)",
+                         references: Iterable[str] | None = None, fontsize: float = 9.0) -> plt.Figure:
+    """One row per pair ``A − B``: the difference with its paired 95 % interval; pairs significant after
+    Holm in red (and marked ``*``), a dashed line at 0.
+
+    Pairs with a model of ``references`` (default :func:`reference_models`: runs so far from the others, a
+    constant baseline for instance, that their pairs would set the axis) get a panel of their own below, with
+    its own axis, so that the informative pairs are not squeezed into a sliver of the figure. Tick labels are
+    ``fontsize`` points (at the book's width and :data:`DPI` at least 8 px on screen)."""
+    d = pairs.reset_index(drop=True)
+    refs = list(reference_models(d) if references is None else references)
+    mask = d["model_a"].isin(refs) | d["model_b"].isin(refs)
+    panels = [(d[~mask], ""), (d[mask], "pairs with " + ", ".join(refs))] if refs and (~mask).any() and mask.any() \
+        else [(d, "")]
+    heights = [0.55 * max(len(p), 1) + 0.9 for p, _ in panels]
+    fig, axes = subplots(len(panels), 1, figsize=(7.2, sum(heights) + 0.5), squeeze=False,
+                         gridspec_kw={"height_ratios": heights})
+    for ax, (part, label) in zip(axes[:, 0], panels):
+        _pair_panel(ax, part.reset_index(drop=True), xlabel, fontsize)
+        if label:
+            ax.set_title(label + " (own axis)", fontsize=fontsize)
     if title:
-        ax.set_title(title, fontsize=10)
+        fig.suptitle(title, fontsize=fontsize + 1)
     fig.tight_layout()
     return fig
 
@@ -142,7 +259,7 @@ def _finish_lines(fig: plt.Figure, ax, title: str) -> plt.Figure:
 def width_vs_size(frame: pd.DataFrame, title: str = "") -> plt.Figure:
     """Interval width against test size: one line per model from ``frame`` (columns model, n, width,
     metric), log-scaled size axis."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = subplots(figsize=(6.4, 3.6))
     for model, g in frame.groupby("model"):
         g = g.sort_values("n")
         ax.plot(g["n"], g["width"], marker="o", label=model)
@@ -155,7 +272,7 @@ def width_vs_size(frame: pd.DataFrame, title: str = "") -> plt.Figure:
 def coverage(frame: pd.DataFrame, level: float = 0.95, title: str = "") -> plt.Figure:
     """Coverage of the true value by two intervals against the within-cluster correlation (columns icc,
     cluster, item), with the nominal level dashed."""
-    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    fig, ax = subplots(figsize=(6.0, 3.4))
     ax.plot(frame["icc"], frame["cluster"], marker="o", label="cluster bootstrap")
     ax.plot(frame["icc"], frame["item"], marker="s", label="item bootstrap (items taken as independent)")
     ax.axhline(level, color="black", ls="--", lw=1, label=f"nominal {level:.0%}")
