@@ -10,6 +10,13 @@ a constant baseline with ``score: null``) gets "n/a (labels only)".
   :data:`N_BINS` = 10 consecutive bins of sizes as equal as possible (``numpy.array_split``: the first
   ``N mod 10`` bins hold one item more).
 - ECE ``= Σ_b (n_b / N) · |mean(y in b) − mean(s in b)|`` over those 10 equal-mass bins.
+- ECE is biased upward, most at small n: even a perfectly calibrated run shows a positive ECE, because
+  each bin's observed rate is a noisy mean of ``n_b`` outcomes and the absolute value turns that noise into
+  error. :func:`ece_if_calibrated` estimates that noise floor by consistency resampling (Bröcker & Smith
+  2007): outcomes ``y*_i ~ Bernoulli(s_i)`` drawn :data:`N_CONSISTENCY` times for the run's own scores
+  (so the scores are calibrated by construction), binned the same way; the mean ECE of the draws is the ECE
+  that noise alone gives. The **debiased ECE** is ``ECE − ECE if calibrated`` (:func:`ece_debiased`): about
+  0 for a calibrated run at any n, and it may fall below 0 when the observed ECE is within the noise.
 - Intervals: the percentile interval of each statistic over the same stratified resamples that give the
   card's other intervals (:func:`atlaslib.metrics.bootstrap.stratified_indices` with the cell's bootstrap
   seed and the card's number of resamples); the bins are recomputed within each resample.
@@ -22,6 +29,7 @@ import pandas as pd
 from . import analysis_of, n_resamples_of, ok_cells, run_label
 
 N_BINS = 10
+N_CONSISTENCY = 200
 NO_SCORES = "n/a (labels only)"
 
 
@@ -58,6 +66,21 @@ def ece(y, s, n_bins: int = N_BINS):
     return (np.abs(ysum - ssum) / n).sum(axis=-1)  # (n_b/N)·|ysum/n_b − ssum/n_b| = |ysum − ssum|/N
 
 
+def ece_if_calibrated(s, n_bins: int = N_BINS, n_draws: int = N_CONSISTENCY, seed: int = 0) -> float:
+    """The ECE a perfectly calibrated run with scores ``s`` shows on average (its noise floor): the mean ECE
+    over ``n_draws`` outcome vectors ``y*_i ~ Bernoulli(s_i)`` (consistency resampling, seeded)."""
+    s = np.asarray(s, float)
+    rng = np.random.default_rng(seed)
+    y_star = (rng.random((n_draws, s.size)) < s).astype(float)
+    return float(ece(y_star, np.broadcast_to(s, y_star.shape), n_bins).mean())
+
+
+def ece_debiased(y, s, n_bins: int = N_BINS, n_draws: int = N_CONSISTENCY, seed: int = 0) -> float:
+    """ECE minus its noise floor (:func:`ece_if_calibrated`): about 0 for a calibrated run at any n; below 0
+    when the observed ECE is within what noise gives a calibrated run."""
+    return ece(y, s, n_bins) - ece_if_calibrated(s, n_bins, n_draws, seed)
+
+
 def reliability(y, s, n_bins: int = N_BINS) -> pd.DataFrame:
     """The reliability diagram's points: per equal-mass bin, ``n``, score range, mean score (confidence)
     and observed positive rate."""
@@ -90,20 +113,25 @@ def calibration_row(cell: dict, n_resamples: int | None = None, seed: int | None
     ys = scores_of(cell)
     if ys is None:
         return {"run": label, "n": len(cell.get("predictions") or []), "brier": None, "brier_low": None,
-                "brier_high": None, "ece": None, "ece_low": None, "ece_high": None, "note": NO_SCORES}
+                "brier_high": None, "ece": None, "ece_low": None, "ece_high": None, "ece_if_calibrated": None,
+                "ece_debiased": None, "note": NO_SCORES}
     y, s = ys
     seed = seed if seed is not None else int((cell.get("seeds") or {}).get("bootstrap", bootstrap.DEFAULT_SEED))
     idx = bootstrap.stratified_indices(y.astype(int), n_resamples or n_resamples_of(cell), seed)
     b_lo, b_hi = bootstrap.percentile_ci(brier(y[idx], s[idx]))
     e_lo, e_hi = bootstrap.percentile_ci(ece(y[idx], s[idx]))
+    floor = ece_if_calibrated(s, seed=seed)
+    value = float(ece(y, s))
     return {"run": label, "n": len(y), "brier": float(brier(y, s)), "brier_low": b_lo, "brier_high": b_hi,
-            "ece": float(ece(y, s)), "ece_low": e_lo, "ece_high": e_hi, "note": ""}
+            "ece": value, "ece_low": e_lo, "ece_high": e_hi, "ece_if_calibrated": floor,
+            "ece_debiased": value - floor, "note": ""}
 
 
 def calibration_table(cells) -> pd.DataFrame:
-    """Library entry point: one row per ok run: ``n``, Brier and ECE with intervals, or
-    ``note = "n/a (labels only)"``."""
-    cols = ["run", "n", "brier", "brier_low", "brier_high", "ece", "ece_low", "ece_high", "note"]
+    """Library entry point: one row per ok run: ``n``, Brier and ECE with intervals, the ECE a calibrated run
+    with the same scores shows (its noise floor) and the debiased ECE, or ``note = "n/a (labels only)"``."""
+    cols = ["run", "n", "brier", "brier_low", "brier_high", "ece", "ece_low", "ece_high", "ece_if_calibrated",
+            "ece_debiased", "note"]
     return pd.DataFrame([calibration_row(c) for c in ok_cells(cells)], columns=cols)
 
 
@@ -118,7 +146,9 @@ def plot_reliability(cells, title: str = ""):
     runs = [(lab, ys) for lab, ys in runs if ys is not None]
     if not runs:
         return None
-    fig, ax = plt.subplots(figsize=(4.8, 4.4))
+    from .. import plots
+
+    fig, ax = plots.subplots(figsize=(4.8, 4.4))
     ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="perfect calibration")
     for lab, (y, s) in runs:
         r = reliability(y, s)

@@ -69,3 +69,38 @@ def test_calibration_table_intervals_use_the_cards_stratified_resamples():
     assert (row["ece_low"], row["ece_high"]) == pytest.approx((lo, hi))
     assert t.loc["rules (zero_shot)", "note"] == C.NO_SCORES == "n/a (labels only)"
     assert t.loc["rules (zero_shot)", "brier"] is None or np.isnan(t.loc["rules (zero_shot)", "brier"])
+
+
+def test_ece_is_biased_upward_at_small_n_and_the_debiased_estimate_removes_it():
+    """A calibrated run (y ~ Bernoulli(s)) has true calibration error 0. Its ECE at n = 50 is clearly
+    positive on average; the debiased ECE averages near 0 at every n, and the noise floor shrinks with n."""
+    rng = np.random.default_rng(11)
+    raw, debiased, floors = {}, {}, {}
+    for n, reps in ((50, 60), (2000, 6)):
+        r, d, f = [], [], []
+        for k in range(reps):
+            s = rng.random(n)
+            y = (rng.random(n) < s).astype(float)
+            r.append(C.ece(y, s))
+            f.append(C.ece_if_calibrated(s, seed=k))
+            d.append(C.ece_debiased(y, s, seed=k))
+        raw[n], debiased[n], floors[n] = np.mean(r), np.mean(d), np.mean(f)
+    assert raw[50] > 0.08 and raw[2000] < 0.03                  # upward bias, larger at small n
+    assert abs(debiased[50]) < 0.02 and abs(debiased[2000]) < 0.005
+    assert floors[50] > 4 * floors[2000]
+    # a miscalibrated run keeps its error: scores pushed to the edges, outcomes from the true rate
+    s = rng.random(2000)
+    y = (rng.random(2000) < s).astype(float)
+    pushed = np.clip(s + 0.2 * np.sign(s - 0.5), 0, 1)
+    assert C.ece_debiased(y, pushed) > 0.1
+
+
+def test_noise_floor_by_hand_for_one_bin():
+    """One bin of n items all scored p: ECE = |k/n − p| with k ~ Binomial(n, p); its mean is computed
+    exactly from the binomial probabilities and the consistency estimate agrees within Monte-Carlo error."""
+    from scipy.stats import binom
+
+    n, p = 12, 0.3
+    exact = sum(binom.pmf(k, n, p) * abs(k / n - p) for k in range(n + 1))
+    got = C.ece_if_calibrated(np.full(n, p), n_bins=1, n_draws=20000, seed=5)
+    assert got == pytest.approx(exact, abs=0.003)
