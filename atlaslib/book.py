@@ -23,7 +23,9 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -33,7 +35,7 @@ from . import linkcheck, plots, results
 from .background import in_background
 from .pages import analysis as analysis_page
 from .pages import datastory
-from .pages import departures, facts, tables  # noqa: F401  (departures: its facts provider)
+from .pages import departures, facts, methods, tables
 from .pages.course import finish_course, start_course
 from .cards import Card, available_cards, card_page_source
 from .executor import run_requests
@@ -187,10 +189,159 @@ def _copy_run_notebook(source: Path, target: Path, title: str, note: str | None 
     nbformat.write(nb, target)
 
 
-def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunRequest]) -> list[str]:
-    """Copy the card's executed notebooks and JSON into the site tree and fill its page; return the
-    notebooks' doc paths (for the toc)."""
-    docs = []
+# -- a card's pages: the short card page and its sub-pages ------------------------------------------------
+
+@dataclass
+class PageContext:
+    """What a sub-page renders from: the card, the split version (None for a card-level page), the card's
+    cells shown in this build (all versions), the site tree, the page's folder and the failed runs."""
+    card: Card
+    version: str | None
+    cells: list[dict]
+    src: Path
+    page_dir: Path
+    failed: list
+    publish: bool = False
+
+    @property
+    def version_cells(self) -> list[dict]:
+        return [c for c in self.cells if self.version is None or c["version"] == self.version]
+
+
+@dataclass(frozen=True)
+class SubPage:
+    """A page under a card's page: in the sidebar, in the reading sequence, and linked from the card page.
+
+    A card-level page is ``book/cards/<card>/<slug>.md``, a per-version page
+    ``book/cards/<card>/<version>/<slug>.md``. A page whose source exists at that path in ``book/`` starts
+    from the source (its own ``# title``; ``mark`` in it is replaced by the rendered body); otherwise it is
+    ``# <title>`` and the body. ``title`` may name ``{card}`` (the card's short title) and ``{version}``.
+    ``render(ctx)`` returns the body in Markdown, or None / "" when the card (version) has nothing for it; a
+    page with neither a source nor a body is not made. ``link`` is the page's name in the card page's lists.
+    A page that writes itself (its own path and files) gives ``write(ctx)`` instead, which returns its doc path
+    or None."""
+    slug: str
+    title: str
+    render: Callable[[PageContext], str | None] | None = None
+    per_version: bool = True
+    link: str = ""
+    mark: str = ""
+    write: Callable[[PageContext], str | None] | None = None
+
+    def doc(self, card: Card, version: str | None) -> str:
+        parts = ["book/cards", card.name] + ([version] if self.per_version else []) + [self.slug]
+        return "/".join(parts)
+
+
+#: The sub-pages of every card, in sidebar order (card-level ones first, then each version's). More can be
+#: added with :func:`register_subpage`.
+SUBPAGES: list[SubPage] = []
+
+
+def register_subpage(page: SubPage, before: str | None = None) -> None:
+    """Add a sub-page to every card (at the end of its level, or before the page whose slug is ``before``);
+    a slug is registered once per level."""
+    if any(p.slug == page.slug and p.per_version == page.per_version for p in SUBPAGES):
+        raise ValueError(f"sub-page {page.slug!r} is already registered")
+    at = next((i for i, p in enumerate(SUBPAGES) if p.slug == before and p.per_version == page.per_version),
+              len(SUBPAGES))
+    SUBPAGES.insert(at, page)
+
+
+def short_title(card: Card) -> str:
+    """``NegEx test kit`` from ``NegEx test kit: is the concept negated?``."""
+    return card.title.split(":")[0].strip()
+
+
+def _reproduction_body(ctx: PageContext) -> str | None:
+    table = reproduction_table(ctx.card, ctx.cells, "## Published figures beside ours")
+    return "\n".join(p for p in (table, reproduction_markdown(ctx.cells)) if p) or None
+
+
+def _failures_body(ctx: PageContext) -> str | None:
+    body = analysis_page.render(ctx.card, ctx.version, ctx.cells, ctx.page_dir, ctx.src, heading=False)
+    # the section's sub-headings are this page's sections: one level up
+    return re.sub(r"^### ", "## ", body, flags=re.M) or None
+
+
+register_subpage(SubPage("about", "{card}: data, splits and protocols", per_version=False,
+                         link="data, splits and protocols"))
+register_subpage(SubPage("reproduction", "{card}: reproduction", _reproduction_body, per_version=False,
+                         link="reproduction", mark=REPRODUCTION_MARK))
+register_subpage(SubPage("failures", "Where models fail: `{version}`", _failures_body, link="where models fail"))
+register_subpage(SubPage("explorer", "Item explorer: `{version}`", link="item explorer",
+                         write=lambda ctx: _explorer_page(ctx)))
+register_subpage(SubPage("intervals", "Every metric with its interval: `{version}`",
+                         lambda ctx: _intervals_body(ctx), link="every metric plotted"))
+
+
+def _render_subpage(page: SubPage, card: Card, version: str | None, cells: list[dict], src: Path,
+                    failed: list, publish: bool = False) -> str | None:
+    """Write one sub-page into the site tree; its doc path, or None when it has nothing to show."""
+    doc = page.doc(card, version)
+    target = src / f"{doc}.md"
+    ctx = PageContext(card, version, cells, src, target.parent, list(failed), publish)
+    if page.write is not None:
+        return page.write(ctx)
+    source = target.read_text(encoding="utf-8") if target.is_file() else None
+    body = page.render(ctx) if page.render is not None else None
+    if source is None and not body:
+        return None
+    title = page.title.format(card=short_title(card), version=version or "")
+    if source is None:
+        text = f"# {title}\n\n{body}\n"
+    elif page.mark and page.mark in source:
+        text = source.replace(page.mark, body or "")
+    else:
+        text = source.rstrip() + ("\n\n" + body if body else "") + "\n"
+    if not card.licence_confirmed:
+        text = _insert_after_title(text, _licence_banner(card))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    return doc
+
+
+def _licence_banner(card: Card) -> str:
+    return ("```{warning}\n**Local evaluation only.** " + card.licence_note +
+            " The numbers on this page may not be cited or republished until the licence is confirmed.\n```\n")
+
+
+def run_title(cell: dict) -> str:
+    """A run's name in the sidebar and the runs list: ``model · protocol``."""
+    return f"{cell['model']} · {cell['protocol']}"
+
+
+def runs_doc(card: Card, version: str) -> str:
+    """The page listing every run of (card, version); it sits with the runs, outside the reading sequence."""
+    return f"book/runs/{card.name}/{version}/index"
+
+
+def _render_runs_index(card: Card, version: str, cells: list[dict], src: Path) -> str | None:
+    vcells = [c for c in cells if c["version"] == version and c.get("_notebook_rel")]
+    if not vcells:
+        return None
+    doc = runs_doc(card, version)
+    page = src / f"{doc}.md"
+    rows = ["| run | protocol | status |", "|---|---|---|"]
+    for c in sorted(vcells, key=lambda c: (c["model"], c["protocol"])):
+        rel = os.path.relpath(src / c["_notebook_rel"], page.parent)
+        status = c["status"] if c["status"] == "ok" else f"{c['status']}: {_md_escape(short_reason(c.get('reason')))}"
+        rows.append(f"| [{_md_escape(c['model'])}]({rel}) | {c['protocol']} | {status} |")
+    card_rel = os.path.relpath(src / card.page, page.parent)
+    text = (f"# {short_title(card)} runs: `{version}`\n\n"
+            f"Every run of this build on split version `{version}`: one executed notebook each, with its "
+            f"parameters, metrics, plots and errors. The leaderboard and the comparisons of these runs are on the "
+            f"[card page]({card_rel}).\n\n" + "\n".join(rows) + "\n")
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(text, encoding="utf-8")
+    return doc
+
+
+def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunRequest],
+                story_docs: list[str] = (), publish: bool = False) -> list[dict]:
+    """Copy the card's executed notebooks and JSON into the site tree, fill its page and write its sub-pages;
+    return the toc sections under the card page: card-level sub-pages, then per version (the card's
+    leaderboard version first) its sub-pages, its data story and its runs page with the run notebooks."""
     for cell in cells:
         rel = Path("book/runs") / card.name / cell["version"] / results.slug(cell["model"])
         (src / rel).mkdir(parents=True, exist_ok=True)
@@ -199,16 +350,40 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
             story = (src / datastory.site_doc(card.name, cell["version"]).with_suffix(".ipynb")).is_file()
             note = ((datastory.run_link_markdown(cell["version"]) + " ") if story else "") + (
                 f"The code is the card's notebook, the same for every run: take it as `.md` or `.ipynb` from the "
-                f"[card page](../../../../cards/{card.name}.md).")
+                f"[card page](../../../../cards/{card.name}.md); every run on `{cell['version']}`: "
+                f"[runs](../index.md).")
             _copy_run_notebook(cell["_notebook_src"], src / nb_rel,
-                               f"{card.title.split(':')[0]} run: {cell['model']} · {cell['protocol']} · {cell['version']}",
+                               f"{short_title(card)} run: {cell['model']} · {cell['protocol']} · {cell['version']}",
                                note, explorer_errors_note(cell, src / rel, src))
         json_rel = Path("book/results") / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.json"
         (src / json_rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cell["_path"], src / json_rel)
         cell["_notebook_rel"], cell["_json_rel"] = (str(nb_rel) if nb_rel else None), str(json_rel)
-        if nb_rel is not None:
-            docs.append(str(nb_rel.with_suffix("")))
+    sections: list[dict] = []
+    card_level = [p for p in SUBPAGES if not p.per_version]
+    made: dict[tuple, str] = {}
+    for p in card_level:
+        doc = _render_subpage(p, card, None, cells, src, failed, publish)
+        if doc:
+            made[(p.slug, None)] = doc
+            sections.append({"file": doc})
+    for version in card.page_versions:
+        for p in (p for p in SUBPAGES if p.per_version):
+            doc = _render_subpage(p, card, version, cells, src, failed, publish)
+            if doc:
+                made[(p.slug, version)] = doc
+                sections.append({"file": doc})
+        story = str(datastory.site_doc(card.name, version))
+        if story in story_docs:
+            made[("data", version)] = story
+            sections.append({"file": story, "title": f"Data: {version}"})
+        runs = _render_runs_index(card, version, cells, src)
+        if runs:
+            made[("runs", version)] = runs
+            vruns = sorted((c for c in cells if c["version"] == version and c.get("_notebook_rel")),
+                           key=lambda c: (c["model"], c["protocol"]))
+            sections.append({"file": runs, "title": f"Runs: {version}", "sections": [
+                {"file": str(Path(c["_notebook_rel"]).with_suffix("")), "title": run_title(c)} for c in vruns]})
     page = src / card.page
     if not page.is_file():  # a card without a page in book/cards/: its package's page.md, else its title
         page.parent.mkdir(parents=True, exist_ok=True)
@@ -216,30 +391,58 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
         page.write_text(own.read_text(encoding="utf-8") if own else f"# {card.title}\n\n{LEADERBOARD_MARK}\n",
                         encoding="utf-8")
     text = page.read_text(encoding="utf-8")
-    block = card_results_markdown(card, cells, page.parent, src, failed)
+    block = card_results_markdown(card, cells, page.parent, src, failed, made)
     if LEADERBOARD_MARK in text:
         text = text.replace(LEADERBOARD_MARK, block)
     else:
         text = text.rstrip() + "\n\n" + block
-    if departures.MARK in text:  # the card's declared departures (Card.departures), where its page asks for them
-        text = text.replace(departures.MARK, departures.departures_markdown(card))
+    table = departures.departures_markdown(card)
+    text = text.replace(departures.MARK, table) if departures.MARK in text else text.rstrip() + "\n\n" + table
+    more = _more_markdown(card, made, page.parent, src, card_level)
+    text = text.replace(SUBPAGES_MARK, more) if SUBPAGES_MARK in text else _insert_after_title(text, more)
     if not card.licence_confirmed:
-        text = _insert_after_title(text, (
-            "```{warning}\n**Local evaluation only.** " + card.licence_note +
-            " The numbers on this page may not be cited or republished until the licence is confirmed.\n```\n"))
+        text = _insert_after_title(text, _licence_banner(card))
     page.write_text(text, encoding="utf-8")
-    return sorted(docs)
+    return sections
+
+
+SUBPAGES_MARK = "<!-- subpages -->"
+
+
+def _link(src: Path, page_dir: Path, doc: str, text: str) -> str:
+    ext = ".ipynb" if (src / f"{doc}.ipynb").is_file() else ".md"
+    return f"[{text}]({os.path.relpath(src / (doc + ext), page_dir)})"
+
+
+def _more_markdown(card: Card, made: dict, page_dir: Path, src: Path, card_level: list[SubPage]) -> str:
+    """The card page's pointer to its sub-pages: the card-level ones, then per version what it has."""
+    parts = [_link(src, page_dir, made[(p.slug, None)], p.link or p.slug) for p in card_level
+             if (p.slug, None) in made]
+    lines = []
+    if parts:
+        lines.append("On pages of their own: " + " · ".join(parts) + ".")
+    return ("```{tip}\n" + " ".join(lines) + " Each split version's leaderboard below links where models fail on "
+            "it, its data and its runs.\n```\n") if lines else ""
+
+
+def _version_links(card: Card, version: str, made: dict, page_dir: Path, src: Path) -> str:
+    parts = [_link(src, page_dir, made[(p.slug, version)], p.link or p.slug) for p in SUBPAGES
+             if p.per_version and (p.slug, version) in made]
+    if ("data", version) in made:
+        parts.append(_link(src, page_dir, made[("data", version)], "data, split and caveats"))
+    if ("runs", version) in made:
+        parts.append(_link(src, page_dir, made[("runs", version)], "every run"))
+    return f"More on `{version}`: " + " · ".join(parts) + ".\n" if parts else ""
 
 
 # -- item explorers: one sub-page per card version ---------------------------------------------------------
 
-def render_explorers(card: Card, cells: list[dict], src: Path, publish: bool) -> list[str]:
-    """The item explorer of each split version with ok runs (:mod:`atlaslib.pages.explorer`): its doc paths,
-    one more sub-page of the card."""
+def _explorer_page(ctx: PageContext) -> str | None:
+    """The item explorer of the version (:mod:`atlaslib.pages.explorer`, which writes its own page, under
+    ``book/runs/``: a tool beside the reading sequence), or None without ok runs."""
     from .pages import explorer
 
-    docs = [explorer.render(card, v, cells, src, publish=publish) for v in card.versions]
-    return [d for d in docs if d]
+    return explorer.render(ctx.card, ctx.version, ctx.cells, ctx.src, publish=ctx.publish) or None
 
 
 def explorer_errors_note(cell: dict, page_dir: Path, src: Path) -> str:
@@ -257,45 +460,60 @@ def _insert_after_title(text: str, block: str) -> str:
 
 
 def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Path,
-                          failed: list[RunRequest]) -> str:
+                          failed: list[RunRequest], made: dict | None = None) -> str:
+    """Per split version, the card's leaderboard version first: the leaderboard, its forest plots and the
+    paired comparisons, with links to the version's sub-pages."""
+    made = made or {}
     parts = ["```{seealso}\nHow splits are drawn, what each protocol asks of a model, and how every metric "
              "and interval is computed: [splits](../methods/splits.md), [protocols](../methods/protocols.md), "
              "[metrics and intervals](../methods/metrics.md).\n```\n"]
-    fig_dir = page_dir / "_figures"
     from .pages import comparisons
-    for version in card.versions:
+    for version in card.page_versions:
         parts.append(f"## Leaderboard: `{version}`\n")
         vcells = [c for c in cells if c["version"] == version]
         if vcells and vcells[0].get("split"):
             s = vcells[0]["split"]
             parts.append(f"Split `{version}`: {s.get('n_test', '?')} test items, {s.get('n_train', '?')} train "
                          f"items; manifest sha256 `{str(s.get('hash', ''))[:12]}…`.\n")
-        parts.append(datastory.card_link(card, version, src))
+        parts.append(_version_links(card, version, made, page_dir, src))
         comp = comparisons.comparison_for(card, version, cells)
         parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed, comparison=comp))
-        for base in card.metrics:
-            frame = forest_frame(card, vcells, base)
-            if len(frame.dropna(subset=["value", "ci_low", "ci_high"])) < 2:
-                continue  # one run (or none with an interval, e.g. pass/fail gates): the table says it all
-            fig_dir.mkdir(parents=True, exist_ok=True)
-            name = f"forest-{card.name}-{version}-{base}.png"
-            fig = plots.forest(frame, "value", "ci_low", "ci_high", "label", title=f"{base} · {version}",
-                               higher_is_better=card.higher_is_better.get(base, True),
-                               xlabel=f"{base.replace('_', ' ')} (point estimate and 95 % interval)")
-            fig.savefig(fig_dir / name, dpi=110)
-            plt.close(fig)
-            dagger = " † marks a model trained on data that overlaps this card." if frame["label"].str.endswith(
-                "†").any() else ""
-            parts.append(f"```{{figure}} _figures/{name}\n:alt: forest plot of {base} on {version}\n\n"
-                         f"`{base}` on `{version}` with the declared 95 % intervals, models ordered by the point "
-                         f"estimate; the axis is zoomed to the intervals.{dagger}\n```\n")
+        parts.append(forest_markdown(card, version, vcells, page_dir, card.metrics[:1]))
         parts.append(comparisons.render(card, version, cells, page_dir, src, comp))
-        parts.append(analysis_page.render(card, version, cells, page_dir, src))
     comparisons.fill_metrics_chapter(src, card, cells)
-    repro = reproduction_markdown(cells)
-    if repro:
-        parts.append(repro)
     return "\n".join(parts)
+
+
+def forest_markdown(card: Card, version: str, vcells: list[dict], page_dir: Path, bases) -> str:
+    """A forest plot per metric of ``bases`` with two or more intervals on ``version`` (figures written under
+    ``page_dir/_figures``); "" when no metric has two."""
+    parts = []
+    fig_dir = page_dir / "_figures"
+    for base in bases:
+        frame = forest_frame(card, vcells, base)
+        if len(frame.dropna(subset=["value", "ci_low", "ci_high"])) < 2:
+            continue  # one run (or none with an interval, e.g. pass/fail gates): the table says it all
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        name = f"forest-{card.name}-{version}-{base}.png"
+        fig = plots.forest(frame, "value", "ci_low", "ci_high", "label", title=f"{base} · {version}",
+                           higher_is_better=card.higher_is_better.get(base, True),
+                           xlabel=f"{base.replace('_', ' ')} (point estimate and 95 % interval)")
+        plots.save(fig, fig_dir / name)
+        dagger = " † marks a model trained on data that overlaps this card." if frame["label"].str.endswith(
+            "†").any() else ""
+        parts.append(f"```{{figure}} _figures/{name}\n:alt: forest plot of {base} on {version}\n\n"
+                     f"`{base}` on `{version}` with the declared 95 % intervals, models ordered by the point "
+                     f"estimate; the axis is zoomed to the intervals.{dagger}\n```\n")
+    return "\n".join(parts)
+
+
+def _intervals_body(ctx: PageContext) -> str | None:
+    body = forest_markdown(ctx.card, ctx.version, ctx.version_cells, ctx.page_dir, ctx.card.metrics[1:])
+    if not body:
+        return None
+    return ("The leaderboard's other metrics on this split version, each with its declared 95 % interval per run "
+            "(the card page plots the primary metric). Overlapping intervals do not show that two runs are alike: "
+            "the paired comparisons on the card page answer that.\n\n" + body)
 
 
 def forest_frame(card: Card, cells: list[dict], base: str | None = None) -> pd.DataFrame:
@@ -319,27 +537,24 @@ def reproduction_markdown(cells: list[dict]) -> str:
         if not rep:
             continue
         frame = pd.DataFrame(rep)
-        blocks.append(f"### {c['model']} on the whole kit\n\n" + frame.to_markdown(index=False) + "\n")
-    if not blocks:
-        return ""
-    return "## Reproduction\n\n" + "\n".join(blocks)
+        blocks.append(f"## {c['model']} on the whole kit\n\n" + frame.to_markdown(index=False) + "\n")
+    return "\n".join(blocks)
 
 
 def render_intro(src: Path, cards: list[Card], cells: list[dict] = ()) -> None:
     """The home page's 'cards at a glance' table, from the card registry and the test sizes the result
     cells record per split version."""
     page = src / "book" / "intro.md"
-    lines = ["| card | task | data | licence | versions (test items) |", "|---|---|---|---|---|"]
+    lines = ["| card | task | data | licence (as the card declares it) | versions (test items) |",
+             "|---|---|---|---|---|"]
     for c in cards:
-        lic = "cleared for publication" if c.licence_confirmed else "unconfirmed: local evaluation only"
-        if c.gated:
-            lic += "; data gated"
+        lic = f"{c.licence or 'not declared'}; {departures.publication(c)}"
         sizes = {}
         for cell in cells:
             n = (cell.get("split") or {}).get("n_test")
             if cell["card"] == c.name and n is not None:
                 sizes.setdefault(cell["version"], n)
-        versions = ", ".join(f"`{v}`" + (f" ({sizes[v]:,})" if v in sizes else "") for v in c.versions)
+        versions = ", ".join(f"`{v}`" + (f" ({sizes[v]:,})" if v in sizes else "") for v in c.page_versions)
         lines.append(f"| [{_md_escape(c.title)}](cards/{c.name}.md) | {_md_escape(c.task)} | {_md_escape(c.data)} "
                      f"| {lic} | {versions} |")
     text = page.read_text(encoding="utf-8").replace(CARDS_MARK, "\n".join(lines))
@@ -416,40 +631,44 @@ def headline_metric(card: Card, cell: dict) -> str:
     return card.metrics[0]
 
 
+def reproduction_table(card: Card, cells: list[dict], heading: str = "") -> str:
+    """Every published figure the card's cells reproduce, beside ours (rows from
+    ``extra["reproduction_rows"]``, deduplicated per figure; one column per system of ours); "" without any."""
+    figures: dict[str, dict] = {}
+    systems: list[str] = []
+    for c in cells:
+        if c["card"] != card.name:
+            continue
+        for r in c.get("extra", {}).get("reproduction_rows") or []:
+            system = r.get("system") or "atlas"
+            entry = figures.setdefault(r["figure"], {"published": r["published"], "ours": {},
+                                                     "note": r.get("note", ""), "source": r.get("source", "")})
+            entry["ours"].setdefault(system, r["ours"])
+            if system not in systems and system != "loader":
+                systems.append(system)
+    if not figures:
+        return ""
+    cols = ["figure", "published"] + (systems or ["ours"]) + ["note"]
+    prev_note = None
+    lines = ([heading, ""] if heading else []) + ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for fig, e in figures.items():
+        vals = [_fmt_num(e["ours"].get(sys_)) if sys_ in e["ours"] else
+                (_fmt_num(e["ours"].get("loader")) if "loader" in e["ours"] else "—") for sys_ in (systems or ["ours"])]
+        if not systems:
+            vals = [_fmt_num(next(iter(e["ours"].values())))]
+        note = _md_escape(e["note"]) + (f" ({_md_escape(e['source'])})" if e["source"] else "")
+        note, prev_note = ("as above" if note == prev_note else note), note
+        lines.append("| " + " | ".join([_md_escape(fig), _fmt_num(e["published"])] + vals + [note]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render_reproduction(src: Path, cards: list[Card], cells: list[dict]) -> None:
     """Fill the reproduction chapter: every published figure a card's cells reproduce, beside ours
-    (rows from ``extra["reproduction_rows"]``, deduplicated per card and figure)."""
+    (:func:`reproduction_table`, one section per card)."""
     page = src / "book" / "reproduction.md"
     if not page.is_file():
         return
-    blocks = []
-    for card in cards:
-        figures: dict[str, dict] = {}
-        systems: list[str] = []
-        for c in cells:
-            if c["card"] != card.name:
-                continue
-            for r in c.get("extra", {}).get("reproduction_rows") or []:
-                system = r.get("system") or "atlas"
-                entry = figures.setdefault(r["figure"], {"published": r["published"], "ours": {},
-                                                         "note": r.get("note", ""), "source": r.get("source", "")})
-                entry["ours"].setdefault(system, r["ours"])
-                if system not in systems and system != "loader":
-                    systems.append(system)
-        if not figures:
-            continue
-        cols = ["figure", "published"] + (systems or ["ours"]) + ["note"]
-        prev_note = None
-        lines = [f"## {card.title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        for fig, e in figures.items():
-            vals = [_fmt_num(e["ours"].get(sys_)) if sys_ in e["ours"] else
-                    (_fmt_num(e["ours"].get("loader")) if "loader" in e["ours"] else "—") for sys_ in (systems or ["ours"])]
-            if not systems:
-                vals = [_fmt_num(next(iter(e["ours"].values())))]
-            note = _md_escape(e["note"]) + (f" ({_md_escape(e['source'])})" if e["source"] else "")
-            note, prev_note = ("as above" if note == prev_note else note), note
-            lines.append("| " + " | ".join([_md_escape(fig), _fmt_num(e["published"])] + vals + [note]) + " |")
-        blocks.append("\n".join(lines) + "\n")
+    blocks = [b for b in (reproduction_table(card, cells, f"## {card.title}") for card in cards) if b]
     body = "\n".join(blocks) if blocks else "*No card in this build reproduces a published figure.*\n"
     text = page.read_text(encoding="utf-8")
     page.write_text(text.replace(REPRODUCTION_MARK, body) if REPRODUCTION_MARK in text else text + "\n" + body,
@@ -504,9 +723,10 @@ def render_withheld(src: Path, withheld: list[tuple[str, str]]) -> None:
     (src / "book" / "withheld.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def render_toc(src: Path, card_docs: dict[str, list[str]], dropped: set[str], extra_docs: list[str],
+def render_toc(src: Path, card_docs: dict[str, list[dict]], dropped: set[str], extra_docs: list[str],
                model_docs: list[str] = ()) -> None:
-    """Rewrite the site's _toc.yml: drop withheld/missing card pages, add run notebooks under their card."""
+    """Rewrite the site's _toc.yml: drop withheld/missing card pages, put each card's sub-pages, data stories
+    and runs (toc entries from :func:`render_card`) under its card page."""
     toc = yaml.safe_load((src / "_toc.yml").read_text())
 
     def walk(entries):
@@ -518,7 +738,7 @@ def render_toc(src: Path, card_docs: dict[str, list[str]], dropped: set[str], ex
             card = Path(f).name if f and f.startswith("book/cards/") else None
             if card in card_docs and card_docs[card]:
                 e = dict(e)
-                e["sections"] = [{"file": d} for d in card_docs[card]]
+                e["sections"] = card_docs[card]
             for k in ("chapters", "sections"):
                 if k in e and not (card in card_docs and k == "sections"):
                     e[k] = walk(e[k])
@@ -592,13 +812,13 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
                                  "computed on gated data (data use agreement): outputs stay local"))
         datastory.merge_extra(cells, paths.runs, card.name)  # facts of each version's data story
         story_docs = datastory.render(card, paths.runs, src)
-        card_docs[card.name] = story_docs + render_card(card, cells, src, failed) + render_explorers(
-            card, cells, src, publish)
+        card_docs[card.name] = render_card(card, cells, src, failed, story_docs, publish)
         shown_cells.extend(cells)
     for doc in dropped:  # pages this build leaves out are not built: no fact of theirs is computed either
         (src / f"{doc}.md").unlink(missing_ok=True)
     render_intro(src, shown_cards, shown_cells)
     render_reproduction(src, shown_cards, shown_cells)
+    methods.render_methods(src, shown_cards, shown_cells)
     model_docs = render_models(src, shown_cards, shown_cells)
     render_build_report(src, report)
     finish_course(course, withheld)  # the lessons' pages and take-home boxes, the learning path

@@ -63,3 +63,16 @@ def test_compact_html_drops_indentation_but_not_preformatted_text():
     assert ".dataframe thead th { text-align: right; }" in css
     pre = "<pre>\n    indented code\n</pre>"
     assert compact_html(pre) == pre
+
+
+def test_a_cards_caveats_display_whole_even_when_the_notebook_cuts_columns():
+    from atlaslib.cards import negex
+
+    with pd.option_context("display.max_colwidth", 40):
+        table = negex.CARD.caveats_table(("a computed caveat", "x" * 200 + " END"))
+        html, text = table._repr_html_(), repr(table)
+        cut = pd.DataFrame(table)._repr_html_()
+    longest = max(negex.CARD.caveats, key=lambda c: len(c[1]))[1]
+    assert "..." in cut                                       # an ordinary frame would be cut here
+    assert longest in html and "x" * 200 + " END" in html and "..." not in html
+    assert "END" in text and table.shape == (len(negex.CARD.caveats) + 1, 2)

@@ -260,7 +260,9 @@ class Card:
         caveats are shown from (its data page)."""
         import pandas as pd
 
-        return pd.DataFrame([*self.caveats, *computed], columns=["caveat", "what it means"])
+        from ..pages.tables import whole_frame  # caveats are sentences: displayed whole, never cut with "..."
+
+        return whole_frame(pd.DataFrame([*self.caveats, *computed], columns=["caveat", "what it means"]))
 
     def metric_names(self, protocol: str) -> list[str]:
         """Every declared metric's cell name under ``protocol`` (what a not-run cell of the card carries)."""

@@ -134,14 +134,25 @@ def calibration_markdown(card, version, vcells, dl: _Downloads, page_dir: Path) 
     out = ["### Calibration\n",
            f"For runs that give scores: Brier score and expected calibration error (ECE) over "
            f"{CAL.N_BINS} equal-mass bins of the score, with 95 % intervals over the same stratified resamples "
-           "as the leaderboard's. Runs that give labels only have no calibration.\n"]
+           "as the leaderboard's ({ref}`definitions <calibration>`). ECE is biased upward: "
+           "even a perfectly calibrated run shows a positive ECE, the more so the fewer items per bin. Beside it "
+           f"stand the ECE that a calibrated run with the same scores shows on average ({CAL.N_CONSISTENCY} "
+           "draws of outcomes from the scores themselves) and the debiased ECE, the difference of the two (about "
+           "0, or below, when the observed ECE is within the noise). Runs that give labels only have no "
+           "calibration.\n"]
+    scored = table["note"] == ""
     shown = pd.DataFrame({
         "run": table["run"], "n": table["n"],
         "Brier": [_with_ci(*r) if not n else n for r, n in zip(
             table[["brier", "brier_low", "brier_high"]].itertuples(index=False), table["note"])],
         f"ECE ({CAL.N_BINS} equal-mass bins)": [_with_ci(*r) if not n else n for r, n in zip(
             table[["ece", "ece_low", "ece_high"]].itertuples(index=False), table["note"])],
+        "ECE if calibrated": [_num(v) if ok else "—" for v, ok in zip(table["ece_if_calibrated"], scored)],
+        "debiased ECE": [(f"{v:+.3f}" if v is not None and not math.isnan(v) else "—") if ok else "—"
+                         for v, ok in zip(table["ece_debiased"], scored)],
     })
+    if not scored.any():
+        shown = shown.drop(columns=["ECE if calibrated", "debiased ECE"])
     if not (table["note"] == "").any():
         shown = shown.drop(columns=["n"])          # nothing scored: the table only says so, run by run
     out.append(_table(shown))
@@ -172,7 +183,10 @@ def triggers_markdown(card, version, vcells, dl: _Downloads) -> str:
            "Each rule system records the trigger that made its decision. False positives (affirmed concepts "
            "called negated), by the trigger that fired; false negatives (negated concepts called affirmed), by "
            "what the rules had: no trigger in scope (with or without one of the kit's negation triggers "
-           "elsewhere in the sentence), or the trigger of a *possible* decision.\n"]
+           "elsewhere in the sentence), or the trigger of a *possible* decision. The category is the rule "
+           "set's own: the kit's trigger file ({term}`[PREN] <PREN>`, {term}`[POST] <POST>`, {term}`[PREP] <PREP>`, "
+           "{term}`[POSP] <POSP>`) for negspacy, ConText's ({term}`NEGATED_EXISTENCE`, POSSIBLE_EXISTENCE, "
+           "HYPOTHETICAL) for medspaCy.\n"]
     for frame, what, name in ((fp, "False positives", "false-positive-triggers"),
                               (fn, "False negatives", "false-negative-triggers")):
         out.append(f"**{what}** ({int(frame['count'].sum()) if len(frame) else 0:,} over the rule runs)\n")
@@ -185,15 +199,17 @@ def triggers_markdown(card, version, vcells, dl: _Downloads) -> str:
     return "\n".join(out)
 
 
-def render(card, version: str, cells: list[dict], page_dir: Path, src: Path | None = None) -> str:
-    """The analysis sections of one (card, version), or "" with fewer than two ok runs."""
+def render(card, version: str, cells: list[dict], page_dir: Path, src: Path | None = None,
+           heading: bool = True) -> str:
+    """The analysis sections of one (card, version), or "" with fewer than two ok runs; ``heading=False``
+    leaves out the section's own heading (the page it is on has it as its title)."""
     vcells = [c for c in cells if c.get("card", card.name) == card.name and c.get("version") == version]
     if len(ok_cells(vcells)) < 2:
         return ""
     page_dir = Path(page_dir)
     dl = _Downloads(page_dir, card.name, version)
     dl.src = Path(src) if src is not None else page_dir.parent.parent   # the site tree (pages at book/cards/)
-    parts = [f"## Where models fail: `{version}`\n",
+    parts = [f"## Where models fail: `{version}`\n" if heading else "",
              "Computed from the runs' per-item records (no model is run again); the same tables come from "
              "`atlaslib.analysis` for any set of result cells.\n",
              disagreement_markdown(card, version, vcells, dl),

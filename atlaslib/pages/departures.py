@@ -12,6 +12,12 @@ can use without code of its own:
   function draws it.
 
 The split is the card's own (``load_items`` then ``split``), computed once per build and card.
+
+It also provides the card's licence as declared, so that the home page and the card page tell one story:
+
+- ``card.<card>.licence``: ``Card.licence``, the data's licence as its source states it;
+- ``card.<card>.publication``: what the atlas does with the card's results because of it (shown in the
+  published book, or local evaluation only).
 """
 from __future__ import annotations
 
@@ -81,3 +87,24 @@ def _departure_facts(ctx: facts.FactContext) -> dict[str, facts.Fact]:
 
 
 facts.register_provider("departures", _departure_facts)
+
+
+def publication(card: Card) -> str:
+    """What the atlas does with the card's results, from its declaration."""
+    if not card.licence_confirmed:
+        return "local evaluation only: left out of the published book until the licence is confirmed"
+    return "shown in the published book" + ("; computations on the gated data stay local" if card.gated else "")
+
+
+def _card_facts(ctx: facts.FactContext) -> dict[str, facts.Fact]:
+    from ..cards import available_cards
+
+    out = {}
+    for card in available_cards():
+        src = f"atlaslib.cards.{card.name}: CARD.licence, licence_confirmed, gated"
+        out[f"card.{card.name}.licence"] = facts.Fact(card.licence or "not declared", "text", src)
+        out[f"card.{card.name}.publication"] = facts.Fact(publication(card), "text", src)
+    return out
+
+
+facts.register_provider("card", _card_facts)

@@ -70,6 +70,28 @@ class WholeTable:
             return self.caption + ("\n" + self.frame.to_string(index=False) if len(self.frame) else "")
 
 
+class WholeFrame(pd.DataFrame):
+    """A DataFrame that always displays every character of its cells (pandas' ``display.max_colwidth``, which a
+    notebook may set, is lifted for its own rendering); otherwise an ordinary frame."""
+
+    @property
+    def _constructor(self):
+        return WholeFrame
+
+    def _repr_html_(self):
+        with pd.option_context("display.max_colwidth", None):
+            return super()._repr_html_()
+
+    def __repr__(self) -> str:
+        with pd.option_context("display.max_colwidth", None):
+            return super().__repr__()
+
+
+def whole_frame(frame: pd.DataFrame) -> WholeFrame:
+    """``frame`` as a :class:`WholeFrame` (e.g. a card's caveats: sentences, never cut with "...")."""
+    return WholeFrame(frame)
+
+
 def whole_table(frame: pd.DataFrame, n: int = 10, what: str = "rows", errors: bool = False) -> WholeTable:
     """See :class:`WholeTable` (``errors``: the table lists the run's errors)."""
     return WholeTable(frame.reset_index(drop=True), n, what, errors)
