@@ -480,8 +480,63 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
         parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed, comparison=comp))
         parts.append(forest_markdown(card, version, vcells, page_dir, card.metrics[:1]))
         parts.append(comparisons.render(card, version, cells, page_dir, src, comp))
+        parts.append(ties_markdown(card, comp))
     comparisons.fill_metrics_chapter(src, card, cells)
     return "\n".join(parts)
+
+
+#: a pair whose resamples tie this often has a paired interval that can end on 0 by the ties alone
+TIE_SHARE = 0.025
+
+
+def tied_resamples(comp, a: str, b: str, base: str) -> tuple[int, int]:
+    """(resamples whose difference ``a − b`` of ``base`` is exactly 0, resamples with a difference), from the
+    comparison's own resamples."""
+    import numpy as np
+
+    d = comp.data.resampled(a, base) - comp.data.resampled(b, base)
+    d = d[np.isfinite(d)]
+    return int(np.sum(np.abs(d) < 1e-12)), int(d.size)
+
+
+def ties_markdown(card: Card, comp) -> str:
+    """Why a paired interval of the primary metric can end exactly on 0 while its test finds no difference:
+    the share of resamples in which the two runs tie, computed from the comparison's resamples (one sentence
+    per such pair); "" when no pair has an interval ending on 0 with ties behind it."""
+    if comp is None or isinstance(comp, str) or comp.pairs.empty:
+        return ""
+    base = card.metrics[0]
+    t = comp.pairs[comp.pairs["metric"] == base]
+    notes = []
+    for _, r in t.iterrows():
+        lo, hi = float(r["ci_low"]), float(r["ci_high"])
+        if not (abs(lo) < 5e-7 or abs(hi) < 5e-7):
+            continue
+        ties, n = tied_resamples(comp, r["model_a"], r["model_b"], base)
+        if n == 0 or ties / n < TIE_SHARE:
+            continue
+        end = "lower" if abs(lo) < 5e-7 else "upper"
+        why = ""
+        if r.get("b") is not None and not pd.isna(r.get("b")):
+            b, c = int(r["b"]), int(r["c"])
+            how = "draws none of them" if min(b, c) == 0 else \
+                "draws none of them (or draws them so that both runs' counts come out the same)"
+            why = (f" The two runs disagree about being right on only {b + c} items (b = {b}, c = {c}); a resample "
+                   f"that {how} scores both runs alike.")
+        decided = f"{r['test']}, p {r['p']:.3f}" if not pd.isna(r.get("p")) else str(r["test"])
+        notes.append(f"- `{r['model_a']}` − `{r['model_b']}`: {ties:,} of the {n:,} resamples ({100 * ties / n:.1f} %) "
+                     f"give a difference of exactly 0, so the percentile interval "
+                     f"[{lo:.3f}, {hi:.3f}] has 0 as its {end} end.{why} An interval that touches 0 does not exclude "
+                     f"it; the test that decides the pair ({decided}, Holm {r['p_holm']:.3f}) finds no difference "
+                     f"at 5 %." if not bool(r["significant"]) else
+                     f"- `{r['model_a']}` − `{r['model_b']}`: {ties:,} of the {n:,} resamples ({100 * ties / n:.1f} %) "
+                     f"give a difference of exactly 0, so the percentile interval [{lo:.3f}, {hi:.3f}] has 0 as its {end} "
+                     f"end.{why}")
+    if not notes:
+        return ""
+    return (f"**Intervals that end on 0.** A paired difference of `{base}` is exactly 0 on every resample in which "
+            "the two runs are right and wrong on the same drawn items. When that happens often, the percentile "
+            "interval stops at 0 instead of crossing it:\n\n" + "\n".join(notes) + "\n")
 
 
 def forest_markdown(card: Card, version: str, vcells: list[dict], page_dir: Path, bases) -> str:

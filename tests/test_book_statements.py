@@ -14,6 +14,7 @@ it found wrong (empty: the statement holds):
 - the metrics chapter says which seqeval mode the atlas uses and shows both modes on this build's span runs;
 - the TempEval disagreement table counts what the scorer counts (gold = the scorer's reference, found = its
   correct items), and the data page explains its two EVENT counts (items with attributes, distinct spans);
+- a paired interval that ends on 0 because the two runs tie on many resamples says so, with the share;
 - every card page has the table "Where this page departs from the card", one row per declared departure.
 
 Two sites are checked in the suite: the course book of ``tests/test_course.py`` (real NLI and NegEx cells,
@@ -225,6 +226,30 @@ def check_tempeval_event_counts(src: Path, cells) -> list[str]:
     return []
 
 
+def check_ties_explained(src: Path, cells) -> list[str]:
+    """A paired interval of the primary metric that ends on 0 because the two runs tie on many resamples says
+    so, with the share of tied resamples computed from the comparison's own resamples."""
+    from atlaslib.pages import comparisons
+
+    out = []
+    for card in available_cards():
+        page = md(src, card.page)
+        if not page:
+            continue
+        for version in card.versions:
+            comp = comparisons.comparison_for(card, version, [c for c in cells if c["card"] == card.name])
+            if comp is None or isinstance(comp, str) or comp.pairs.empty:
+                continue
+            for _, r in comp.pairs[comp.pairs["metric"] == card.metrics[0]].iterrows():
+                if not (abs(r["ci_low"]) < 5e-7 or abs(r["ci_high"]) < 5e-7):
+                    continue
+                ties, n = book.tied_resamples(comp, r["model_a"], r["model_b"], card.metrics[0])
+                if ties / n >= book.TIE_SHARE and f"{ties:,} of the {n:,} resamples" not in page:
+                    out.append(f"{card.page}: {r['model_a']} − {r['model_b']} ends on 0 with {ties} tied resamples "
+                               f"of {n}, and the page does not say so")
+    return out
+
+
 def check_departures_tables(src: Path, cells) -> list[str]:
     out = []
     for card in available_cards():
@@ -244,7 +269,7 @@ def check_departures_tables(src: Path, cells) -> list[str]:
 
 CHECKS = (check_false_entailment_bound, check_coverage_standard_errors, check_licence_story,
           check_negex_reproduction_gaps, check_seqeval_modes, check_tempeval_disagreement, check_tempeval_event_counts,
-          check_departures_tables)
+          check_ties_explained, check_departures_tables)
 
 
 def all_problems(src: Path, cells) -> list[str]:
@@ -262,8 +287,8 @@ def test_the_checks_see_the_old_statements(tmp_path):
     (src / "book/methods/metrics.md").write_text("(strict matching, as seqeval's default)")
     (src / "book/intro.md").write_text("| [" + get_card("negex").title + "](x) | t | d | cleared for publication | v |")
     repro = [{"system": "2,376 rows", "sensitivity": 0.95, "specificity": 0.97, "precision": 0.912}]
-    cells = [{"card": "negex", "version": "atlas-full-v1", "model": "negspacy-negex-kit", "status": "ok",
-              "extra": {"reproduction": repro}, "metrics": {}, "predictions": []}]
+    cells = [{"card": "negex", "version": "atlas-full-v1", "model": "negspacy-negex-kit", "protocol": "zero_shot",
+              "status": "ok", "extra": {"reproduction": repro}, "metrics": {}, "predictions": []}]
     found = all_problems(src, cells)
     for what in ("no table 'Where this page departs", "the gaps to GenNegEx are not named",
                  "one rounded bound", "seqeval mode statement", "cleared for publication"):
@@ -298,8 +323,14 @@ def mixed_site(tmp_path_factory, data_dir):
     items = negex.load_items(data_dir)
     _, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
     flip = {"negated": "affirmed", "affirmed": "negated"}
+    gold_of = dict(zip(test["item_id"], test["decision"]))
+    made = {}
     for name, step in (("system-a", 7), ("system-b", 11)):
-        preds = {iid: (flip[g] if k % step == 0 else g) for k, (iid, g) in enumerate(zip(test["item_id"], test["decision"]))}
+        made[name] = {iid: (flip[g] if k % step == 0 else g) for k, (iid, g) in enumerate(gold_of.items())}
+    # system-c: system-a with two of its errors put right, so the pair differs on two items only and ties often
+    wrong = [iid for iid in made["system-a"] if made["system-a"][iid] != gold_of[iid]][:2]
+    made["system-c"] = {iid: (gold_of[iid] if iid in wrong else p) for iid, p in made["system-a"].items()}
+    for name, preds in made.items():
         evaluate("negex", "atlas-n100-v1", predictions=preds, name=name, results_dir=paths.results, data_dir=data_dir)
     gold = [["B-problem", "I-problem", "O", "B-test"], ["O", "B-treatment", "O"]]
     pred = [["B-problem", "I-problem", "O", "O"], ["O", "I-treatment", "O"]]   # an I- that continues nothing
@@ -332,6 +363,8 @@ def test_a_site_of_every_card_holds_its_corrected_statements(mixed_site):
     assert "| contains |" in md(src, "book/cards/tempeval/synthetic-v1/failures.md")
     assert re.search(r"\| hand-tags \(zero_shot\) \| [\d.]+ \| [\d.]+ \| no \(", md(src, "book/methods/metrics.md"))
     assert all((src / c.page).is_file() for c in available_cards())
+    assert "`system-c (zero_shot)` − `system-a (zero_shot)`" in md(src, "book/cards/negex.md") and "end on 0" in md(
+        src, "book/cards/negex.md")
 
 
 @pytest.mark.skipif(not os.environ.get("ATLAS_BOOK_CHECK"), reason="set ATLAS_BOOK_CHECK=<checkout> to check its build")
