@@ -442,7 +442,12 @@ def _explorer_page(ctx: PageContext) -> str | None:
     ``book/runs/``: a tool beside the reading sequence), or None without ok runs."""
     from .pages import explorer
 
-    return explorer.render(ctx.card, ctx.version, ctx.cells, ctx.src, publish=ctx.publish) or None
+    doc = explorer.render(ctx.card, ctx.version, ctx.cells, ctx.src, publish=ctx.publish)
+    if doc and not ctx.card.licence_confirmed:   # the card's other pages carry the same banner
+        page = ctx.src / f"{doc}.md"
+        page.write_text(_insert_after_title(page.read_text(encoding="utf-8"), _licence_banner(ctx.card)),
+                        encoding="utf-8")
+    return doc or None
 
 
 def explorer_errors_note(cell: dict, page_dir: Path, src: Path) -> str:
