@@ -17,6 +17,7 @@ import pandas as pd
 
 from .. import plots
 from ..metrics import compare as K
+from . import explorer
 from .leaderboard import _name, fmt_interval, leaderboard_frame, write_downloads
 
 METRICS_MARK = "<!-- paired-example -->"
@@ -69,7 +70,7 @@ def mdd_markdown(comp) -> str:
     return " ".join(parts) + "\n"
 
 
-def pairs_markdown(comp, metric: str | None = None) -> str:
+def pairs_markdown(comp, metric: str | None = None, link=None) -> str:
     t = comp.pairs
     metric = metric or comp.mdd["metric"]
     if t.empty or not (t["metric"] == metric).any():
@@ -84,7 +85,7 @@ def pairs_markdown(comp, metric: str | None = None) -> str:
                 f"{r['difference']:+.3f} {fmt_interval(r['ci_low'], r['ci_high'])}{star}",
                 r["test"], _p(r["p"]), _p(r["p_holm"])]
         if has_b:
-            vals.append("—" if pd.isna(r["b"]) else f"{int(r['b'])} / {int(r['c'])} (p {_p(r['p_mcnemar'])})")
+            vals.append("—" if pd.isna(r["b"]) else f"{explorer.b_c(r, link)} (p {_p(r['p_mcnemar'])})")
         lines.append("| " + " | ".join(str(v) for v in vals) + " |")
     note = (f"\n\\* significant at 5 % after Holm over the {len(t)} pairs. b = items A decides right and B "
             "wrong, c the reverse (exact McNemar on b of b + c)." if has_b else
@@ -115,7 +116,7 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, com
                        "and seed). A difference whose paired interval excludes 0 is not the same as two "
                        "leaderboard intervals that do not overlap: intervals of two models can overlap while "
                        "their paired difference is clearly non-zero.\n")
-            out.append(pairs_markdown(comp))
+            out.append(pairs_markdown(comp, link=explorer.pair_linker(card.name, version, vcells, page_dir, src)))
             fig_dir = page_dir / "_figures"
             fig_dir.mkdir(parents=True, exist_ok=True)
             name = f"pairs-{stem}.png"
