@@ -32,6 +32,7 @@ import pandas as pd
 import yaml
 
 from . import linkcheck, plots, results
+from .escape import md, md_code
 from .background import in_background
 from .pages import analysis as analysis_page
 from .pages import datastory
@@ -325,8 +326,8 @@ def _render_runs_index(card: Card, version: str, cells: list[dict], src: Path) -
     rows = ["| run | protocol | status |", "|---|---|---|"]
     for c in sorted(vcells, key=lambda c: (c["model"], c["protocol"])):
         rel = os.path.relpath(src / c["_notebook_rel"], page.parent)
-        status = c["status"] if c["status"] == "ok" else f"{c['status']}: {_md_escape(short_reason(c.get('reason')))}"
-        rows.append(f"| [{_md_escape(c['model'])}]({rel}) | {c['protocol']} | {status} |")
+        status = c["status"] if c["status"] == "ok" else f"{c['status']}: {md(short_reason(c.get('reason')))}"
+        rows.append(f"| [{md(c['model'])}]({rel}) | {c['protocol']} | {status} |")  # user names: text
     card_rel = os.path.relpath(src / card.page, page.parent)
     text = (f"# {short_title(card)} runs: `{version}`\n\n"
             f"Every run of this build on split version `{version}`: one executed notebook each, with its "
@@ -352,9 +353,8 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
                 f"The code is the card's notebook, the same for every run: take it as `.md` or `.ipynb` from the "
                 f"[card page](../../../../cards/{card.name}.md); every run on `{cell['version']}`: "
                 f"[runs](../index.md).")
-            _copy_run_notebook(cell["_notebook_src"], src / nb_rel,
-                               f"{short_title(card)} run: {cell['model']} · {cell['protocol']} · {cell['version']}",
-                               note, explorer_errors_note(cell, src / rel, src))
+            title = f"{short_title(card)} run: {md(cell['model'])} · {cell['protocol']} · {cell['version']}"
+            _copy_run_notebook(cell["_notebook_src"], src / nb_rel, title, note, explorer_errors_note(cell, src / rel, src))
         json_rel = Path("book/results") / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.json"
         (src / json_rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cell["_path"], src / json_rel)
@@ -597,7 +597,7 @@ def reproduction_markdown(cells: list[dict]) -> str:
         if not rep:
             continue
         frame = pd.DataFrame(rep)
-        blocks.append(f"## {c['model']} on the whole kit\n\n" + frame.to_markdown(index=False) + "\n")
+        blocks.append(f"## {md(c['model'])} on the whole kit\n\n" + frame.to_markdown(index=False) + "\n")
     return "\n".join(blocks)
 
 
@@ -639,20 +639,20 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
         mine = [c for c in cells if c["model"] == name]
         prof = profiles.get(name)
         slug_ = results.slug(name)
-        lines = [f"# {name}", ""]
+        lines = [f"# {md(name)}", ""]  # every field below is user text (profile files, atlas score): escaped
         if prof is not None:
-            lines += [prof.description.strip(), "",
+            lines += [md(prof.description.strip()), "",
                       "| field | value |", "|---|---|",
-                      f"| source | {prof.source} (`{prof.location}`) |",
-                      f"| revision | `{prof.revision}` |" if prof.revision else "| revision | — |",
-                      f"| capabilities | {', '.join(f'`{c}`' for c in prof.capabilities)} |",
-                      f"| trained on | {', '.join(prof.trained_on) or '—'} |",
-                      f"| label map | {_md_escape(', '.join(f'{k} → {v}' for k, v in prof.label_map.items())) or '—'} |",
+                      f"| source | {md(prof.source)} ({md_code(prof.location)}) |",
+                      f"| revision | {md_code(prof.revision)} |" if prof.revision else "| revision | — |",
+                      f"| capabilities | {', '.join(md_code(c) for c in prof.capabilities)} |",
+                      f"| trained on | {', '.join(md(t) for t in prof.trained_on) or '—'} |",
+                      f"| label map | {md(', '.join(f'{k} → {v}' for k, v in prof.label_map.items())) or '—'} |",
                       ""]
             source, caps = prof.source, ", ".join(prof.capabilities)
         elif mine and all(_is_external(c) for c in mine):
             ext = mine[0]["spec"]["profile"]
-            lines += [_md_escape(ext.get("description") or ""), "",
+            lines += [md(ext.get("description") or ""), "",
                       "Predictions made outside the atlas and scored by `atlas score` with each card's own metrics "
                       "and intervals (no notebook); each result cell records the predictions' sha256.", ""]
             source, caps = "external predictions", "—"
@@ -677,7 +677,7 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
             lines.append("*No result cells in this build.*")
         (out_dir / f"{slug_}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
         docs.append(f"book/models/{slug_}")
-        index.append(f"| [{_md_escape(name)}]({slug_}.md) | {source} | {caps} | {len(mine)} |")
+        index.append(f"| [{md(name)}]({slug_}.md) | {md(source)} | {md(caps)} | {len(mine)} |")
     (out_dir / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
     return docs
 
@@ -755,7 +755,7 @@ def render_build_report(src: Path, report: MatrixReport | None) -> None:
     else:
         lines += ["| run | status | result | wall time (s) | peak memory (MiB) |", "|---|---|---|---|---|"]
         for o in report.outcomes:
-            lines.append(f"| `{o.request.label}` | {o.status} | {o.cell_status or '—'} | "
+            lines.append(f"| {md_code(o.request.label)} | {o.status} | {o.cell_status or '—'} | "
                          f"{o.seconds:.1f} | {o.peak_rss_mb if o.peak_rss_mb is not None else '—'} |")
         ran = sum(o.status == "ran" for o in report.outcomes)
         cached = sum(o.status == "cached" for o in report.outcomes)
@@ -868,7 +868,8 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
             gated = [c for c in results.read_cells(paths.results, card.name)
                      if is_gated(c)]
             for c in gated:
-                withheld.append((f"run `{card.name}/{c['version']}/{c['model']}/{c['protocol']}`",
+                label = f"{card.name}/{c['version']}/{c['model']}/{c['protocol']}"
+                withheld.append((f"run {md_code(label)}",
                                  "computed on gated data (data use agreement): outputs stay local"))
         datastory.merge_extra(cells, paths.runs, card.name)  # facts of each version's data story
         story_docs = datastory.render(card, paths.runs, src)
@@ -888,7 +889,57 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
         extra.append("book/withheld")
     facts.substitute_site(src, shown_cells, cache_dir=paths.build)  # {{fact:KEY}} placeholders, every page
     render_toc(src, card_docs, dropped, extra, model_docs)
+    if publish:  # executed notebooks and result cells name this machine's folders: not in what is uploaded
+        redact_local_paths(src, local_roots(paths))
     return src, withheld
+
+
+#: files of the site tree whose text may carry local paths (executed notebooks, result cells, pages, tables)
+REDACTED_SUFFIXES = (".ipynb", ".json", ".md", ".csv", ".txt")
+
+
+def local_roots(paths: BuildPaths) -> dict[str, str]:
+    """This machine's folders a build may have written into notebooks and cells -> what the publish build
+    says instead (paths in the checkout become relative to it)."""
+    import tempfile
+
+    from . import sources
+
+    roots = {str(paths.results): "RESULTS_DIR", str(paths.runs): "RUNS_DIR", str(paths.build): "BUILD_DIR",
+             str(sources.cache_dir()): "CACHE_DIR", sys.prefix: "PYTHON_ENV", sys.base_prefix: "PYTHON",
+             tempfile.gettempdir(): "TMP", str(Path.home()): "~", str(paths.repo): "."}
+    data = sources.data_dir()
+    if data is not None:
+        roots[str(data)] = "DATA_DIR"
+    out = {}
+    for root, name in roots.items():
+        for r in {root, os.path.realpath(root)}:
+            if r not in ("", os.sep) and os.path.isabs(r):
+                out.setdefault(r, name)
+    return out
+
+
+def redact_local_paths(src: Path, roots: dict[str, str]) -> int:
+    """Replace every absolute path under one of ``roots`` (folder -> name) in the site tree's text files by the
+    name (the longest root first, whole path components only); returns how many files changed."""
+    if not roots:
+        return 0
+    ordered = sorted(roots, key=len, reverse=True)
+    end = r"""(?=[/\\\s"'<>),;:]|$)"""  # a whole path component: what may follow a folder name
+    pattern = re.compile("|".join(re.escape(r) + end for r in ordered))
+    changed = 0
+    for f in src.rglob("*"):
+        if not f.is_file() or f.suffix not in REDACTED_SUFFIXES:
+            continue
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        new = pattern.sub(lambda m: roots[m.group(0)], text)
+        if new != text:
+            f.write_text(new, encoding="utf-8")
+            changed += 1
+    return changed
 
 
 # -- building ---------------------------------------------------------------------------------------------
@@ -903,6 +954,11 @@ def jupyter_book_build(src: Path, out: Path, log=print) -> tuple[int, list[str]]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     text = proc.stdout + proc.stderr
     warnings = [ln for ln in text.splitlines() if re.search(r"WARNING|ERROR", ln)]
+    if proc.returncode != 0 and not warnings:  # an exception (e.g. a toc naming a page twice): its last line
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        cause = next((ln for ln in reversed(lines) if re.search(r"error|exception|multiple", ln, re.I)),
+                     lines[-1] if lines else f"jupyter-book exited with {proc.returncode}")
+        warnings = [f"jupyter-book failed: {cause}"]
     (out.parent / f"{out.name}-build.log").write_text(text, encoding="utf-8")
     return proc.returncode, warnings
 

@@ -9,6 +9,7 @@ check the size a reader sees (image pixels × rendered width / image width) with
 """
 from __future__ import annotations
 
+import functools
 from typing import Iterable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -20,6 +21,16 @@ from matplotlib.figure import Figure
 TICK_KEY = "atlas:min-tick-font-px"
 #: the resolution the book saves its figures at
 DPI = 110
+
+
+def plain_text(fn):
+    """Labels and titles are plain text: model names come from users, and a '$' must not start mathtext
+    (which can fail to parse and stop the page)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with plt.rc_context({"text.parse_math": False}):
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 def min_tick_font_pt(fig: Figure) -> float | None:
@@ -82,6 +93,7 @@ def png_text(path) -> dict[str, str]:
     return out
 
 
+@plain_text
 def bootstrap_distributions(samples: Mapping[str, Sequence[float]], metrics: Mapping[str, dict],
                             title: str = "") -> plt.Figure:
     """One histogram per metric of its resampled values, with the point estimate and the 95 % interval."""
@@ -112,6 +124,7 @@ def bootstrap_distributions(samples: Mapping[str, Sequence[float]], metrics: Map
     return fig
 
 
+@plain_text
 def confusion_matrix(counts: Mapping[str, int], positive: str = "negated", negative: str = "affirmed",
                      title: str = "") -> plt.Figure:
     """2×2 confusion matrix from ``{tp, fp, tn, fn}`` (rows gold, columns predicted)."""
@@ -139,6 +152,7 @@ def _zoom(lows, highs, pad_share=0.08, min_span=0.02, clip=(0.0, 1.0)):
     return a, b
 
 
+@plain_text
 def forest(frame: pd.DataFrame, value: str, low: str, high: str, label: str = "label",
            title: str = "", xlim: tuple | None = None, higher_is_better: bool = True,
            xlabel: str | None = None) -> plt.Figure:
@@ -219,6 +233,7 @@ def _pair_panel(ax, d: pd.DataFrame, xlabel: str, fontsize: float) -> None:
     ax.set_xlabel(xlabel, fontsize=fontsize)
 
 
+@plain_text
 def pairwise_differences(pairs: pd.DataFrame, title: str = "", xlabel: str = "difference (A − B)",
                          references: Iterable[str] | None = None, fontsize: float = 9.0) -> plt.Figure:
     """One row per pair ``A − B``: the difference with its paired 95 % interval; pairs significant after
@@ -256,6 +271,7 @@ def _finish_lines(fig: plt.Figure, ax, title: str) -> plt.Figure:
     return fig
 
 
+@plain_text
 def width_vs_size(frame: pd.DataFrame, title: str = "") -> plt.Figure:
     """Interval width against test size: one line per model from ``frame`` (columns model, n, width,
     metric), log-scaled size axis."""
@@ -269,6 +285,7 @@ def width_vs_size(frame: pd.DataFrame, title: str = "") -> plt.Figure:
     return _finish_lines(fig, ax, title)
 
 
+@plain_text
 def coverage(frame: pd.DataFrame, level: float = 0.95, title: str = "") -> plt.Figure:
     """Coverage of the true value by two intervals against the within-cluster correlation (columns icc,
     cluster, item), with the nominal level dashed."""

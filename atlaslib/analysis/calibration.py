@@ -159,6 +159,7 @@ def plot_reliability(cells, title: str = ""):
     ax.set_ylabel("observed rate of the positive class")
     if title:
         ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    for text in ax.legend(fontsize=8, loc="upper left").get_texts():
+        text.set_parse_math(False)  # run labels are user names: never mathtext
     fig.tight_layout()
     return fig

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..escape import md, md_code
 from ..analysis import calibration as CAL, disagreement as DIS, ok_cells, slices as SL, triggers as TRG
 from . import explorer
 
@@ -51,15 +52,21 @@ class _Downloads:
 
 
 def _table(frame: pd.DataFrame) -> str:
-    return frame.to_markdown(index=False) + "\n"
+    """A Markdown table whose text (run labels: user names; item and trigger text) is shown as text."""
+    def text(v):
+        return md(v) if isinstance(v, str) else v
+
+    shown = frame.rename(columns=text)
+    shown = shown.apply(lambda col: col.map(text) if col.dtype == object else col)
+    return shown.to_markdown(index=False) + "\n"
 
 
 def disagreement_markdown(card, version, vcells, dl: _Downloads) -> str:
     d = DIS.disagreement(vcells, card.name)
     out = ["### Disagreement between runs\n"]
-    compared = ", ".join(f"`{r}`" for r in d.runs) or "none"
+    compared = ", ".join(md_code(r) for r in d.runs) or "none"
     note = (f" Runs that give the same answer to every item are left out: "
-            f"{', '.join(f'`{r}`' for r in d.excluded)}." if d.excluded else "")
+            f"{', '.join(md_code(r) for r in d.excluded)}." if d.excluded else "")
     if len(d.runs) < 2:
         return "\n".join(out + [f"Fewer than two runs to compare ({compared}).{note}\n"])
     if d.unit == "item":

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from .. import plots
+from ..escape import md
 from ..metrics import compare as K
 from . import explorer
 from .leaderboard import _name, fmt_interval, leaderboard_frame, write_downloads
@@ -156,13 +157,13 @@ def worked_example(cells: list[dict], card_name: str = "negex") -> str:
         b, c, n = int(r["b"]), int(r["c"]), int(r["n_items"])
         name = metric.replace("_", " ")
         return (
-            f"On {card.title.split(':')[0]} `{version}` ({n:,} test items), {r['model_a']} scores {name} "
-            f"{r['value_a']:.3f} and {r['model_b']} {r['value_b']:.3f}. On each of the 1,000 resamples of the "
+            f"On {card.title.split(':')[0]} `{version}` ({n:,} test items), {md(r['model_a'])} scores {name} "
+            f"{r['value_a']:.3f} and {md(r['model_b'])} {r['value_b']:.3f}. On each of the 1,000 resamples of the "
             f"card's own unit both are scored on the same drawn items; the 2.5 and 97.5 percentiles of the 1,000 "
             f"differences give the paired interval: {r['difference']:+.3f} "
             f"{fmt_interval(r['ci_low'], r['ci_high'])} (paired-bootstrap {_peq(r['p_bootstrap'])}).\n\n"
-            f"McNemar looks only at the items where the two disagree about being right: {r['model_a']} is right "
-            f"and {r['model_b']} wrong on b = {b} items, the reverse on c = {c}. Under the null hypothesis of "
+            f"McNemar looks only at the items where the two disagree about being right: {md(r['model_a'])} is right "
+            f"and {md(r['model_b'])} wrong on b = {b} items, the reverse on c = {c}. Under the null hypothesis of "
             f"equal accuracy each of the {b + c} discordant items is a fair coin, so p = P(a Binomial({b + c}, ½) "
             f"is at least as far from {(b + c) / 2:g} as {b}): {_peq(r['p_mcnemar'])}. The {n - b - c:,} items "
             "where both are right or both are wrong carry no information about which is better.\n")

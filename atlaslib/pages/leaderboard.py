@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..escape import md
 from ..metrics import bootstrap, intervals
 from ..results import is_external
 
@@ -213,7 +214,7 @@ def _rows(card, version, cells):
 
 
 def _md(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return md(text)  # user text (names, reasons) as text: never HTML, a link or a table break
 
 
 def _name(text) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...escape import md_code
 from ...pages.facts import Fact, FactContext, missing
 from .card import SEED
 
@@ -88,7 +89,7 @@ def _maccrobat(ctx: FactContext) -> dict[str, Fact]:
         f["maccrobat.probe_f1_with_cuts"] = Fact(leak["with_gold_cuts"]["f1"], "rate", lsrc)
         f["maccrobat.probe_f1_without_cuts"] = Fact(leak["without_gold_cuts"]["f1"], "rate", lsrc)
         f["maccrobat.probe_f1_difference"] = Fact(leak["f1_difference"], "rate", lsrc)
-        f["maccrobat.probe_run"] = Fact(f"`{leak.get('model', 'probe')}`", "text", lsrc)
+        f["maccrobat.probe_run"] = Fact(md_code(leak.get('model', 'probe')), "text", lsrc)  # a name: text
     return f
 
 

@@ -3,6 +3,7 @@ corpus (ms) and this build's result cells; ``{{fact:nli_openmed.*}}``, the card 
 Registered through :data:`FACTS`."""
 from __future__ import annotations
 
+from ...escape import md_code
 from ...pages.facts import Fact, FactContext, join_and, missing
 
 #: Numbers this card's pages may type by hand, each with its source (tests/test_prose_numbers.py; all
@@ -53,7 +54,7 @@ def _nli(ctx: FactContext) -> dict[str, Fact]:
         w, model, pattern, r = widest
         rsrc = "NLI negation result cells (extra.report)"
         f["nli.widest_interval"] = Fact((r["ci_low"], r["ci_high"]), "interval", rsrc)
-        f["nli.widest_interval_run"] = Fact(f"`{model}`", "text", rsrc)
+        f["nli.widest_interval_run"] = Fact(md_code(model), "text", rsrc)  # a user's name, maybe: text
         f["nli.widest_interval_pattern"] = Fact(f"`{pattern}`", "text", rsrc)
         f["nli.widest_interval_counts"] = Fact(f"{r.get('successes'):,} of {r.get('trials'):,}", "text", rsrc)
     return f

@@ -1,0 +1,46 @@
+"""User text on the atlas's pages, shown as text: never HTML, a link, a role, math, a table cell break or a
+``{{fact:...}}`` placeholder.
+
+Names of systems and models, descriptions, ``trained_on`` entries and every other profile field come from
+users (``atlas score --name/--description``, matrix files, profile files). Pages are MyST Markdown, which
+passes raw HTML through, so each render point writes such text with :func:`md` (Markdown text: a heading, a
+paragraph, a table cell, a link text) or :func:`html_text` (inside HTML the page writes itself).
+"""
+from __future__ import annotations
+
+import html
+import re
+
+# Markdown punctuation that opens something in MyST: code and roles (` { }), links and images ([ ]),
+# math ($), table cells (|), emphasis (*), the escape itself (\)
+_PUNCT = re.compile(r"([\\`{}\[\]$|*])")
+# '_' opens emphasis only at a word edge (CommonMark: never inside a word like bert_base)
+_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# what starts a block when it starts a line: a heading, a list item, a quote, a thematic break, a fence
+_BLOCK_START = re.compile(r"^(\s*)(\d*)([#>+=~:.)-])")
+
+
+def md(text) -> str:
+    """``text`` as literal MyST Markdown text on one line: HTML special characters as entities, Markdown
+    punctuation backslash-escaped, line breaks as spaces."""
+    s = " ".join(str(text).split())
+    s = _PUNCT.sub(r"\\\1", s)
+    s = _UNDERSCORE.sub(r"\\_", s)
+    m = _BLOCK_START.match(s)
+    if m and (not m.group(2) or m.group(3) in ".)"):
+        s = m.group(1) + m.group(2) + "\\" + s[m.end(2):]
+    return html.escape(s, quote=False)
+
+
+def html_text(text) -> str:
+    """``text`` for HTML the page writes itself (attribute values too)."""
+    return html.escape(str(text), quote=True)
+
+
+def md_code(text) -> str:
+    """``text`` as inline code when it can be (no backtick, no ``{{`` a page substitution would read), else
+    as :func:`md` text: code spans show HTML literally, but a backtick would end the span early."""
+    s = " ".join(str(text).split())
+    if s and not any(t in s for t in ("`", "|", "{{", "}}")):
+        return f"`{s}`"
+    return md(s)
