@@ -22,7 +22,7 @@ import os
 import sys
 import tempfile
 
-from . import runner
+from . import interrupts, runner
 from .cards import CARD_MODULES, available_cards, get_card
 
 
@@ -63,14 +63,39 @@ def _add_output_dirs(p: argparse.ArgumentParser, build: bool = False) -> None:
         p.add_argument("--build-dir", default=str(d.build), help="where the site is built (default: _build/)")
 
 
+def output_dir(value, flag: str) -> str:
+    """``value`` (an output folder argument) made absolute, after checking it can be a folder: ValueError with
+    one line when it, or the nearest part of it that exists, is a file, or when it is a symlink loop."""
+    from pathlib import Path
+
+    p = Path(value).expanduser()
+    try:
+        p = Path(os.path.abspath(p))
+        for part in [p, *p.parents]:
+            if os.path.lexists(part):
+                os.stat(part)  # follows symlinks: ELOOP for a loop
+                if not part.is_dir():
+                    where = "is" if part == p else f"is inside {part}, which is"
+                    raise ValueError(f"{flag} {value} {where} a file, not a folder; give a folder (it is created "
+                                     f"when missing)")
+                break
+        return str(p.resolve())
+    except (OSError, RuntimeError) as exc:  # ELOOP from stat, RuntimeError from resolve on some Pythons
+        why = "a symlink loop" if "loop" in str(exc).lower() or getattr(exc, "errno", None) == 40 else \
+            (getattr(exc, "strerror", None) or type(exc).__name__)
+        raise ValueError(f"{flag} {value} cannot be used as a folder ({why})") from None
+
+
 def _paths(args):
     from pathlib import Path
 
     from .book import BuildPaths
 
     d = BuildPaths()
-    return BuildPaths(results=Path(_abs(args.results_dir)), runs=Path(_abs(args.runs_dir)),
-                      build=Path(_abs(getattr(args, "build_dir", None)) or d.build))
+    build = getattr(args, "build_dir", None)
+    return BuildPaths(results=Path(output_dir(args.results_dir, "--results-dir")),
+                      runs=Path(output_dir(args.runs_dir, "--runs-dir")),
+                      build=Path(output_dir(build, "--build-dir")) if build else d.build)
 
 
 def cmd_split(args) -> int:
@@ -100,7 +125,7 @@ def _kernel_stderr_held():
     interrupt, so nothing a kernel says is lost otherwise."""
     sys.stderr.flush()
     saved = os.dup(2)
-    interrupted = False
+    interrupted = False  # also true when a library swallowed the KeyboardInterrupt (atlaslib.interrupts)
     with tempfile.TemporaryFile() as held:
         os.dup2(held.fileno(), 2)
         try:
@@ -112,7 +137,7 @@ def _kernel_stderr_held():
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
-            if not interrupted:
+            if not (interrupted or interrupts.interrupted()):
                 held.seek(0)
                 text = held.read().decode(errors="replace")
                 if text:
@@ -122,7 +147,10 @@ def _kernel_stderr_held():
 
 def cmd_run(args) -> int:
     req = runner.RunRequest(args.card, args.version, args.model, args.protocol)
-    paths = _paths(args)
+    try:
+        paths = _paths(args)
+    except ValueError as exc:
+        return _fail("run", exc, 2)
     try:
         with _kernel_stderr_held():
             out = runner.run(req, data_dir=_abs(args.data_dir), force=args.force, results_dir=paths.results,
@@ -135,25 +163,52 @@ def cmd_run(args) -> int:
         return _fail("run", exc, 2)
     except OSError as exc:
         return _fail("run", OSError(f"{exc.strerror or type(exc).__name__}: {exc.filename or ''}"), 1)
+    interrupts.check()  # an interrupt a library swallowed: no output line for a run that was interrupted
+    if out.extra.get("note"):
+        print(f"atlas run: note: {out.extra['note']}", file=sys.stderr)
     print(json.dumps({"run": out.request.label, "status": out.status, "result": out.cell_status,
                       "notebook": out.notebook, "result_cell": out.result, "seconds": out.seconds}, indent=1))
     return 0
 
 
+def check_data(cards, data_dir) -> None:
+    """Every pinned file of ``cards`` is where the atlas looks (data folder or download cache, downloaded when
+    allowed) with its pinned sha256: one DataSourceError naming the file otherwise, before anything runs."""
+    from . import sources
+
+    for card in cards:
+        for pf in card.pinned_files:
+            sources.resolve(pf, data_dir)
+
+
 def cmd_book(args) -> int:
-    from . import book
+    from . import book, sources
 
     from .executor import ExecutorError
 
+    saved = os.environ.get(sources.ENV_DATA_DIR)
     try:
         cards = [get_card(c) for c in args.card] if args.card else None
-        return book.build(paths=_paths(args), publish=args.publish, force=args.force, run_runs=not args.no_run,
+        paths = _paths(args)
+        if args.data_dir:  # the pages, data stories and lessons read data too: in this process and its kernels
+            os.environ[sources.ENV_DATA_DIR] = _abs(args.data_dir)
+        if not args.no_run:  # a bad executor option is refused before a data story or cluster starts
+            from .executor import check_options
+
+            check_options(args.executor, args.scheduler, args.workers, args.memory_limit)
+        check_data(cards if cards is not None else available_cards(), _abs(args.data_dir))
+        return book.build(paths=paths, publish=args.publish, force=args.force, run_runs=not args.no_run,
                           data_dir=_abs(args.data_dir), cards=cards, executor=args.executor,
                           scheduler=args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit,
                           requests=getattr(args, "matrix_requests", None))  # --matrix: default + listed runs
         # (--no-default: the listed runs only, and args.card the cards they name)
-    except (ValueError, KeyError, ExecutorError) as exc:
+    except (ValueError, KeyError, ExecutorError, sources.DataSourceError) as exc:
         return _fail("book", exc, 2)
+    finally:
+        if saved is None:
+            os.environ.pop(sources.ENV_DATA_DIR, None)
+        else:
+            os.environ[sources.ENV_DATA_DIR] = saved
 
 
 def cmd_list(args) -> int:
@@ -244,11 +299,19 @@ def main(argv=None) -> int:
     external_cli.register(sub)
 
     args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; the runner has removed its partial outputs
-        print(f"atlas {args.command}: interrupted; no partial output was kept", file=sys.stderr)
-        return 130
+    from .sources import DataSourceError
+
+    with interrupts.handling():
+        try:
+            code = args.func(args)
+        except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; the runner has removed its partial outputs
+            code = 130
+        except DataSourceError as exc:  # a pinned data file missing or not the pinned one
+            code = _fail(args.command, exc, 2)
+        if code == 130 or interrupts.interrupted():  # also when a library swallowed the KeyboardInterrupt
+            print(f"atlas {args.command}: interrupted; no partial output was kept", file=sys.stderr)
+            return 130
+        return code
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ from .runner import RunFailed, RunOutcome, RunRequest
 
 EXECUTORS = ("serial", "dask")
 SCHEDULER_ENV = "ATLAS_DASK_SCHEDULER"
+#: the smallest memory limit a LocalCluster worker is started with (below it the nanny stops it at once)
+MIN_WORKER_MEMORY = 256 * 2 ** 20
 _ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx)://[^\s/:]+(:\d+)?$")
 
 
@@ -137,7 +139,42 @@ def _to_failure(request, kind: str, payload: dict):
 def _status_line(i: int, n: int, out) -> str:
     if out.status == "failed":
         return f"[{i}/{n}] {out.request.label}: FAILED"
-    return f"[{i}/{n}] {out.request.label}: {out.status} ({out.cell_status}, {out.seconds:.1f} s)"
+    note = (out.extra or {}).get("note")
+    return f"[{i}/{n}] {out.request.label}: {out.status} ({out.cell_status}, {out.seconds:.1f} s)" + (
+        f"; note: {note}" if note else "")
+
+
+def check_options(executor: str | None = "serial", scheduler: str | None = None, n_workers: int | None = None,
+                  memory_limit=None, retries: int = 1) -> tuple[str, str | None]:
+    """Check :func:`run_requests`' executor options before anything starts (ValueError naming the bad one);
+    returns the executor (None resolved) and the scheduler address (None for serial or a LocalCluster)."""
+    if executor is None:
+        executor = "dask" if resolve_scheduler(scheduler) else "serial"
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor is {executor!r}; expected one of {', '.join(EXECUTORS)}")
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ValueError(f"retries is {retries!r}; expected a whole number >= 0")
+    if n_workers is not None and (not isinstance(n_workers, int) or n_workers < 1):
+        raise ValueError(f"n_workers is {n_workers!r}; expected a whole number >= 1")
+    if memory_limit not in (None, "auto") and not isinstance(memory_limit, (int, float)):
+        from dask.utils import parse_bytes
+
+        try:
+            size = parse_bytes(memory_limit)
+        except (ValueError, TypeError):
+            raise ValueError(f"memory_limit is {memory_limit!r}; expected a size such as '4GiB' or '8 GB', "
+                             f"a number of bytes, or 'auto'") from None
+        if 0 < size < MIN_WORKER_MEMORY:
+            raise ValueError(f"memory_limit {memory_limit!r} ({size:,} bytes) is below what a Dask worker needs: "
+                             f"at least {MIN_WORKER_MEMORY // 2 ** 20} MiB (a worker with the runner loaded takes "
+                             f"about 120 MiB before it runs anything); give e.g. '4GiB', or leave it unset")
+    if executor == "serial" and scheduler:
+        raise ValueError(f"scheduler={scheduler!r} needs executor='dask' (the serial executor runs here)")
+    address = resolve_scheduler(scheduler) if executor == "dask" else None
+    if address and (n_workers is not None or memory_limit not in (None, "auto")):
+        raise ValueError(f"n_workers/memory_limit size a LocalCluster; the cluster at {address} "
+                         f"sizes its own workers (leave them unset)")
+    return executor, address
 
 
 def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, executor: str = "serial",
@@ -154,28 +191,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     Outcomes and failures are listed in request order; ``timing`` prints the per-run timing table.
     ``task`` replaces :func:`atlaslib.runner.run` (same signature; tests use it to kill workers).
     """
-    if executor is None:
-        executor = "dask" if resolve_scheduler(scheduler) else "serial"
-    if executor not in EXECUTORS:
-        raise ValueError(f"executor is {executor!r}; expected one of {', '.join(EXECUTORS)}")
-    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-        raise ValueError(f"retries is {retries!r}; expected a whole number >= 0")
-    if n_workers is not None and (not isinstance(n_workers, int) or n_workers < 1):
-        raise ValueError(f"n_workers is {n_workers!r}; expected a whole number >= 1")
-    if memory_limit not in (None, "auto") and not isinstance(memory_limit, (int, float)):
-        from dask.utils import parse_bytes
-
-        try:
-            parse_bytes(memory_limit)
-        except (ValueError, TypeError):
-            raise ValueError(f"memory_limit is {memory_limit!r}; expected a size such as '4GiB' or '8 GB', "
-                             f"a number of bytes, or 'auto'") from None
-    if executor == "serial" and scheduler:
-        raise ValueError(f"scheduler={scheduler!r} needs executor='dask' (the serial executor runs here)")
-    address = resolve_scheduler(scheduler) if executor == "dask" else None
-    if address and (n_workers is not None or memory_limit not in (None, "auto")):
-        raise ValueError(f"n_workers/memory_limit size a LocalCluster; the cluster at {address} "
-                         f"sizes its own workers (leave them unset)")
+    executor, address = check_options(executor, scheduler, n_workers, memory_limit, retries)
     reqs = check_requests(requests)
     paths = paths or BuildPaths()
     kwargs = {"results_dir": Path(paths.results).resolve(), "runs_dir": Path(paths.runs).resolve(),

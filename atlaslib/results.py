@@ -62,16 +62,54 @@ def is_local_model(name: str) -> bool:
             or (os.sep in s and os.path.exists(s)))
 
 
+#: a name that is its own folder name: letters, digits, '.', '_' and single '-' (never two in a row, never last),
+#: starting with a letter or digit, at most 100 characters; ``org/name`` of two such parts is ``org--name``
+_PLAIN_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._]|-(?=[A-Za-z0-9._]))*"
+_PLAIN = re.compile(rf"{_PLAIN_PART}(?:/{_PLAIN_PART})?")
+MAX_PLAIN = 100
+
+
+def _readable(text: str, n: int = 48) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text)[:n].strip("-")
+
+
 def slug(name: str) -> str:
-    """File-system-safe model slug, unique to the model: ``bvanaken/clinical-assertion-negation-bert`` →
-    ``bvanaken--clinical-assertion-negation-bert``; a local folder gives ``local-<folder name>-<first 8 hex
-    of the sha256 of its resolved absolute path>``, so two folders of the same name never share a slug."""
+    """The folder of a model or system name inside its card version: one path component, unique to the name.
+
+    - a plain name (letters, digits, ``.``, ``_`` and single ``-``; at most 100 characters) is its own folder:
+      ``majority``, ``all-minilm-l6-v2``; a hub id ``org/name`` of two plain parts becomes ``org--name``
+      (``bvanaken--clinical-assertion-negation-bert``);
+    - a local folder gives ``local-<folder name>-<first 8 hex of the sha256 of its path>`` (the runner passes the
+      resolved absolute path), so two folders of the same name never share a slug;
+    - any other name (spaces, punctuation, ``.``, ``..``, non-ASCII, too long) gives ``<readable part>---<first
+      12 hex of the sha256 of the name>``: ``my system`` → ``my-system---<hash>``, never ``my-system``. Plain
+      names hold no ``--`` and hub ids exactly one, so no other name's folder holds ``---``.
+    """
     s = str(name).strip()
-    if is_local_model(s):
-        resolved = str(Path(s).expanduser().resolve())
-        s = f"local-{Path(resolved).name}-{hashlib.sha256(resolved.encode()).hexdigest()[:8]}"
-    s = s.replace("/", "--")
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-") or "model"
+    if is_local_model(s):  # the runner names a local model by its resolved absolute path (resolve_model)
+        folder = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(s).name)[:48].strip("-") or "model"
+        return f"local-{folder}-{hashlib.sha256(s.encode()).hexdigest()[:8]}"
+    if len(s) <= MAX_PLAIN and _PLAIN.fullmatch(s):
+        return s.replace("/", "--")
+    return f"{_readable(s) or 'system'}---{hashlib.sha256(s.encode()).hexdigest()[:12]}"
+
+
+def folder_owner(folder: str | os.PathLike, model: str, external: bool) -> tuple[Path, str, bool] | None:
+    """A result cell in ``folder`` (a model's folder of one card version) that belongs to another name than
+    ``model``, or to the same name of the other kind (a model run vs external predictions):
+    ``(its path, its model, whether it is external)``; None when the folder is free for ``model``."""
+    from .external.tasks import is_external
+
+    for f in sorted(Path(folder).glob("*.json")):
+        try:
+            other = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(other, dict) or not isinstance(other.get("model"), str):
+            continue
+        if other["model"] != model or is_external(other) != external:
+            return f, other["model"], is_external(other)
+    return None
 
 
 def cell_path(results_dir: str | os.PathLike, card: str, version: str, model: str, protocol: str) -> Path:
@@ -283,11 +321,33 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
+#: the cell field holding the sha256 of the rest of the cell as written (:func:`content_digest`)
+DIGEST_FIELD = "content_sha256"
+
+
+def content_digest(cell: dict) -> str:
+    """sha256 of a cell's content: every field but the digest itself and in-memory keys (``_path`` ...), as
+    canonical JSON. A cell read back from its file has the digest it was written with unless it was edited."""
+    body = {k: v for k, v in cell.items() if k != DIGEST_FIELD and not str(k).startswith("_")}
+    text = json.dumps(_jsonable(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def edited_since_written(cell: dict) -> bool:
+    """True when a cell read from a file is not the content that was written there (edited by hand or by
+    another tool; a cell written before digests were recorded counts as edited)."""
+    return cell.get(DIGEST_FIELD) != content_digest(cell)
+
+
 def write_cell(cell: dict, path: str | os.PathLike) -> Path:
+    """Write a result cell atomically, with the digest of its content (:data:`DIGEST_FIELD`), which the run
+    cache checks before it serves the cell."""
     for key in ("card", "version", "model", "protocol", "metrics", "status"):
         if key not in cell:
             raise ResultCellError(f"result cell for {path} lacks field {key!r}")
-    return atomic_write_text(path, json.dumps(_jsonable(cell), indent=1, sort_keys=False) + "\n")
+    body = {k: v for k, v in _jsonable(cell).items() if k != DIGEST_FIELD}
+    body[DIGEST_FIELD] = content_digest(body)
+    return atomic_write_text(path, json.dumps(body, indent=1, sort_keys=False) + "\n")
 
 
 def read_cell(path: str | os.PathLike) -> dict:

@@ -41,7 +41,7 @@ from pathlib import Path
 from . import notebook
 from .cards import get_card
 from .notebook import ATLASLIB, REPO, NotebookError, declares_parameter, read_text_notebook, source_digest  # noqa: F401
-from .results import cell_path, read_cell, slug, write_cell
+from .results import cell_path, edited_since_written, read_cell, slug, write_cell
 from .version import __version__
 
 #: papermill with the atlas's settings (:func:`atlaslib.notebook.execute`), under the name callers know
@@ -127,9 +127,22 @@ def is_current(request: RunRequest, key: str, results_dir: Path, runs_dir: Path)
     if not (nb_path.is_file() and res_path.is_file()):
         return False
     try:
-        return read_cell(res_path).get("run_key") == key
+        cell = read_cell(res_path)
     except Exception:
         return False
+    return cell.get("run_key") == key and not edited_since_written(cell)
+
+
+def edited_note(res_path: Path, key: str) -> str | None:
+    """What to say when the cell in place carries the current key but not the content it was written with."""
+    try:
+        cell = read_cell(res_path)
+    except Exception:
+        return None
+    if cell.get("run_key") == key and edited_since_written(cell):
+        return (f"{res_path} was changed after it was written (its content digest differs from the one the run "
+                f"recorded); not served from the cache, run again")
+    return None
 
 
 def check_request(request: RunRequest):
@@ -285,15 +298,17 @@ def stub_notebook(request: RunRequest, reason: str):
     """A short notebook (not executed) for a run that cannot happen: title, reason, link to the card page."""
     import nbformat
 
+    from .escape import md
+
     card = get_card(request.card)
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     nb.cells = [
-        nbformat.v4.new_markdown_cell(f"# {card.title.split(':')[0]} run: {request.model} · {request.protocol} · "
+        nbformat.v4.new_markdown_cell(f"# {card.title.split(':')[0]} run: {md(request.model)} · {request.protocol} · "
                                       f"{request.version}"),
         nbformat.v4.new_markdown_cell(
-            f"**Not run:** {reason}\n\nThis run was decided before any code ran: the atlas checked the model "
+            f"**Not run:** {md(reason)}\n\nThis run was decided before any code ran: the atlas checked the model "
             f"against what the `{request.protocol}` protocol needs and found it cannot run here. Its result cell "
             f"records the reason, and the leaderboard shows it as not run.\n\n"
             f"[Back to the card page](../../../../cards/{card.name}.md)"),
@@ -361,6 +376,9 @@ def _replace_pair(new_nb: Path, new_cell: Path, nb_out: Path, res_out: Path, bac
     """Move the new notebook and cell into place together. The old notebook is copied aside first and the
     old cell is only ever replaced by the last rename, so when either rename fails the old pair (or none)
     is what stays: notebook and cell never disagree."""
+    from . import interrupts
+
+    interrupts.check()  # Ctrl-C that a library swallowed late in the run: nothing is moved into place
     backup.mkdir(exist_ok=True)
     old_nb = backup / "old.ipynb"
     had_nb = nb_out.is_file()
@@ -439,6 +457,7 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
                           peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
                           seconds=0.0)
     _refuse_clash(request, res_out)
+    note = None if force else edited_note(res_out, key)
 
     made = [d for d in (nb_out.parent, res_out.parent) if not d.exists()]
     work = None
@@ -454,10 +473,13 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
             _write_stub(request, decision, key, nb_out, res_out, work)
             made = []
             return RunOutcome(request, "ran", seconds=round(time.perf_counter() - start, 3), cell_status="not_run",
-                              notebook=str(nb_out), result=str(res_out), extra={"preflight": True})
+                              notebook=str(nb_out), result=str(res_out),
+                              extra={"preflight": True, **({"note": note} if note else {})})
         outcome = _execute(request, card, nb, key, decision, work, nb_out, res_out, data_dir, failed_dir,
                            kernel_name, timeout, start, retrain=force and declares_parameter(nb, "retrain"))
         made = []
+        if note:
+            outcome.extra["note"] = note
         return outcome
     finally:
         if work is not None:
@@ -468,15 +490,14 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
 
 def _refuse_clash(request: RunRequest, res_out: Path) -> None:
     """Two models must never share a cell: refuse when the cell in place belongs to another model."""
-    if not res_out.is_file():
-        return
-    try:
-        other = json.loads(res_out.read_text(encoding="utf-8")).get("model")
-    except (OSError, ValueError, AttributeError):
-        return
-    if other is not None and other != request.model:
-        raise OutputError(f"{res_out} holds the result of model {other!r}, not {request.model!r}; it is not "
-                          f"replaced (rename one of the two model folders)")
+    from .results import folder_owner
+
+    clash = folder_owner(res_out.parent, request.model, external=False)
+    if clash is not None:
+        path, other, external = clash
+        raise OutputError(f"{path} holds the result of {'external predictions named' if external else 'model'} "
+                          f"{other!r}, not model {request.model!r}; it is not replaced (rename one of the two "
+                          f"model folders, or score the predictions under another --name)")
 
 
 def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out: Path, data_dir, failed_dir: Path,
@@ -530,6 +551,9 @@ def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out
 
 
 def _keep_failed(executed: Path, request: RunRequest, failed_dir: Path) -> str | None:
+    from . import interrupts
+
+    interrupts.check()  # an interrupted run keeps no failed notebook either
     if not executed.is_file():
         return None
     target = failed_dir / request.card / request.version / slug(request.model) / f"{request.protocol}.ipynb"

@@ -55,14 +55,23 @@ def add_score_options(p: argparse.ArgumentParser) -> None:
     _data_dir(p)
 
 
+def _say(command: str, exc: BaseException, end: str = "") -> int:
+    """One line on stderr for a refused command (exit 2)."""
+    msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    print(f"atlas {command}: {' '.join(str(msg).split())}{end}", file=sys.stderr)
+    return 2
+
+
 def cmd_export(args) -> int:
+    from ..cli import output_dir
+    from ..sources import DataSourceError
     from . import export
 
     try:
-        task = export(args.card, args.version, args.output, split=args.split, data_dir=args.data_dir)
-    except (ValueError, KeyError) as exc:
-        print(f"atlas export: {exc}", file=sys.stderr)
-        return 2
+        task = export(args.card, args.version, output_dir(args.output, "-o/--output"), split=args.split,
+                      data_dir=args.data_dir)
+    except (ValueError, KeyError, DataSourceError) as exc:
+        return _say("export", exc)
     print(json.dumps({"card": task["card"], "version": task["version"], "split": task["split"],
                       "n_items": task["n_items"], "manifest_sha256": task["manifest_sha256"],
                       "output": args.output, "files": task["files"]}, indent=1))
@@ -76,16 +85,20 @@ def cmd_score(args) -> int:
     if missing:
         print(f"atlas score: --card needs {', '.join(missing)}", file=sys.stderr)
         return 2
+    from ..cli import output_dir
+    from ..sources import DataSourceError
+
     try:
         out = score(args.card, args.version, args.predictions, args.name, description=args.description,
-                    trained_on=args.trained_on, protocol=args.protocol, results_dir=args.results_dir,
-                    data_dir=args.data_dir, force=args.force)
+                    trained_on=args.trained_on, protocol=args.protocol,
+                    results_dir=output_dir(args.results_dir, "--results-dir"), data_dir=args.data_dir,
+                    force=args.force)
     except PredictionsError as exc:
-        print(f"atlas score: {exc}; no result cell written", file=sys.stderr)
-        return 2
-    except (ValueError, KeyError) as exc:
-        print(f"atlas score: {exc}", file=sys.stderr)
-        return 2
+        return _say("score", exc, "; no result cell written")
+    except (ValueError, KeyError, DataSourceError) as exc:
+        return _say("score", exc)
+    for note in out.notes:
+        print(f"atlas score: note: {note}", file=sys.stderr)
     cell = out.cell
     print(json.dumps({"card": cell["card"], "version": cell["version"], "model": cell["model"],
                       "protocol": cell["protocol"], "status": out.status, "result_cell": str(out.path),
@@ -97,6 +110,7 @@ def cmd_score(args) -> int:
 
 RUN_KEYS = {"card", "version", "model", "protocol"}
 PREDICTION_KEYS = {"card", "version", "predictions", "name", "description", "trained_on", "protocol"}
+OPTIONAL_KEYS = {"description", "trained_on", "protocol"}  # may be left empty (null)
 
 
 def add_profiles_options(sub) -> None:
@@ -133,18 +147,15 @@ def use_profiles(files) -> None:
 
 
 def read_matrix(path) -> list[dict]:
-    """Entries of a matrix file (YAML or JSON): a list, or a mapping with a ``runs`` list. Each entry is a run
-    ``{card, version, model, protocol}`` or scored predictions ``{card, version, predictions, name, ...}``;
-    ``predictions`` paths are relative to the matrix file. Unknown keys raise ValueError naming the entry."""
-    import yaml
+    """Entries of a matrix file (YAML or JSON, read by :func:`atlaslib.yamlio.load`: aliases bounded, a key
+    given twice refused): a list, or a mapping with a ``runs`` list. Each entry is a run ``{card, version, model,
+    protocol}`` or scored predictions ``{card, version, predictions, name, ...}``; ``predictions`` paths are
+    relative to the matrix file. Unknown or missing keys and values of the wrong type raise ValueError naming
+    the file, the entry and the line."""
+    from .. import yamlio
 
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"matrix file {path} not found") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    data = yamlio.load(path, what="matrix file", error=ValueError)
     entries = data.get("runs") if isinstance(data, dict) else data
     if not isinstance(entries, list) or not entries:
         raise ValueError(f"{path}: expected a list of runs (or a mapping with a 'runs' list)")
@@ -153,15 +164,24 @@ def read_matrix(path) -> list[dict]:
         where = f"{path}: entry {n}"
         if not isinstance(e, dict):
             raise ValueError(f"{where}: expected a mapping with card, version, model, protocol")
+        where = f"{path}, line {yamlio.line_of(e)}: entry {n}" if yamlio.line_of(e) else where
         allowed = PREDICTION_KEYS if "predictions" in e else RUN_KEYS
-        unknown = sorted(set(e) - allowed)
+        unknown = sorted(set(map(str, e)) - allowed)
         missing = sorted((allowed & ({"card", "version", "predictions", "name"} if "predictions" in e else RUN_KEYS))
                          - set(e))
         if unknown or missing:
             raise ValueError(f"{where}: " + "; ".join(
                 ([f"unknown key(s) {unknown}"] if unknown else []) + ([f"missing key(s) {missing}"] if missing else []))
                 + f"; allowed: {sorted(allowed)}")
-        e = {k: (str(v) if k not in ("trained_on",) else v) for k, v in e.items()}
+        for k, v in e.items():
+            texts = isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+            ok = (v is None and k in OPTIONAL_KEYS) or (texts if k == "trained_on" else isinstance(v, str))
+            if not ok:
+                line = yamlio.line_of(e, k)
+                raise ValueError(f"{path}{f', line {line}' if line else ''}: entry {n}: key {k!r} must be "
+                                 f"{'text or a list of text items' if k == 'trained_on' else 'text'}, got "
+                                 f"{yamlio.describe(v)}")
+        e = dict(e)
         if "predictions" in e:
             e["predictions"] = str((path.parent / e["predictions"]).resolve())
         e["_where"] = where
@@ -178,7 +198,8 @@ def matrix_requests(args) -> list | None:
     from .. import runner
     from ..book import default_requests
     from ..cards import get_card
-    from . import score
+    from ..sources import DataSourceError
+    from . import PredictionsError, score
 
     files = getattr(args, "matrix", None) or []
     no_default = getattr(args, "no_default", False)
@@ -198,13 +219,19 @@ def matrix_requests(args) -> list | None:
                 named.append(e["card"])
             if "predictions" in e:
                 trained = e.get("trained_on") or []
-                score(e["card"], e["version"], e["predictions"], e["name"], description=e.get("description", ""),
-                      trained_on=[trained] if isinstance(trained, str) else trained, protocol=e.get("protocol"),
-                      results_dir=Path(args.results_dir).expanduser().resolve(), data_dir=args.data_dir)
+                try:
+                    score(e["card"], e["version"], e["predictions"], e["name"], description=e.get("description", ""),
+                          trained_on=[trained] if isinstance(trained, str) else trained, protocol=e.get("protocol"),
+                          results_dir=Path(args.results_dir).expanduser().resolve(), data_dir=args.data_dir)
+                except PredictionsError as exc:
+                    raise ValueError(f"{e['_where']}: {exc}; no result cell written") from None
+                except (ValueError, KeyError, DataSourceError) as exc:
+                    raise ValueError(f"{e['_where']}: {exc.args[0] if exc.args else exc}") from None
                 continue
             req = runner.RunRequest(e["card"], e["version"], e["model"], e["protocol"])
             try:
                 runner.check_request(req)
+                runner.preflight(runner.resolve_request(req))  # an unknown model is refused here, as by atlas run
             except (ValueError, KeyError) as exc:
                 raise ValueError(f"{e['_where']}: {exc.args[0] if exc.args else exc}") from None
             if req not in requests:

@@ -18,20 +18,21 @@ existing cell and a changed file re-scores.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
-import io
 import json
 import re
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .. import results
 from ..cards.run import CardRun
-from .tasks import (EXTERNAL, Pred, PredictionsError, Split, check_ids, check_labels, check_tags, fail, is_external,
-                    load_split, outside_module, sha256_path)
+from .tasks import (EXTERNAL, Pred, PredictionsError, Split, check_ids, check_labels, check_spans, check_tags, fail,
+                    iob2_notes, is_external, load_split, outside_module, sha256_path)
 
 N_RESAMPLES = 1000
 
@@ -41,6 +42,7 @@ class ScoreOutcome:
     status: str          # "scored" | "cached"
     cell: dict
     path: Path | None
+    notes: list = field(default_factory=list)  # what the checks accepted but say (see iob2_notes)
 
 
 # --------------------------------------------------------------------------------------------- reading
@@ -56,22 +58,67 @@ def _answer_key(card: str) -> str:
     return "tags" if _format(card) == "tags" else "label"
 
 
-def read_predictions(path: str | Path, card: str) -> list[Pred]:
-    """Parse a predictions file (format from the suffix, else sniffed) into :class:`Pred` rows."""
+#: rows read beyond the test items before a file is given up as not made for this split
+EXTRA_ROWS = 10_000
+
+
+def _not_regular(path: Path) -> str | None:
+    """What ``path`` is when it exists but is not a regular file or folder (reading a pipe would block)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    for test, what in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device (like /dev/null)"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return None
+
+
+def check_path(path: Path, card: str) -> None:
+    """A predictions path that can be read: PredictionsError naming what it is otherwise."""
+    fmt = _format(card)
+    expected = ("an Anafora folder" if fmt == "anafora" else
+                "a JSONL or CSV file" + (" or a CoNLL file" if fmt == "tags" else ""))
+    other = _not_regular(path)
+    if other is not None:
+        raise PredictionsError(f"{path}: {other}, not a file; expected {expected}")
+    if not path.exists():
+        raise PredictionsError(f"{path}: no such file or folder; expected {expected}")
+
+
+def _lines(path: Path):
+    """``(row, text)`` of each line of a UTF-8 file (a byte-order mark at the start is dropped), read as a
+    stream: the file is never held whole. A byte that is not UTF-8 raises PredictionsError with its offset."""
+    offset = 0
+    with open(path, "rb") as fh:
+        for row, raw in enumerate(fh, 1):
+            if row == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw, offset = raw[3:], 3
+            try:
+                yield row, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PredictionsError(f"{path}: not UTF-8 text (row {row}, byte {offset + exc.start} of the "
+                                       f"file)") from None
+            offset += len(raw)
+
+
+def read_predictions(path: str | Path, card: str, max_rows: int | None = None) -> list[Pred]:
+    """Parse a predictions file (format from the suffix, else sniffed) into :class:`Pred` rows, streaming it
+    line by line and keeping only each row's id, answer and score; a file with more than ``max_rows`` rows
+    is refused once it has that many."""
     path = Path(path)
     fmt = _format(card)
+    check_path(path, card)
     if fmt == "anafora":
         return read_anafora(path)
     if path.is_dir():
         raise PredictionsError(f"{path}: a folder; expected a JSONL or CSV file"
                                + (" or a CoNLL file" if fmt == "tags" else ""))
-    if not path.is_file():
-        raise PredictionsError(f"{path}: no such file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise PredictionsError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    with contextlib.closing(_lines(path)) as lines:
+        first = next((ln.strip() for _, ln in lines if ln.strip()), "")
     suffix = path.suffix.lower()
     if suffix == ".csv":
         kind = "csv"
@@ -83,12 +130,19 @@ def read_predictions(path: str | Path, card: str) -> list[Pred]:
         kind = "csv"
     if kind == "conll" and fmt != "tags":
         raise PredictionsError(f"{path}: CoNLL is for tags (one per word, as MACCROBAT's); {card} takes JSONL or CSV")
-    return {"csv": _read_csv, "conll": _read_conll, "jsonl": _read_jsonl}[kind](path, text, card)
+    with contextlib.closing(_lines(path)) as lines:
+        return {"csv": _read_csv, "conll": _read_conll, "jsonl": _read_jsonl}[kind](path, lines, card, max_rows)
 
 
-def _read_jsonl(path: Path, text: str, card: str) -> list[Pred]:
+def _too_many(path: Path, n: int, max_rows: int | None) -> None:
+    if max_rows is not None and n > max_rows:
+        raise PredictionsError(f"{path}: more than {max_rows:,} predictions, far more than the split's test items; "
+                               f"was the file made for this card and version?")
+
+
+def _read_jsonl(path: Path, lines, card: str, max_rows: int | None = None) -> list[Pred]:
     key, out, problems = _answer_key(card), [], []
-    for row, line in enumerate(text.splitlines(), 1):
+    for row, line in lines:
         if not line.strip():
             continue
         try:
@@ -108,13 +162,14 @@ def _read_jsonl(path: Path, text: str, card: str) -> list[Pred]:
             problems.append(f"row {row} (id {iid!r}): no '{key}'")
             continue
         out.append(Pred(row, iid, obj[key], obj.get("score")))
+        _too_many(path, len(out), max_rows)
     fail(str(path), problems)
     return out
 
 
-def _read_csv(path: Path, text: str, card: str) -> list[Pred]:
+def _read_csv(path: Path, lines, card: str, max_rows: int | None = None) -> list[Pred]:
     key = _answer_key(card)
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    reader = csv.DictReader((text for _, text in lines))
     if not reader.fieldnames:
         return []
     header = [h.strip() for h in reader.fieldnames]
@@ -146,13 +201,15 @@ def _read_csv(path: Path, text: str, card: str) -> list[Pred]:
                 problems.append(f"row {row} (id {iid!r}): score is not a number")
                 continue
         out.append(Pred(row, iid, value, score if score != "" else None))
+        _too_many(path, len(out), max_rows)
     fail(str(path), problems)
     return out
 
 
-def _read_conll(path: Path, text: str, card: str) -> list[Pred]:
+def _read_conll(path: Path, lines, card: str, max_rows: int | None = None) -> list[Pred]:
     out, problems, cur = [], [], None
-    for row, line in enumerate(text.splitlines(), 1):
+    for row, line in lines:
+        line = line.rstrip("\r\n")
         if not line.strip():
             cur = None
             continue
@@ -160,6 +217,7 @@ def _read_conll(path: Path, text: str, card: str) -> list[Pred]:
         if m:
             cur = Pred(row, m.group(1), [], None, [])
             out.append(cur)
+            _too_many(path, len(out), max_rows)
             continue
         if line.startswith("#"):
             continue
@@ -226,13 +284,19 @@ def run_key(card: str, version: str, protocol: str, profile: dict, n_resamples: 
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _check(where: str, s: Split, preds: list[Pred], data_dir) -> None:
+def _check(where: str, s: Split, preds: list[Pred], data_dir) -> list[str]:
+    """Check answers against the split (PredictionsError naming each problem); returns notes on what is
+    accepted but read in a way worth saying (IOB2 tags out of order)."""
     check_ids(where, s, preds, data_dir)
     fmt = _format(s.card)
     if fmt == "tags":
         check_tags(where, s, preds)
-    elif fmt == "label":
-        check_labels(where, s, preds)  # an Anafora folder was checked against the schema as it was read
+        return iob2_notes(where, preds)
+    if fmt == "label":
+        check_labels(where, s, preds)
+    elif fmt == "anafora":  # checked against the schema as it was read; spans against the documents here
+        check_spans(where, s, preds)
+    return []
 
 
 def _protocol(card: str, protocol: str | None) -> str:
@@ -245,33 +309,53 @@ def _protocol(card: str, protocol: str | None) -> str:
     return protocol
 
 
+MAX_NAME = 100
+
+
 def _check_name(name: str) -> str:
-    """A non-empty name that is not one of the atlas's own models (registry profiles, card baselines)."""
+    """A system name: one line of visible text (NFC-normalised, spaces at the ends dropped), at most
+    :data:`MAX_NAME` characters, not the name of one of the atlas's own models (registry profiles, card
+    baselines) nor sharing their folder. Any such name has a folder of its own (:func:`atlaslib.results.slug`)."""
+    import unicodedata
+
     from ..cards import available_cards
     from ..models import load_profiles
 
     if not isinstance(name, str) or not name.strip():
         raise ValueError("--name: give the system a non-empty name (it names the result cell and the "
                          "leaderboard row)")
-    name = name.strip()
-    own = set(load_profiles()) | {m for c in available_cards() for _, m, _ in c.default_matrix}
+    name = unicodedata.normalize("NFC", name.strip())
+    if len(name) > MAX_NAME:
+        raise ValueError(f"--name is {len(name)} characters long; a system name is at most {MAX_NAME} "
+                         f"(it heads a leaderboard row)")
+    bad = next(((i, ch) for i, ch in enumerate(name, 1)
+                if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")), None)
+    if bad is not None:
+        raise ValueError(f"--name holds the invisible or control character U+{ord(bad[1]):04X} at position "
+                         f"{bad[0]}; a system name is one line of visible text")
+    own = set(load_profiles()) | {m for c in available_cards() for m in [*c.baselines, *(
+        m for _, m, _ in c.default_matrix)]}
     if name in own:
         raise ValueError(f"--name {name!r} is a model the atlas runs itself; choose another name for the system")
+    taken = {results.slug(m): m for m in own}.get(results.slug(name))
+    if taken is not None:
+        raise ValueError(f"--name {name!r} would share the result folder of the atlas's model {taken!r}; "
+                         f"choose another name for the system")
     return name
 
 
 def _target(results_dir, card, version, name, protocol) -> Path | None:
+    """Where the system's cell goes; ValueError naming both when its folder holds another name's cells (a
+    model run of the same name, or a name of the same folder): nothing is replaced."""
     if results_dir is None:
         return None
     target = results.cell_path(results_dir, card, version, name, protocol)
-    if target.is_file():
-        try:
-            existing = results.read_cell(target)
-        except results.ResultCellError:
-            existing = None
-        if existing is not None and not is_external(existing):
-            raise ValueError(f"{target} holds the result of a model run named {name!r}, not external "
-                             f"predictions; choose another --name")
+    clash = results.folder_owner(target.parent, name, external=True)
+    if clash is not None:
+        path, other, external = clash
+        what = "external predictions named" if external else "a model run named"
+        raise ValueError(f"{path} holds the result of {what} {other!r}; --name {name!r} would share its "
+                         f"folder: choose another --name (nothing was written)")
     return target
 
 
@@ -282,6 +366,9 @@ def _finish(card_run, parts: dict, key: str, target: Path | None) -> ScoreOutcom
     cell = card_run.finish(**parts)
     cell["run_key"] = key
     if target is not None:
+        from .. import interrupts
+
+        interrupts.check()  # Ctrl-C that a library swallowed: nothing is written
         results.write_cell(cell, target)
     return ScoreOutcome("scored", cell, target)
 
@@ -299,21 +386,26 @@ def score(card: str, version: str, predictions: str | Path, name: str, *, descri
         raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
     protocol, name = _protocol(c.name, protocol), _check_name(name)
     path = Path(predictions)
-    if not path.exists():
-        raise PredictionsError(f"{path}: no such file or folder")
+    check_path(path, c.name)  # before hashing it: a named pipe would block the reader
     card_run = CardRun(c.name, version, name, protocol)  # timed from here: reading and checking the file too
     profile = external_profile(name, path.name, sha256_path(path), description, trained_on)
     key = run_key(c.name, version, protocol, profile, n_resamples)
     target = _target(results_dir, c.name, version, name, protocol)
+    notes = []
     if target is not None and target.is_file() and not force:
         existing = results.read_cell(target)
-        if existing.get("run_key") == key:
+        if existing.get("run_key") == key and not results.edited_since_written(existing):
             return ScoreOutcome("cached", existing, target)
-    preds = read_predictions(path, c.name)
+        if existing.get("run_key") == key:
+            notes.append(f"{target} was changed after it was written (its content digest differs from the one "
+                         f"recorded); scored again")
     s = load_split(c.name, version, "test", data_dir, protocol)
-    _check(str(path), s, preds, data_dir)
+    preds = read_predictions(path, c.name, max_rows=len(s.ids) + EXTRA_ROWS)
+    notes += _check(str(path), s, preds, data_dir)
     parts = outside_module(c.name).outside_cell_parts(s, preds, profile, protocol, key, n_resamples, data_dir)
-    return _finish(card_run, parts, key, target)
+    out = _finish(card_run, parts, key, target)
+    out.notes = notes
+    return out
 
 
 def _from_function(s: Split, predict_fn) -> list[Pred]:
@@ -399,7 +491,8 @@ def evaluate(card: str, version: str, predict_fn=None, predictions=None, *, name
     else:
         preds = _from_object(s, predictions)
         where = "predictions"
-    _check(where, s, preds, data_dir)
+    for note in _check(where, s, preds, data_dir):
+        warnings.warn(note, stacklevel=2)
     canon = json.dumps([[p.item_id, p.label, p.score] for p in sorted(preds, key=lambda p: p.item_id)],
                        default=str, sort_keys=True)
     sha = hashlib.sha256(canon.encode()).hexdigest()

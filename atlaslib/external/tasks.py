@@ -150,7 +150,8 @@ def check_ids(where: str, s: Split, preds: list[Pred], data_dir=None) -> None:
 
 
 def check_labels(where: str, s: Split, preds: list[Pred]) -> None:
-    """Labels in the card's label set; scores on every row or on none, each a finite number."""
+    """Labels in the card's label set; scores on every row or on none, each a probability in [0, 1] (of the
+    card's positive class, ``Card.analysis.positive``)."""
     problems = [f"{at(p)} (id {p.item_id!r}): label {short(p.label)} is not one of {', '.join(s.labels)}"
                 for p in preds if p.label not in s.labels]
     with_score = [p for p in preds if p.score is not None]
@@ -158,10 +159,21 @@ def check_labels(where: str, s: Split, preds: list[Pred]) -> None:
         p = next(p for p in preds if p.score is None)
         problems.append(f"{at(p)} (id {p.item_id!r}): no score, while other rows have one (give a score on "
                         f"every row or on none)")
+    positive = getattr(getattr(_card(s.card), "analysis", None), "positive", None)
+    what = f"P({positive}), the probability of the positive class" if positive else "a probability"
     for p in with_score:
         if isinstance(p.score, bool) or not isinstance(p.score, (int, float)) or not math.isfinite(p.score):
             problems.append(f"{at(p)} (id {p.item_id!r}): score {short(p.score)} is not a finite number")
+        elif not 0.0 <= p.score <= 1.0:
+            problems.append(f"{at(p)} (id {p.item_id!r}): score {short(p.score)} is not in [0, 1]; a score is "
+                            f"{what} (rescale scores given in percent or as logits)")
     fail(where, problems)
+
+
+def _card(name: str):
+    from ..cards import get_card
+
+    return get_card(name)
 
 
 def check_tags(where: str, s: Split, preds: list[Pred]) -> None:
@@ -184,4 +196,42 @@ def check_tags(where: str, s: Split, preds: list[Pred]) -> None:
             k = next(i for i, (a, b) in enumerate(zip(p.words, w)) if a != b)
             problems.append(f"{at(p)} (id {p.item_id!r}): word {k + 1} differs from the exported words "
                             f"(tags must follow the words of `atlas export`)")
+    fail(where, problems)
+
+
+def iob2_notes(where: str, preds: list[Pred]) -> list[str]:
+    """A note when tags break IOB2 order (an ``I-X`` first, after ``O`` or after another type): accepted, and
+    said, with what the scorer does with them."""
+    bad = []
+    for p in preds:
+        prev = "O"
+        for k, t in enumerate(p.label, 1):
+            if isinstance(t, str) and t.startswith("I-") and (prev == "O" or prev[2:] != t[2:]):
+                bad.append((p, k, t))
+                break
+            prev = t if isinstance(t, str) else "O"
+    if not bad:
+        return []
+    p, k, t = bad[0]
+    return [f"{where}: {len(bad)} item(s) have an I- tag that continues no mention (first: {at(p)}, id "
+            f"{p.item_id!r}, word {k}, {t!r} after {'O' if k == 1 or p.label[k - 2] == 'O' else repr(p.label[k - 2])}"
+            f"); the scorer reads each such I-X as the start of a new X mention (conlleval and seqeval's "
+            f"default mode): write B-X to make it explicit"]
+
+
+def check_spans(where: str, s: Split, preds: list[Pred]) -> None:
+    """TempEval: every predicted EVENT/TIMEX3 span lies inside its document's text, where the version's
+    text is known (synthetic-v1; THYME note text is not available here, so its spans are not checked)."""
+    docs = {d.doc_id: d for d in (s.context or {}).get("docs", [])}
+    problems = []
+    for p in preds:
+        d = docs.get(p.item_id)
+        text = getattr(d, "text", None)
+        if text is None:
+            continue
+        for e in p.label.entities:
+            for start, end in e.spans:
+                if not 0 <= start <= end <= len(text):
+                    problems.append(f"{p.label.path or at(p)}: {e.type} {e.id!r} has span {start},{end}, outside "
+                                    f"document {p.item_id!r} ({len(text):,} characters)")
     fail(where, problems)
