@@ -63,33 +63,12 @@ def _add_output_dirs(p: argparse.ArgumentParser, build: bool = False) -> None:
         p.add_argument("--build-dir", default=str(d.build), help="where the site is built (default: _build/)")
 
 
-def output_dir(value, flag: str) -> str:
-    """``value`` (an output folder argument) made absolute, after checking it can be a folder: ValueError with
-    one line when it, or the nearest part of it that exists, is a file, or when it is a symlink loop."""
-    from pathlib import Path
-
-    p = Path(value).expanduser()
-    try:
-        p = Path(os.path.abspath(p))
-        for part in [p, *p.parents]:
-            if os.path.lexists(part):
-                os.stat(part)  # follows symlinks: ELOOP for a loop
-                if not part.is_dir():
-                    where = "is" if part == p else f"is inside {part}, which is"
-                    raise ValueError(f"{flag} {value} {where} a file, not a folder; give a folder (it is created "
-                                     f"when missing)")
-                break
-        return str(p.resolve())
-    except (OSError, RuntimeError) as exc:  # ELOOP from stat, RuntimeError from resolve on some Pythons
-        why = "a symlink loop" if "loop" in str(exc).lower() or getattr(exc, "errno", None) == 40 else \
-            (getattr(exc, "strerror", None) or type(exc).__name__)
-        raise ValueError(f"{flag} {value} cannot be used as a folder ({why})") from None
-
-
 def _paths(args):
     from pathlib import Path
 
     from .book import BuildPaths
+
+    from .matrix import output_dir
 
     d = BuildPaths()
     build = getattr(args, "build_dir", None)

@@ -1,5 +1,6 @@
-"""The build matrix's plain types: where a build writes (:class:`BuildPaths`), what a matrix run reports
-(:class:`MatrixReport`) and its per-run timing table (:func:`print_timing`).
+"""The build matrix's plain types: where a build writes (:class:`BuildPaths`, and :func:`output_dir`, the check
+of an output folder argument), what a matrix run reports (:class:`MatrixReport`) and its per-run timing table
+(:func:`print_timing`).
 
 They live here, apart from :mod:`atlaslib.book` (which renders pages) and :mod:`atlaslib.executor` (which
 runs the matrix), so that both import them and neither imports the other at module level:
@@ -7,6 +8,7 @@ runs the matrix), so that both import them and neither imports the other at modu
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +27,27 @@ class BuildPaths:
 
     def html_out(self, publish: bool) -> Path:
         return self.build / ("publish" if publish else "site")
+
+
+def output_dir(value, flag: str) -> str:
+    """``value`` (an output folder argument) made absolute, after checking it can be a folder: ValueError with
+    one line when it, or the nearest part of it that exists, is a file, or when it is a symlink loop."""
+    p = Path(value).expanduser()
+    try:
+        p = Path(os.path.abspath(p))
+        for part in [p, *p.parents]:
+            if os.path.lexists(part):
+                os.stat(part)  # follows symlinks: ELOOP for a loop
+                if not part.is_dir():
+                    where = "is" if part == p else f"is inside {part}, which is"
+                    raise ValueError(f"{flag} {value} {where} a file, not a folder; give a folder (it is created "
+                                     f"when missing)")
+                break
+        return str(p.resolve())
+    except (OSError, RuntimeError) as exc:  # ELOOP from stat, RuntimeError from resolve on some Pythons
+        why = "a symlink loop" if "loop" in str(exc).lower() or getattr(exc, "errno", None) == 40 else \
+            (getattr(exc, "strerror", None) or type(exc).__name__)
+        raise ValueError(f"{flag} {value} cannot be used as a folder ({why})") from None
 
 
 @dataclass

@@ -98,8 +98,6 @@ def folder_owner(folder: str | os.PathLike, model: str, external: bool) -> tuple
     """A result cell in ``folder`` (a model's folder of one card version) that belongs to another name than
     ``model``, or to the same name of the other kind (a model run vs external predictions):
     ``(its path, its model, whether it is external)``; None when the folder is free for ``model``."""
-    from .external.tasks import is_external
-
     for f in sorted(Path(folder).glob("*.json")):
         try:
             other = json.loads(f.read_text(encoding="utf-8"))

@@ -183,9 +183,10 @@ def hostile_site(tmp_path_factory, data_dir):
         tmp = tmp_path_factory.mktemp("hostile")
         paths = book.BuildPaths(results=tmp / "results", runs=tmp / "runs", build=tmp / "_build")
         ids = load_split("nli_negation", "builtin-v1").ids
-        for name, label in ((XSS, "neutral"), (LINK + " {{fact:nli.n_cases}} $x$", "contradiction")):
+        for name, label in ((XSS, "neutral"), (LINK + " $x$", "contradiction")):
             score_file("nli_negation", "builtin-v1", predictions(tmp / f"{label}.jsonl", ids, label=label), name,
-                       description=XSS + " " + LINK, trained_on=[XSS], results_dir=paths.results)
+                       description=f"{XSS} {LINK} {{{{fact:nli.n_cases}}}}", trained_on=[XSS],
+                       results_dir=paths.results)
         prof = tmp / "mine.yml"
         prof.write_text(yaml.safe_dump({"mine": {
             "source": "path", "location": f"/models/{XSS}", "revision": XSS, "capabilities": ["embed.text.pooled"],
@@ -225,7 +226,8 @@ def test_case04_user_text_is_escaped_on_every_page(hostile_site):
     model_page = _html_of((src / "book" / "models" / f"{results.slug(XSS)}.md").read_text())
     assert model_page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 2     # name and description, as text
     card_page = _html_of((src / "book" / "cards" / "nli_negation.md").read_text())
-    assert "{{fact:nli.n_cases}}" in card_page and "[click](javascript:alert(2))" in card_page
+    assert "[click](javascript:alert(2)) $x$" in card_page                     # the name, as text
+    assert "{{fact:nli.n_cases}}" in model_page                               # a description: not a placeholder
     profile_page = _html_of((src / "book" / "models" / "mine.md").read_text())
     assert profile_page.count("&lt;script&gt;") >= 4                          # description, location, revision, ...
 
@@ -457,6 +459,10 @@ def test_case15_long_names_and_bad_output_folders_are_one_line(tmp_path, capsys,
     line = refused(capsys, "score", "--card", "negex", "--version", N100, "--predictions", f, "--name", "x" * 300,
                    "--results-dir", tmp_path / "r")
     assert "--name is 300 characters long" in line
+    for name, said in (("a\nb", "control character U+000A at position 2"), ("{{fact:x}}", "placeholder")):
+        line = refused(capsys, "score", "--card", "negex", "--version", N100, "--predictions", f, "--name", name,
+                       "--results-dir", tmp_path / "r")
+        assert said in line
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     loop = tmp_path / "loop"

@@ -63,7 +63,7 @@ def _say(command: str, exc: BaseException, end: str = "") -> int:
 
 
 def cmd_export(args) -> int:
-    from ..cli import output_dir
+    from ..matrix import output_dir
     from ..sources import DataSourceError
     from . import export
 
@@ -85,7 +85,7 @@ def cmd_score(args) -> int:
     if missing:
         print(f"atlas score: --card needs {', '.join(missing)}", file=sys.stderr)
         return 2
-    from ..cli import output_dir
+    from ..matrix import output_dir
     from ..sources import DataSourceError
 
     try:

@@ -314,7 +314,8 @@ MAX_NAME = 100
 
 def _check_name(name: str) -> str:
     """A system name: one line of visible text (NFC-normalised, spaces at the ends dropped), at most
-    :data:`MAX_NAME` characters, not the name of one of the atlas's own models (registry profiles, card
+    :data:`MAX_NAME` characters, without ``{{`` or ``}}`` (pages read them as placeholders, also in the raw HTML
+    of the item explorer), not the name of one of the atlas's own models (registry profiles, card
     baselines) nor sharing their folder. Any such name has a folder of its own (:func:`atlaslib.results.slug`)."""
     import unicodedata
 
@@ -333,6 +334,9 @@ def _check_name(name: str) -> str:
     if bad is not None:
         raise ValueError(f"--name holds the invisible or control character U+{ord(bad[1]):04X} at position "
                          f"{bad[0]}; a system name is one line of visible text")
+    if "{{" in name or "}}" in name:
+        raise ValueError(f"--name {name!r} holds '{{{{' or '}}}}', which the book's pages read as a placeholder "
+                         f"({{{{fact:...}}}}); choose a name without them")
     own = set(load_profiles()) | {m for c in available_cards() for m in [*c.baselines, *(
         m for _, m, _ in c.default_matrix)]}
     if name in own:

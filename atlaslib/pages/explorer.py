@@ -24,6 +24,7 @@ from urllib.parse import urlencode
 import pandas as pd
 
 from ..analysis import explorer as EX
+from ..escape import md_code
 
 #: the page of (card, version), beside the version's data page and its run pages
 PAGE_NAME = "explorer"
@@ -258,7 +259,7 @@ def page_markdown(card, version: str, ex: EX.Explorer, page_dir: Path, src: Path
     short = card.title.split(":")[0]
     unit = {"item": "test item", "mention": "gold mention", "relation": "gold item"}[ex.unit]
     right, wrong = ex.verdicts
-    runs = ", ".join(f"`{_md_code(r)}`" for r in ex.runs) or "none"
+    runs = ", ".join(md_code(r) for r in ex.runs) or "none"  # run names are user text: never a {{fact:}}
     lines = [f"# {short} item explorer: {version}", "",
              f"Every {unit} of split version `{version}` beside every run's answer: one row per {unit}, one column "
              f"per run (its answer), with whether it is {right} or {wrong}" +
@@ -268,7 +269,7 @@ def page_markdown(card, version: str, ex: EX.Explorer, page_dir: Path, src: Path
              f"Runs: {runs}."]
     if ex.excluded:
         lines[-1] += (" *Wrong for every run* and *runs disagree* leave out runs that give the same answer to "
-                      "every item (" + ", ".join(f"`{_md_code(r)}`" for r in ex.excluded) +
+                      "every item (" + ", ".join(md_code(r) for r in ex.excluded) +
                       "), as the disagreement table of the card page does.")
     if ex.unit == "mention":
         lines += ["", f"A run has found a gold mention when it predicts exactly that mention (type, first and last "
@@ -304,10 +305,6 @@ def _raw(block: str) -> list[str]:
     """A raw HTML block for MyST, fenced with more backticks than any run of them in the block."""
     fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", block)), default=0))
     return [f"{fence}{{raw}} html", block, fence]
-
-
-def _md_code(text: str) -> str:
-    return str(text).replace("`", "'").replace("|", "\\|")
 
 
 def ids_only_frame(ex: EX.Explorer) -> EX.Explorer:
