@@ -37,7 +37,7 @@ def _on_sigint(signum, frame):
 @contextlib.contextmanager
 def handling():
     """Record SIGINT for :func:`interrupted` while the block runs (main thread only; elsewhere a no-op), then
-    restore the previous handler; the record starts empty."""
+    restore the previous handler; the record starts empty and is emptied again at the end."""
     _INTERRUPTED.clear()
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -47,3 +47,4 @@ def handling():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        _INTERRUPTED.clear()

@@ -319,7 +319,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
-#: the cell field holding the sha256 of the rest of the cell as written (:func:`content_digest`)
+#: the cell field holding the sha256 of the rest of the cell as written (:func:`content_digest`; cells that
+#: ``atlas score`` writes, which have no executed notebook beside them)
 DIGEST_FIELD = "content_sha256"
 
 
@@ -331,21 +332,43 @@ def content_digest(cell: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def sealed(cell: dict) -> dict:
+    """``cell`` with :data:`DIGEST_FIELD` set to its content digest."""
+    body = {k: v for k, v in cell.items() if k != DIGEST_FIELD}
+    return {**body, DIGEST_FIELD: content_digest(body)}
+
+
 def edited_since_written(cell: dict) -> bool:
-    """True when a cell read from a file is not the content that was written there (edited by hand or by
-    another tool; a cell written before digests were recorded counts as edited)."""
+    """True when a sealed cell read from its file is not the content that was written there (edited by hand or
+    by another tool; a cell without a digest counts as edited)."""
     return cell.get(DIGEST_FIELD) != content_digest(cell)
 
 
+def record_path(notebook: str | os.PathLike) -> Path:
+    """The run cache's record beside a run's executed notebook: the sha256 of the result cell's file as the run
+    moved it into place (``<protocol>.cell-sha256``)."""
+    return Path(notebook).with_suffix(".cell-sha256")
+
+
+def cell_as_recorded(notebook: str | os.PathLike, cell_file: str | os.PathLike) -> bool | None:
+    """Whether ``cell_file`` holds the bytes the run recorded beside ``notebook`` (None: no record)."""
+    from .sources import sha256_file
+
+    try:
+        recorded = record_path(notebook).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    try:
+        return sha256_file(cell_file) == recorded
+    except OSError:
+        return False
+
+
 def write_cell(cell: dict, path: str | os.PathLike) -> Path:
-    """Write a result cell atomically, with the digest of its content (:data:`DIGEST_FIELD`), which the run
-    cache checks before it serves the cell."""
     for key in ("card", "version", "model", "protocol", "metrics", "status"):
         if key not in cell:
             raise ResultCellError(f"result cell for {path} lacks field {key!r}")
-    body = {k: v for k, v in _jsonable(cell).items() if k != DIGEST_FIELD}
-    body[DIGEST_FIELD] = content_digest(body)
-    return atomic_write_text(path, json.dumps(body, indent=1, sort_keys=False) + "\n")
+    return atomic_write_text(path, json.dumps(_jsonable(cell), indent=1, sort_keys=False) + "\n")
 
 
 def read_cell(path: str | os.PathLike) -> dict:

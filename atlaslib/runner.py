@@ -41,7 +41,7 @@ from pathlib import Path
 from . import notebook
 from .cards import get_card
 from .notebook import ATLASLIB, REPO, NotebookError, declares_parameter, read_text_notebook, source_digest  # noqa: F401
-from .results import cell_path, edited_since_written, read_cell, slug, write_cell
+from .results import atomic_write_text, cell_as_recorded, cell_path, read_cell, record_path, slug, write_cell
 from .version import __version__
 
 #: papermill with the atlas's settings (:func:`atlaslib.notebook.execute`), under the name callers know
@@ -127,21 +127,20 @@ def is_current(request: RunRequest, key: str, results_dir: Path, runs_dir: Path)
     if not (nb_path.is_file() and res_path.is_file()):
         return False
     try:
-        cell = read_cell(res_path)
+        return read_cell(res_path).get("run_key") == key and cell_as_recorded(nb_path, res_path) is True
     except Exception:
         return False
-    return cell.get("run_key") == key and not edited_since_written(cell)
 
 
-def edited_note(res_path: Path, key: str) -> str | None:
-    """What to say when the cell in place carries the current key but not the content it was written with."""
+def edited_note(request: RunRequest, key: str, results_dir: Path, runs_dir: Path) -> str | None:
+    """What to say when the cell in place carries the current key but not the bytes the run recorded."""
+    nb_path, res_path = output_paths(request, results_dir, runs_dir)
     try:
-        cell = read_cell(res_path)
+        if read_cell(res_path).get("run_key") == key and cell_as_recorded(nb_path, res_path) is False:
+            return (f"{res_path} was changed after the run wrote it (its sha256 differs from the one the run "
+                    f"recorded); not served from the cache, run again")
     except Exception:
-        return None
-    if cell.get("run_key") == key and edited_since_written(cell):
-        return (f"{res_path} was changed after it was written (its content digest differs from the one the run "
-                f"recorded); not served from the cache, run again")
+        pass
     return None
 
 
@@ -379,6 +378,9 @@ def _replace_pair(new_nb: Path, new_cell: Path, nb_out: Path, res_out: Path, bac
     from . import interrupts
 
     interrupts.check()  # Ctrl-C that a library swallowed late in the run: nothing is moved into place
+    from .sources import sha256_file
+
+    digest = sha256_file(new_cell)  # the run cache's record of the cell it moves in (see is_current)
     backup.mkdir(exist_ok=True)
     old_nb = backup / "old.ipynb"
     had_nb = nb_out.is_file()
@@ -400,6 +402,10 @@ def _replace_pair(new_nb: Path, new_cell: Path, nb_out: Path, res_out: Path, bac
             raise OutputError(f"could not write {res_out} ({exc.strerror or type(exc).__name__}); the previous "
                               f"notebook and cell are kept") from None
         raise
+    try:
+        atomic_write_text(record_path(nb_out), digest + "\n")
+    except OSError:  # no record: the next run is not served from the cache, which is safe
+        record_path(nb_out).unlink(missing_ok=True)
 
 
 def _write_stub(request: RunRequest, decision: dict, key: str, nb_out: Path, res_out: Path, work: Path) -> dict:
@@ -457,7 +463,7 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
                           peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
                           seconds=0.0)
     _refuse_clash(request, res_out)
-    note = None if force else edited_note(res_out, key)
+    note = None if force else edited_note(request, key, results_dir, runs_dir)
 
     made = [d for d in (nb_out.parent, res_out.parent) if not d.exists()]
     work = None

@@ -314,7 +314,7 @@ def test_case10_a_hand_edited_cell_is_not_served_from_the_cache(tmp_path, capsys
     data["metrics"]["macro_f1_zero_shot"]["reason"] = "not run: edited by hand"
     cell.write_text(json.dumps(data))
     again = runner.run(req, **kw)
-    assert again.status == "ran" and "was changed after it was written" in again.extra["note"]
+    assert again.status == "ran" and "was changed after the run wrote it" in again.extra["note"]
     assert json.loads(cell.read_text())["metrics"]["macro_f1_zero_shot"]["reason"] != "not run: edited by hand"
 
     # atlas score's cache too: a value moved outside its interval is scored again, and said
@@ -393,6 +393,9 @@ def test_case12_ctrl_c_at_any_moment_exits_130_with_one_line_and_no_partial_outp
     assert captured.out == ""
     assert [p for p in out.rglob("*") if p.is_file()] == []      # no cell, no notebook, no work folder
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # atlas's handler is gone again
+    from atlaslib import interrupts
+
+    assert not interrupts.interrupted()                                   # and so is its record
 
 
 # ------------------------------------------------------------------------------------------------ 13

@@ -309,7 +309,7 @@ def test_case09_stale_work_folders_go_failed_runs_leave_no_empty_folders_and_cel
     os.utime(legacy, (time.time() - 3600, time.time() - 3600))
     out = runner.run(req, **paths)
     assert not killed.exists() and not legacy.exists()
-    assert sorted(p.name for p in folder.iterdir()) == ["zero_shot.ipynb"]
+    assert sorted(p.name for p in folder.iterdir()) == ["zero_shot.cell-sha256", "zero_shot.ipynb"]  # + cache record
 
     # result cells get the mode a notebook gets (umask honoured), not mkstemp's 0600
     nb_mode = stat.S_IMODE(os.stat(out.notebook).st_mode)

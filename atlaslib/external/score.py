@@ -373,6 +373,7 @@ def _finish(card_run, parts: dict, key: str, target: Path | None) -> ScoreOutcom
         from .. import interrupts
 
         interrupts.check()  # Ctrl-C that a library swallowed: nothing is written
+        cell = results.sealed(cell)  # its content digest: the cache below serves it only unedited
         results.write_cell(cell, target)
     return ScoreOutcome("scored", cell, target)
 
