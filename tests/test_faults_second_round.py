@@ -26,15 +26,10 @@ import yaml
 from atlaslib import book, cli, results, runner
 from atlaslib.runner import RunRequest
 from tests import tiny_models
+from tests.external.test_score import atlas  # atlas(capsys, *args) -> (exit code, stdout, stderr), in-process
 from tests.test_faults_user import one_line
 
 N100 = "atlas-n100-v1"
-
-
-def atlas(capsys, *args) -> tuple[int, str, str]:
-    code = cli.main([str(a) for a in args])
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def refused(capsys, *args, code: int = 2) -> str:

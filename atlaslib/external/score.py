@@ -32,7 +32,7 @@ import numpy as np
 from .. import results
 from ..cards.run import CardRun
 from .tasks import (EXTERNAL, Pred, PredictionsError, Split, check_ids, check_labels, check_spans, check_tags, fail,
-                    iob2_notes, is_external, load_split, outside_module, sha256_path)
+                    iob2_notes, load_split, outside_module, sha256_path)
 
 N_RESAMPLES = 1000
 
