@@ -529,14 +529,13 @@ def ties_markdown(card: Card, comp) -> str:
             why = (f" The two runs disagree about being right on only {b + c} items (b = {b}, c = {c}); a resample "
                    f"that {how} scores both runs alike.")
         decided = f"{r['test']}, p {r['p']:.3f}" if not pd.isna(r.get("p")) else str(r["test"])
-        notes.append(f"- `{r['model_a']}` − `{r['model_b']}`: {ties:,} of the {n:,} resamples ({100 * ties / n:.1f} %) "
-                     f"give a difference of exactly 0, so the percentile interval "
-                     f"[{lo:.3f}, {hi:.3f}] has 0 as its {end} end.{why} An interval that touches 0 does not exclude "
-                     f"it; the test that decides the pair ({decided}, Holm {r['p_holm']:.3f}) finds no difference "
-                     f"at 5 %." if not bool(r["significant"]) else
-                     f"- `{r['model_a']}` − `{r['model_b']}`: {ties:,} of the {n:,} resamples ({100 * ties / n:.1f} %) "
-                     f"give a difference of exactly 0, so the percentile interval [{lo:.3f}, {hi:.3f}] has 0 as its {end} "
-                     f"end.{why}")
+        note = (f"- `{r['model_a']}` − `{r['model_b']}`: {ties:,} of the {n:,} resamples ({100 * ties / n:.1f} %) "
+                f"give a difference of exactly 0, so the percentile interval [{lo:.3f}, {hi:.3f}] has 0 as its "
+                f"{end} end.{why}")
+        if not bool(r["significant"]):
+            note += (f" An interval that touches 0 does not exclude it; the test that decides the pair ({decided}, "
+                     f"Holm {r['p_holm']:.3f}) finds no difference at 5 %.")
+        notes.append(note)
     if not notes:
         return ""
     return (f"**Intervals that end on 0.** A paired difference of `{base}` is exactly 0 on every resample in which "

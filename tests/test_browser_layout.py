@@ -65,7 +65,8 @@ function measure(rel) {
   for (const c of art.querySelectorAll('td, th')) {
     const t = (c.textContent || '').trim();
     if (!(t.endsWith('\u2026') || t.endsWith('...'))) continue;  // pandas cuts with "...", the atlas with "…"
-    const title = c.getAttribute('title') || (c.querySelector('[title]') || {getAttribute: () => ''}).getAttribute('title') || '';
+    const inner = c.querySelector('[title]');
+    const title = c.getAttribute('title') || (inner ? inner.getAttribute('title') : '') || '';
     const whole = (title.length > t.length - 1 && title.startsWith(t.slice(0, -1).trim().slice(0, 20))) ||
                   !!c.querySelector('details');
     cut.push({text: t.slice(0, 100), whole: whole});
