@@ -39,6 +39,7 @@ from atlaslib import book, results
 from atlaslib.cards import available_cards, get_card
 from atlaslib.pages import departures
 from tests.test_course import course_book  # noqa: F401 (fixture)
+from tests.test_prose_numbers import render_without_lessons
 
 LEVEL = 0.95
 
@@ -346,14 +347,7 @@ def mixed_site(tmp_path_factory, data_dir):
             nb = paths.runs / c["card"] / c["version"] / results.slug(c["model"]) / f"{c['protocol']}.ipynb"
             nb.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# run")]), nb)
-    mp = pytest.MonkeyPatch()  # no lessons (the course book checks those)
-    mp.setattr(book, "start_course", lambda *a, **k: None)
-    mp.setattr(book, "finish_course", lambda *a, **k: [])
-    try:
-        src, _ = book.render_site(paths)
-    finally:
-        mp.undo()
-    return src, results.read_cells(paths.results)
+    return render_without_lessons(paths), results.read_cells(paths.results)  # the course book checks the lessons
 
 
 def test_a_site_of_every_card_holds_its_corrected_statements(mixed_site):

@@ -21,18 +21,15 @@ report for any built book (e.g. the full default build).
 """
 from __future__ import annotations
 
-import functools
 import json
 import re
 import sys
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from atlaslib import plots
-from tests.test_browser import _QuietHandler, _chromium, chromium, small_book  # noqa: F401 (fixture)
+from tests.test_browser import _chromium, chromium, serve, small_book  # noqa: F401 (fixture)
 from tests.test_browser_pages import two_run_book  # noqa: F401 (fixture)
 
 WIDTH = 1280
@@ -116,18 +113,11 @@ def measure_site(html_dir: Path, profile: Path, pages: list[str] | None = None) 
     pages = site_pages(html_dir) if pages is None else pages
     harness = html_dir / HARNESS
     harness.write_text(SCRIPT % {"width": WIDTH, "pages": json.dumps(pages)}, encoding="utf-8")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(html_dir)))
-    server.served = []
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-    thread.start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/{HARNESS}"
-        dom = _chromium([f"--virtual-time-budget={max(20000, 1500 * len(pages))}",
-                         f"--window-size={WIDTH + 40},1700", "--dump-dom", url], profile).stdout
+        with serve(html_dir) as (base, _):
+            dom = _chromium([f"--virtual-time-budget={max(20000, 1500 * len(pages))}",
+                             f"--window-size={WIDTH + 40},1700", "--dump-dom", f"{base}/{HARNESS}"], profile).stdout
     finally:
-        server.shutdown()
-        server.server_close()
         harness.unlink(missing_ok=True)
     m = re.search(r'<pre id="atlas-layout">(.*?)</pre>', dom, flags=re.S)
     assert m and m.group(1).strip(), "the measuring page did not finish"

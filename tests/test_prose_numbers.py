@@ -193,14 +193,20 @@ def site(tmp_path_factory, data_dir, facts_cache):
                        {"gold_cut_leakage": leak}))
     for c in cells:
         _write(paths, c)
-    mp = pytest.MonkeyPatch()  # no lessons: they read real runs' cells, and these cells are made up
+    src = render_without_lessons(paths)  # the lessons read real runs' cells, and these cells are made up
+    return {"src": src, "items": items, "full": full, "fe": fe, "long_ids": long_ids}
+
+
+def render_without_lessons(paths: book.BuildPaths) -> Path:
+    """``book.render_site`` without executing the course's lessons; the rendered site tree."""
+    mp = pytest.MonkeyPatch()
     mp.setattr(book, "start_course", lambda *a, **k: None)
     mp.setattr(book, "finish_course", lambda *a, **k: [])
     try:
         src, _ = book.render_site(paths)
     finally:
         mp.undo()
-    return {"src": src, "items": items, "full": full, "fe": fe, "long_ids": long_ids}
+    return src
 
 
 def _text(src: Path, page: str) -> str:
