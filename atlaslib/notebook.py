@@ -169,11 +169,27 @@ def source_cell_number(nb, executed_index: int | None) -> int | None:
 
 # -- what cache keys hold ----------------------------------------------------------------------------------
 
+_DIGESTS: dict = {}  # root -> (the files' stat signature, their digest)
+
+
 def source_digest(root: Path = ATLASLIB) -> str:
-    """sha256 over atlaslib's .py/.yml/.txt/.json files (path + content), so any code change re-keys runs."""
+    """sha256 over atlaslib's .py/.yml/.txt/.json files (path + content), so any code change re-keys runs.
+    Every run key, story key and lesson key holds it: within a process it is computed again only when a
+    file's path, size, modification time or inode changed (a build of 32 runs read the files 70 times)."""
+    root = Path(root)
+    files = [p for p in sorted(root.rglob("*")) if p.suffix in {".py", ".yml", ".yaml", ".txt", ".json"}
+             and "__pycache__" not in p.parts and p.is_file()]
+    signature = []
+    for p in files:
+        st = p.stat()
+        signature.append((str(p.relative_to(root)), st.st_size, st.st_mtime_ns, st.st_ino))
+    signature = tuple(signature)
+    known = _DIGESTS.get(root)
+    if known is not None and known[0] == signature:
+        return known[1]
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and p.suffix in {".py", ".yml", ".yaml", ".txt", ".json"} and "__pycache__" not in p.parts:
-            h.update(str(p.relative_to(root)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()
+    for p in files:
+        h.update(str(p.relative_to(root)).encode())
+        h.update(p.read_bytes())
+    _DIGESTS[root] = (signature, h.hexdigest())
+    return _DIGESTS[root][1]

@@ -46,3 +46,30 @@ def test_a_notebook_without_parameters_is_refused(tmp_path):
     p.write_text(p.read_text().replace("```{code-cell} python\n", "```{code-cell} python\n:tags: [parameters]\n"))
     nb = notebook.read_text_notebook(p)
     assert notebook.declares_parameter(nb, "x") and not notebook.declares_parameter(nb, "y")
+
+
+def test_the_source_digest_is_the_files_and_follows_an_edit(tmp_path):
+    import hashlib
+    import os
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.yml").write_text("k: v\n")
+    (tmp_path / "notes.md").write_text("not source\n")
+
+    def reference():
+        h = hashlib.sha256()
+        for rel in ("b.yml", "pkg/a.py"):
+            h.update(rel.encode())
+            h.update((tmp_path / rel).read_bytes())
+        return h.hexdigest()
+
+    first = notebook.source_digest(tmp_path)
+    assert first == reference() and notebook.source_digest(tmp_path) == first
+    a = tmp_path / "pkg" / "a.py"
+    a.write_text("x = 2\n")  # the same size: the modification time tells
+    st = a.stat()
+    os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns + 10_000_000))
+    assert notebook.source_digest(tmp_path) == reference() != first
+    (tmp_path / "pkg" / "c.json").write_text("{}")
+    assert notebook.source_digest(tmp_path) != reference()  # a new file counts
