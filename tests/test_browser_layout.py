@@ -230,3 +230,61 @@ if __name__ == "__main__":
     found = problems(site_dir, rep)
     print("\n".join(found) or f"{len(rep)} pages: no problem")
     sys.exit(1 if found else 0)
+
+
+def _prev_next(html: str) -> dict:
+    out = {}
+    for kind, cls in (("prev", "left-prev"), ("next", "right-next")):
+        m = re.search(rf'<a class="{cls}"\s+href="([^"]+)"', html)
+        out[kind] = m.group(1) if m else None
+    return out
+
+
+@pytest.mark.parametrize("which", ["two_run_book", "small_book"])
+def test_previous_and_next_walk_the_reading_pages_and_keep_runs_to_themselves(which, request):
+    """A reading page's previous and next are reading pages (never a run, runs list or data page); a run page's
+    lead to its neighbours among the runs of its version, or up to its runs list."""
+    import posixpath
+
+    built = request.getfixturevalue(which)
+    html_dir = built[0] if isinstance(built, tuple) else built
+    seen_side = 0
+    for rel in site_pages(html_dir):
+        links = _prev_next((html_dir / rel).read_text(encoding="utf-8"))
+        for kind, href in links.items():
+            if href is None:
+                continue
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), href.split("#")[0]))
+            if not is_side_page(rel):
+                assert not is_side_page(target), f"{rel}: its {kind} page is {target}, a run or data page"
+            else:  # within the card's own side pages, or up to the card page
+                seen_side += 1
+                card = rel.split("/")[2]
+                assert target.startswith(f"book/runs/{card}/") or target == f"book/cards/{card}.html", \
+                    (rel, kind, target)
+    assert seen_side, "no run page has a previous or next link"
+    card = _prev_next((html_dir / "book/cards/negex.html").read_text(encoding="utf-8"))
+    assert card["next"] and "runs/" not in card["next"], card
+
+
+def test_the_reading_sequence_by_hand():
+    import importlib.util
+
+    ext = Path(__file__).resolve().parent.parent / "book/_ext/atlas_nav.py"
+    spec = importlib.util.spec_from_file_location("atlas_nav", ext)
+    nav = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nav)
+    docs = ["intro", "book/cards/a", "book/runs/a/v/data", "book/runs/a/v/index", "book/runs/a/v/m1/p",
+            "book/runs/a/v/m2/p", "book/cards/a/v/failures", "book/cards/b"]
+    parent = {"book/cards/a": "intro", "book/runs/a/v/data": "book/cards/a", "book/runs/a/v/index": "book/cards/a",
+              "book/runs/a/v/m1/p": "book/runs/a/v/index", "book/runs/a/v/m2/p": "book/runs/a/v/index",
+              "book/cards/a/v/failures": "book/cards/a", "book/cards/b": "intro"}
+    rel = {d: [parent.get(d), docs[i - 1] if i else None, docs[i + 1] if i + 1 < len(docs) else None]
+           for i, d in enumerate(docs)}
+    order = nav.reading_order(rel, "intro")
+    assert order == docs
+    assert nav.neighbours(order, rel, "book/cards/a") == ("intro", "book/cards/a/v/failures")
+    assert nav.neighbours(order, rel, "book/cards/a/v/failures") == ("book/cards/a", "book/cards/b")
+    assert nav.neighbours(order, rel, "book/runs/a/v/m1/p") == ("book/runs/a/v/index", "book/runs/a/v/m2/p")
+    assert nav.neighbours(order, rel, "book/runs/a/v/m2/p") == ("book/runs/a/v/m1/p", None)
+    assert nav.neighbours(order, rel, "book/runs/a/v/data") == ("book/cards/a", "book/runs/a/v/index")
