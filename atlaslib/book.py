@@ -524,9 +524,10 @@ def ties_markdown(card: Card, comp) -> str:
         why = ""
         if r.get("b") is not None and not pd.isna(r.get("b")):
             b, c = int(r["b"]), int(r["c"])
-            how = "draws none of them" if min(b, c) == 0 else \
+            how = ("does not draw it" if b + c == 1 else "draws none of them") if min(b, c) == 0 else \
                 "draws none of them (or draws them so that both runs' counts come out the same)"
-            why = (f" The two runs disagree about being right on only {b + c} items (b = {b}, c = {c}); a resample "
+            items = "item" if b + c == 1 else "items"
+            why = (f" The two runs disagree about being right on only {b + c} {items} (b = {b}, c = {c}); a resample "
                    f"that {how} scores both runs alike.")
         decided = f"{r['test']}, p {r['p']:.3f}" if not pd.isna(r.get("p")) else str(r["test"])
         note = (f"- `{r['model_a']}` − `{r['model_b']}`: {ties:,} of the {n:,} resamples ({100 * ties / n:.1f} %) "

@@ -717,7 +717,7 @@ def recipe_table(details: Mapping):
          "meaning": "wall time of training " + ("in this run" if details.get("trained_here") else
                                                 "when the cached weights were trained")},
         {"setting": "weights", "value": "trained in this run" if details.get("trained_here") else "loaded from cache",
-         "meaning": (f"content key {str(cache.get('key'))[:16]}…" if cache.get("enabled")
+         "meaning": (f"content key {cache.get('key')}" if cache.get("enabled")  # whole: a page never cuts it
                      else (cache.get("note") or ""))},
         {"setting": "torch / transformers", "value": " / ".join(str(v) for v in details["versions"].values()),
          "meaning": "library versions"},
