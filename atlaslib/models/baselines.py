@@ -1,7 +1,7 @@
 """Baselines that need no model: they give every leaderboard a floor."""
 from __future__ import annotations
 
-from atlaslib.models import Profile, check_texts
+from atlaslib.models.registry import Profile, check_texts
 
 
 class Majority:

@@ -13,21 +13,28 @@ Shared behaviour (:class:`_HFAdapter`):
   variable ``ATLAS_PROGRESS`` = ``off`` | ``plain`` | ``auto`` overrides (a runner executing notebooks
   with papermill should set ``plain``: widget state is not saved in executed notebooks);
 - ``.info``: profile, revision, capability, batch size, dtype, device, max_length, torch threads, pooling
-  and the adapter's own fields, for the run spec.
+  and the adapter's own fields, for the run spec; ``info["cost"]`` (:class:`Cost`): wall seconds, inputs,
+  seconds per input and inputs per second, prompt and completion tokens over the adapter's calls;
+- a causal LM (``*ForCausalLM`` / ``*LMHeadModel``, and every ``gguf`` profile) is loaded with its LM head
+  for every capability; the embedders read the states of its base model (``model.base_model``: the
+  decoder stack with its final norm, as ``AutoModel`` would load it), so one loaded model also serves the
+  memorisation probe (:meth:`_HFAdapter.greedy_continuations`).
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from atlaslib.models import (ASSERTION_LABELS, check_texts, NLI_LABELS, Profile, ProfileError, from_pretrained,
-                             resolve_weights)
+from atlaslib.models.cost import Cost
+from atlaslib.models.registry import ASSERTION_LABELS, NLI_LABELS, Profile, ProfileError, check_texts
+from atlaslib.models.weights import from_pretrained, is_causal_lm, resolve_weights
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -110,8 +117,13 @@ class _HFAdapter:
         self.dtype = dtype
         self.progress = progress
         self.tokenizer = from_pretrained(AutoTokenizer, profile)
-        self.model = from_pretrained(getattr(transformers, self.auto_class), profile, dtype=_DTYPES[dtype])
+        self.causal = is_causal_lm(profile)
+        auto_class = "AutoModelForCausalLM" if self.causal else self.auto_class
+        self.model = from_pretrained(getattr(transformers, auto_class), profile, dtype=_DTYPES[dtype])
         self.model.to(device).eval()
+        #: what the embedders read the last layer of: the model itself, or a causal LM's decoder stack
+        self.encoder = self.model.base_model if self.causal and self.auto_class == "AutoModel" else self.model
+        self.cost = Cost()
         self.max_length = int(max_length) if max_length else self._default_max_length()
         self.stats: dict = {}
         self._fix_padding()
@@ -168,6 +180,7 @@ class _HFAdapter:
             "pooling": self.pooling,
             "padding": f"right; {self.pad_note}",
             "stats": dict(self.stats),
+            "cost": self.cost.to_dict(),
         }
 
     # -- helpers
@@ -182,6 +195,61 @@ class _HFAdapter:
     def _to(self, enc):
         return {k: v.to(self.device) for k, v in enc.items()}
 
+    def _bos(self) -> list[int]:
+        """``[bos id]`` when the tokenizer is configured to put one first, else ``[]``."""
+        tok = self.tokenizer
+        if getattr(tok, "add_bos_token", False) and tok.bos_token_id is not None:
+            return [tok.bos_token_id]
+        return []
+
+    def token_ids(self, text: str) -> list[int]:
+        """``text``'s token ids without special tokens (what the memorisation probe cuts in halves)."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def greedy_continuations(self, prefixes, n_new, batch_size: int | None = None) -> list[list[int]]:
+        """Greedy (arg-max) continuation of each token-id prefix by ``n_new[i]`` tokens under the causal LM
+        (the BOS id put first when the tokenizer adds one). Batches are left-padded (positions follow the
+        attention mask, so a padded prefix continues as it would alone); a continuation that reaches the
+        end-of-text token is cut there. Raises TypeError for a model without an LM head."""
+        if not self.causal:
+            raise TypeError(f"{self.profile.name}: greedy continuation needs a causal LM")
+        prefixes = [list(p) for p in prefixes]
+        n_new = [int(n) for n in n_new]
+        if len(prefixes) != len(n_new):
+            raise ValueError(f"greedy_continuations: {len(prefixes)} prefixes, {len(n_new)} lengths")
+        out: list = [[] for _ in prefixes]
+        bos, pad = self._bos(), self.tokenizer.pad_token_id
+        eos = self.tokenizer.eos_token_id
+        todo = [i for i, (p, n) in enumerate(zip(prefixes, n_new)) if n > 0 and (p or bos)]
+        t0, n_prompt, n_gen = time.perf_counter(), 0, 0
+        bar = progress_bar(len(todo), "continue", self.progress)
+        with torch.inference_mode():
+            for pos in self._order([len(prefixes[i]) for i in todo], batch_size):
+                idx = [todo[j] for j in pos]
+                rows = [bos + prefixes[i] for i in idx]
+                width = max(len(r) for r in rows)
+                ids = torch.full((len(rows), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(rows), width), dtype=torch.long)
+                for r, row in enumerate(rows):
+                    ids[r, width - len(row):] = torch.tensor(row)
+                    mask[r, width - len(row):] = 1
+                gen = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                          max_new_tokens=max(n_new[i] for i in idx), do_sample=False,
+                                          num_beams=1, pad_token_id=pad, eos_token_id=eos)
+                for r, i in enumerate(idx):
+                    new = gen[r, width:width + n_new[i]].tolist()
+                    if eos is not None and eos in new:
+                        new = new[:new.index(eos)]
+                    out[i] = new
+                    n_prompt += len(rows[r])
+                    n_gen += len(new)
+                bar.update(len(idx))
+        bar.close()
+        self.stats["last_continuations"] = {"sequences": len(todo), "prompt_tokens": n_prompt,
+                                            "generated_tokens": n_gen,
+                                            "wall_seconds": round(time.perf_counter() - t0, 3)}
+        return out
+
 
 # ============================================================================ item-level classifiers
 
@@ -195,6 +263,7 @@ class _SequenceClassifier(_HFAdapter):
                                         profile.name)
 
     def _logits(self, first: list[str], second: list[str] | None, desc: str) -> np.ndarray:
+        t0 = time.perf_counter()
         n = len(first)
         if n == 0:
             return np.zeros((0, len(self.label_of)), dtype=np.float32)
@@ -213,6 +282,7 @@ class _SequenceClassifier(_HFAdapter):
                 out[idx] = self.model(**self._to(enc)).logits.float().cpu().numpy()
                 bar.update(len(idx))
         bar.close()
+        self.cost.add(n, time.perf_counter() - t0, sum(lengths))
         return out
 
     def _labels(self, logits: np.ndarray) -> list[str]:
@@ -272,16 +342,18 @@ class OptionScorer(_HFAdapter):
     the model would read). Otherwise (a merge across the boundary) the option is tokenised on its own and
     its ids appended to the prompt's ("separate"). ``loglik[i, k]`` = sum over the option's tokens of
     log_softmax(logits) at the preceding position.
+
+    One forward pass per prompt serves every option of it that is a single token (the log-probabilities at
+    the prompt's last position; the NegEx card's " yes" / " no"); an option of several tokens gets its own
+    sequence. ``info["cost"]`` counts one item per prompt, its tokens as prompt tokens and the option tokens
+    scored as completion tokens.
     """
 
     capability = "score.options"
     auto_class = "AutoModelForCausalLM"
 
     def _prefix(self) -> list[int]:
-        tok = self.tokenizer
-        if getattr(tok, "add_bos_token", False) and tok.bos_token_id is not None:
-            return [tok.bos_token_id]
-        return []
+        return self._bos()
 
     def score_options(self, prompts, options) -> dict:
         prompts = _check_texts(prompts, "prompts")
@@ -290,19 +362,24 @@ class OptionScorer(_HFAdapter):
             raise ValueError("score_options: options is empty; expected at least one option string")
         if len(set(options)) != len(options):
             raise ValueError(f"score_options: options {options} contain duplicates")
+        t0 = time.perf_counter()
         tok = self.tokenizer
         prefix = self._prefix()
         standalone = [tok(o, add_special_tokens=False)["input_ids"] for o in options]
         for k, ids in enumerate(standalone):
             if not ids:
                 raise ValueError(f"score_options: option {k} ({options[k]!r}) tokenises to no tokens")
+        # one sequence per prompt for its single-token options, one per multi-token option:
+        # (prompt index, [(option index, option ids)], token ids, prompt length)
         seqs, methods = [], []
         by_prompt = [[None] * len(options) for _ in prompts]
+        n_prompt_tokens = n_option_tokens = 0
         for i, p in enumerate(prompts):
             p_ids = prefix + tok(p, add_special_tokens=False)["input_ids"]
             if not p_ids:
                 raise ValueError(f"score_options: prompt {i} is empty and the tokenizer adds no BOS token; "
                                  "expected a non-empty prompt")
+            single = []
             for k, o in enumerate(options):
                 full = prefix + tok(p + o, add_special_tokens=False)["input_ids"]
                 if len(full) > len(p_ids) and full[:len(p_ids)] == p_ids:
@@ -315,26 +392,33 @@ class OptionScorer(_HFAdapter):
                                      f"max_length {self.max_length}")
                 by_prompt[i][k] = o_ids
                 methods.append(m)
-                seqs.append((i, k, full, len(p_ids)))
+                n_option_tokens += len(o_ids)
+                if len(o_ids) == 1:
+                    single.append((k, o_ids))
+                else:
+                    seqs.append((i, [(k, o_ids)], full, len(p_ids)))
+            if single:
+                seqs.append((i, single, p_ids + [0], len(p_ids)))  # the last id is never read
+            n_prompt_tokens += len(p_ids)
         loglik = np.zeros((len(prompts), len(options)), dtype=np.float64)
         pad = tok.pad_token_id
         bar = progress_bar(len(seqs), "options", self.progress)
         with torch.inference_mode():
             for idx in self._order([len(s[2]) for s in seqs]):
-                L = max(len(seqs[j][2]) for j in idx)
+                L = max(len(seqs[j][2]) for j in idx) - 1        # the last token is never an input
                 ids = torch.full((len(idx), L), pad, dtype=torch.long)
                 mask = torch.zeros((len(idx), L), dtype=torch.long)
                 for r, j in enumerate(idx):
-                    full = seqs[j][2]
-                    ids[r, :len(full)] = torch.tensor(full)
-                    mask[r, :len(full)] = 1
+                    inp = seqs[j][2][:-1]
+                    ids[r, :len(inp)] = torch.tensor(inp)
+                    mask[r, :len(inp)] = 1
                 logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
                 logp = torch.log_softmax(logits.float(), dim=-1).cpu()
                 for r, j in enumerate(idx):
-                    i, k, full, n_p = seqs[j]
-                    pos = torch.arange(n_p - 1, len(full) - 1)
-                    tgt = torch.tensor(full[n_p:])
-                    loglik[i, k] = float(logp[r, pos, tgt].double().sum())
+                    i, scored, full, n_p = seqs[j]
+                    for k, o_ids in scored:
+                        pos = torch.arange(n_p - 1, n_p - 1 + len(o_ids))
+                        loglik[i, k] = float(logp[r, pos, torch.tensor(o_ids)].double().sum())
                 bar.update(len(idx))
         bar.close()
         first = by_prompt[0] if prompts else standalone
@@ -351,11 +435,57 @@ class OptionScorer(_HFAdapter):
             out["option_token_ids_by_prompt"] = by_prompt
         self.stats.update(last_options=list(options), last_option_token_ids=out["option_token_ids"],
                           last_tokenization=out["tokenization"])
+        self.cost.add(len(prompts), time.perf_counter() - t0, n_prompt_tokens, n_option_tokens)
         return out
 
     @property
     def info(self) -> dict:
         return {**super().info, "bos_prefix": self._prefix(), "pad_token_id": self.tokenizer.pad_token_id}
+
+
+class OptionNli(OptionScorer):
+    """``predict.nli`` of a causal LM: the card's :class:`atlaslib.models.prompts.OptionPrompt` (fields
+    ``premise`` and ``hypothesis``, one option string per label) is filled per pair and each option scored
+    as :class:`OptionScorer` does; the answer is the label of the option with the highest log-likelihood
+    (a tie goes to the option listed first). The prompt, its options and their sha256 are in
+    ``info["prompt"]``; ``last_loglik`` keeps the scores of the last call (pairs x options, in the
+    prompt's option order)."""
+
+    capability = "predict.nli"
+
+    def __init__(self, profile, *, prompt=None, **options):
+        from atlaslib.models.prompts import OptionPrompt, PromptSet
+
+        if isinstance(prompt, PromptSet):
+            self.prompt, self.prompt_record = prompt.card, prompt.record()
+        elif isinstance(prompt, OptionPrompt):
+            self.prompt, self.prompt_record = prompt, prompt.to_dict()
+        else:
+            raise ValueError(f"{profile.name}: predict.nli of a causal LM scores the options of a prompt; pass "
+                             f"prompt=<an OptionPrompt or PromptSet with fields premise, hypothesis> (the card's), "
+                             f"got {type(prompt).__name__}")
+        if set(self.prompt.fields) != {"premise", "hypothesis"}:
+            raise ValueError(f"{profile.name}: the NLI prompt {self.prompt.name!r} must have the fields premise and "
+                             f"hypothesis, it has {list(self.prompt.fields)}")
+        bad = [lab for lab in self.prompt.labels if lab not in NLI_LABELS]
+        if bad:
+            raise ValueError(f"{profile.name}: the NLI prompt's labels {bad} are not among {list(NLI_LABELS)}")
+        super().__init__(profile, **options)
+        self.last_loglik = None
+
+    def predict_nli(self, premises, hypotheses) -> list[str]:
+        p = _check_texts(premises, "premises")
+        h = _check_texts(hypotheses, "hypotheses")
+        if len(p) != len(h):
+            raise ValueError(f"predict_nli: {len(p)} premises but {len(h)} hypotheses; expected equal lengths")
+        prompts = [self.prompt.render(premise=a, hypothesis=b) for a, b in zip(p, h)]
+        ll = self.score_options(prompts, self.prompt.option_strings)["loglik"]
+        self.last_loglik = ll
+        return [self.prompt.labels[int(j)] for j in ll.argmax(axis=1)] if len(ll) else []
+
+    @property
+    def info(self) -> dict:
+        return {**super().info, "prompt": self.prompt_record, "decision": "arg-max option log-likelihood"}
 
 
 # ============================================================================ embeddings
@@ -378,6 +508,7 @@ class PooledEmbedder(_HFAdapter):
         from atlaslib.models import embed_cache as _ec
 
         self.embed_cache = _ec.for_adapter(self, enabled=embed_cache)
+        #: ``info["cost"]`` counts every text of a call; its prompt tokens are those of the texts computed
 
     @property
     def info(self) -> dict:
@@ -386,6 +517,7 @@ class PooledEmbedder(_HFAdapter):
     def embed(self, texts, batch_size: int | None = None) -> np.ndarray:
         from atlaslib.models.embed_cache import text_sha256
 
+        t0 = time.perf_counter()
         texts = _check_texts(texts, "texts")
         bs = batch_size or self.batch_size
         d = self.model.config.hidden_size
@@ -425,6 +557,7 @@ class PooledEmbedder(_HFAdapter):
             for i, s in enumerate(shas):       # repeated texts: copy the first occurrence's row
                 if first[s] != i:
                     out[i] = out[first[s]]
+        self.cost.add(len(texts), time.perf_counter() - t0, sum(len(enc["input_ids"][i]) for i in todo))
         return out
 
     def _forward_pooled(self, enc, todo, bs, out):
@@ -449,7 +582,7 @@ class PooledEmbedder(_HFAdapter):
                 lens = np.array([len(ids[i]) for i in idx])
                 batch["attention_mask"] = torch.from_numpy(
                     (np.arange(width)[None, :] < lens[:, None]).astype(np.int64)).to(self.device)
-                h = self.model(**batch).last_hidden_state.float()
+                h = self.encoder(**batch).last_hidden_state.float()
                 m = batch["attention_mask"].unsqueeze(-1).float()
                 pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
                 out[idx] = pooled.cpu().numpy()
@@ -478,11 +611,15 @@ class _WordAdapter(_HFAdapter):
         if getattr(self.tokenizer, "add_prefix_space", None) is False:
             from transformers import AutoTokenizer
 
-            from atlaslib.models import from_pretrained as _fp
-
-            self.tokenizer = _fp(AutoTokenizer, profile, add_prefix_space=True)
+            self.tokenizer = from_pretrained(AutoTokenizer, profile, add_prefix_space=True)
             self.add_prefix_space = True
             self._fix_padding()
+            # a tokenizer of transformers' generic backend (e.g. one converted from a GGUF file) keeps the
+            # pre-tokenizer it was saved with: set the space there too, when it is a plain byte-level one
+            pre = getattr(getattr(self.tokenizer, "backend_tokenizer", None), "pre_tokenizer", None)
+            if type(pre).__name__ == "ByteLevel" and not pre.add_prefix_space:
+                pre.add_prefix_space = True
+                self.tokenizer.backend_tokenizer.pre_tokenizer = pre
 
     @property
     def info(self) -> dict:
@@ -535,6 +672,7 @@ class _WordAdapter(_HFAdapter):
         """Encode segments in length-sorted batches; ``per_word(hidden_or_logits[b], word_ids)`` returns
         one row per word of the segment."""
         sentences, segs = self._segments(sentences)
+        self._last_subwords = sum(s[4] for s in segs)
         results = {}
         batches = self._order([s[4] for s in segs], batch_size)
         bar = progress_bar(len(segs), desc, self.progress)
@@ -578,7 +716,7 @@ class TokenEmbedder(_WordAdapter):
         return {**super().info, "embed_cache": self.embed_cache.info}
 
     def _forward(self, enc):
-        return self.model(**enc).last_hidden_state.float()
+        return self.encoder(**enc).last_hidden_state.float()
 
     @staticmethod
     def _word_means(h, wids, n_words):
@@ -591,10 +729,12 @@ class TokenEmbedder(_WordAdapter):
         return (sums / cnt).numpy()
 
     def embed_words(self, words, batch_size: int | None = None) -> list[np.ndarray]:
+        t0 = time.perf_counter()
         d = self.model.config.hidden_size
         cache = self.embed_cache
         if not cache.enabled:
             sentences, parts = self._run(words, batch_size, "embed words", self._word_means)
+            self.cost.add(len(sentences), time.perf_counter() - t0, self._last_subwords)
             return [np.concatenate(p, axis=0).astype(np.float32) if p else np.zeros((0, d), dtype=np.float32)
                     for p in parts]
         from atlaslib.models.embed_cache import words_sha256
@@ -635,6 +775,7 @@ class TokenEmbedder(_WordAdapter):
         for i, s in enumerate(shas):
             if s is not None and first[s] != i:
                 out[i] = out[first[s]].copy()
+        self.cost.add(len(sentences), time.perf_counter() - t0, sum(segs[j][4] for j in run))
         return out
 
 
@@ -657,7 +798,9 @@ class NerTagger(_WordAdapter):
                     first[w] = t
             return [id2label[int(pred[first[w]])] for w in range(n_words)]
 
+        t0 = time.perf_counter()
         sentences, parts = self._run(words, batch_size, "tag words", per_word)
+        self.cost.add(len(sentences), time.perf_counter() - t0, self._last_subwords)
         return [[lab for part in p for lab in part] for p in parts]
 
     @property

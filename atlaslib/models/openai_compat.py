@@ -9,15 +9,19 @@ Profile (``source: openai-compatible``)::
       capabilities: [predict.assertion, predict.nli]   # score.options only if the server returns logprobs
       label_map: {}
       trained_on: []
+      training_data: [undisclosed]           # what the model learnt from, if its maker says (optional)
       description: What the model is.
       options:
         model: llama-3.1-8b-instruct          # the model name the server expects (required)
         api_key_env: MY_LLM_API_KEY           # NAME of the environment variable holding the key (optional)
 
-The key itself never appears in a profile, a cache file or a result cell: a profile with any other option
-naming a key is refused. Other options: ``endpoint`` (``chat``: /chat/completions, default; or
-``completions``), ``max_tokens`` (default 8), ``timeout`` (seconds, default 60), ``max_retries`` (default 5),
-``backoff`` (first wait in seconds, default 1.0, doubled per retry), ``cache`` (``on`` / ``off``).
+The key itself never appears in a profile, a cache file, a result cell, a log or an error message: a
+profile with any other option naming a key is refused, and a key that holds anything but printable ASCII
+(a trailing carriage return from a Windows file, a newline, a space) is refused by the name of its
+variable, before any request, without showing it. Other options: ``endpoint`` (``chat``:
+/chat/completions, default; or ``completions``), ``max_tokens`` (default 8), ``timeout`` (seconds for the
+whole request, connection to last byte, default 60), ``max_retries`` (default 5), ``backoff`` (first wait in
+seconds, default 1.0, doubled per retry), ``cache`` (``on`` / ``off``).
 
 Capabilities:
 
@@ -25,8 +29,15 @@ Capabilities:
   ABSENT) or ``no`` (-> PRESENT), compared after stripping spaces and one final full stop, ignoring case.
 - ``predict.nli``: :data:`NLI_PROMPT`; the answer must be ``entailment``, ``neutral`` or ``contradiction``
   (same comparison).
-- ``score.options``: ``/completions`` with ``echo`` and ``logprobs``: the log-likelihood of each option is the
-  sum of the log-probabilities of the tokens after the prompt (``text_offset`` >= the prompt's length).
+- ``score.options``: the log-likelihood of an option after a prompt is the sum of the log-probabilities of
+  its tokens, each *generated* by the server: ``/completions`` with the prompt (extended by the option's
+  tokens so far), ``max_tokens`` 1, ``logprobs`` 1 and ``logit_bias`` +100 on the option's next token, which
+  makes the greedy choice that token while the log-probability the server reports is the model's own
+  (llama.cpp and vLLM report them before any bias). The option's tokens are the server's:
+  ``/extras/tokenize`` (llama-cpp-python; ``/tokenize`` of llama.cpp's own server is tried next) of the
+  prompt and of prompt + option. A prompt's log-probabilities from ``echo`` are not used: llama-cpp-python
+  0.3 pairs each echoed token with the logits *after* it when the model puts no BOS token first (SmolLM2),
+  which gives numbers that are not the model's (measured: ``tests/external/test_llama_server.py``).
 
 An answer that does not parse is never mapped to a label: :meth:`predict_assertion` returns
 :data:`UNPARSEABLE` for it and :meth:`predict_nli` returns ``None`` (an abstention, which the NLI challenge
@@ -34,20 +45,33 @@ counts as wrong and never as a false entailment); every such answer is kept verb
 ``info["unparseable"]``, which the run spec records.
 
 Requests: temperature 0; cached on disk (``<atlas cache>/openai/<sha256>.json``) keyed by the base URL, the
-model name, the endpoint and the whole request body (prompt, decoding settings, prompt version); retried on
-connection errors, 429 and 5xx with exponential back-off, waiting what a ``Retry-After`` header asks when
-there is one. A server that cannot be reached raises :class:`EndpointError` naming the URL.
+model name, the endpoint and the whole request body (prompt, decoding settings, prompt version). Only a reply
+that parsed into an answer is cached, and a cached reply is parsed again when read (a bad one is asked
+again); with ``ATLAS_REQUEST_CACHE=refresh`` (what ``atlas run --force`` and ``atlas book --force`` set for
+their runs, :func:`refreshing_requests`) nothing is read from the cache and every reply is asked again.
+Retried with exponential back-off (waiting what a ``Retry-After`` header asks when there is one): connection
+refused or reset, a connection closed early (before or during the answer), a request that ran out of time,
+429 and 5xx. Not retried: other 4xx, and a 200 whose body is not an answer (not UTF-8, not JSON, an error
+object, a field missing or of the wrong type): these raise :class:`EndpointError` at once, naming the URL,
+what the server sent and where in the answer it is wrong. ``info["cost"]`` (:mod:`.cost`): wall seconds and
+items of the calls, with the ``usage`` token counts the server reported (cached replies count in
+``cached``).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
 import json
 import os
-import re
+import socket
+import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from atlaslib.models.cost import Cost
+from atlaslib.models.registry import OPENAI_CAPABILITIES, OPENAI_OPTIONS, check_texts
 
 PROMPT_VERSION = "atlas-openai-prompts-v1"
 UNPARSEABLE = "UNPARSEABLE"
@@ -62,46 +86,42 @@ NLI_PROMPT = (
     "Answer with exactly one word: entailment, contradiction or neutral.\nAnswer:")
 ASSERTION_ANSWERS = {"yes": "ABSENT", "no": "PRESENT"}
 NLI_ANSWERS = ("entailment", "neutral", "contradiction")
-CAPABILITIES = ("predict.assertion", "predict.nli", "score.options")
-OPTIONS = {"model", "api_key_env", "endpoint", "max_tokens", "timeout", "max_retries", "backoff", "cache"}
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CAPABILITIES = OPENAI_CAPABILITIES
+OPTIONS = OPENAI_OPTIONS
+#: ``refresh``: read no cached reply (ask the server again), still store the valid ones
+CACHE_ENV = "ATLAS_REQUEST_CACHE"
+#: the bias that makes a token the greedy choice (the OpenAI API's largest)
+FORCE_BIAS = 100
 
 
 class EndpointError(RuntimeError):
-    """The server could not be reached or answered with an error after the retries (names the URL)."""
+    """The server could not be reached, or its answer is not one (names the URL and what was wrong)."""
 
 
-def check_entry(name: str, entry: dict, where: str) -> None:
-    """Profile validation for ``source: openai-compatible`` (called by the registry's validator)."""
-    from . import ProfileError
+class _Transient(Exception):
+    """A failure worth another attempt (connection refused/reset/closed early, time out, 429, 5xx)."""
 
-    loc = str(entry.get("location") or "")
-    if not re.match(r"^https?://[^\s/]+", loc):
-        raise ProfileError(f"{where}: profile {name!r} key 'location' must be the API's base URL "
-                           f"(http://host:port/v1), got {loc!r}")
-    opts = entry.get("options") or {}
-    if not isinstance(opts, dict):
-        raise ProfileError(f"{where}: profile {name!r} key 'options' must be a mapping")
-    keyish = [k for k in opts if "key" in k.lower() and k != "api_key_env"] + \
-             [k for k in opts if k.lower() in ("token", "secret", "password", "authorization")]
-    if keyish:
-        raise ProfileError(f"{where}: profile {name!r} option {keyish[0]!r}: never write a key into a file; put the "
-                           f"NAME of the environment variable that holds it in 'api_key_env'")
-    unknown = set(opts) - OPTIONS
-    if unknown:
-        raise ProfileError(f"{where}: profile {name!r} has unknown option(s) {sorted(unknown)}; allowed for "
-                           f"openai-compatible: {sorted(OPTIONS)}")
-    if not isinstance(opts.get("model"), str) or not opts["model"].strip():
-        raise ProfileError(f"{where}: profile {name!r} needs options.model: the model name the server expects")
-    env = opts.get("api_key_env")
-    if env is not None and (not isinstance(env, str) or not _ENV_NAME.match(env)):
-        raise ProfileError(f"{where}: profile {name!r} option 'api_key_env' must be an environment variable name")
-    if opts.get("endpoint", "chat") not in ("chat", "completions"):
-        raise ProfileError(f"{where}: profile {name!r} option 'endpoint' must be chat or completions")
-    bad = [c for c in entry.get("capabilities") or [] if c not in CAPABILITIES]
-    if bad:
-        raise ProfileError(f"{where}: profile {name!r}: an openai-compatible model offers {list(CAPABILITIES)}, "
-                           f"not {bad}")
+    def __init__(self, reason: str, wait: float | None = None):
+        super().__init__(reason)
+        self.reason, self.wait = reason, wait
+
+
+@contextlib.contextmanager
+def refreshing_requests(enabled: bool = True):
+    """Inside the block (and in notebook kernels started inside it), no request is served from the cache:
+    ``$ATLAS_REQUEST_CACHE`` is ``refresh``; restored after."""
+    if not enabled:
+        yield
+        return
+    old = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = "refresh"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(CACHE_ENV, None)
+        else:
+            os.environ[CACHE_ENV] = old
 
 
 def parse_answer(text: str, allowed) -> str | None:
@@ -114,6 +134,35 @@ def parse_answer(text: str, allowed) -> str | None:
     return t if t in allowed else None
 
 
+def _describe(value) -> str:
+    """A short description of a JSON value for an error message: its type and a clipped repr."""
+    text = json.dumps(value, ensure_ascii=True)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    kind = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+    return f"{kind} {text}" if value is not None else "null"
+
+
+def _field(answer, path: str, url: str, expected: type | tuple, what: str):
+    """``answer`` at ``path`` (``choices[0].message.content``), checked to be of type ``expected``; else
+    EndpointError naming the URL, the path, what is there and what was expected."""
+    node = answer
+    walked = ""
+    for part in path.replace("]", "").replace("[", ".").split("."):
+        key = int(part) if part.isdigit() else part
+        ok = (isinstance(node, list) and isinstance(key, int) and -len(node) <= key < len(node)) or \
+             (isinstance(node, dict) and isinstance(key, str) and key in node)
+        if not ok:
+            where = walked or "the answer"
+            raise EndpointError(f"{url}: the answer has no {path} ({where} is {_describe(node)}); expected {what}")
+        node = node[key]
+        walked = f"{walked}[{key}]" if isinstance(key, int) else (f"{walked}.{key}" if walked else key)
+    if not isinstance(node, expected) or (expected is not bool and isinstance(node, bool)):
+        raise EndpointError(f"{url}: the answer's {path} is {_describe(node)}; expected {what}")
+    return node
+
+
 class OpenAICompatible:
     """Adapter for one capability of an ``openai-compatible`` profile."""
 
@@ -124,17 +173,33 @@ class OpenAICompatible:
             raise TypeError(f"OpenAICompatible: unknown option(s) {sorted(unused)}")
         self.profile, self.capability = profile, capability
         self.base_url = profile.location.rstrip("/")
+        u = urlsplit(self.base_url)
+        self.root_url = f"{u.scheme}://{u.netloc}"
         self.model, self.api_key_env, self.endpoint = model, api_key_env, endpoint
         self.max_tokens, self.timeout = int(max_tokens), float(timeout)
         self.max_retries, self.backoff = int(max_retries), float(backoff)
         self.cache = str(cache).lower() not in ("off", "false", "0", "no")
         self.requests_sent = 0
         self.cache_hits = 0
+        self.cache_rejected = 0
+        self.cost = Cost()
+        self._cached_calls = 0
         self.unparseable: list[dict] = []  # shared with info: what the run spec records
-        self.info = {"profile": profile.name, "source": "openai-compatible", "base_url": self.base_url,
-                     "model": model, "capability": capability, "endpoint": endpoint, "temperature": 0,
-                     "max_tokens": self.max_tokens, "prompt_version": PROMPT_VERSION,
-                     "api_key_env": api_key_env, "unparseable": self.unparseable}
+        self._tokenize_path: str | None = None
+        self._tokens = (0, 0)  # (prompt, completion) tokens the server reported during the current call
+
+    @property
+    def info(self) -> dict:
+        cost = self.cost.to_dict()
+        cost["cached"] = self._cached_calls
+        return {"profile": self.profile.name, "source": "openai-compatible", "base_url": self.base_url,
+                "model": self.model, "capability": self.capability, "endpoint": self.endpoint, "temperature": 0,
+                "max_tokens": self.max_tokens, "prompt_version": PROMPT_VERSION,
+                "api_key_env": self.api_key_env, "unparseable": self.unparseable,
+                "revision": self.profile.revision, "requests_sent": self.requests_sent,
+                "cache_hits": self.cache_hits, "cost": cost,
+                **({"scoring": "forced tokens: logit_bias +100, max_tokens 1, logprobs 1 per option token"}
+                   if self.capability == "score.options" else {})}
 
     # -- transport -----------------------------------------------------------------------------------
     def _cache_path(self, url: str, body: dict) -> Path:
@@ -146,126 +211,312 @@ class OpenAICompatible:
         return cache_dir() / "openai" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
 
     def _headers(self) -> dict:
-        h = {"Content-Type": "application/json"}
+        h = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key_env:
             key = os.environ.get(self.api_key_env)
             if not key:
                 raise EndpointError(f"{self.base_url}: the environment variable {self.api_key_env} (the profile's "
                                     f"api_key_env) is not set")
+            bad = [c for c in key if not ("!" <= c <= "~")]
+            if bad:
+                kinds = sorted({"a carriage return" if c == "\r" else "a newline" if c == "\n" else
+                                "a space" if c == " " else "a tab" if c == "\t" else
+                                "a control character" if ord(c) < 32 or ord(c) == 127 else "a non-ASCII character"
+                                for c in bad})
+                raise EndpointError(f"{self.base_url}: the API key in the environment variable {self.api_key_env} "
+                                    f"holds {' and '.join(kinds)} (a key is printable ASCII; one copied from a "
+                                    f"Windows file often ends in a carriage return); set the variable again "
+                                    f"without it. The key is not shown.")
             h["Authorization"] = f"Bearer {key}"
         return h
 
-    def post(self, path: str, body: dict) -> dict:
-        """POST ``body`` to ``<base URL><path>`` (cached, retried); the decoded JSON answer."""
-        url = self.base_url + path
-        cached = self._cache_path(url, body)
-        if self.cache and cached.is_file():
-            self.cache_hits += 1
-            return json.loads(cached.read_text(encoding="utf-8"))
+    def _send(self, url: str, data: bytes, headers: dict) -> tuple[int, dict, bytes]:
+        """One POST; the whole request (connect, send, status, headers, body) is bounded by ``timeout``:
+        a watchdog shuts the socket at the deadline, so a server that trickles bytes cannot hold it."""
+        u = urlsplit(url)
+        path = u.path + (f"?{u.query}" if u.query else "")
+        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        conn = cls(u.hostname, u.port, timeout=self.timeout)
+        expired = threading.Event()
+
+        def stop():
+            expired.set()
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+        timer = threading.Timer(self.timeout, stop)
+        timer.daemon = True
+        timer.start()
+        try:
+            conn.request("POST", path, body=data, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+            status, resp_headers = resp.status, {k.lower(): v for k, v in resp.getheaders()}
+        except http.client.IncompleteRead as exc:
+            if expired.is_set():
+                raise _Transient(f"no complete answer within {self.timeout:g} s (the whole request)") from None
+            expected = f" of {len(exc.partial) + exc.expected}" if exc.expected is not None else ""
+            raise _Transient(f"the connection closed after {len(exc.partial)}{expected} bytes of the answer") \
+                from None
+        except http.client.BadStatusLine as exc:
+            if expired.is_set():
+                raise _Transient(f"no answer within {self.timeout:g} s (the whole request)") from None
+            if isinstance(exc, http.client.RemoteDisconnected) or not str(exc.line).strip("'\""):
+                raise _Transient("the server closed the connection without answering") from None
+            raise EndpointError(f"{url} answered with something that is not HTTP (status line "
+                                f"{str(exc.line)[:60]!r}); is the base URL the API's?") from None
+        except (http.client.HTTPException, OSError) as exc:  # refused, reset, unreachable, timed out
+            if expired.is_set() or isinstance(exc, TimeoutError):
+                raise _Transient(f"no answer within {self.timeout:g} s (the whole request)") from None
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise _Transient(f"{type(exc).__name__}: {reason}") from None
+        finally:
+            timer.cancel()
+            conn.close()
+        if expired.is_set():
+            raise _Transient(f"no complete answer within {self.timeout:g} s (the whole request)")
+        return status, resp_headers, raw
+
+    def _post_json(self, url: str, body: dict) -> dict:
+        """POST ``body``, retried as the module docstring says; the answer's JSON object."""
         data = json.dumps(body).encode()
+        headers = self._headers()
         last = ""
         for attempt in range(self.max_retries + 1):
             wait = self.backoff * (2 ** attempt)
             try:
-                req = urllib.request.Request(url, data=data, headers=self._headers(), method="POST")
                 self.requests_sent += 1
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    answer = json.loads(resp.read().decode("utf-8"))
-                break
-            except urllib.error.HTTPError as exc:
-                last = f"HTTP {exc.code}"
-                if exc.code != 429 and exc.code < 500:
-                    raise EndpointError(f"{url} answered HTTP {exc.code} ({exc.reason}); not retried") from None
-                retry_after = exc.headers.get("Retry-After") if exc.headers else None
-                if retry_after:
-                    try:
-                        wait = min(float(retry_after), 120.0)
-                    except ValueError:
-                        pass
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
-                reason = getattr(exc, "reason", exc)
-                last = f"{type(reason).__name__}: {reason}" if not isinstance(reason, str) else reason
-            except json.JSONDecodeError:
-                raise EndpointError(f"{url} answered with something that is not JSON") from None
+                status, resp_headers, raw = self._send(url, data, headers)
+                if status == 429 or status >= 500:
+                    retry_after = resp_headers.get("retry-after")
+                    asked = None
+                    if retry_after:
+                        with contextlib.suppress(ValueError):
+                            asked = min(float(retry_after), 120.0)
+                    raise _Transient(f"HTTP {status}{self._server_message(raw)}", asked)
+                if status >= 400:
+                    raise EndpointError(f"{url} answered HTTP {status}{self._server_message(raw)}; not retried")
+                return self._decode(url, status, raw)
+            except _Transient as exc:
+                last = exc.reason
+                if exc.wait is not None:
+                    wait = exc.wait
             if attempt < self.max_retries:
                 time.sleep(wait)
-        else:
-            raise EndpointError(f"{url} could not be reached after {self.max_retries + 1} attempts ({last})")
+        raise EndpointError(f"{url} could not be reached after {self.max_retries + 1} attempts (last: {last})")
+
+    @staticmethod
+    def _server_message(raw: bytes) -> str:
+        """`` (the server's error message)`` when the body is JSON with one, else ``""``."""
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return ""
+        err = obj.get("error") if isinstance(obj, dict) else None
+        msg = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else None
+        return f" ({str(msg)[:200]})" if msg else ""
+
+    @staticmethod
+    def _decode(url: str, status: int, raw: bytes) -> dict:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EndpointError(f"{url} answered HTTP {status} with a body that is not UTF-8 text (byte "
+                                f"0x{raw[exc.start]:02x} at offset {exc.start} of {len(raw)})") from None
+        try:
+            answer = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise EndpointError(f"{url} answered HTTP {status} with a body that is not JSON ({exc.msg} at "
+                                f"character {exc.pos}; it starts {text[:60]!r})") from None
+        if not isinstance(answer, dict):
+            raise EndpointError(f"{url} answered HTTP {status} with {_describe(answer)}; expected a JSON object")
+        if "error" in answer and "choices" not in answer and "tokens" not in answer:
+            raise EndpointError(f"{url} answered HTTP {status} with an error instead of an answer: "
+                                f"{_describe(answer['error'])}")
+        return answer
+
+    def request(self, path: str, body: dict, parse, *, root: bool = False):
+        """POST ``body`` to ``<base URL><path>`` (``root``: to the server's root) and ``parse(answer, url)``
+        the reply (which raises EndpointError for a reply that is not an answer); ``(parsed, answer)``. A
+        cached reply is used when it still parses; only a reply that parsed is stored."""
+        url = (self.root_url if root else self.base_url) + path
+        cached = self._cache_path(url, body)
+        refresh = os.environ.get(CACHE_ENV, "").strip().lower() == "refresh"
+        if self.cache and not refresh and cached.is_file():
+            try:
+                answer = json.loads(cached.read_text(encoding="utf-8"))
+                value = parse(answer, url)
+            except (OSError, ValueError, EndpointError):
+                self.cache_rejected += 1            # a reply stored before replies were checked: ask again
+            else:
+                self.cache_hits += 1
+                return value, answer
+        answer = self._post_json(url, body)
+        value = parse(answer, url)
         if self.cache:
             from ..results import atomic_write_text
 
             atomic_write_text(cached, json.dumps(answer))
-        return answer
+        return value, answer
+
+    def post(self, path: str, body: dict) -> dict:
+        """POST ``body`` to ``<base URL><path>`` (not cached: a caller that caches checks the reply first,
+        see :meth:`request`); the decoded JSON answer."""
+        return self._post_json(self.base_url + path, body)
+
+    def _usage(self, answer: dict) -> tuple[int, int]:
+        usage = answer.get("usage") if isinstance(answer, dict) else None
+        if not isinstance(usage, dict):
+            return 0, 0
+        p, c = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        return (p if isinstance(p, int) else 0), (c if isinstance(c, int) else 0)
 
     def complete(self, prompt: str) -> str:
         """The model's answer text to ``prompt`` (temperature 0)."""
         if self.endpoint == "chat":
             body = {"model": self.model, "messages": [{"role": "user", "content": prompt}], "temperature": 0,
                     "max_tokens": self.max_tokens}
-            out = self.post("/chat/completions", body)
-            try:
-                return out["choices"][0]["message"]["content"] or ""
-            except (KeyError, IndexError, TypeError):
-                raise EndpointError(f"{self.base_url}/chat/completions: the answer lacks "
-                                    f"choices[0].message.content") from None
-        body = {"model": self.model, "prompt": prompt, "temperature": 0, "max_tokens": self.max_tokens}
-        out = self.post("/completions", body)
-        try:
-            return out["choices"][0]["text"] or ""
-        except (KeyError, IndexError, TypeError):
-            raise EndpointError(f"{self.base_url}/completions: answer lacks choices[0].text") from None
+            text, answer = self.request("/chat/completions", body, self._chat_text)
+        else:
+            body = {"model": self.model, "prompt": prompt, "temperature": 0, "max_tokens": self.max_tokens}
+            text, answer = self.request("/completions", body, self._completion_text)
+        self._tokens = tuple(a + b for a, b in zip(self._tokens, self._usage(answer)))
+        return text
+
+    @staticmethod
+    def _chat_text(answer: dict, url: str) -> str:
+        content = _field(answer, "choices[0].message", url, dict, "an object with the model's message")
+        if content.get("content") is None:            # a message without text (e.g. a refusal or tool call)
+            return ""
+        return _field(answer, "choices[0].message.content", url, str, "the answer's text (a string)")
+
+    @staticmethod
+    def _completion_text(answer: dict, url: str) -> str:
+        return _field(answer, "choices[0].text", url, str, "the completion's text (a string)")
 
     # -- capabilities --------------------------------------------------------------------------------
+    def _timed(self, n_items: int):
+        adapter = self
+
+        class _Timer:
+            def __enter__(self):
+                self.t0, self.sent0, self.hits0 = time.perf_counter(), adapter.requests_sent, adapter.cache_hits
+                adapter._tokens = (0, 0)
+                return self
+
+            def __exit__(self, *exc):
+                if exc[0] is None:
+                    adapter.cost.add(n_items, time.perf_counter() - self.t0, *adapter._tokens)
+                    adapter._cached_calls += adapter.cache_hits - self.hits0
+                return False
+        return _Timer()
+
     def _answers(self, prompts, allowed) -> list[str | None]:
         out = []
-        for i, p in enumerate(prompts):
-            raw = self.complete(p)
-            parsed = parse_answer(raw, allowed)
-            if parsed is None:
-                self.unparseable.append({"position": i, "answer": raw})
-            out.append(parsed)
+        with self._timed(len(prompts)):
+            for i, p in enumerate(prompts):
+                raw = self.complete(p)
+                parsed = parse_answer(raw, allowed)
+                if parsed is None:
+                    self.unparseable.append({"position": i, "answer": raw})
+                out.append(parsed)
         return out
 
     def predict_assertion(self, marked_texts) -> list[str]:
         """PRESENT / ABSENT per marked sentence, :data:`UNPARSEABLE` where the answer does not parse."""
-        from . import check_texts
-
         texts = check_texts(marked_texts, "predict_assertion(marked_texts)")
         answers = self._answers([ASSERTION_PROMPT.format(text=t) for t in texts], ASSERTION_ANSWERS)
         return [UNPARSEABLE if a is None else ASSERTION_ANSWERS[a] for a in answers]
 
     def predict_nli(self, premises, hypotheses) -> list[str | None]:
         """entailment / neutral / contradiction per pair, None (abstention) where the answer does not parse."""
-        from . import check_texts
-
         ps, hs = check_texts(premises, "predict_nli(premises)"), check_texts(hypotheses, "predict_nli(hypotheses)")
         if len(ps) != len(hs):
             raise ValueError(f"predict_nli: {len(ps)} premises, {len(hs)} hypotheses")
         return self._answers([NLI_PROMPT.format(premise=p, hypothesis=h) for p, h in zip(ps, hs)], NLI_ANSWERS)
 
+    # -- score.options -------------------------------------------------------------------------------
+    @staticmethod
+    def _token_list(answer: dict, url: str) -> list[int]:
+        key = "tokens" if "tokens" in answer else "content" if "content" in answer else "tokens"
+        ids = _field(answer, key, url, list, "the list of token ids")
+        bad = [t for t in ids if not isinstance(t, int) or isinstance(t, bool)]
+        if bad:
+            raise EndpointError(f"{url}: the answer's {key} holds {_describe(bad[0])}; expected token ids (integers)")
+        return ids
+
+    def tokenize(self, text: str) -> list[int]:
+        """The server's token ids of ``text`` (``/extras/tokenize`` of llama-cpp-python, else ``/tokenize``
+        of llama.cpp's server), without a BOS token unless the model adds one to every prompt."""
+        routes = [self._tokenize_path] if self._tokenize_path else ["/extras/tokenize", "/tokenize"]
+        last = None
+        for route in routes:
+            body = {"model": self.model, "input": text} if route == "/extras/tokenize" else {"content": text}
+            try:
+                ids, _ = self.request(route, body, self._token_list, root=True)
+            except EndpointError as exc:
+                if "HTTP 404" in str(exc) and route != routes[-1]:
+                    last = exc
+                    continue
+                raise
+            self._tokenize_path = route
+            return ids
+        raise last  # pragma: no cover - the loop returns or raises
+
+    def _forced_logprob(self, prompt: str, token: int) -> tuple[float, str]:
+        """log P(``token`` | ``prompt``): a one-token completion whose greedy choice is made ``token`` by
+        ``logit_bias``; the reported log-probability and the generated text."""
+        body = {"model": self.model, "prompt": prompt, "max_tokens": 1, "temperature": 0, "logprobs": 1,
+                "logit_bias": {str(token): FORCE_BIAS}}
+
+        def parse(answer, url):
+            value = _field(answer, "choices[0].logprobs.token_logprobs[0]", url, (int, float),
+                           "the generated token's log-probability (a number)")
+            text = _field(answer, "choices[0].text", url, str, "the generated text (a string)")
+            return float(value), text
+
+        (value, text), answer = self.request("/completions", body, parse)
+        self._tokens = tuple(a + b for a, b in zip(self._tokens, self._usage(answer)))
+        return value, text
+
     def score_options(self, prompts, options) -> dict:
         """``loglik[i, k]`` = sum of the server's log-probabilities of the tokens of ``options[k]`` after
-        ``prompts[i]`` (``/completions`` with ``echo``, ``logprobs`` and no new tokens)."""
+        ``prompts[i]``, each token generated under ``logit_bias`` (module docstring)."""
         import numpy as np
-
-        from . import check_texts
 
         prompts = check_texts(prompts, "score_options(prompts)")
         options = check_texts(options, "score_options(options)")
         ll = np.zeros((len(prompts), len(options)))
-        for i, p in enumerate(prompts):
-            for k, o in enumerate(options):
-                body = {"model": self.model, "prompt": p + o, "temperature": 0, "max_tokens": 0, "echo": True,
-                        "logprobs": 1}
-                out = self.post("/completions", body)
-                try:
-                    lp = out["choices"][0]["logprobs"]
-                    offsets, values = lp["text_offset"], lp["token_logprobs"]
-                except (KeyError, IndexError, TypeError):
-                    raise EndpointError(f"{self.base_url}/completions returned no log-probabilities; remove "
-                                        f"score.options from the profile's capabilities") from None
-                picked = [v for off, v in zip(offsets, values) if off >= len(p)]
-                if not picked or any(v is None for v in picked):
-                    raise EndpointError(f"{self.base_url}/completions: no log-probability for the option tokens")
-                ll[i, k] = float(sum(picked))
-        return {"loglik": ll, "option_token_ids": None, "options": list(options)}
+        token_ids = [[None] * len(options) for _ in prompts]
+        url = self.base_url + "/completions"
+        with self._timed(len(prompts)):
+            for i, p in enumerate(prompts):
+                p_ids = self.tokenize(p)
+                for k, o in enumerate(options):
+                    full = self.tokenize(p + o)
+                    if len(full) <= len(p_ids) or full[:len(p_ids)] != p_ids:
+                        raise EndpointError(f"{url}: the server's tokens of prompt {i} + option {o!r} do not "
+                                            f"extend the prompt's tokens (the prompt's end and the option merge "
+                                            f"into one token), so the option cannot be scored on its own")
+                    o_ids = full[len(p_ids):]
+                    total, text = 0.0, ""
+                    for j, t in enumerate(o_ids):
+                        lp, piece = self._forced_logprob(p + text, t)
+                        if j < len(o_ids) - 1 and self.tokenize(p + text + piece) != full[:len(p_ids) + j + 1]:
+                            raise EndpointError(f"{url}: option {o!r} of prompt {i} cannot be scored token by "
+                                                f"token (its first tokens' text tokenises differently)")
+                        total += lp
+                        text += piece
+                    if text != o:
+                        raise EndpointError(f"{url}: forcing the tokens of option {o!r} (ids {o_ids}) generated "
+                                            f"{text!r}: the server does not honour logit_bias, which score.options "
+                                            f"needs")
+                    ll[i, k] = total
+                    token_ids[i][k] = o_ids
+        first = token_ids[0] if prompts else None
+        out = {"loglik": ll, "option_token_ids": first, "options": list(options)}
+        if prompts and any(row != first for row in token_ids):
+            out["option_token_ids_by_prompt"] = token_ids
+        return out

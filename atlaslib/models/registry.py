@@ -1,5 +1,9 @@
 """The model registry: capabilities, profiles (``profiles.yml``, user profile files, local folders and hub
-ids) and the errors a card turns into a not-run cell. See :mod:`atlaslib.models` for the whole story.
+ids), each source's profile schema, capability inference from a checkpoint's config, and the errors a card
+turns into a not-run cell. See :mod:`atlaslib.models` for the whole story.
+
+Below it sit only :mod:`.hub_cache` (local hub cache look-ups) and :mod:`.gguf` (where a GGUF file is and
+its sha256); every other module of :mod:`atlaslib.models` imports from here, never the other way round.
 """
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from atlaslib import sources
+from atlaslib.models import gguf as _gguf
+from atlaslib.models.hub_cache import cached_hub_config
 
 CAPABILITIES = (
     "predict.assertion",
@@ -22,7 +28,10 @@ CAPABILITIES = (
     "predict.ner",
     "predict.nli",
 )
-SOURCES = ("builtin", "hub", "pypi", "path", "openai-compatible")
+SOURCES = ("builtin", "hub", "pypi", "path", "openai-compatible", "gguf")
+#: what a causal language model can do in the atlas (option scoring, NLI by option scoring over the labels,
+#: and its last layer's states as features for the probes)
+CAUSAL_LM_CAPABILITIES = ("score.options", "predict.nli", "embed.text.pooled", "embed.text.tokens")
 ASSERTION_LABELS = ("PRESENT", "ABSENT", "POSSIBLE")
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 PROFILES_FILE = Path(__file__).with_name("profiles.yml")
@@ -30,8 +39,16 @@ PROFILES_FILE = Path(__file__).with_name("profiles.yml")
 #: notebook kernels inherit it)
 PROFILES_ENV = "ATLAS_PROFILES"
 _PROFILE_KEYS = {"source", "location", "revision", "capabilities", "label_map", "trained_on", "description",
-                 "options"}
-_REQUIRED_KEYS = _PROFILE_KEYS - {"options"}
+                 "options", "training_data"}
+_REQUIRED_KEYS = _PROFILE_KEYS - {"options", "training_data"}
+#: the kinds of training data a profile's ``training_data`` may name besides datasets by name: ``undisclosed``
+#: (the maker does not say), ``web-crawl`` / ``code-crawl`` (crawled web pages or code repositories, which may
+#: hold any public test set), ``none`` (nothing learnt: rules, baselines)
+TRAINING_DATA_KINDS = ("undisclosed", "web-crawl", "code-crawl", "none")
+#: options of an ``openai-compatible`` profile, and what such a model can offer
+OPENAI_OPTIONS = {"model", "api_key_env", "endpoint", "max_tokens", "timeout", "max_retries", "backoff", "cache"}
+OPENAI_CAPABILITIES = ("predict.assertion", "predict.nli", "score.options")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -82,6 +99,9 @@ class Profile:
     trained_on: list[str] = field(default_factory=list)
     description: str = ""
     options: dict = field(default_factory=dict)
+    #: what the model learnt from, as its maker declares it (:data:`TRAINING_DATA_KINDS` and datasets by
+    #: name); [] = not declared. Read by :func:`atlaslib.models.contamination.may_have_seen`.
+    training_data: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -112,13 +132,17 @@ def _validate(name: str, entry: Any, where: str) -> Profile:
     if bad:
         raise ProfileError(f"{where}: profile {name!r} key 'capabilities' has unknown capability {bad}; "
                            f"known: {list(CAPABILITIES)}")
-    for key, typ in (("label_map", dict), ("trained_on", list), ("options", dict)):
+    for key, typ in (("label_map", dict), ("trained_on", list), ("options", dict), ("training_data", list)):
         if key in entry and entry[key] is not None and not isinstance(entry[key], typ):
             raise ProfileError(f"{where}: profile {name!r} key {key!r} must be a {typ.__name__}")
+    for t in entry.get("training_data") or []:
+        if not isinstance(t, str) or not t.strip():
+            raise ProfileError(f"{where}: profile {name!r} key 'training_data' must list strings (one of "
+                               f"{', '.join(TRAINING_DATA_KINDS)} or a dataset's name), got {t!r}")
     if entry["source"] == "openai-compatible":
-        from atlaslib.models.openai_compat import check_entry
-
-        check_entry(name, entry, where)
+        _check_openai_entry(name, entry, where)
+    if entry["source"] == "gguf":
+        _check_gguf_entry(name, entry, where)
     if entry["source"] in ("hub", "pypi") and not entry.get("revision"):
         raise ProfileError(f"{where}: profile {name!r} (source {entry['source']}) needs a pinned 'revision'")
     return Profile(
@@ -128,7 +152,60 @@ def _validate(name: str, entry: Any, where: str) -> Profile:
         trained_on=[str(t) for t in entry.get("trained_on") or []],
         description=" ".join(str(entry.get("description") or "").split()),
         options=dict(entry.get("options") or {}),
+        training_data=[str(t).strip() for t in entry.get("training_data") or []],
     )
+
+
+def _check_openai_entry(name: str, entry: dict, where: str) -> None:
+    """The schema of a ``source: openai-compatible`` profile (see :mod:`atlaslib.models.openai_compat`)."""
+    loc = str(entry.get("location") or "")
+    if not re.match(r"^https?://[^\s/]+", loc):
+        raise ProfileError(f"{where}: profile {name!r} key 'location' must be the API's base URL "
+                           f"(http://host:port/v1), got {loc!r}")
+    opts = entry.get("options") or {}
+    if not isinstance(opts, dict):
+        raise ProfileError(f"{where}: profile {name!r} key 'options' must be a mapping")
+    keyish = [k for k in opts if "key" in k.lower() and k != "api_key_env"] + \
+             [k for k in opts if k.lower() in ("token", "secret", "password", "authorization")]
+    if keyish:
+        raise ProfileError(f"{where}: profile {name!r} option {keyish[0]!r}: never write a key into a file; put the "
+                           f"NAME of the environment variable that holds it in 'api_key_env'")
+    unknown = set(opts) - OPENAI_OPTIONS
+    if unknown:
+        raise ProfileError(f"{where}: profile {name!r} has unknown option(s) {sorted(unknown)}; allowed for "
+                           f"openai-compatible: {sorted(OPENAI_OPTIONS)}")
+    if not isinstance(opts.get("model"), str) or not opts["model"].strip():
+        raise ProfileError(f"{where}: profile {name!r} needs options.model: the model name the server expects")
+    env = opts.get("api_key_env")
+    if env is not None and (not isinstance(env, str) or not _ENV_NAME.match(env)):
+        raise ProfileError(f"{where}: profile {name!r} option 'api_key_env' must be an environment variable name")
+    if opts.get("endpoint", "chat") not in ("chat", "completions"):
+        raise ProfileError(f"{where}: profile {name!r} option 'endpoint' must be chat or completions")
+    bad = [c for c in entry.get("capabilities") or [] if c not in OPENAI_CAPABILITIES]
+    if bad:
+        raise ProfileError(f"{where}: profile {name!r}: an openai-compatible model offers {list(OPENAI_CAPABILITIES)}, "
+                           f"not {bad}")
+
+
+def _check_gguf_entry(name: str, entry: dict, where: str) -> None:
+    """The schema of a ``source: gguf`` profile (see :mod:`atlaslib.models.gguf`): a location that is a path
+    or ``package:MODULE/FILE``, a revision that is null or a sha256, capabilities of a causal LM."""
+    loc = entry.get("location")
+    if not isinstance(loc, str) or not loc.strip():
+        raise ProfileError(f"{where}: profile {name!r} key 'location' must be the path of a .gguf file or "
+                           f"package:MODULE/FILE")
+    if _gguf.is_package_location(loc):
+        module, _, rel = loc[len(_gguf.PACKAGE_PREFIX):].partition("/")
+        if not module or not rel:
+            raise ProfileError(f"{where}: profile {name!r} key 'location' is {loc!r}; expected package:MODULE/FILE")
+    rev = entry.get("revision")
+    if rev is not None and not (isinstance(rev, str) and re.fullmatch(r"[0-9a-f]{64}", rev)):
+        raise ProfileError(f"{where}: profile {name!r} key 'revision' must be null or the file's sha256 "
+                           f"(64 lower-case hex digits), got {rev!r}")
+    bad = [c for c in entry.get("capabilities") or [] if c not in CAUSAL_LM_CAPABILITIES]
+    if bad:
+        raise ProfileError(f"{where}: profile {name!r}: a GGUF model (loaded as a causal LM) offers "
+                           f"{list(CAUSAL_LM_CAPABILITIES)}, not {bad}")
 
 
 def load_profiles(path: str | os.PathLike | None = None) -> dict[str, Profile]:
@@ -151,7 +228,8 @@ def merge_profiles(base: dict[str, Profile], files) -> dict[str, Profile]:
     out, origin = dict(base), {k: f"the built-in registry ({PROFILES_FILE.name})" for k in base}
     for f in files:
         for name, prof in _load_one(f).items():
-            if prof.source == "path" and not os.path.isabs(os.path.expanduser(prof.location)):
+            relative = prof.source in ("path", "gguf") and not _gguf.is_package_location(prof.location)
+            if relative and not os.path.isabs(os.path.expanduser(prof.location)):
                 prof.location = str((Path(f).resolve().parent / prof.location).resolve())
             if name in out:
                 raise ProfileError(f"{f}: profile {name!r} is already defined in {origin[name]}; "
@@ -191,7 +269,9 @@ def _dir_revision(d: Path) -> str:
 
 
 def capabilities_from_config(config: dict) -> list[str]:
-    """Capabilities of a Hugging Face checkpoint, inferred from its ``config.json`` contents."""
+    """Capabilities of a Hugging Face checkpoint, inferred from its ``config.json`` contents: a sequence
+    classifier's by its label names, a token classifier -> predict.ner, a causal LM ->
+    :data:`CAUSAL_LM_CAPABILITIES`, any other encoder -> the two embeddings."""
     archs = config.get("architectures") or []
     caps: list[str] = []
     causal = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
@@ -205,10 +285,35 @@ def capabilities_from_config(config: dict) -> list[str]:
         elif a.endswith("ForTokenClassification"):
             caps.append("predict.ner")
     if causal:
-        caps.append("score.options")
+        caps += CAUSAL_LM_CAPABILITIES
     elif archs and not config.get("is_encoder_decoder", False):
         caps += ["embed.text.pooled", "embed.text.tokens"]
     return list(dict.fromkeys(caps))
+
+
+def with_config_capabilities(profile: Profile, config: dict | None) -> Profile:
+    """``profile`` with the capabilities its checkpoint's config implies (:func:`capabilities_from_config`),
+    marked known; unchanged when ``config`` is None (not cached: they stay to be inferred at load time).
+    The one place a hub id's capabilities are inferred, from the cached config (:func:`get_profile`) or
+    from the config loaded with the weights (:func:`atlaslib.models.weights.with_capabilities`)."""
+    if config is None:
+        return profile
+    caps = capabilities_from_config(config)
+    options = {k: v for k, v in profile.options.items() if k != "_capabilities_unknown"}
+    return Profile(**{**profile.to_dict(), "capabilities": caps, "options": options})
+
+
+def _with_gguf_revision(profile: Profile) -> Profile:
+    """A ``gguf`` profile without a pinned revision gets the sha256 of the file it names (when the file is
+    there; otherwise it stays None and the weight check says why)."""
+    if profile.source != "gguf" or profile.revision:
+        return profile
+    try:
+        path = _gguf.resolve_file(profile.location)
+    except (OSError, ValueError):
+        return profile
+    profile.revision = _gguf.file_sha256(path)
+    return profile
 
 
 def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) -> Profile:
@@ -218,7 +323,7 @@ def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) 
     key = str(name)
     registry = load_profiles()
     if key in registry:
-        return registry[key]
+        return _with_gguf_revision(registry[key])
     p = Path(key).expanduser()
     if p.is_dir():
         cfg_file = p / "config.json"
@@ -238,14 +343,11 @@ def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) 
         bad = [c for c in caps if c not in CAPABILITIES]
         if bad:
             raise ProfileError(f"model {key!r}: unknown capability {bad}; known: {list(CAPABILITIES)}")
-        if not caps:  # inferred from the config in the local Hugging Face cache, when it is there
-            from atlaslib.models.weights import cached_hub_config
-
-            cfg = cached_hub_config(key)
-            caps = capabilities_from_config(cfg) if cfg is not None else []
-        return Profile(name=key, source="hub", location=key, revision=None, capabilities=caps,
+        prof = Profile(name=key, source="hub", location=key, revision=None, capabilities=caps,
                        description="hub model not in the registry",
                        options={} if caps else {"_capabilities_unknown": True})
+        # without given capabilities: inferred from the config in the local Hugging Face cache, when it is there
+        return prof if caps else with_config_capabilities(prof, cached_hub_config(key))
     raise ProfileError(
         f"unknown model {key!r}: not a registry name ({', '.join(sorted(registry))}), not an existing "
         "directory, and not a hub id of the form 'org/name'"

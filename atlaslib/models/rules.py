@@ -47,7 +47,7 @@ Evidence
 from __future__ import annotations
 
 from atlaslib import sources
-from atlaslib.models import Profile
+from atlaslib.models.registry import Profile
 
 MARKER = "[entity]"
 

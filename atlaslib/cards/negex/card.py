@@ -97,6 +97,7 @@ CARD = Card(
             ("majority", "zero_shot"), ("medspacy-context", "zero_shot"), ("negspacy-negex-kit", "zero_shot"),
             ("all-minilm-l6-v2", "probe"), ("all-minilm-l6-v2", "finetune"),
             ("bvanaken/clinical-assertion-negation-bert", "zero_shot"),
+            ("smollm2-135m-instruct", "zero_shot"), ("smollm2-135m-instruct", "probe"),
         )
     ),
     licence_confirmed=False,
@@ -132,6 +133,8 @@ CARD = Card(
     leaderboard_version="atlas-full-v1",
     order=10,  # the book's card order
     short_name="NegEx",
+    test_set_exposure="public",
+    test_set_note="the kit's annotated sentences have been on GitHub (chapmanbe/negex) since 2009",
 )
 
 

@@ -102,7 +102,7 @@ def cell_parts(protocol: str, model: str, *, out: dict | None, metrics: dict | N
                         **({"finetune": FINETUNE_RECIPE["seed"]} if protocol == "finetune" else {})})
     if out is None:
         return parts
-    extra = {"confusion": confusion_counts(test["label"], out["pred"])}
+    extra = {"confusion": confusion_counts(test["label"], out["pred"]), **(out.get("llm") or {})}
     if repro is not None:
         extra["reproduction"] = repro.reset_index().to_dict(orient="records")
         extra["reproduction_rows"] = reproduction_rows(repro, model)

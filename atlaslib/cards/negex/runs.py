@@ -72,4 +72,7 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
     else:
         out = P.probe(adapter, train["text"].tolist(), train["label"].tolist(), test["text"].tolist(), seed=seed)
     out.update(capability=capability, profile=profile.to_dict(), adapter=adapter)
+    from ..llm import llm_row_extra
+
+    out["llm"] = llm_row_extra(adapter, out["profile"], CARD, test["sentence"].tolist())
     return out

@@ -276,15 +276,16 @@ class _Trivial:
         return self._fn(premise, hypothesis)
 
 
-def build_predictor(model: str, **options):
+def build_predictor(model: str, prompt=None, **options):
     """The predictor for a matrix model name.
 
     ``medspacy-context-nli``, ``minilm-similarity`` (``all-minilm-l6-v2`` through
     ``load_adapter(..., "embed.text.pooled")``; ``threshold=`` and ``profile=`` may override),
     ``always-entailment``, ``always-abstain``; any other name is a model for
     ``load_adapter(name, "predict.nli")`` (registry name, local directory or hub id), whose
-    ``CapabilityMissing`` / ``WeightsUnavailable`` propagate to the caller. Every returned object
-    has ``.name`` and ``.info``.
+    ``CapabilityMissing`` / ``WeightsUnavailable`` propagate to the caller; ``prompt`` (the card's
+    ``NLI_PROMPTS``) is what a causal LM's option scoring asks. Every returned object has ``.name`` and
+    ``.info``.
     """
     if not isinstance(model, str) or not model.strip():
         raise NliNegationInputError("parameter model must be a non-empty string")
@@ -301,5 +302,5 @@ def build_predictor(model: str, **options):
         threshold = options.pop("threshold", None)
         adapter = load_adapter(profile, "embed.text.pooled", progress=False, **options)
         return EmbeddingSimilarityPredictor(adapter, threshold=threshold)
-    adapter = load_adapter(model, "predict.nli", progress=False, **options)
+    adapter = load_adapter(model, "predict.nli", progress=False, prompt=prompt, **options)
     return NliAdapterPredictor(adapter, name=model)
