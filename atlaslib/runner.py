@@ -481,8 +481,11 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
             return RunOutcome(request, "ran", seconds=round(time.perf_counter() - start, 3), cell_status="not_run",
                               notebook=str(nb_out), result=str(res_out),
                               extra={"preflight": True, **({"note": note} if note else {})})
-        outcome = _execute(request, card, nb, key, decision, work, nb_out, res_out, data_dir, failed_dir,
-                           kernel_name, timeout, start, retrain=force and declares_parameter(nb, "retrain"))
+        from .models.openai_compat import refreshing_requests  # `--force`: no LLM reply from the request cache
+
+        with refreshing_requests(force):
+            outcome = _execute(request, card, nb, key, decision, work, nb_out, res_out, data_dir, failed_dir,
+                               kernel_name, timeout, start, retrain=force and declares_parameter(nb, "retrain"))
         made = []
         if note:
             outcome.extra["note"] = note

@@ -246,6 +246,7 @@ class OpenAICompatible:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
 
+        late = f"no complete answer within {self.timeout:g} s (the whole request)"
         timer = threading.Timer(self.timeout, stop)
         timer.daemon = True
         timer.start()
@@ -256,27 +257,27 @@ class OpenAICompatible:
             status, resp_headers = resp.status, {k.lower(): v for k, v in resp.getheaders()}
         except http.client.IncompleteRead as exc:
             if expired.is_set():
-                raise _Transient(f"no complete answer within {self.timeout:g} s (the whole request)") from None
+                raise _Transient(late) from None
             expected = f" of {len(exc.partial) + exc.expected}" if exc.expected is not None else ""
             raise _Transient(f"the connection closed after {len(exc.partial)}{expected} bytes of the answer") \
                 from None
         except http.client.BadStatusLine as exc:
             if expired.is_set():
-                raise _Transient(f"no answer within {self.timeout:g} s (the whole request)") from None
+                raise _Transient(late) from None
             if isinstance(exc, http.client.RemoteDisconnected) or not str(exc.line).strip("'\""):
                 raise _Transient("the server closed the connection without answering") from None
             raise EndpointError(f"{url} answered with something that is not HTTP (status line "
                                 f"{str(exc.line)[:60]!r}); is the base URL the API's?") from None
         except (http.client.HTTPException, OSError) as exc:  # refused, reset, unreachable, timed out
             if expired.is_set() or isinstance(exc, TimeoutError):
-                raise _Transient(f"no answer within {self.timeout:g} s (the whole request)") from None
+                raise _Transient(late) from None
             reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
             raise _Transient(f"{type(exc).__name__}: {reason}") from None
         finally:
             timer.cancel()
             conn.close()
         if expired.is_set():
-            raise _Transient(f"no complete answer within {self.timeout:g} s (the whole request)")
+            raise _Transient(late)
         return status, resp_headers, raw
 
     def _post_json(self, url: str, body: dict) -> dict:

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from atlaslib.models import ProfileError, get_profile, load_adapter, load_profiles
-from atlaslib.models.openai_compat import NLI_PROMPT, UNPARSEABLE, EndpointError
+from atlaslib.models.openai_compat import NLI_PROMPT, UNPARSEABLE, EndpointError, refreshing_requests
 from tests.external.llm_server import TinyLLMServer
 from tests.tiny_models import tiny_causal_lm
 
@@ -101,17 +101,21 @@ def test_cache_hit_sends_no_request(model_dir, profiles):
 def test_score_options_are_the_models_log_likelihoods(model_dir, profiles):
     import torch
 
+    prompt = "Sentence: No fever.\nAnswer:"
     with TinyLLMServer(model_dir) as server:
         adapter = load_adapter(profiles(server.base_url), "score.options")
-        out = adapter.score_options(["Sentence: No fever.\nAnswer:"], [" yes", " no"])
+        out = adapter.score_options([prompt], [" yes", " no"])
         tok, model = server.tokenizer, server.model
+        assert "/extras/tokenize" in server.paths and "/v1/completions" in server.paths
     for k, option in enumerate([" yes", " no"]):
-        prompt_ids = tok("Sentence: No fever.\nAnswer:")["input_ids"]
-        ids = tok("Sentence: No fever.\nAnswer:" + option)["input_ids"]
+        prompt_ids = tok(prompt)["input_ids"]
+        ids = tok(prompt + option)["input_ids"]
         with torch.no_grad():
             logp = torch.log_softmax(model(torch.tensor([ids])).logits[0], -1)
         expected = sum(float(logp[j - 1, ids[j]]) for j in range(len(prompt_ids), len(ids)))
         assert out["loglik"][0, k] == pytest.approx(expected, abs=1e-5)
+        assert out["option_token_ids"][k] == ids[len(prompt_ids):]
+    assert adapter.info["cost"]["items"] == 1 and adapter.info["cost"]["completion_tokens"] > 0
 
 
 def test_profiles_refuse_a_key_in_the_file_and_a_name_clash(tmp_path, monkeypatch):
@@ -129,3 +133,174 @@ def test_profiles_refuse_a_key_in_the_file_and_a_name_clash(tmp_path, monkeypatc
     monkeypatch.setenv("ATLAS_PROFILES", str(clash))
     with pytest.raises(ProfileError, match=r"clash.yml: profile 'majority' is already defined in the built-in"):
         get_profile("majority")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Fault injection: each reproduces a case of the second faults round as written, and failed on 03e579c.
+
+SECRET = "sk-test-4f7a9c2e1b"
+
+
+def test_case03_a_key_with_control_characters_is_refused_by_its_variable_never_shown(model_dir, profiles,
+                                                                                     monkeypatch):
+    import traceback
+
+    with TinyLLMServer(model_dir, answers=("no",)) as server:
+        adapter = load_adapter(profiles(server.base_url, api_key_env="ATLAS_TEST_LLM_KEY"), "predict.assertion")
+        for bad in (SECRET + "\r", SECRET + "\n", "Bearer " + SECRET, SECRET + "\x1b"):
+            monkeypatch.setenv("ATLAS_TEST_LLM_KEY", bad)
+            with pytest.raises(EndpointError, match="ATLAS_TEST_LLM_KEY") as exc:
+                adapter.predict_assertion(["No [entity] fever [entity]."])
+            shown = "".join(traceback.format_exception(exc.value))
+            assert SECRET not in shown and "key is not shown" in shown
+        assert server.requests == 0                                   # refused before anything was sent
+        monkeypatch.setenv("ATLAS_TEST_LLM_KEY", SECRET)             # a clean key goes through, as a header only
+        assert adapter.predict_assertion(["No [entity] fever [entity]."]) == ["PRESENT"]
+        assert server.authorizations == [f"Bearer {SECRET}"]
+    assert SECRET not in repr(adapter.info)
+
+
+def test_case03_atlas_run_prints_and_keeps_no_key(model_dir, tmp_path, monkeypatch):
+    """The whole path: `atlas run` with the key in the environment; nothing it prints or writes holds it."""
+    import subprocess
+    import sys
+
+    with TinyLLMServer(model_dir, answers=("no",)) as server:
+        prof = tmp_path / "llm.yml"
+        prof.write_text(yaml.safe_dump({"keyed-llm": {
+            "source": "openai-compatible", "location": server.base_url, "revision": None,
+            "capabilities": ["predict.assertion"], "label_map": {}, "trained_on": [], "description": "keyed",
+            "options": {"model": "tiny", "api_key_env": "ATLAS_TEST_LLM_KEY", "max_retries": 0}}}))
+        env = {**__import__("os").environ, "ATLAS_TEST_LLM_KEY": SECRET + "\r",
+               "ATLAS_CACHE_DIR": str(tmp_path / "cache")}
+        out = tmp_path / "out"
+        proc = subprocess.run(
+            [sys.executable, "-m", "atlaslib.cli", "run", "--card", "negex", "--model", "keyed-llm",
+             "--protocol", "zero_shot", "--version", "atlas-n100-v1", "--profiles", str(prof),
+             "--results-dir", str(out / "results"), "--runs-dir", str(out / "runs"), "--build-dir", str(out / "build")],
+            capture_output=True, text=True, env=env, timeout=600)
+        assert server.requests == 0
+    assert proc.returncode == 1, proc.stderr
+    assert "ATLAS_TEST_LLM_KEY" in proc.stderr and "carriage return" in proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert any("failed" in str(p) for p in written)                  # the failed notebook is kept ...
+    for p in written:                                                 # ... and holds no key, nor does anything else
+        assert SECRET.encode() not in p.read_bytes(), p
+
+
+def test_case07_only_parsed_replies_are_cached_and_force_bypasses_the_cache(model_dir, profiles, tmp_path):
+    from atlaslib.sources import cache_dir
+
+    with TinyLLMServer(model_dir, answers=("no",)) as server:
+        name = profiles(server.base_url, max_retries=0)
+        scorer = load_adapter(name, "score.options")
+        scorer.tokenize("Answer:"), scorer.tokenize("Answer: no")     # cached: the fault hits the scoring request
+        server.faults = ["no-logprobs"]
+        with pytest.raises(EndpointError, match=r"/v1/completions: the answer has no "
+                                                r"choices\[0\]\.logprobs\.token_logprobs\[0\]"):
+            scorer.score_options(["Answer:"], [" no"])
+        server.faults = ["error-200"]
+        nli = load_adapter(name, "predict.nli")
+        with pytest.raises(EndpointError, match="chat/completions answered HTTP 200 with an error instead of an "
+                                                "answer: .*model not loaded"):
+            nli.predict_nli(["No fever."], ["Fever."])
+        cached = list((cache_dir() / "openai").glob("*.json"))
+        # only the tokenizer's replies (which parsed) were kept; neither bad reply was
+        assert len(cached) == 2 and all('"tokens"' in p.read_text() for p in cached)
+        before = server.requests
+        again = load_adapter(name, "score.options").score_options(["Answer:"], [" no"])   # asks the server again
+        assert server.requests > before and again["loglik"][0, 0] < 0
+        # a bad reply stored by an older version is not used: it is asked again and replaced
+        bad = load_adapter(name, "predict.nli")
+        path = bad._cache_path(server.base_url + "/chat/completions", {
+            "model": "tiny-gpt2", "messages": [{"role": "user", "content": NLI_PROMPT.format(
+                premise="No cough.", hypothesis="Cough.")}], "temperature": 0, "max_tokens": 8})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('{"error": {"message": "overloaded"}}')
+        n = server.requests
+        assert bad.predict_nli(["No cough."], ["Cough."]) == [None] and server.requests == n + 1
+        assert "overloaded" not in path.read_text()
+        # a good reply is served from the cache, except under --force (refreshing_requests)
+        n = server.requests
+        load_adapter(name, "predict.nli").predict_nli(["No cough."], ["Cough."])
+        assert server.requests == n
+        with refreshing_requests():
+            load_adapter(name, "predict.nli").predict_nli(["No cough."], ["Cough."])
+        assert server.requests == n + 1
+
+
+def test_case07_atlas_run_force_asks_the_server_again(model_dir, tmp_path, monkeypatch):
+    from atlaslib import runner
+
+    with TinyLLMServer(model_dir, answers=("Contradiction.",)) as server:
+        prof = tmp_path / "llm.yml"
+        prof.write_text(yaml.safe_dump({"tiny-llm": {
+            "source": "openai-compatible", "location": server.base_url, "revision": None,
+            "capabilities": ["predict.nli"], "label_map": {}, "trained_on": [], "description": "tiny",
+            "options": {"model": "tiny-gpt2", "max_retries": 0}}}))
+        monkeypatch.setenv("ATLAS_PROFILES", str(prof))              # the kernels inherit both
+        monkeypatch.setenv("ATLAS_CACHE_DIR", str(tmp_path / "cache"))
+        req = runner.RunRequest("nli_negation", "builtin-v1", "tiny-llm", "zero_shot")
+        kw = dict(results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", failed_dir=tmp_path / "failed")
+        runner.run(req, **kw)
+        first = server.requests
+        assert first == 207                                         # one request per case
+        runner.run(req, force=True, **kw)                           # the run cache and the request cache bypassed
+        assert server.requests == 2 * first
+
+
+def test_case11_the_whole_request_is_bounded_not_each_read(model_dir, profiles):
+    import time
+
+    with TinyLLMServer(model_dir, answers=("no",)) as server:
+        server.faults, server.trickle_seconds = ["trickle"], 0.1      # a byte every 0.1 s: no read ever waits 1 s
+        adapter = load_adapter(profiles(server.base_url, timeout=1.0, max_retries=0, cache="off"), "predict.assertion")
+        t0 = time.perf_counter()
+        with pytest.raises(EndpointError, match=r"could not be reached after 1 attempts \(last: no complete answer "
+                                                r"within 1 s \(the whole request\)\)"):
+            adapter.predict_assertion(["No [entity] fever [entity]."])
+        assert time.perf_counter() - t0 < 3.0
+        server.faults = ["trickle"]                                    # retried: the second attempt is answered
+        retrying = load_adapter(profiles(server.base_url, timeout=1.0, max_retries=1, cache="off", name="retry"),
+                                "predict.assertion")
+        assert retrying.predict_assertion(["No [entity] fever [entity]."]) == ["PRESENT"]
+
+
+@pytest.mark.parametrize("fault,capability,message", [
+    ("not-utf8", "predict.nli", r"chat/completions answered HTTP 200 with a body that is not UTF-8 text \(byte 0xff"),
+    ("not-json", "predict.nli", r"chat/completions answered HTTP 200 with a body that is not JSON .*'<html>Bad"),
+    ("content-int", "predict.nli", r"chat/completions: the answer's choices\[0\]\.message\.content is a number "
+                                   r"5; expected the answer's text"),
+    ("not-http", "predict.nli", r"chat/completions answered with something that is not HTTP \(status line "
+                                r"'HELLO FROM NOT A WEB SERVER"),
+    ("no-logprobs", "score.options", r"completions: the answer has no choices\[0\]\.logprobs"),
+])
+def test_case17_a_bad_answer_says_what_was_wrong_and_where_and_is_not_retried(model_dir, profiles, fault,
+                                                                              capability, message):
+    with TinyLLMServer(model_dir, answers=("no",)) as server:
+        adapter = load_adapter(profiles(server.base_url, max_retries=3, backoff=0.01), capability)
+        call = (lambda: adapter.predict_nli(["No fever."], ["Fever."])) if capability == "predict.nli" else \
+            (lambda: adapter.score_options(["Answer:"], [" no"]))
+        if capability == "score.options":
+            adapter.tokenize("Answer:"), adapter.tokenize("Answer: no")    # cached: the fault hits the scoring request
+        server.faults = [fault]
+        n = server.requests
+        with pytest.raises(EndpointError, match=message) as exc:
+            call()
+        assert server.base_url in str(exc.value)
+        assert server.requests == n + 1                                 # not retried
+
+
+@pytest.mark.parametrize("fault,said", [("incomplete", "the connection closed after 13 of 400 bytes"),
+                                        ("hang-up", "the server closed the connection without answering")])
+def test_case17_a_broken_connection_is_retried_and_named(model_dir, profiles, fault, said):
+    with TinyLLMServer(model_dir, answers=("no",)) as server:
+        adapter = load_adapter(profiles(server.base_url, max_retries=1, backoff=0.01, cache="off"), "predict.assertion")
+        server.faults = [fault]
+        assert adapter.predict_assertion(["No [entity] fever [entity]."]) == ["PRESENT"]   # the retry answered
+        assert server.requests == 2
+        server.faults = [fault, fault]
+        with pytest.raises(EndpointError, match=f"{server.base_url}/chat/completions could not be reached after 2 "
+                                                f"attempts \\(last: {said}"):
+            adapter.predict_assertion(["No [entity] fever [entity]."])

@@ -214,3 +214,36 @@ def test_a_gguf_profile_without_a_capability_is_refused(tiny, tmp_path, monkeypa
     name = _profiles(tmp_path, monkeypatch, tiny["path"], caps=["score.options"])
     with pytest.raises(CapabilityMissing, match="embed.text.pooled"):
         load_adapter(name, "embed.text.pooled")
+
+
+def test_a_gguf_file_from_profiles_runs_every_protocol_its_capabilities_allow(tiny, tmp_path, monkeypatch, data_dir):
+    """NegEx zero_shot (option scoring) and probe, the NLI challenge (option scoring over its labels) and the
+    MACCROBAT probe (word states), each with the contamination mark and the memorisation probe in its cell
+    parts; the profile is a user file, the package untouched."""
+    from atlaslib.cards import maccrobat, negex, nli_negation
+
+    name = _profiles(tmp_path, monkeypatch, tiny["path"], training_data=["undisclosed"])
+    items = negex.load_items(data_dir)
+    train, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
+    zs = negex.run_protocol(name, "zero_shot", train, test, data_dir=data_dir)
+    assert zs["capability"] == "score.options" and np.all((zs["score"] > 0) & (zs["score"] < 1))
+    assert zs["details"]["adapter"]["cost"]["items"] == 100
+    mark, mem = zs["llm"]["contamination"], zs["llm"]["memorisation"]
+    assert mark["may_have_seen"] is True and "undisclosed" in mark["reason"]
+    assert mem["test"]["n_probed"] > 50 and mem["reference_card"] == "nli_negation"
+    assert 0 <= mem["test"]["token_overlap"] <= 1 and mem["reference"]["n_probed"] > 20
+    pr = negex.run_protocol(name, "probe", train, test, data_dir=data_dir)
+    assert pr["capability"] == "embed.text.pooled" and pr["details"]["feature_dim"] == 32
+    assert pr["llm"]["memorisation"]["test"]["cached"] is True           # the same sentences, probed once
+    run = nli_negation.run_card(name)
+    assert run.ok and set(run.labels) <= {"entailment", "neutral", "contradiction"}
+    parts = run.cell_parts()
+    assert parts["extra"]["contamination"]["may_have_seen"] is False     # the synthetic reference
+    assert parts["profile"]["prompt"]["prompt_set"] == "nli-negation-options-v1"
+    assert parts["profile"]["cost"]["items"] == 207
+    mitems = maccrobat.load_items(data_dir)
+    out = maccrobat.run_protocol(mitems, maccrobat.split(mitems), name, "probe", n_resamples=50)
+    assert out.status == "ok" and out.capability == "embed.text.tokens"
+    assert out.llm["contamination"]["may_have_seen"] is True
+    cell = maccrobat.cell_parts(out, maccrobat.split(mitems), mitems)
+    assert cell["extra"]["memorisation"]["test"]["n_probed"] > 0

@@ -134,8 +134,8 @@ CARD = Card(
     versions=tuple(CASE_SETS),
     protocols=(PROTOCOL,),
     metrics=METRICS,
-    # the language model on builtin-v1; openmed's seven cases: the rule predictor, the two gate baselines and the hub head (the embedding
-    # baseline, the slowest run, adds nothing the other rows do not show on so few cases)
+    # builtin-v1 also runs the language model; openmed's seven cases: the rule predictor, the two gate baselines and
+    # the hub head (the embedding baseline, the slowest run, adds nothing the other rows do not show on so few cases)
     default_matrix=(*((VERSION, m, PROTOCOL) for m in (*OFFLINE_PREDICTORS, HUB_NLI_PROFILE, LLM_PROFILE)),
                     *((OPENMED_VERSION, m, PROTOCOL) for m in (CONTEXT_PREDICTOR, ALWAYS_ENTAILMENT, ALWAYS_ABSTAIN,
                                                                HUB_NLI_PROFILE))),

