@@ -25,8 +25,9 @@ token). Sentences shorter than ``min_tokens`` tokens are skipped; repeated sente
 ``max_sentences`` are probed, the first in the order of ``sha256(f"{seed}:{sentence}")`` (a seeded sample,
 the same for every model). The same probe on sentences the model cannot have seen (the synthetic NLI
 challenge's premises) is the reference a reader compares with. Results are cached on disk
-(``<atlas cache>/memorisation/<key>.json``; key: the model's revision and adapter class, the sentences, the
-settings, torch and transformers versions), so every run of one model on one test set probes it once.
+(``<atlas cache>/memorisation/<key>.json``; key: the model's revision, class and dtype, the sentences, the
+settings, torch and transformers versions: not the capability's adapter, since every adapter of a causal LM
+loads the same model), so every run of one model on one test set probes it once.
 """
 from __future__ import annotations
 
@@ -126,8 +127,8 @@ def memorisation_probe(adapter, sentences: Sequence[str], *, max_sentences: int 
     settings = {"probe": PROBE_VERSION, "max_sentences": max_sentences, "max_new_tokens": max_new_tokens,
                 "min_tokens": min_tokens, "seed": seed}
     info = dict(getattr(adapter, "info", {}) or {})
-    key_fields = {**settings, "revision": info.get("revision"), "adapter": info.get("adapter"),
-                  "model_class": info.get("model_class"), "dtype": info.get("dtype"),
+    key_fields = {**settings, "revision": info.get("revision"), "model_class": info.get("model_class"),
+                  "dtype": info.get("dtype"),
                   "sentences_sha256": hashlib.sha256(json.dumps(sample).encode("utf-8")).hexdigest(),
                   "versions": _versions()}
     key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode("utf-8")).hexdigest()

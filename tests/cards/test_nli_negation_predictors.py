@@ -217,7 +217,8 @@ def test_card_registry_entry():
     assert card.higher_is_better == {"false_entailment_rate": False}
     assert {m for v, m, _ in card.default_matrix if v == "builtin-v1"} == {"medspacy-context-nli", "minilm-similarity",
                                                       "always-entailment", "always-abstain",
-                                                      "cross-encoder/nli-deberta-v3-xsmall"}
+                                                      "cross-encoder/nli-deberta-v3-xsmall",
+                                                      "smollm2-135m-instruct"}
     assert card.notebook == "notebooks/nli_negation.md"
 
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from atlaslib.models import ProfileError, get_profile, load_adapter, load_profiles
-from atlaslib.models.openai_compat import NLI_PROMPT, UNPARSEABLE, EndpointError, refreshing_requests
+from atlaslib.models.openai_compat import NLI_PROMPT, UNPARSEABLE, EndpointError
 from tests.external.llm_server import TinyLLMServer
 from tests.tiny_models import tiny_causal_lm
 
@@ -190,6 +190,7 @@ def test_case03_atlas_run_prints_and_keeps_no_key(model_dir, tmp_path, monkeypat
 
 
 def test_case07_only_parsed_replies_are_cached_and_force_bypasses_the_cache(model_dir, profiles, tmp_path):
+    from atlaslib.models.openai_compat import refreshing_requests
     from atlaslib.sources import cache_dir
 
     with TinyLLMServer(model_dir, answers=("no",)) as server:

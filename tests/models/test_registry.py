@@ -219,7 +219,7 @@ def test_gguf_and_training_data_entries_are_validated(tmp_path):
         load_profiles(_write(tmp_path, base.replace("package:some_pkg/model.gguf", "package:some_pkg")))
     with pytest.raises(ProfileError, match=r"'m1' key 'training_data' must be a list"):
         load_profiles(_write(tmp_path, base.replace("[web-crawl, pubmed]", "web-crawl")))
-    with pytest.raises(ProfileError, match=r"'m1' key 'training_data' must list strings"):
+    with pytest.raises(ProfileError, match=r"line 8: profile 'm1' key 'training_data' must be a list of text"):
         load_profiles(_write(tmp_path, base.replace("[web-crawl, pubmed]", "[[a, b]]")))
     assert load_profiles(_write(tmp_path, base.replace("  training_data: [web-crawl, pubmed]\n", "")))[
         "m1"].training_data == []
