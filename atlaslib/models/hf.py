@@ -413,12 +413,13 @@ class OptionScorer(_HFAdapter):
                     ids[r, :len(inp)] = torch.tensor(inp)
                     mask[r, :len(inp)] = 1
                 logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
-                logp = torch.log_softmax(logits.float(), dim=-1).cpu()
-                for r, j in enumerate(idx):
-                    i, scored, full, n_p = seqs[j]
+                for r, j in enumerate(idx):   # log-softmax only where an option token is read (a vocabulary row
+                    i, scored, full, n_p = seqs[j]  # per position: an LLM's full logits are large)
                     for k, o_ids in scored:
                         pos = torch.arange(n_p - 1, n_p - 1 + len(o_ids))
-                        loglik[i, k] = float(logp[r, pos, torch.tensor(o_ids)].double().sum())
+                        logp = torch.log_softmax(logits[r, pos].float(), dim=-1).cpu()
+                        loglik[i, k] = float(logp[torch.arange(len(o_ids)), torch.tensor(o_ids)].double().sum())
+                del logits
                 bar.update(len(idx))
         bar.close()
         first = by_prompt[0] if prompts else standalone
