@@ -202,12 +202,27 @@ def git_commit(repo: str | os.PathLike | None = None) -> str | None:
         return None
 
 
+def cpu_name() -> str | None:
+    """The processor's model name (Linux ``/proc/cpuinfo``; else ``platform.processor()``), or None: the
+    build machine a page names beside items per second."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return " ".join(line.split(":", 1)[1].split()) or None
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def environment(torch_info: bool = True) -> dict:
     from .version import __version__
 
     env = {
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
         "packages": package_versions(),
         "atlaslib_version": __version__,
         "atlaslib_commit": git_commit(),

@@ -270,9 +270,30 @@ def check_departures_tables(src: Path, cells) -> list[str]:
     return out
 
 
+def check_not_ranked_rows(src: Path, cells) -> list[str]:
+    """No overlap-flagged row carries a rank, tie group or P(rank 1) in any leaderboard download (CSV or
+    JSON), and every such row says why it is not ranked."""
+    import csv
+
+    from atlaslib.metrics.framing import NOT_RANKED, RANK_FIELDS
+
+    out = []
+    for path in sorted(Path(src).rglob("_downloads/leaderboard-*.json")):
+        for r in json.loads(path.read_text(encoding="utf-8")):
+            if r.get("overlap"):
+                held = [f for f in RANK_FIELDS if f in r]
+                if held or r.get("band") != NOT_RANKED or not r.get("not_ranked_reason"):
+                    out.append(f"{path.name}: overlap-flagged {r.get('model')} ranked ({held}) or without its reason")
+        with open(path.with_suffix(".csv"), encoding="utf-8", newline="") as fh:
+            for r in csv.DictReader(fh):
+                if r.get("overlap") and any(r.get(f) for f in RANK_FIELDS):
+                    out.append(f"{path.with_suffix('.csv').name}: overlap-flagged {r.get('model')} has a rank field")
+    return out
+
+
 CHECKS = (check_false_entailment_bound, check_coverage_standard_errors, check_licence_story,
           check_negex_reproduction_gaps, check_seqeval_modes, check_tempeval_disagreement, check_tempeval_event_counts,
-          check_ties_explained, check_departures_tables)
+          check_ties_explained, check_departures_tables, check_not_ranked_rows)
 
 
 def all_problems(src: Path, cells) -> list[str]:
@@ -292,8 +313,14 @@ def test_the_checks_see_the_old_statements(tmp_path):
     repro = [{"system": "2,376 rows", "sensitivity": 0.95, "specificity": 0.97, "precision": 0.912}]
     cells = [{"card": "negex", "version": "atlas-full-v1", "model": "negspacy-negex-kit", "protocol": "zero_shot",
               "status": "ok", "extra": {"reproduction": repro}, "metrics": {}, "predictions": []}]
+    dl = src / "book/cards/_downloads"
+    dl.mkdir(parents=True)
+    ranked = [{"model": "kit-rules", "overlap": "negex", "band": "not ranked", "rank": 1, "p_rank1": 0.95}]
+    (dl / "leaderboard-negex-v.json").write_text(json.dumps(ranked))
+    (dl / "leaderboard-negex-v.csv").write_text("model,overlap,rank\nkit-rules,negex,1\n")
     found = all_problems(src, cells)
-    for what in ("no table 'Where this page departs", "the gaps to GenNegEx are not named",
+    for what in ("overlap-flagged kit-rules ranked", "overlap-flagged kit-rules has a rank field",
+                 "no table 'Where this page departs", "the gaps to GenNegEx are not named",
                  "one rounded bound", "seqeval mode statement", "cleared for publication"):
         assert any(what in p for p in found), (what, found)
 

@@ -228,6 +228,20 @@ class Card:
     # "unknown"; test_set_note says where and since when
     test_set_exposure: str = "unknown"
     test_set_note: str = ""
+    # -- how the leaderboard frames its rows (atlaslib.metrics.framing) --
+    # the protocols whose rows learn from the card's train items (probe, finetune, train_lookup), and the card
+    # baselines that learn from them whatever their protocol (a lookup of train mentions, a train majority):
+    # such rows are ranked in their own band, "trained on the card's train items"
+    training_protocols: tuple = ()
+    training_baselines: tuple = ()
+    # the equivalence margin of the primary metric (same units): a pair whose paired 90 % interval lies inside
+    # ± margin is "equivalent within the margin" (TOST at 5 %); margin_note says why this size. None: no claim
+    equivalence_margin: float | None = None
+    margin_note: str = ""
+    # extra paired resamplings of the primary metric, named for what they assume: (name, prediction-record
+    # field whose values are the clusters resampled whole), e.g. ("sentence-cluster", "sentence_key"); shown
+    # beside the declared paired interval, never deciding a tie group
+    paired_clusters: tuple = ()
 
     @property
     def page(self) -> str:

@@ -10,14 +10,19 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from .. import plots
+from ..metrics import bootstrap
 from ..escape import md
 from ..metrics import compare as K
+from ..metrics import framing as F
+from ..metrics.intervals import FEW_CLUSTERS
 from . import explorer
 from .leaderboard import _name, fmt_interval, leaderboard_frame, write_downloads
 
@@ -25,8 +30,10 @@ METRICS_MARK = "<!-- paired-example -->"
 
 
 def comparison_for(card, version: str, cells: list[dict]):
-    """The :class:`~atlaslib.metrics.compare.Comparison` of the ok runs of (card, version), best first; None
-    when no ok run holds per-item records the card's resampling needs (the reason is logged in the page)."""
+    """The comparisons of the ok runs of (card, version), one per band (:mod:`atlaslib.metrics.framing`: rows
+    ranked within their training regime; overlap-flagged rows in a band of their own, never compared), as a
+    :class:`~atlaslib.metrics.framing.Banded`; None without an ok run; a string (the reason) when no band
+    could be compared because the runs lack the per-item records the card's resampling needs."""
     ok = [c for c in cells if c["card"] == card.name and c["version"] == version and c["status"] == "ok"]
     if not ok:
         return None
@@ -36,6 +43,18 @@ def comparison_for(card, version: str, cells: list[dict]):
         return -math.inf if v is None else (v if card.higher_is_better.get(card.metrics[0], True) else -v)
 
     ok.sort(key=lambda c: (-primary(c), c["model"], c["protocol"]))
+    banded = F.Banded(not_ranked=[(K.run_label(c), F.overlap_reason(c)) for c in ok if F.overlap_reason(c)])
+    for name, mine in F.bands(card, ok):
+        banded.bands.append(F.Band(name, mine, _compare(card, mine) if name != F.NOT_RANKED else None))
+    reasons = [b.comparison for b in banded.bands if isinstance(b.comparison, str)]
+    if not banded.compared and reasons:
+        return reasons[0]
+    return banded
+
+
+def _compare(card, ok: list[dict]):
+    """The :class:`~atlaslib.metrics.compare.Comparison` of ``ok`` (one band, best first), or the reason there
+    is none."""
     try:
         p = K.paired(ok)
     except (ValueError, KeyError) as exc:
@@ -55,47 +74,145 @@ def _peq(x) -> str:
     return f"p {t}" if t.startswith("<") else f"p = {t}"
 
 
-def mdd_markdown(comp) -> str:
+def _mdd_text(x) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def mdd_markdown(comp, card=None) -> str:
+    """What the test set can detect, for one band's comparison: the top pair's own minimum detectable
+    difference (and McNemar's at its discordance), not a summary over pairs that include baselines."""
     m = comp.mdd
     base = m["metric"].replace("_", " ")
     parts = [f"**What this test set can detect.** {m['n_units']:,} resampling units ({m['unit']})."]
-    if "mdd_bootstrap" in m:
-        parts.append(f"A difference in {base} smaller than about **{m['mdd_bootstrap']:.3f}** is unlikely to "
-                     f"be detected (80 % power, 5 % two-sided; {m['basis']}, SD {m['sd_difference']:.3f}).")
-    if "mdd_mcnemar" in m:
-        mdd = m["mdd_mcnemar"]
-        parts.append(f"For the item-level decision ({m['decision']}), McNemar's test on {m['n_items']:,} paired "
-                     f"items at the observed discordance {m['discordance']:.3f} (median over pairs) detects an "
-                     "accuracy difference of " + (f"**{mdd:.3f}**." if not math.isnan(mdd) else
-                                                   "no size at all: too few discordant items."))
+    top = F.top_pair(comp)
+    framed = F.framed_pairs(comp, getattr(card, "equivalence_margin", None))
+    r = F.pair_row(framed, *top) if top else None
+    if r is not None:
+        parts.append(f"The top pair, {md(r['model_a'])} − {md(r['model_b'])}, would detect a difference in {base} "
+                     f"of about **{r['mdd']:.3f}** (its own minimum detectable difference: 80 % power, 5 % "
+                     f"two-sided, (z₀.₉₇₅ + z₀.₈) × the SD {r['sd']:.3f} of its paired resamples)")
+        if not pd.isna(r.get("mdd_mcnemar")):
+            parts[-1] += (f"; McNemar's test on its {int(r['n_items']):,} paired items at its discordance "
+                          f"{(int(r['b']) + int(r['c'])) / int(r['n_items']):.3f} detects an accuracy difference of "
+                          f"**{r['mdd_mcnemar']:.3f}**")
+        elif r.get("b") is not None and not pd.isna(r.get("b")):
+            parts[-1] += "; McNemar's test detects no size at all on it: too few discordant items"
+        parts[-1] += ". Every pair's own MDD is in the table."
+    elif "mdd_bootstrap" in m:
+        parts.append(f"With one run in this band there is no pair: a difference in {base} smaller than about "
+                     f"**{m['mdd_bootstrap']:.3f}** would be unlikely to be detected against another run like it "
+                     f"(80 % power, 5 % two-sided; {m['basis']}).")
     return " ".join(parts) + "\n"
 
 
-def pairs_markdown(comp, metric: str | None = None, link=None) -> str:
+def _decides(card, comp) -> str:
+    """Which test decides a pair (and so the tie group), and what the tests shown beside it assume."""
+    t = comp.pairs
+    base = comp.mdd["metric"]
+    tests = sorted(set(t.loc[t["metric"] == base, "test"])) if not t.empty else []
+    if not tests:
+        return ""
+    text = (f"The tie group and each pair's verdict are decided by the {' and '.join(tests)} on the card's declared "
+            f"resampling ({comp.data.unit}).")
+    beside = []
+    if (t["metric"] == base).any() and t.loc[t["metric"] == base, "b"].notna().any() and "exact McNemar" not in tests:
+        beside.append("McNemar's test (b / c), which treats the items as independent")
+    for name, fld in getattr(card, "paired_clusters", ()) or ():
+        beside.append(f"the {md(name)} paired interval, which resamples whole clusters of the records' "
+                      f"`{fld}` (items of one cluster may fail together)")
+    if beside:
+        text += " Shown beside it and deciding nothing: " + "; ".join(beside) + "."
+    return text
+
+
+def cluster_columns(card, comp, band_cells) -> dict:
+    """``{column: {(a, b): text}}``: the card's declared paired cluster intervals of the primary metric for
+    each pair of one band (:func:`atlaslib.metrics.framing.cluster_paired`), or ``{}``."""
+    out = {}
+    t = comp.pairs
+    base = comp.mdd["metric"]
+    if t.empty or not band_cells:
+        return out
+    first = band_cells[0].get("predictions") or []
+    seed = int((band_cells[0].get("seeds") or {}).get("bootstrap") or bootstrap.DEFAULT_SEED)
+    for name, fld in getattr(card, "paired_clusters", ()) or ():
+        col = f"{name} [95 % paired]"
+        vals = {}
+        if not first or any(fld not in r for r in first) or len(first) != comp.data.n_units:
+            out[col] = {}
+            continue
+        groups = [r[fld] for r in first]
+        for _, r in t[t["metric"] == base].iterrows():
+            try:
+                c = F.cluster_paired(comp.data, r["model_a"], r["model_b"], base, groups, seed=seed)
+            except (KeyError, ValueError):
+                continue
+            vals[(r["model_a"], r["model_b"])] = (f"{c['difference']:+.3f} {fmt_interval(c['ci_low'], c['ci_high'])}"
+                                                  + (" ⚠" if c["few_clusters"] else ""))
+        out[col] = vals
+    return out
+
+
+def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_cells=None) -> str:
     t = comp.pairs
     metric = metric or comp.mdd["metric"]
     if t.empty or not (t["metric"] == metric).any():
         return ""
+    margin = getattr(card, "equivalence_margin", None) if metric == comp.mdd["metric"] else None
+    framed = F.framed_pairs(comp, margin) if metric == comp.mdd["metric"] else t[t["metric"] == metric]
     t = t[t["metric"] == metric]
     has_b = t["b"].notna().any()
-    head = ["A − B", "difference [95 % paired]", "test", "p", "Holm p"] + (["b / c (McNemar p)"] if has_b else [])
+    clusters = cluster_columns(card, comp, band_cells) if card is not None and metric == comp.mdd["metric"] else {}
+    eq_head = [f"90 % paired; within ±{margin:g}?"] if margin else []
+    mdd_head = ["MDD (own)"] if "mdd" in framed else []
+    head = (["A − B", "difference [95 % paired]", "test", "p", "Holm p"] + eq_head + mdd_head
+            + (["b / c (McNemar p)"] if has_b else []) + list(clusters))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for _, r in t.iterrows():
+    for idx, r in t.iterrows():
         star = " *" if r["significant"] else ""
         vals = [f"{_name(r['model_a'])} − {_name(r['model_b'])}",
                 f"{r['difference']:+.3f} {fmt_interval(r['ci_low'], r['ci_high'])}{star}",
                 r["test"], _p(r["p"]), _p(r["p_holm"])]
+        f = framed.loc[idx]
+        if margin:
+            eqv = f["equivalent"]
+            verdict = ("—" if not isinstance(eqv, (bool, np.bool_)) else "equivalent" if eqv else "not shown")
+            vals.append(f"{fmt_interval(f['ci90_low'], f['ci90_high'])} {verdict}")
+        if mdd_head:
+            text = _mdd_text(f["mdd"])
+            if not pd.isna(f.get("mdd_mcnemar")):
+                text += f" (McNemar {_mdd_text(f['mdd_mcnemar'])})"
+            vals.append(text)
         if has_b:
             vals.append("—" if pd.isna(r["b"]) else f"{explorer.b_c(r, link)} (p {_p(r['p_mcnemar'])})")
+        for col in clusters:
+            vals.append(clusters[col].get((r["model_a"], r["model_b"]), "—"))
         lines.append("| " + " | ".join(str(v) for v in vals) + " |")
-    note = (f"\n\\* significant at 5 % after Holm over the {len(t)} pairs. b = items A decides right and B "
-            "wrong, c the reverse (exact McNemar on b of b + c)." if has_b else
-            f"\n\\* significant at 5 % after Holm over the {len(t)} pairs.")
+    note = f"\n\\* significant at 5 % after Holm over the {len(t)} pairs of this band."
+    if has_b:
+        note += " b = items A decides right and B wrong, c the reverse (exact McNemar on b of b + c)."
+    if margin:
+        note += (f" Equivalent: the paired 90 % interval lies inside ±{margin:g} ({md(card.margin_note)}), so both "
+                 "one-sided tests at 5 % reject a difference of the margin or more (TOST); \"not shown\" is not a "
+                 "difference either.")
+    if mdd_head:
+        note += (" MDD (own): the smallest difference this pair would detect with 80 % power at 5 % two-sided, from "
+                 "the SD of its own paired resamples.")
+    if any(any(v.endswith("⚠") for v in c.values()) for c in clusters.values()):
+        note += (f" ⚠ fewer than {FEW_CLUSTERS} clusters: a cluster bootstrap interval is then too narrow; read it as "
+                 "optimistic.")
     return ":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n" + note + "\n"
 
 
+def _bands_of(comp) -> list:
+    """The compared bands of a comparison (a plain Comparison is one band)."""
+    if isinstance(comp, F.Banded):
+        return [b for b in comp.bands if b.ranked]
+    return [F.Band(F.REGIME_NONE, [], comp)]
+
+
 def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, comp=None) -> str:
-    """The comparisons section of one (card, version), and its downloads."""
+    """The comparisons section of one (card, version), band by band, and its downloads."""
     comp = comparison_for(card, version, cells) if comp is None else comp
     vcells = [c for c in cells if c["card"] == card.name and c["version"] == version]
     if not vcells:
@@ -104,32 +221,61 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, com
     dl_dir = page_dir / "_downloads"
     stem = f"{card.name}-{version}"
     lb_csv, lb_json = write_downloads(leaderboard_frame(card, version, vcells, comp if not isinstance(comp, str)
-                                                        else None), dl_dir, f"leaderboard-{stem}")
+                                                        else None), dl_dir, f"leaderboard-{stem}",
+                                      omit_null=F.RANK_FIELDS)
     links = [f"{{download}}`leaderboard CSV <{os.path.relpath(lb_csv, page_dir)}>`",
              f"{{download}}`leaderboard JSON <{os.path.relpath(lb_json, page_dir)}>`"]
     if isinstance(comp, str):
         out.append(f"*No paired comparison: {comp}.*\n")
     elif comp is not None:
-        out.append(mdd_markdown(comp))
+        bands = _bands_of(comp)
+        several = len(bands) > 1
         if not comp.pairs.empty:
             out.append(f"### Paired comparisons: `{version}`\n")
-            out.append("Every pair of runs on the same test items, on the same resamples (the card's own unit "
-                       "and seed). A difference whose paired interval excludes 0 is not the same as two "
-                       "leaderboard intervals that do not overlap: intervals of two models can overlap while "
-                       "their paired difference is clearly non-zero.\n")
-            out.append(pairs_markdown(comp, link=explorer.pair_linker(card.name, version, vcells, page_dir, src)))
+            out.append("Every pair of runs of one band on the same test items, on the same resamples (the card's "
+                       "own unit and seed); pairs never cross bands, and a not-ranked row is in no pair. A "
+                       "difference whose paired interval excludes 0 is not the same as two leaderboard intervals that "
+                       "do not overlap: intervals of two models can overlap while their paired difference is clearly "
+                       "non-zero.\n")
+        if getattr(card, "equivalence_margin", None):
+            out.append(f"The card's equivalence margin for {card.metrics[0].replace('_', ' ')} is "
+                       f"±{card.equivalence_margin:g}: {md(card.margin_note)}.\n")
+        linker = explorer.pair_linker(card.name, version, vcells, page_dir, src)
+        for k, band in enumerate(bands):
+            c = band.comparison
+            if c is None or isinstance(c, str):
+                if isinstance(c, str):
+                    out.append(f"*{md(band.name.capitalize())}: no paired comparison: {c}.*\n")
+                continue
+            if several:
+                out.append(f"#### {band.name.capitalize()}\n")
+            out.append(mdd_markdown(c, card))
+            if c.pairs.empty:
+                continue
+            decides = _decides(card, c)
+            if decides:
+                out.append(decides + "\n")
+            out.append(pairs_markdown(c, link=linker, card=card, band_cells=band.cells))
             fig_dir = page_dir / "_figures"
             fig_dir.mkdir(parents=True, exist_ok=True)
-            name = f"pairs-{stem}.png"
-            base = comp.mdd["metric"]
-            fig = plots.pairwise_differences(comp.pairs[comp.pairs["metric"] == base],
-                                             title=f"{base} · {version}",
+            name = f"pairs-{stem}.png" if k == 0 else f"pairs-{stem}-{k}.png"
+            base = c.mdd["metric"]
+            fig = plots.pairwise_differences(c.pairs[c.pairs["metric"] == base],
+                                             title=f"{base} · {version}" + (f" · {band.name}" if several else ""),
                                              xlabel=f"{base.replace('_', ' ')}: A − B, 95 % paired interval")
             fig.savefig(fig_dir / name, dpi=110)
             plt.close(fig)
             out.append(f"```{{figure}} _figures/{name}\n:alt: paired differences of {base} on {version}\n\n"
-                       f"Paired differences of `{base}` on `{version}`; red: significant at 5 % after Holm.\n```\n")
-            c_csv, c_json = write_downloads(comp.pairs.drop(columns=["sd"]), dl_dir, f"comparisons-{stem}")
+                       f"Paired differences of `{base}` on `{version}`"
+                       + (f" ({band.name})" if several else "") + "; red: significant at 5 % after Holm.\n```\n")
+        pairs = comp.pairs
+        if not pairs.empty:
+            with warnings.catch_warnings():   # a band whose McNemar columns are all None
+                warnings.simplefilter("ignore", FutureWarning)
+                framed = pd.concat([_framed_all(card, b.comparison, b.name) for b in bands
+                                    if b.comparison is not None and not isinstance(b.comparison, str)
+                                    and not b.comparison.pairs.empty], ignore_index=True)
+            c_csv, c_json = write_downloads(framed.drop(columns=["sd"]), dl_dir, f"comparisons-{stem}")
             links += [f"{{download}}`comparisons CSV <{os.path.relpath(c_csv, page_dir)}>`",
                       f"{{download}}`comparisons JSON <{os.path.relpath(c_json, page_dir)}>`"]
     out.append("Downloads: " + " · ".join(links) + "\n")
@@ -180,6 +326,18 @@ def render_metrics_chapter(src: Path, cells: list[dict]) -> None:
         return text.replace(WIDTH_MARK, _width_block(src, cells) or NO_WIDTH) if WIDTH_MARK in text else text
 
     _edit_metrics_chapter(src, fill)
+
+
+def _framed_all(card, comp, band: str) -> pd.DataFrame:
+    """Every pair of one band's comparison (all metrics), the primary metric's rows with the TOST and MDD
+    columns of :func:`atlaslib.metrics.framing.framed_pairs`, and the band."""
+    framed = F.framed_pairs(comp, card.equivalence_margin)
+    rest = comp.pairs[comp.pairs["metric"] != comp.mdd["metric"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        out = pd.concat([framed, rest]).sort_index()
+    out.insert(2, "band", band)
+    return out
 
 
 def comparison_json(comp) -> str:

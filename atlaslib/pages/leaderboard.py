@@ -7,10 +7,13 @@ Two tables, so each fits a 1,200 px page:
    is not constant, the exact Clopper–Pearson interval stands beside it ("exact [...]"). A metric without
    a value shows one short mark (``n/a`` or ``not run``) and a footnote number; each reason is written
    once under the table.
-2. "tied with the best": the tie group on the primary metric (and the test that decided it), the rank
-   interval over the resamples, P(rank 1), and the intervals that assume something different from the
+2. the ranks on the primary metric within each band (:mod:`atlaslib.metrics.framing`: rows of one training
+   regime are ranked together; overlap-flagged rows sit in a "not ranked" band with their reason): against
+   the band's best, "not distinguishable from the best (Holm, 5 %)" or below (and the test that decided),
+   the rank interval over the resamples, P(rank 1), the intervals that assume something different from the
    declared one (NegEx: sentence-cluster; NLI: template-cluster and the one-sided upper bound of the
-   false-entailment rate).
+   false-entailment rate) and items per second on the build machine;
+3. for language-model rows: the contamination mark and the memorisation probe.
 
 The same rows are written as CSV and JSON downloads.
 """
@@ -25,8 +28,9 @@ import numpy as np
 import pandas as pd
 
 from ..escape import md
-from ..metrics import bootstrap, intervals
+from ..metrics import bootstrap, framing as F, intervals
 from ..results import is_external
+from . import rowinfo
 
 MISSING = "—"
 
@@ -209,7 +213,8 @@ def _rows(card, version, cells):
         v = e.get("value")
         return -math.inf if v is None else (v if card.higher_is_better.get(card.metrics[0], True) else -v)
 
-    rows.sort(key=lambda c: (c["status"] != "ok", -primary(c), c["model"], c["protocol"]))
+    rows.sort(key=lambda c: (F.BANDS.index(F.band_of(card, c)), c["status"] != "ok", -primary(c), c["model"],
+                             c["protocol"]))
     return rows
 
 
@@ -234,10 +239,13 @@ def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, sr
     overlap_seen = any(c.get("overlap") for c in rows)
     tables = []
     for group in metric_groups(card.metrics):
-        head = ["model", "protocol"] + [m.replace("_", " ") for m in group] + ["run"]
+        head = ["model", "protocol", "regime"] + [m.replace("_", " ") for m in group] + ["run"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for c in rows:
             name = _name(c["model"]) + (" †" if c.get("overlap") else "")
+            mark = rowinfo.contamination_mark(c)
+            if mark:
+                name += " ◊" + notes.mark("◊ " + _md(mark))
             if c["status"] != "ok":
                 vals = ["not run" + notes.mark("not run: " + _md(short_reason(c.get("reason"))))] + \
                        [MISSING] * (len(group) - 1)
@@ -250,15 +258,16 @@ def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, sr
                 links.append(f"[notebook]({os.path.relpath(src / c['_notebook_rel'], page_dir)})")
             if c.get("_json_rel"):
                 links.append(f"{{download}}`JSON <{os.path.relpath(src / c['_json_rel'], page_dir)}>`")
-            lines.append("| " + " | ".join([name, c["protocol"].replace("_", "_<wbr>")] + vals + [" · ".join(links)])
-                         + " |")
+            lines.append("| " + " | ".join([name, c["protocol"].replace("_", "_<wbr>"), F.SHORT[F.band_of(card, c)]]
+                                           + vals + [" · ".join(links)]) + " |")
         for req in failed:
-            lines.append("| " + " | ".join([_name(req.model), req.protocol, "**failed**" + notes.mark(
+            lines.append("| " + " | ".join([_name(req.model), req.protocol, "", "**failed**" + notes.mark(
                 "failed: see the build log")] + [MISSING] * (len(group) - 1) + [""]) + " |")
         tables.append(":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n")
     out = tables
     if overlap_seen:
-        out.append("† trained on data that overlaps this card: not comparable with the other rows.\n")
+        out.append("† trained on data that overlap this card's test data: shown, but not ranked (no rank, tie group, "
+                   "P(rank 1), Holm family or minimum detectable difference).\n")
     n_units = _few_cluster_units(card, rows)
     if n_units:
         out.append(f"⚠ The declared intervals of `{version}` resample {n_units[0]} {n_units[1]}: a bootstrap over "
@@ -269,6 +278,9 @@ def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, sr
         out.append(notes.markdown() + "\n")
     if second:
         out.append(second)
+    llm = rowinfo.llm_table(rows)
+    if llm:
+        out.append(llm)
     if card.name == "nli_negation":
         out.append(pattern_denominators(rows))
     return "\n".join(out)
@@ -329,6 +341,15 @@ def _few_cluster_units(card, rows):
     return (n, unit) if n is not None and n < intervals.FEW_CLUSTERS else None
 
 
+def _tie_text(r) -> str:
+    """A ranked row against its band's best: "best", "not distinguishable (test)" or "below (test)"."""
+    if r["decided_by"] == "best":
+        return "best"
+    if r["tie_group"] == "top":
+        return f"not distinguishable ({r['decided_by']})"
+    return f"below ({r['decided_by']})"
+
+
 def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -> str:
     ok = [c for c in rows if c["status"] == "ok"]
     if not ok:
@@ -339,41 +360,64 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
     for d in extra.values():
         extra_cols += [k for k in d if k not in extra_cols]
     fe_col = card.name == "nli_negation"
-    head = ["model", "tie group", "rank [95 %]", "P(rank 1)"] + extra_cols + (
-        ["false entailment, one-sided 95 % upper bound"] if fe_col else [])
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for c in ok:
-        lab = run_label(c)
-        if ranks is not None and lab in ranks.index:
-            r = ranks.loc[lab]
-            tie = "top" if r["tie_group"] == "top" else MISSING
-            if r["decided_by"] != "best" and r["tie_group"] == "top":
-                tie += f" ({r['decided_by']})"
-            elif r["decided_by"] == "best":
-                tie += " (best)"
-            else:
-                tie = f"below ({r['decided_by']})"
-            rank = f"{int(r['rank'])} [{int(r['rank_low'])}–{int(r['rank_high'])}]"
-            p1 = f"{r['p_rank1']:.3f}"
-        else:
-            tie = rank = p1 = MISSING
-        vals = [tie, rank, p1]
+    speed_col = "items/s"
+
+    def row_vals(c, lab):
+        vals = []
         for col in extra_cols:
             d = extra[lab].get(col)
             vals.append(_interval_text(d, notes) if d else MISSING)
         if fe_col:
             ub = fe_upper_bound(c)
             vals.append(MISSING if ub is None else f"{ub[2]:.3f} ({ub[0]} of {ub[1]})")
-        lines.append("| " + " | ".join([_name(lab)] + vals) + " |")
+        sp = rowinfo.speed(c)
+        vals.append(MISSING if sp is None else rowinfo.speed_text(sp))
+        return vals
+
+    tail = extra_cols + (["false entailment, one-sided 95 % upper bound"] if fe_col else []) + [speed_col]
     primary = card.metrics[0].replace("_", " ")
-    intro = (f"**Tied with the best on {primary}.** The top group holds the best model and every model not "
-             "significantly different from it at 5 % after Holm's adjustment over all pairs (the test that "
-             "decided is named); the rank interval is the 2.5–97.5 % range of the model's rank over the "
-             "paired resamples, P(rank 1) the share of resamples where it ranks first.")
+    blocks = []
+    by_band = F.bands(card, ok)
+    for band, mine in by_band:
+        if band == F.NOT_RANKED:
+            head = ["model", "why not ranked"] + tail
+            lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            for c in mine:
+                lab = run_label(c)
+                lines.append("| " + " | ".join([_name(lab), _md(F.overlap_reason(c))] + row_vals(c, lab)) + " |")
+            blocks.append(f"**{band.capitalize()}** ({len(mine)} run{'s' if len(mine) != 1 else ''}): trained on "
+                          "data that overlap the test data, so a score here is not a held-out score; shown, and "
+                          "left out of every rank, tie group, P(rank 1), Holm family and minimum detectable "
+                          "difference.\n\n:::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n")
+            continue
+        head = ["model", "vs the band's best (Holm, 5 %)", "rank [95 %]", "P(rank 1)"] + tail
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for c in mine:
+            lab = run_label(c)
+            if ranks is not None and lab in ranks.index:
+                r = ranks.loc[lab]
+                vals = [_tie_text(r), f"{int(r['rank'])} [{int(r['rank_low'])}–{int(r['rank_high'])}]",
+                        f"{r['p_rank1']:.3f}"]
+            else:
+                vals = [MISSING] * 3
+            lines.append("| " + " | ".join([_name(lab)] + vals + row_vals(c, lab)) + " |")
+        blocks.append(f"**{band.capitalize()}** ({len(mine)} run{'s' if len(mine) != 1 else ''})\n\n"
+                      ":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n")
+    intro = (f"**Ranks on {primary}, within each band.** A row is ranked only against rows of the same training "
+             "regime: no training on the card's data (zero-shot models, rules, fixed baselines), trained on the "
+             "card's train items (a protocol or baseline the card declares as learning from them), outside "
+             "predictions (systems the atlas did not run). The regimes answer different questions (what a model "
+             "brings to the task, what the card's own train items add, what someone else's system does), so one "
+             "ranking across them would mix them. In each band the best row by point estimate is named; a row "
+             f"*{F.NOT_DISTINGUISHABLE}* has a Holm-adjusted p-value of at least 0.05 against it over the band's "
+             "pairs (the test that decided is named): not shown different, which is not the same as equal (the "
+             "paired comparisons say where a pair is equivalent within the card's margin). The rank interval is "
+             "the 2.5–97.5 % range of the row's rank in its band over the paired resamples, P(rank 1) the share of "
+             f"resamples where it ranks first. Items per second: {rowinfo.speed_note(ok)}")
     if extra_cols:
-        intro += (" The further columns are intervals that assume something different from the declared one: "
-                  "they resample whole clusters (sentences, templates) instead of items.")
-    return intro + "\n\n:::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n"
+        intro += (" The interval columns assume something different from the declared one: they resample whole "
+                  "clusters (sentences, templates) instead of items.")
+    return intro + "\n\n" + "\n".join(blocks)
 
 
 def leaderboard_frame(card, version: str, cells: list[dict], comparison=None) -> pd.DataFrame:
@@ -384,27 +428,34 @@ def leaderboard_frame(card, version: str, cells: list[dict], comparison=None) ->
     ranks = comparison.ranks.set_index("model") if comparison is not None and not comparison.ranks.empty else None
     out = []
     for c in _rows(card, version, cells):
+        band = F.band_of(card, c)
         row = {"card": card.name, "version": version, "model": c["model"], "protocol": c["protocol"],
-               "status": c["status"], "overlap": ", ".join(c.get("overlap") or [])}
+               "status": c["status"], "overlap": ", ".join(c.get("overlap") or []), "regime": F.regime(card, c),
+               "band": band, "not_ranked_reason": F.overlap_reason(c)}
         for b in card.metrics:
             e = c["metrics"].get(f"{b}_{c['protocol']}") or {}
             row[b] = e.get("value")
             row[f"{b}_ci_low"], row[f"{b}_ci_high"] = e.get("ci_low"), e.get("ci_high")
             row[f"{b}_reason"] = e.get("reason") or (c.get("reason") if c["status"] != "ok" else None)
         lab = run_label(c)
-        if ranks is not None and lab in ranks.index:
+        if band != F.NOT_RANKED and ranks is not None and lab in ranks.index:
             r = ranks.loc[lab]
-            row.update(tie_group=r["tie_group"], decided_by=r["decided_by"], rank=int(r["rank"]),
+            tie = ("best" if r["decided_by"] == "best" else F.NOT_DISTINGUISHABLE if r["tie_group"] == "top"
+                   else "below the best")
+            row.update(tie_group=tie, decided_by=r["decided_by"], rank=int(r["rank"]),
                        rank_low=int(r["rank_low"]), rank_high=int(r["rank_high"]), p_rank1=float(r["p_rank1"]))
+        row.update(rowinfo.download_fields(c))
         out.append(row)
     return pd.DataFrame(out)
 
 
-def write_downloads(frame: pd.DataFrame, folder: Path, stem: str) -> tuple[Path, Path]:
-    """``<stem>.csv`` and ``<stem>.json`` (records) in ``folder``."""
+def write_downloads(frame: pd.DataFrame, folder: Path, stem: str, omit_null=()) -> tuple[Path, Path]:
+    """``<stem>.csv`` and ``<stem>.json`` (records) in ``folder``; a JSON record has no key of ``omit_null``
+    whose value is null (a not-ranked row has no rank fields at all)."""
     folder.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = folder / f"{stem}.csv", folder / f"{stem}.json"
     frame.to_csv(csv_path, index=False, float_format="%.6g")
     records = json.loads(frame.to_json(orient="records"))
+    records = [{k: v for k, v in r.items() if not (k in omit_null and v is None)} for r in records]
     json_path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     return csv_path, json_path

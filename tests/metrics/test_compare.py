@@ -159,11 +159,13 @@ def test_rendered_leaderboard_markdown_without_a_browser(tmp_path):
     lo, hi = binomtest(12, 12).proportion_ci(0.95, method="exact")
     assert f"[{lo:.3f}, {hi:.3f}]" in good_row and "exact" in good_row
     maj_row = next(line for line in md.splitlines() if line.startswith("| majority"))
-    assert "0.000 [" not in maj_row.split("|")[6]                                         # precision column
-    assert "n/a<sup>" in maj_row.split("|")[6]
+    assert maj_row.split("|")[3].strip() == "no card training"                          # regime column
+    assert "0.000 [" not in maj_row.split("|")[7]                                         # precision column
+    assert "n/a<sup>" in maj_row.split("|")[7]
     assert md.count("undefined: nothing predicted positive") == 1
     assert md.count("weights unavailable") == 1 and "not run<sup>" in md
-    assert "| good (zero_shot) | top (best) | 1 [1–1] |" in md
+    assert "| good (zero_shot) | best | 1 [1–1] |" in md
+    assert "| majority (zero_shot) | below (paired bootstrap) |" in md
     assert re.search(r"\d\.\d{4}", md) is None                                           # three decimals at most
     section = comparisons.render(card, "v", cells, tmp_path, tmp_path)
     assert "What this test set can detect" in section and "b / c" in section

@@ -135,6 +135,10 @@ CARD = Card(
     short_name="NegEx",
     test_set_exposure="public",
     test_set_note="the kit's annotated sentences have been on GitHub (chapmanbe/negex) since 2009",
+    training_protocols=("probe", "finetune"),   # a logistic head or the whole encoder learns the 500 train items
+    equivalence_margin=0.02,
+    margin_note="a gap in macro F1 a reader choosing a negation detector would not act on",
+    paired_clusters=(("sentence-cluster", "sentence_key"),),  # several concepts share a sentence
 )
 
 

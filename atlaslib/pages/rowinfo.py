@@ -1,0 +1,177 @@
+"""What a leaderboard row cost and what its model may have seen, read from its result cell.
+
+- **Speed**: test items per second of the whole run (``split.n_test`` over ``timing.wall_seconds``: loading,
+  prediction, the training a protocol does, scoring), on the machine the cell's ``environment`` names (its CPU
+  and cores when recorded, else its platform). Every run records its wall time, so every row has it; a
+  language model's adapter also records what its own calls cost (``info["cost"]``: wall seconds, items, prompt
+  and completion tokens, :mod:`atlaslib.models.cost`), shown per item beside the contamination mark.
+- **Contamination**: the mark a language-model row carries when its profile's ``training_data`` say it may
+  have seen a public test set (``extra.contamination``, :func:`atlaslib.models.contamination.may_have_seen`),
+  and the memorisation probe beside it (``extra.memorisation``: the test sentences and the reference card's
+  sentences the model cannot have seen).
+"""
+from __future__ import annotations
+
+import math
+
+from ..escape import md
+
+MISSING = "—"
+
+
+def _n_test(cell: dict) -> int | None:
+    n = (cell.get("split") or {}).get("n_test")
+    if n is None and cell.get("predictions"):
+        n = len(cell["predictions"])
+    return int(n) if n else None
+
+
+def speed(cell: dict) -> dict | None:
+    """``{items_per_second, seconds_per_item, wall_seconds, n_items}`` of an ok run's whole wall time over its
+    test items, or None when the cell lacks either."""
+    if cell.get("status") != "ok":
+        return None
+    secs = (cell.get("timing") or {}).get("wall_seconds")
+    n = _n_test(cell)
+    if not secs or not n or secs <= 0:
+        return None
+    return {"items_per_second": n / secs, "seconds_per_item": secs / n, "wall_seconds": float(secs), "n_items": n}
+
+
+def speed_text(s: dict) -> str:
+    v = s["items_per_second"]
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}"
+
+
+def machine(cell: dict) -> str:
+    """The build machine a cell was run on: its CPU and core count when recorded, else its platform."""
+    env = cell.get("environment") or {}
+    cpu, cores = env.get("cpu"), env.get("cpu_count")
+    if cpu:
+        return f"{cpu}, {cores} cores" if cores else str(cpu)
+    return str(env.get("platform") or "an unrecorded machine")
+
+
+def machine_of(cells) -> str:
+    """The one machine the cells name, or "several machines"."""
+    names = {machine(c) for c in cells if c.get("status") == "ok"}
+    if not names:
+        return "an unrecorded machine"
+    return md(names.pop()) if len(names) == 1 else "several machines"
+
+
+def speed_note(cells) -> str:
+    return (f"test items per second of the whole run (loading, prediction, any training the protocol does, "
+            f"scoring), on {machine_of(cells)}.")
+
+
+def model_cost(cell: dict) -> dict | None:
+    """The summed ``info["cost"]`` of the adapters a run's details record (wall seconds, items, prompt and
+    completion tokens), or None."""
+    found = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            c = x.get("cost")
+            if isinstance(c, dict) and "wall_seconds" in c and "items" in c:
+                found.append(c)
+            for k, v in x.items():
+                if k != "cost":
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(((cell.get("spec") or {}).get("parameters") or {}).get("details"))
+    if not found:
+        return None
+    tot = {k: sum(float(c.get(k) or 0) for c in found) for k in ("wall_seconds", "items", "prompt_tokens",
+                                                                 "completion_tokens")}
+    n = tot["items"]
+    tot["items_per_second"] = n / tot["wall_seconds"] if n and tot["wall_seconds"] > 0 else None
+    tot["prompt_tokens_per_item"] = tot["prompt_tokens"] / n if n else None
+    tot["completion_tokens_per_item"] = tot["completion_tokens"] / n if n else None
+    return tot
+
+
+def contamination(cell: dict) -> dict | None:
+    return (cell.get("extra") or {}).get("contamination")
+
+
+def contamination_mark(cell: dict) -> str | None:
+    """The reason a row may have seen its public test set (the mark's text), or None."""
+    c = contamination(cell)
+    if c and c.get("may_have_seen") is True:
+        return str(c.get("reason") or "may have seen this public test set")
+    return None
+
+
+def _rate(x) -> str:
+    return MISSING if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def _probe_text(p: dict | None) -> str:
+    if not p:
+        return MISSING
+    return (f"{_rate(p.get('exact_match_rate'))} / {_rate(p.get('token_overlap'))} "
+            f"({int(p.get('n_probed') or 0):,} sentences)")
+
+
+def llm_table(rows: list[dict]) -> str:
+    """The language-model rows: the contamination mark with its reason, the memorisation probe on the test
+    sentences and on the reference, and what the model's own calls cost per item; "" without such a row."""
+    llm = [c for c in rows if c.get("status") == "ok" and contamination(c) is not None]
+    if not llm:
+        return ""
+    from ..metrics.compare import run_label
+
+    ref = next((((c.get("extra") or {}).get("memorisation") or {}).get("reference_card") for c in llm
+                if ((c.get("extra") or {}).get("memorisation") or {}).get("reference_card")), None)
+    head = ["model", "may have seen this test set?", "memorisation: test (exact / overlap)",
+            f"memorisation: {md(ref)} (exact / overlap)" if ref else "memorisation: reference",
+            "model calls: items/s", "tokens per item (prompt / scored or generated)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in llm:
+        con = contamination(c)
+        seen = {True: "yes ◊", False: "no", None: "unknown"}[con.get("may_have_seen")]
+        mem = (c.get("extra") or {}).get("memorisation")
+        if mem is None:
+            test = ref_text = md((c.get("extra") or {}).get("memorisation_reason") or "not measured")
+        else:
+            test, ref_text = _probe_text(mem.get("test")), _probe_text(mem.get("reference"))
+        cost = model_cost(c)
+        ips = MISSING if not cost or not cost["items_per_second"] else f"{cost['items_per_second']:.1f}"
+        toks = MISSING if not cost or cost["prompt_tokens_per_item"] is None else (
+            f"{cost['prompt_tokens_per_item']:.1f} / {cost['completion_tokens_per_item']:.1f}")
+        lines.append("| " + " | ".join([md(run_label(c)), f"{seen}: {md(con.get('reason') or '')}", test, ref_text,
+                                         ips, toks]) + " |")
+    return ("**Language-model rows: contamination and cost.** ◊ marks a row whose model may have seen this public "
+            "test set, from its profile's declared training data. Beside it, the memorisation probe: the model "
+            "continues the first half of each sentence greedily, compared token by token with the true second half "
+            "(exact: share of sentences continued exactly; overlap: share of tokens right), on this card's test "
+            "sentences and on sentences it cannot have seen" + (f" (the {md(ref)} card's synthetic premises)" if ref
+                                                                else "") +
+            "; a test rate well above the reference's is a sign of memorisation. Model calls: what the model's own "
+            "calls cost, per input (prompts, texts to embed), on the build machine.\n\n"
+            ":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n")
+
+
+def download_fields(cell: dict) -> dict:
+    """The cost and contamination fields of a row of the leaderboard CSV/JSON."""
+    s = speed(cell)
+    cost = model_cost(cell)
+    con = contamination(cell) or {}
+    mem = (cell.get("extra") or {}).get("memorisation") or {}
+    out = {"items_per_second": None if s is None else round(s["items_per_second"], 4),
+           "seconds_per_item": None if s is None else round(s["seconds_per_item"], 6),
+           "machine": machine(cell) if cell.get("status") == "ok" else None,
+           "model_calls_items_per_second": None if not cost or cost["items_per_second"] is None
+           else round(cost["items_per_second"], 4),
+           "prompt_tokens": None if not cost else int(cost["prompt_tokens"]),
+           "completion_tokens": None if not cost else int(cost["completion_tokens"]),
+           "may_have_seen_test_set": con.get("may_have_seen"), "contamination_reason": con.get("reason"),
+           "memorisation_exact_match_test": (mem.get("test") or {}).get("exact_match_rate"),
+           "memorisation_token_overlap_test": (mem.get("test") or {}).get("token_overlap"),
+           "memorisation_exact_match_reference": (mem.get("reference") or {}).get("exact_match_rate"),
+           "memorisation_token_overlap_reference": (mem.get("reference") or {}).get("token_overlap")}
+    return out
