@@ -108,8 +108,9 @@ def _primary_value(cell: dict, card: Card) -> float:
 def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: Path, src: Path,
                          failed: list[RunRequest] = (), comparison=None) -> str:
     """The leaderboard of one (card, version): the card's metrics with their declared intervals (exact
-    intervals beside degenerate ones, one footnote per reason), then the tie group, rank interval and
-    P(rank 1) of every ok run and the intervals that assume clusters (see :mod:`atlaslib.pages.leaderboard`)."""
+    intervals beside degenerate ones, one footnote per reason), then per band (rows of one training regime;
+    overlap-flagged rows not ranked) the rows not distinguishable from the best, rank interval and P(rank 1)
+    of every ok run and the intervals that assume clusters (see :mod:`atlaslib.pages.leaderboard`)."""
     from .pages import leaderboard as lb
     from .pages.comparisons import comparison_for
 
@@ -662,17 +663,23 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
                       f"{', '.join(owners)} (in `atlaslib/cards/`), not a registry profile.", ""]
             source, caps = "card baseline", "—"
         if mine:
+            from .pages import rowinfo
+
             lines += ["## Result cells", "", "The first leaderboard metric of the card that the run has a value for "
-                      "(a baseline that addresses only some sub-tasks shows the first of those).", "",
-                      "| card | version | protocol | headline metric | status |",
-                      "|---|---|---|---|---|"]
+                      "(a baseline that addresses only some sub-tasks shows the first of those). Items per second: "
+                      + rowinfo.speed_note(mine), "",
+                      "| card | version | protocol | headline metric | items/s | status |",
+                      "|---|---|---|---|---|---|"]
             for c in sorted(mine, key=lambda c: (c["card"], c["version"], c["protocol"])):
                 card = by_card.get(c["card"])
                 base = headline_metric(card, c) if card else ""
                 val = fmt_metric(c["metrics"].get(f"{base}_{c['protocol']}")) if c["status"] == "ok" else \
                     f"not run: {_md_escape(short_reason(c.get('reason')))}"
+                sp = rowinfo.speed(c)
+                mark = rowinfo.contamination_mark(c)
+                status = c["status"] + (f" · ◊ {_md_escape(mark)}" if mark else "")
                 lines.append(f"| [{c['card']}](../cards/{c['card']}.md) | `{c['version']}` | {c['protocol']} | "
-                             f"{base}: {_md_escape(val)} | {c['status']} |")
+                             f"{base}: {_md_escape(val)} | {rowinfo.speed_text(sp) if sp else '—'} | {status} |")
         else:
             lines.append("*No result cells in this build.*")
         (out_dir / f"{slug_}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -96,9 +96,95 @@ def disagreement_markdown(card, version, vcells, dl: _Downloads) -> str:
     return "\n".join(out)
 
 
-def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
-    table = SL.slice_table(vcells, card.name)
+def pooled_label(k: int, n: int, unit: str = "items") -> str:
+    return f"other ({k} slices, {n:,} {unit})"
+
+
+def pool_small_slices(card, vcells, minimum: int):
+    """The cells and slice specs with, per slice, the groups of fewer than ``minimum`` units pooled into one
+    group "other (k slices, n items)" (when two or more are that small): each record gets the group it falls
+    in under a derived field, so the card's own slice scorer scores the pooled group like any other. Slices
+    of mentions stay as they are (their groups are not fields of a record). Returns ``(cells, slices)``."""
+    import copy
+
+    slices = dict(SL.card_slices(card.name))
+    ok = [c for c in vcells if c.get("status") == "ok" and c.get("predictions")]
+    if not ok:
+        return vcells, slices
     kind = card.analysis.kind
+    out_specs, relabel = {}, {}
+    first = ok[0]["predictions"]
+    for name, spec in slices.items():
+        f = spec.get("field")
+        if spec.get("unit") == "mention" or kind == "spans" or not f:
+            out_specs[name] = spec
+            continue
+        if kind == "temporal":
+            if not all("slices" in r and f in r["slices"] for r in first):
+                out_specs[name] = spec
+                continue
+            values = sorted({v for r in first for v in r["slices"][f]})
+            order = SL.group_order(spec, values)
+            size = {g: int(sum((r["slices"][f].get(g) or [0])[0] for r in first)) for g in order}
+        else:
+            if not all(f in r for r in first):
+                out_specs[name] = spec
+                continue
+            top = SL._top_values([r[f] for r in first], spec)
+            labels = [SL.group_of(r[f], spec, top) for r in first]
+            order = SL.group_order(spec, labels)
+            size = {g: labels.count(g) for g in order}
+        small = [g for g in order if size[g] < minimum]
+        if len(small) < 2:
+            out_specs[name] = spec
+            continue
+        unit = "gold items" if kind == "temporal" else "items"
+        pooled = pooled_label(len(small), sum(size[g] for g in small), unit)
+        key = f"{f}__pooled"
+        out_specs[name] = {"field": key, "order": tuple(g for g in order if g not in small) + (pooled,),
+                           **({"metric": spec["metric"]} if "metric" in spec else {})}
+        relabel[name] = (spec, f, key, set(small), pooled)
+    if not relabel:
+        return vcells, slices
+    cells = []
+    for c in vcells:
+        if c.get("status") != "ok" or not c.get("predictions"):
+            cells.append(c)
+            continue
+        c = {**c, "predictions": copy.deepcopy(c["predictions"])}
+        for spec, f, key, small, pooled in relabel.values():
+            if kind == "temporal":
+                for r in c["predictions"]:
+                    merged = {}
+                    for g, counts in r["slices"][f].items():
+                        g2 = pooled if g in small else g
+                        merged[g2] = [a + b for a, b in zip(merged.get(g2, [0] * len(counts)), counts)]
+                    r["slices"][key] = merged
+            else:
+                top = SL._top_values([r[f] for r in c["predictions"]], spec)
+                for r in c["predictions"]:
+                    g = SL.group_of(r[f], spec, top)
+                    r[key] = pooled if g in small else g
+        cells.append(c)
+    return cells, out_specs
+
+
+def _exact_beside(value, lo, hi, n) -> str:
+    """A zero-width slice interval at 0 or 1 (every resample scores the slice the same): the exact
+    Clopper–Pearson interval of the share of its ``n`` units the run got right (all or none), beside it."""
+    from ..metrics.intervals import clopper_pearson
+
+    if value is None or lo is None or hi is None or lo != hi or value not in (0.0, 1.0) or not n:
+        return ""
+    elo, ehi = clopper_pearson(int(round(value * n)), int(n))
+    return f" exact [{elo:.3f}, {ehi:.3f}]"
+
+
+def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
+    kind = card.analysis.kind
+    minimum = SL.MIN_NLI if kind == "labels" else SL.MIN_ITEMS
+    pooled_cells, specs = pool_small_slices(card, vcells, minimum)
+    table = SL.slice_table(pooled_cells, card.name, specs)
     primary = SL.PRIMARY[kind]
     out = ["### Slices\n"]
     if table.empty:
@@ -109,15 +195,17 @@ def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
                      f"mention slices score the mentions of the slice: recall over gold, precision over predicted "
                      f"ones)",
             "temporal": f"the scorer's F1 with its bootstrap interval (resampling unit: {card.resampling_unit})"}[kind]
-    minimum = SL.MIN_NLI if kind == "labels" else SL.MIN_ITEMS
-    out.append(f"The card's metric per slice: {what}, 95 %. `n` counts the slice's "
-               f"{'gold items' if kind in ('spans', 'temporal') else 'items'}; a slice with fewer than "
-               f"{minimum} has no interval and says so.\n")
+    unit = 'gold items' if kind in ('spans', 'temporal') else 'items'
+    out.append(f"The card's metric per slice: {what}, 95 %. `n` counts the slice's {unit}; the slices of a "
+               f"breakdown with fewer than {minimum} each are pooled into one group, \"other (k slices, n "
+               f"{unit})\"; a group still under {minimum} has no interval and says so. Where an interval has zero "
+               "width because the run is right (or wrong) on every unit of the group, the exact Clopper–Pearson "
+               "interval of that share stands beside it.\n")
     prim = table[table["metric"] == primary]
     cells = {(r.slice, r.group, r.run): r for r in prim.itertuples(index=False)}
     runs = list(dict.fromkeys(prim["run"]))
     present = set(prim["slice"])
-    for name in [n for n in SL.card_slices(card.name) if n in present] + sorted(present - set(SL.card_slices(card.name))):
+    for name in [n for n in specs if n in present] + sorted(present - set(specs)):
         groups = list(dict.fromkeys(prim.loc[prim["slice"] == name, "group"]))
         rows = []
         for g in groups:
@@ -129,6 +217,8 @@ def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
                     continue
                 row["n"] = int(x.n)
                 row[r] = _with_ci(x.value, x.ci_low, x.ci_high, _short(x.note))
+                if kind != "labels":   # the NLI card's slice intervals are exact already
+                    row[r] += _exact_beside(x.value, x.ci_low, x.ci_high, x.n)
             rows.append(row)
         out.append(f"**{name}**\n")
         out.append(_table(pd.DataFrame(rows)[[name, "n", *runs]]))
