@@ -112,8 +112,9 @@ def _decides(card, comp) -> str:
     tests = sorted(set(t.loc[t["metric"] == base, "test"])) if not t.empty else []
     if not tests:
         return ""
-    text = (f"The tie group and each pair's verdict are decided by the {' and '.join(tests)} on the card's declared "
-            f"resampling ({comp.data.unit}).")
+    how = ("on the paired items" if tests == ["exact McNemar"] else
+           f"on the card's declared resampling ({comp.data.unit})")
+    text = f"The tie group and each pair's verdict are decided by the {' and '.join(tests)} {how}."
     beside = []
     if (t["metric"] == base).any() and t.loc[t["metric"] == base, "b"].notna().any() and "exact McNemar" not in tests:
         beside.append("McNemar's test (b / c), which treats the items as independent")
@@ -176,7 +177,8 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
         f = framed.loc[idx]
         if margin:
             eqv = f["equivalent"]
-            verdict = ("—" if not isinstance(eqv, (bool, np.bool_)) else "equivalent" if eqv else "not shown")
+            verdict = ("—" if not isinstance(eqv, (bool, np.bool_)) else "equivalent" if eqv else
+                       "not shown equivalent")
             vals.append(f"{fmt_interval(f['ci90_low'], f['ci90_high'])} {verdict}")
         if mdd_head:
             text = _mdd_text(f["mdd"])
@@ -188,13 +190,14 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
         for col in clusters:
             vals.append(clusters[col].get((r["model_a"], r["model_b"]), "—"))
         lines.append("| " + " | ".join(str(v) for v in vals) + " |")
-    note = f"\n\\* significant at 5 % after Holm over the {len(t)} pairs of this band."
+    note = (f"\n\\* significant at 5 % after Holm over the {len(t)} pair{'s' if len(t) != 1 else ''} of this "
+            "band.")
     if has_b:
         note += " b = items A decides right and B wrong, c the reverse (exact McNemar on b of b + c)."
     if margin:
         note += (f" Equivalent: the paired 90 % interval lies inside ±{margin:g} ({md(card.margin_note)}), so both "
-                 "one-sided tests at 5 % reject a difference of the margin or more (TOST); \"not shown\" is not a "
-                 "difference either.")
+                 "one-sided tests at 5 % reject a difference of the margin or more (TOST); \"not shown equivalent\" is "
+                 "not a difference either.")
     if mdd_head:
         note += (" MDD (own): the smallest difference this pair would detect with 80 % power at 5 % two-sided, from "
                  "the SD of its own paired resamples.")

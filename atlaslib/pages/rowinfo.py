@@ -133,7 +133,7 @@ def llm_table(rows: list[dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in llm:
         con = contamination(c)
-        seen = {True: "yes ◊", False: "no", None: "unknown"}[con.get("may_have_seen")]
+        seen = {True: "◊", False: "no", None: "unknown"}[con.get("may_have_seen")]
         mem = (c.get("extra") or {}).get("memorisation")
         if mem is None:
             test = ref_text = md((c.get("extra") or {}).get("memorisation_reason") or "not measured")
