@@ -66,8 +66,8 @@ def speed_note(cells) -> str:
 
 
 def model_cost(cell: dict) -> dict | None:
-    """The summed ``info["cost"]`` of the adapters a run's details record (wall seconds, items, prompt and
-    completion tokens), or None."""
+    """The summed ``info["cost"]`` of the adapters a run's spec records (its details, or its profile when the
+    card records the predictor's info there): wall seconds, items, prompt and completion tokens; or None."""
     found = []
 
     def walk(x):
@@ -82,7 +82,9 @@ def model_cost(cell: dict) -> dict | None:
             for v in x:
                 walk(v)
 
-    walk(((cell.get("spec") or {}).get("parameters") or {}).get("details"))
+    spec = cell.get("spec") or {}
+    walk((spec.get("parameters") or {}).get("details"))
+    walk(spec.get("profile"))     # a card that records its predictor's info as the run's profile
     if not found:
         return None
     tot = {k: sum(float(c.get(k) or 0) for c in found) for k in ("wall_seconds", "items", "prompt_tokens",

@@ -205,3 +205,46 @@ def test_an_overlap_flagged_row_has_no_rank_anywhere(tmp_path):
     assert not any("flagged" in (r["model_a"] + r["model_b"]) for r in pairs)
     f1 = [r for r in pairs if r["metric"] == "macro_f1"]
     assert all("ci90_low" in r and "mdd" in r and r["band"] for r in f1)
+
+
+def test_speed_machine_contamination_and_memorisation_on_the_board(tmp_path):
+    """Items per second = test items / the run's wall seconds, on the machine the cell names; a language-model
+    row carries the contamination mark with its reason, the memorisation probe and its calls' tokens per
+    item (from the adapter's info["cost"] in the run's details or profile); all of it in the CSV/JSON too."""
+    import pandas as pd
+
+    from atlaslib.book import leaderboard_markdown
+    from atlaslib.pages import comparisons, rowinfo
+
+    card = get_card("negex")
+    _, cells = _cells()
+    a, b = cells["a"], cells["b"]
+    for c, secs in ((a, 4.8), (b, 120.0)):
+        c["timing"] = {"wall_seconds": secs}
+        c["split"] = {"n_test": 240}
+        c["environment"] = {"cpu": "Test CPU 9000", "cpu_count": 2, "platform": "Linux"}
+    reason = "may have seen this public test set: its training data are undisclosed"
+    b["extra"] = {"contamination": {"may_have_seen": True, "reason": reason},
+                  "memorisation": {"test": {"exact_match_rate": 0.25, "token_overlap": 0.5, "n_probed": 8},
+                                   "reference": {"exact_match_rate": 0.0, "token_overlap": 0.125, "n_probed": 16},
+                                   "reference_card": "nli_negation"}}
+    b["spec"] = {"profile": {"source": "gguf", "cost": {"items": 240, "wall_seconds": 60.0, "prompt_tokens": 12000,
+                                                        "completion_tokens": 480}}}
+    assert rowinfo.speed(a)["items_per_second"] == 240 / 4.8
+    assert rowinfo.machine(a) == "Test CPU 9000, 2 cores" and rowinfo.machine({"environment": {"platform": "X"}}) == "X"
+    cost = rowinfo.model_cost(b)
+    assert (cost["items_per_second"], cost["prompt_tokens_per_item"], cost["completion_tokens_per_item"]) == (4, 50, 2)
+    two = [a, b]
+    comp = comparisons.comparison_for(card, "v", two)
+    md = leaderboard_markdown(card, "v", two, tmp_path, tmp_path, comparison=comp)
+    assert md.count(reason) == 2                       # the mark's footnote and the language-model table
+    assert "on Test CPU 9000, 2 cores" in md
+    b_row = next(ln for ln in md.splitlines() if ln.startswith("| b (zero_shot) |"))
+    assert b_row.rstrip(" |").endswith("| 2.0")        # 240 items in 120 s
+    llm = next(ln for ln in md.splitlines() if ln.startswith("| b (zero_shot) | ◊"))
+    assert "0.250 / 0.500 (8 sentences)" in llm and "0.000 / 0.125 (16 sentences)" in llm and "| 50.0 / 2.0 |" in llm
+    comparisons.render(card, "v", two, tmp_path, tmp_path, comp)
+    frame = pd.read_csv(tmp_path / "_downloads" / "leaderboard-negex-v.csv").set_index("model")
+    assert frame.loc["a", "items_per_second"] == 50 and frame.loc["a", "machine"] == "Test CPU 9000, 2 cores"
+    assert bool(frame.loc["b", "may_have_seen_test_set"]) and frame.loc["b", "memorisation_exact_match_test"] == 0.25
+    assert pd.isna(frame.loc["a", "may_have_seen_test_set"]) and frame.loc["b", "prompt_tokens"] == 12000
