@@ -71,8 +71,10 @@ def overlap_reason(cell: dict) -> str | None:
     marks = list(cell.get("overlap") or [])
     if not marks:
         return None
-    trained = list(((cell.get("spec") or {}).get("profile") or {}).get("trained_on") or [])
-    what = ", ".join(str(t) for t in trained) if trained else ", ".join(str(m) for m in marks)
+    trained = [str(t) for t in ((cell.get("spec") or {}).get("profile") or {}).get("trained_on") or []]
+    low = [str(m).lower() for m in marks]
+    named = [t for t in trained if any(m in t.lower() or t.lower() in m for m in low)]
+    what = ", ".join(named or [str(m) for m in marks])
     return f"trained on data that overlap this card's test data ({what})"
 
 

@@ -28,8 +28,10 @@ def _n_test(cell: dict) -> int | None:
 
 def speed(cell: dict) -> dict | None:
     """``{items_per_second, seconds_per_item, wall_seconds, n_items}`` of an ok run's whole wall time over its
-    test items, or None when the cell lacks either."""
-    if cell.get("status") != "ok":
+    test items, or None when the cell lacks either or holds outside predictions (its time is the scoring's)."""
+    from ..results import is_external
+
+    if cell.get("status") != "ok" or is_external(cell):   # outside predictions: the atlas did not run the system
         return None
     secs = (cell.get("timing") or {}).get("wall_seconds")
     n = _n_test(cell)
@@ -166,7 +168,7 @@ def download_fields(cell: dict) -> dict:
     mem = (cell.get("extra") or {}).get("memorisation") or {}
     out = {"items_per_second": None if s is None else round(s["items_per_second"], 4),
            "seconds_per_item": None if s is None else round(s["seconds_per_item"], 6),
-           "machine": machine(cell) if cell.get("status") == "ok" else None,
+           "machine": machine(cell) if s is not None else None,
            "model_calls_items_per_second": None if not cost or cost["items_per_second"] is None
            else round(cost["items_per_second"], 4),
            "prompt_tokens": None if not cost else int(cost["prompt_tokens"]),
