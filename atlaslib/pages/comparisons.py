@@ -250,8 +250,8 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, com
                 if isinstance(c, str):
                     out.append(f"*{md(band.name.capitalize())}: no paired comparison: {c}.*\n")
                 continue
-            if several:
-                out.append(f"#### {band.name.capitalize()}\n")
+            if several:   # a paragraph, not a heading: the section may have no "Paired comparisons" heading
+                out.append(f"**{band.name.capitalize()}.**\n")
             out.append(mdd_markdown(c, card))
             if c.pairs.empty:
                 continue

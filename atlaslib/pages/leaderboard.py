@@ -239,7 +239,7 @@ def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, sr
     overlap_seen = any(c.get("overlap") for c in rows)
     tables = []
     for group in metric_groups(card.metrics):
-        head = ["model", "protocol", "regime"] + [m.replace("_", " ") for m in group] + ["run"]
+        head = ["model", "protocol, regime"] + [m.replace("_", " ") for m in group] + ["run"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for c in rows:
             name = _name(c["model"]) + (" †" if c.get("overlap") else "")
@@ -258,10 +258,10 @@ def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, sr
                 links.append(f"[notebook]({os.path.relpath(src / c['_notebook_rel'], page_dir)})")
             if c.get("_json_rel"):
                 links.append(f"{{download}}`JSON <{os.path.relpath(src / c['_json_rel'], page_dir)}>`")
-            lines.append("| " + " | ".join([name, c["protocol"].replace("_", "_<wbr>"), F.SHORT[F.band_of(card, c)]]
-                                           + vals + [" · ".join(links)]) + " |")
+            regime = f'{c["protocol"].replace("_", "_<wbr>")} <span class="atlas-regime">{F.SHORT[F.band_of(card, c)]}</span>'
+            lines.append("| " + " | ".join([name, regime] + vals + [" · ".join(links)]) + " |")
         for req in failed:
-            lines.append("| " + " | ".join([_name(req.model), req.protocol, "", "**failed**" + notes.mark(
+            lines.append("| " + " | ".join([_name(req.model), req.protocol, "**failed**" + notes.mark(
                 "failed: see the build log")] + [MISSING] * (len(group) - 1) + [""]) + " |")
         tables.append(":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n")
     out = tables

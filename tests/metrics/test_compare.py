@@ -159,9 +159,9 @@ def test_rendered_leaderboard_markdown_without_a_browser(tmp_path):
     lo, hi = binomtest(12, 12).proportion_ci(0.95, method="exact")
     assert f"[{lo:.3f}, {hi:.3f}]" in good_row and "exact" in good_row
     maj_row = next(line for line in md.splitlines() if line.startswith("| majority"))
-    assert maj_row.split("|")[3].strip() == "no card training"                          # regime column
-    assert "0.000 [" not in maj_row.split("|")[7]                                         # precision column
-    assert "n/a<sup>" in maj_row.split("|")[7]
+    assert maj_row.split("|")[2].strip().endswith('<span class="atlas-regime">no card training</span>')  # regime
+    assert "0.000 [" not in maj_row.split("|")[6]                                         # precision column
+    assert "n/a<sup>" in maj_row.split("|")[6]
     assert md.count("undefined: nothing predicted positive") == 1
     assert md.count("weights unavailable") == 1 and "not run<sup>" in md
     assert "| good (zero_shot) | best | 1 [1–1] |" in md
