@@ -9,6 +9,7 @@
     atlas score nli_negation --cases FIXTURE --predictions FILE      the NLI challenge's report as JSON
     atlas score --card C --version V --predictions FILE --name NAME   a system's predictions -> result cell
     atlas export --card C --version V [--split test|train] -o DIR     items, label set, manifest hash
+    atlas course check LESSON ANSWERS.json [--seed S]        a lesson's graded exercise: right/wrong per question
 
 Every command takes ``--data-dir`` (default ``$ATLAS_DATA_DIR``; else the sha256-verified download cache).
 """
@@ -228,6 +229,24 @@ def cmd_score(args) -> int:
     return scorer(args.rest)
 
 
+def cmd_course(args) -> int:
+    from . import course
+
+    try:
+        rows = course.check_answers(args.lesson, args.answers, seed=args.seed, data_dir=_abs(args.data_dir))
+    except ValueError as exc:
+        return _fail("course check", exc)
+    for r in rows:
+        if r["given"] is None:
+            print(f"{r['question']}: not answered")
+        else:
+            accepted = "exactly" if r["tolerance"] == 0 else f"accepted within ±{r['tolerance']:g}"
+            print(f"{r['question']}: {'right' if r['right'] else 'wrong'} ({r['given']:g}; {accepted})")
+    n_right = sum(r["right"] for r in rows)
+    print(f"{n_right} of {len(rows)} right")
+    return 0 if n_right == len(rows) else 1
+
+
 def main(argv=None) -> int:
     parser = _Parser(prog="atlas", description="Clinical NLP Evaluation Atlas")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -264,6 +283,15 @@ def main(argv=None) -> int:
     _add_data_dir(p)
     _add_output_dirs(p, build=True)
     p.set_defaults(func=cmd_book)
+
+    p = sub.add_parser("course", help="the course: check a lesson's graded exercise")
+    course_sub = p.add_subparsers(dest="course_command", required=True, parser_class=_Parser)
+    q = course_sub.add_parser("check", help="right or wrong per question of a lesson's graded exercise")
+    q.add_argument("lesson", help="the lesson's name (e.g. intervals)")
+    q.add_argument("answers", help='JSON: {"seed": SEED, "answers": {"q1": number, ...}}')
+    q.add_argument("--seed", type=int, default=None, help="the instructor's seed (default: the file's \"seed\")")
+    _add_data_dir(q)
+    q.set_defaults(func=cmd_course)
 
     p = sub.add_parser("list", help="cards, versions, default runs and model profiles")
     p.set_defaults(func=cmd_list)

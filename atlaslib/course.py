@@ -48,11 +48,20 @@ def predictions(cell: dict) -> pd.DataFrame:
     return frame
 
 
-def show_source(fn: Callable):
-    """A function's source as Markdown code, so a lesson shows the code it calls."""
-    from IPython.display import Markdown
+def show_source(fn: Callable, open: bool = False):
+    """A function's source, highlighted, in a collapsed block (``<details>``; ``open=True`` shows it unfolded),
+    so a lesson shows the code it calls where that code is the point of the step."""
+    import html
 
-    return Markdown(f"```python\n{inspect.getsource(fn).rstrip()}\n```")
+    from IPython.display import HTML
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    code = highlight(inspect.getsource(fn).rstrip() + "\n", PythonLexer(), HtmlFormatter())
+    name = html.escape(f"{fn.__module__}.{fn.__qualname__}")
+    return HTML(f'<details class="atlas-source"{" open" if open else ""}><summary>Source of <code>{name}</code>'
+                f"</summary>{code}</details>")
 
 
 # -- lesson: why a test set needs an interval -----------------------------------------------------------------
@@ -428,3 +437,376 @@ def cases_for_zero_upper_bound(upper: float, level: float = LEVEL) -> int:
     if not 0 < upper < 1:
         raise ValueError(f"cases_for_zero_upper_bound: upper must be strictly between 0 and 1, got {upper}")
     return int(math.ceil(math.log(1 - level) / math.log(1 - upper) - 1e-12))
+
+
+# -- graded exercises: items no lesson shows, drawn by the instructor's seed ------------------------------------
+
+#: the questions of each kind of graded exercise: (id, question, tolerance). A lesson's front matter names its
+#: kind and the card version whose train pool the items come from (``atlas.graded``).
+GRADED_QUESTIONS = {
+    "interval": (
+        ("q1", "the share of the drawn sentences that hold at least one entity mention", 0.005),
+        ("q2", "the lower end of its 95 % percentile bootstrap interval (1,000 resamples of the sentences)", 0.03),
+        ("q3", "the upper end of that interval", 0.03)),
+    "edge": (
+        ("q1", "how many of the drawn sentences hold at least one entity mention", 0),
+        ("q2", "the lower end of the exact (Clopper–Pearson) two-sided 95 % interval of that share", 0.002),
+        ("q3", "the upper end of that interval", 0.002)),
+    "cluster": (
+        ("q1", "how many case reports (documents) the drawn sentences come from", 0),
+        ("q2", "the share of the drawn sentences whose report's drawn sentences all hold a mention or all hold none",
+         0.005),
+        ("q3", "the share of the drawn sentences that share their report with another drawn sentence", 0.005)),
+    "paired": (
+        ("q1", "b: sentences where rule A (‘12 words or more’ predicts a mention) is right and rule B (‘holds a "
+               "digit’ predicts a mention) is wrong, against the gold ‘holds at least one mention’", 0),
+        ("q2", "c: sentences where rule B is right and rule A wrong", 0),
+        ("q3", "the exact (binomial) two-sided McNemar p-value of b against c", 0.002)),
+    "leakage": (
+        ("q1", "with each drawn sentence in fold sha256('<seed>:<item id>') mod 5 (course.fold_of), the share of "
+               "sentences that have a sentence of the same report in another fold", 0.005),
+        ("q2", "how many reports have their drawn sentences in two folds or more", 0)),
+    "gate": (
+        ("q1", "the rule ‘holds a digit’ claims a test mention: how many drawn sentences without a test mention "
+               "does it claim one for (false positives)?", 0),
+        ("q2", "how many drawn sentences hold no test mention (the rate's denominator)?", 0),
+        ("q3", "the one-sided 95 % exact (Clopper–Pearson) upper bound of the false-positive rate", 0.002)),
+    "spans": (
+        ("q1", "how many gold mentions the drawn sentences hold", 0),
+        ("q2", "a tagger that finds every mention's first word only (B- kept, its I- tags set to O): its strict "
+               "micro F1", 0.002),
+        ("q3", "its strict macro F1 (the mean of the per-type F1s over the types in gold)", 0.002)),
+    "holm": (
+        ("q1", "against the gold ‘holds at least one mention’, rules A (‘12 words or more’), B (‘holds a digit’) "
+               "and C (‘20 words or more’) each predict a mention: the Holm-adjusted exact McNemar p-value of A "
+               "against B", 0.002),
+        ("q2", "the Holm-adjusted p-value of A against C (the family: the three pairs)", 0.002),
+        ("q3", "the Holm-adjusted p-value of B against C", 0.002)),
+}
+GRADED_N = 60
+
+
+def graded_spec(lesson: str, root=None) -> dict:
+    """A lesson's graded exercise as its front matter declares it: ``{kind, card, version, n}``."""
+    import jupytext
+
+    from .notebook import REPO
+
+    path = Path(root or REPO) / "book" / "course" / f"{lesson}.md"
+    if not path.is_file():
+        known = sorted(p.stem for p in path.parent.glob("*.md") if "graded" in
+                       (jupytext.read(p).metadata.get("atlas") or {}))
+        raise ValueError(f"no lesson {lesson!r} with a graded exercise; expected one of {', '.join(known)}")
+    spec = dict((jupytext.read(path).metadata.get("atlas") or {}).get("graded") or {})
+    if spec.get("kind") not in GRADED_QUESTIONS or not spec.get("card") or not spec.get("version"):
+        raise ValueError(f"{path}: front matter atlas.graded must give kind (one of {', '.join(GRADED_QUESTIONS)}), "
+                         f"card and version; got {spec}")
+    spec.setdefault("n", GRADED_N)
+    return spec
+
+
+def graded_items(card: str, version: str, seed: int, n: int = GRADED_N, data_dir=None) -> pd.DataFrame:
+    """``n`` sentences of ``card``/``version``'s train pool, the first by seed-hash rank under ``seed``
+    (:func:`atlaslib.splits.rank`): item_id, document, words, tags, and per sentence the entity types it
+    holds (``types``) and whether it holds any mention (``mention``). The pool must carry IOB2 tags."""
+    from .external.tasks import load_split
+    from .splits import rank
+
+    pool = load_split(card, version, "train", data_dir)
+    records = {r["item_id"]: r for r in pool.records}
+    if not records or "tags" not in next(iter(records.values())):
+        raise ValueError(f"graded items: the train pool of {card}/{version} carries no IOB2 tags")
+    ids = rank(list(records), int(seed))
+    if n > len(ids):
+        raise ValueError(f"graded items: cannot draw {n} sentences from a train pool of {len(ids)}")
+    rows = []
+    for iid in ids[:n]:
+        r = records[iid]
+        types = sorted({t[2:] for t in r["tags"] if t.startswith("B-")})
+        rows.append({"item_id": iid, "document": r["document"], "words": list(r["words"]), "tags": list(r["tags"]),
+                     "types": types, "mention": bool(types)})
+    return pd.DataFrame(rows)
+
+
+def _has_digit(words) -> bool:
+    return any(ch.isdigit() for w in words for ch in w)
+
+
+def graded_answers(kind: str, items: pd.DataFrame, seed: int) -> dict[str, float]:
+    """The answers to :data:`GRADED_QUESTIONS` ``[kind]`` on ``items`` (from :func:`graded_items`)."""
+    from .metrics.intervals import clopper_pearson_upper
+
+    y = items["mention"].to_numpy(bool)
+    if kind == "interval":
+        r = library_bootstrap(y.astype(float), 1000, seed)
+        return {"q1": float(y.mean()), "q2": r["ci_low"], "q3": r["ci_high"]}
+    if kind == "edge":
+        lo, hi = clopper_pearson(int(y.sum()), len(y))
+        return {"q1": int(y.sum()), "q2": float(lo), "q3": float(hi)}
+    if kind == "cluster":
+        share = items.groupby("document")["mention"].transform("mean")
+        size = items.groupby("document")["mention"].transform("size")
+        return {"q1": int(items["document"].nunique()), "q2": float(((share == 0) | (share == 1)).mean()),
+                "q3": float((size > 1).mean())}
+    if kind == "paired":
+        a = items["words"].map(len).to_numpy() >= 12
+        b_ = items["words"].map(_has_digit).to_numpy(bool)
+        b = int(np.sum((a == y) & (b_ != y)))
+        c = int(np.sum((a != y) & (b_ == y)))
+        p = 1.0 if b + c == 0 else float(min(1.0, 2 * binom.cdf(min(b, c), b + c, 0.5)))
+        return {"q1": b, "q2": c, "q3": p}
+    if kind == "leakage":
+        folds = np.array([fold_of(i, 5, seed) for i in items["item_id"]])
+        frame = pd.DataFrame({"g": items["document"].to_numpy(), "f": folds})
+        n_folds = frame.groupby("g")["f"].transform("nunique")
+        return {"q1": float((n_folds > 1).mean()), "q2": int((frame.groupby("g")["f"].nunique() > 1).sum())}
+    if kind == "gate":
+        has_test = items["types"].map(lambda t: "test" in t).to_numpy(bool)
+        claim = items["words"].map(_has_digit).to_numpy(bool)
+        k, n = int(np.sum(claim & ~has_test)), int(np.sum(~has_test))
+        return {"q1": k, "q2": n, "q3": float(clopper_pearson_upper(k, n)) if n else float("nan")}
+    if kind == "spans":
+        from .metrics.spans import scores_from_totals, span_counts
+
+        gold = [list(t) for t in items["tags"]]
+        first = [["O" if t.startswith("I-") else t for t in tags] for tags in gold]
+        counts, _ = span_counts(gold, first)
+        s = scores_from_totals(counts.sum(0))
+        return {"q1": int(counts[..., [0, 2]].sum()), "q2": float(s["f1"]), "q3": float(s["macro_f1"])}
+    if kind == "holm":
+        from .metrics.compare import holm, mcnemar_exact
+
+        n_words = items["words"].map(len).to_numpy()
+        rules = {"A": n_words >= 12, "B": items["words"].map(_has_digit).to_numpy(bool), "C": n_words >= 20}
+        right = {k: v == y for k, v in rules.items()}
+        ps = [mcnemar_exact(int(np.sum(right[i] & ~right[j])), int(np.sum(~right[i] & right[j])))
+              for i, j in (("A", "B"), ("A", "C"), ("B", "C"))]
+        return dict(zip(("q1", "q2", "q3"), map(float, holm(ps))))
+    raise ValueError(f"graded exercise kind {kind!r}: expected one of {', '.join(GRADED_QUESTIONS)}")
+
+
+def graded_brief(lesson: str) -> str:
+    """The graded exercise as a lesson shows it (Markdown): where the items come from, the questions, and how
+    to check the answers."""
+    spec = graded_spec(lesson)
+    qs = "\n".join(f"- `{q}`: {text} ({'exactly' if tol == 0 else f'accepted within ±{tol:g}'})"
+                   for q, text, tol in GRADED_QUESTIONS[spec["kind"]])
+    return (f"Your instructor gives you a seed. Draw {spec['n']} sentences the lessons never show, from the train "
+            f"pool of the `{spec['card']}` card's `{spec['version']}` split, with "
+            f"`course.graded_items(\"{spec['card']}\", \"{spec['version']}\", seed, {spec['n']})` "
+            f"(the first {spec['n']} by seed-hash rank; a sentence 'holds a mention' when any of its words is tagged "
+            f"`B-…`; use the seed as the bootstrap seed too). Answer:\n\n{qs}\n\n"
+            f"Write the answers as JSON, `{{\"seed\": SEED, \"answers\": {{\"q1\": …}}}}`, and check them "
+            f"(right or wrong per question, no solutions shown):\n\n"
+            f"```bash\n.venv/bin/atlas course check {lesson} answers.json\n```\n")
+
+
+def check_answers(lesson: str, answers_path, seed: int | None = None, data_dir=None) -> list[dict]:
+    """Right or wrong per question of ``lesson``'s graded exercise for the answers in ``answers_path``
+    (JSON ``{"seed": S, "answers": {"q1": number, ...}}``; ``seed`` overrides the file's). One row per
+    question: ``{question, given, right}`` (``given`` None: not answered). Bad input raises ValueError naming
+    the file and what was expected."""
+    import json
+
+    path = Path(answers_path)
+    spec = graded_spec(lesson)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the answers file ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); expected "
+                         f'{{"seed": SEED, "answers": {{"q1": number, ...}}}}') from None
+    if not isinstance(data, dict) or not isinstance(data.get("answers"), dict):
+        raise ValueError(f'{path}: expected an object {{"seed": SEED, "answers": {{"q1": number, ...}}}}')
+    seed = data.get("seed") if seed is None else seed
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"{path}: \"seed\" must be the integer your instructor gave (or pass --seed), got {seed!r}")
+    questions = GRADED_QUESTIONS[spec["kind"]]
+    known = {q for q, _, _ in questions}
+    unknown = sorted(set(data["answers"]) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown question(s) {', '.join(unknown)}; lesson {lesson} asks "
+                         f"{', '.join(sorted(known))}")
+    for q, v in data["answers"].items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{path}: answer {q} must be a finite number, got {v!r}")
+    truth = graded_answers(spec["kind"], graded_items(spec["card"], spec["version"], seed, spec["n"], data_dir), seed)
+    rows = []
+    for q, text, tol in questions:
+        given = data["answers"].get(q)
+        rows.append({"question": q, "text": text, "given": given, "tolerance": tol,
+                     "right": given is not None and abs(float(given) - float(truth[q])) <= tol + 1e-12})
+    return rows
+
+
+# -- lesson: many comparisons at once ----------------------------------------------------------------------
+
+def group_mcnemar(pairs: pd.DataFrame, groups: Sequence) -> pd.DataFrame:
+    """One exact McNemar test per group of items (e.g. the NLI challenge's negation patterns), on a
+    :func:`paired_frame`: items, b (A right, B wrong), c (the reverse), the difference in accuracy and the
+    unadjusted p-value (:func:`atlaslib.metrics.compare.mcnemar_exact`)."""
+    from .metrics.compare import mcnemar_exact
+
+    frame = pairs.assign(group=list(groups))
+    rows = []
+    for g, sub in frame.groupby("group", sort=False):
+        b, c = int((sub["a"] & ~sub["b"]).sum()), int((~sub["a"] & sub["b"]).sum())
+        rows.append({"group": g, "items": len(sub), "b": b, "c": c,
+                     "difference": float(sub["a"].mean() - sub["b"].mean()), "p": mcnemar_exact(b, c)})
+    return pd.DataFrame(rows)
+
+
+def macro_f1_labels(y_true, y_pred, labels: Sequence) -> np.ndarray | float:
+    """Macro F1 over ``labels`` (the gold classes), vectorised over rows of ``(B, n)`` arrays: the mean over the
+    classes of ``2·TP / (2·TP + FP + FN)``; a prediction outside ``labels`` (an abstention) is a false negative
+    of its gold class and nobody's false positive."""
+    y, p = np.asarray(y_true), np.asarray(y_pred)
+    f1 = []
+    for lab in labels:
+        tp = np.sum((y == lab) & (p == lab), axis=-1)
+        fp = np.sum((y != lab) & (p == lab), axis=-1)
+        fn = np.sum((y == lab) & (p != lab), axis=-1)
+        f1.append(2 * tp / np.maximum(2 * tp + fp + fn, 1))
+    return np.mean(f1, axis=0)
+
+
+def paired_macro_f1(cell_a: dict, cell_b: dict, n_resamples: int = 1000, seed: int = SEED) -> dict:
+    """Macro F1 of two runs on the same items (abstentions as their own answer), their difference, its
+    paired-bootstrap SD and interval (cases resampled with replacement, both runs on the same draws)."""
+    a, b = predictions(cell_a).set_index("item_id"), predictions(cell_b).set_index("item_id")
+    b = b.loc[a.index]
+    y = a["gold"].astype(str).to_numpy()
+    pa, pb = a["pred"].astype(str).to_numpy(), b["pred"].astype(str).to_numpy()
+    labels = sorted(set(y))
+    idx = bootstrap.stratified_indices(np.zeros(len(y), dtype=int), n_resamples, seed)
+    d = macro_f1_labels(y[idx], pa[idx], labels) - macro_f1_labels(y[idx], pb[idx], labels)
+    lo, hi = bootstrap.percentile_ci(d)
+    fa, fb = float(macro_f1_labels(y, pa, labels)), float(macro_f1_labels(y, pb, labels))
+    return {"macro_f1_a": fa, "macro_f1_b": fb, "difference": fa - fb, "sd": float(np.std(d)),
+            "ci_low": lo, "ci_high": hi, "n": len(y)}
+
+
+def items_for_difference(delta: float, discordance: float, alpha: float = 0.05, power: float = 0.80) -> int:
+    """Paired items McNemar's test needs to detect an accuracy difference ``delta`` with ``power`` at two-sided
+    ``alpha`` when a share ``discordance`` of the items is decided differently (Connor 1987):
+    ``n = ⌈(z_{1−α/2}·√ψ + z_{power}·√(ψ − δ²))² / δ²⌉``; the inverse of
+    :func:`atlaslib.metrics.compare.mcnemar_mdd`."""
+    from scipy.stats import norm
+
+    if not 0 < delta <= discordance <= 1:
+        raise ValueError(f"items_for_difference: need 0 < delta ≤ discordance ≤ 1, got delta={delta}, "
+                         f"discordance={discordance}")
+    za, zb = norm.ppf(1 - alpha / 2), norm.ppf(power)
+    return int(math.ceil((za * math.sqrt(discordance) + zb * math.sqrt(discordance - delta ** 2)) ** 2 / delta ** 2))
+
+
+def mcnemar_power(n: int, discordance: float, delta: float, alpha: float = 0.05) -> float:
+    """Exact power of the two-sided exact McNemar test on ``n`` paired items with discordance ``ψ`` and true
+    accuracy difference ``δ``: the number of discordant items is Binomial(n, ψ); given ``m`` of them, A wins
+    each with probability ``(ψ + δ)/(2ψ)``; the test rejects the counts whose binomial p-value is ≤ ``alpha``."""
+    from scipy.stats import binomtest
+
+    q = (discordance + delta) / (2 * discordance)
+    total = 0.0
+    for m in range(n + 1):
+        pm = float(binom.pmf(m, n, discordance))
+        if pm < 1e-12 or m == 0:
+            continue
+        # the rejection region at m: the smallest and largest b (symmetric under H0)
+        k = int(binom.ppf(alpha / 2, m, 0.5))
+        while k >= 0 and binomtest(k, m, 0.5).pvalue > alpha:
+            k -= 1
+        while k + 1 <= m // 2 and binomtest(k + 1, m, 0.5).pvalue <= alpha:
+            k += 1
+        if k < 0:
+            continue
+        total += pm * float(binom.cdf(k, m, q) + binom.sf(m - k - 1, m, q))
+    return total
+
+
+# -- lesson: scoring spans -----------------------------------------------------------------------------------
+
+def span_sets(tags: Sequence[str]) -> set[tuple[str, int, int]]:
+    """The mentions of one IOB2 tag sequence as ``(type, first word, last word)``
+    (:func:`atlaslib.metrics.spans.mentions`)."""
+    from .metrics.spans import mentions
+
+    return set(mentions(list(tags)))
+
+
+def _prf(tp: int, fp: int, fn: int) -> dict:
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 0.0
+    return {"tp": tp, "fp": fp, "fn": fn, "precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
+
+
+def strict_prf(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict:
+    """Micro precision, recall and F1 with strict matching: a predicted mention counts only if a gold mention of
+    the same type has exactly its first and last word; counts pooled over all sentences."""
+    tp = fp = fn = 0
+    for g, p in zip(gold, pred):
+        gs, ps = span_sets(g), span_sets(p)
+        tp, fp, fn = tp + len(gs & ps), fp + len(ps - gs), fn + len(gs - ps)
+    return _prf(tp, fp, fn)
+
+
+def lenient_prf(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict:
+    """Micro precision, recall and F1 with lenient (overlap) matching: a predicted mention is right when it shares
+    at least one word with a gold mention of the same type (precision over predicted mentions); a gold mention is
+    found when a predicted one of its type overlaps it (recall over gold mentions)."""
+    def overlaps(m, others):
+        return any(o[0] == m[0] and o[1] <= m[2] and m[1] <= o[2] for o in others)
+
+    right_pred = n_pred = found = n_gold = 0
+    for g, p in zip(gold, pred):
+        gs, ps = span_sets(g), span_sets(p)
+        right_pred += sum(overlaps(m, gs) for m in ps)
+        found += sum(overlaps(m, ps) for m in gs)
+        n_pred, n_gold = n_pred + len(ps), n_gold + len(gs)
+    prec = right_pred / n_pred if n_pred else 0.0
+    rec = found / n_gold if n_gold else 0.0
+    return {"precision": prec, "recall": rec, "f1": 2 * prec * rec / (prec + rec) if prec + rec else 0.0,
+            "predicted": n_pred, "gold": n_gold}
+
+
+def boundary_errors(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> pd.DataFrame:
+    """Each predicted mention that is not exactly right, by kind: ``boundary`` (it overlaps a gold mention of
+    its type, with other first or last words), ``type`` (it has a gold mention's exact words but another
+    type), ``spurious`` (neither)."""
+    rows = []
+    for i, (g, p) in enumerate(zip(gold, pred)):
+        gs = span_sets(g)
+        for m in sorted(span_sets(p) - gs):
+            if any(o[0] == m[0] and o[1] <= m[2] and m[1] <= o[2] for o in gs):
+                kind = "boundary"
+            elif any(o[1:] == m[1:] for o in gs):
+                kind = "type"
+            else:
+                kind = "spurious"
+            rows.append({"item": i, "type": m[0], "first": m[1], "last": m[2], "kind": kind})
+    return pd.DataFrame(rows, columns=["item", "type", "first", "last", "kind"])
+
+
+def ill_formed(tags: Sequence[str]) -> int:
+    """How many ``I-X`` tags of a sequence do not continue a ``B-X`` or ``I-X`` (IOB2 violations, which
+    seqeval's default mode reads as the start of a mention and its strict IOB2 mode does not)."""
+    bad, prev = 0, "O"
+    for t in tags:
+        if t.startswith("I-") and prev[2:] != t[2:]:
+            bad += 1
+        prev = t
+    return bad
+
+
+def item_level_ci(gold, pred, n_resamples: int = 1000, seed: int = SEED, level: float = LEVEL) -> tuple[float, float]:
+    """Percentile interval of micro span F1 when sentences are resampled one by one, as if independent (the
+    card resamples whole case reports instead)."""
+    from .metrics.spans import scores_from_totals, span_counts
+
+    counts, _ = span_counts(gold, pred)
+    per_item = counts.sum(1)                                         # (n, 3): TP, FP, FN per sentence
+    idx = np.random.default_rng(seed).integers(0, len(per_item), size=(n_resamples, len(per_item)))
+    totals = per_item[idx].sum(1)                                    # (B, 3)
+    f1 = scores_from_totals(totals[:, None, :])["f1"]
+    return bootstrap.percentile_ci(np.asarray(f1, dtype=float), level)

@@ -2,15 +2,17 @@
 
 The small course book of ``tests/test_course.py`` (built once per session) is served on 127.0.0.1. Chromium runs
 with ``--remote-debugging-pipe`` (the protocol's JSON messages on its file descriptors 3 and 4, NUL-terminated;
-no WebDriver, no network), so the test can click: it opens the Start-here page and a lesson, checks that every
-solution toggle is closed when the page loads and its code not shown, clicks one toggle with a real mouse
-event and checks that it (and only it) opens, and that every download link of the lesson and of a card page
-resolves to a file of the build that is the notebook it claims to be.
+no WebDriver, no network), so the test can click: it opens the Start-here page, the syllabus and a lesson,
+checks that every solution (a sphinx-exercise dropdown) is closed when the page loads and its code not shown,
+clicks one with a real mouse event and checks that it (and only it) opens, that a helper's source is folded
+until opened, and that every download link of the lesson and of a card page resolves to a file of the build
+that is the notebook it claims to be (the student edition without a solution).
 """
 from __future__ import annotations
 
 import functools
 import json
+import re
 import subprocess
 import threading
 import time
@@ -25,6 +27,8 @@ from tests.test_course import build_course_book
 
 LESSON_PAGE = "book/course/gates.html"
 START_PAGE = "book/start_here.html"
+SYLLABUS_PAGE = "book/course/syllabus.html"
+NEW_LESSON_PAGE = "book/course/multiplicity.html"
 CARD_PAGE = "book/cards/nli_negation.html"
 
 
@@ -139,9 +143,11 @@ def _fetch(url: str) -> bytes:
         return resp.read()
 
 
-SOLUTIONS = """Array.from(document.querySelectorAll('.tag_solution details')).map(d => ({
-  open: d.open, shown: d.querySelector('.cell_input').checkVisibility(),
-  summary: d.querySelector('summary').innerText.trim()}))"""
+SOLUTIONS = """Array.from(document.querySelectorAll('div.solution.dropdown')).map(d => ({
+  open: !d.classList.contains('toggle-hidden'),
+  shown: Array.from(d.querySelectorAll('.cell_input')).some(c => c.checkVisibility(
+    {visibilityProperty: true, opacityProperty: true})),
+  title: d.querySelector('.admonition-title').innerText.trim()}))"""
 
 
 def test_start_here_orders_the_lessons_and_links_them(browser, course_site):
@@ -150,12 +156,29 @@ def test_start_here_orders_the_lessons_and_links_them(browser, course_site):
     rows = browser.js("""Array.from(document.querySelectorAll('table tr')).slice(1).map(tr =>
         ({cells: Array.from(tr.cells).map(td => td.innerText.trim()),
           href: (tr.cells[1].querySelector('a') || {}).href}))""")
-    assert [r["cells"][0] for r in rows] == ["1", "2", "3", "4", "5", "6"], rows
-    assert rows[5]["cells"][1].startswith("Safety gates") and rows[5]["cells"][4] == "executed"
+    assert [r["cells"][0] for r in rows] == [str(k) for k in range(1, 9)], rows
+    assert rows[3]["cells"][1].startswith("Scoring spans") and rows[3]["cells"][4] == "executed"
+    assert rows[5]["cells"][1].startswith("Many comparisons at once") and rows[5]["cells"][4] == "executed"
+    assert rows[7]["cells"][1].startswith("Safety gates") and rows[7]["cells"][4] == "executed"
     for r in rows:
         assert r["href"] and _fetch(r["href"])  # each lesson page is in the build
     nav = browser.js("Array.from(document.querySelectorAll('nav.bd-links p.caption')).map(p => p.innerText.trim())")
     assert nav.index("Course") < nav.index("Cards") and nav[-1] != "Course" and "Running the atlas" in nav, nav
+
+
+def test_syllabus_lists_every_lesson_with_its_times(browser, course_site):
+    base, _ = course_site
+    browser.open(f"{base}/{SYLLABUS_PAGE}")
+    rows = browser.js("""Array.from(document.querySelectorAll('table tr')).slice(1).map(tr =>
+        ({cells: Array.from(tr.cells).map(td => td.innerText.trim()), href: (tr.cells[0].querySelector('a') || {}).href}))""")
+    assert len(rows) == 8 and rows[0]["cells"][0].startswith("1. Why a test set needs an interval"), rows
+    for r in rows:
+        assert re.fullmatch(r"\d+ min \([\d,]+ words\)", r["cells"][1]) and re.fullmatch(r"\d+\.\d s", r["cells"][3]), r
+        assert r["cells"][4] == "none" and _fetch(r["href"])
+    headings = browser.js("Array.from(document.querySelectorAll('article h2')).map(h => h.innerText.trim())")
+    assert len(headings) == 8, headings
+    text = browser.js("document.querySelector('article').innerText")
+    assert text.count("After this lesson a student can:") == 8 and "200 words a minute" in text
 
 
 def test_solutions_are_closed_until_clicked(browser, course_site):
@@ -163,17 +186,22 @@ def test_solutions_are_closed_until_clicked(browser, course_site):
     browser.open(f"{base}/{LESSON_PAGE}")
     before = browser.js(SOLUTIONS)
     assert len(before) >= 3 and all(not s["open"] and not s["shown"] for s in before), before
-    assert all(s["summary"] == "Show the solution" for s in before), before
-    box = browser.js("""(() => { const s = document.querySelectorAll('.tag_solution details summary')[0];
+    assert [s["title"] for s in before][:2] == ["Solution to Exercise (1 of 4)", "Solution to Exercise (2 of 4)"], before
+    box = browser.js("""(() => { const s = document.querySelectorAll('div.solution.dropdown .admonition-title')[0];
         s.scrollIntoView({block: 'center'}); const r = s.getBoundingClientRect();
         return {x: r.left + r.width / 2, y: r.top + r.height / 2}; })()""")
     browser.click(box["x"], box["y"])
     after = browser.js(SOLUTIONS)
-    assert after[0]["open"] and after[0]["shown"] and after[0]["summary"] == "Hide the solution", after[0]
+    assert after[0]["open"] and after[0]["shown"], after[0]
     assert all(not s["open"] and not s["shown"] for s in after[1:]), after
     # the opened solution shows its code and the answer it printed
-    text = browser.js("document.querySelectorAll('.tag_solution details')[0].innerText")
+    text = browser.js("document.querySelectorAll('div.solution.dropdown')[0].innerText")
     assert "assert report.false_entailment_rate.value == 0" in text and "accuracy 0.0" in text
+    # the helper the lesson calls is shown, its source folded until opened
+    source = browser.js("""Array.from(document.querySelectorAll('details.atlas-source')).map(d => ({open: d.open,
+        name: d.querySelector('summary').innerText, shown: d.querySelector('pre').checkVisibility()}))""")
+    assert any("course.false_entailment_bound" in d["name"] for d in source), source
+    assert all(not d["open"] and not d["shown"] for d in source), source
 
 
 def _download_links(browser) -> dict:
@@ -198,9 +226,14 @@ def test_lesson_downloads_resolve_to_notebooks_of_the_build(browser, course_site
     kinds = {h.rsplit(".", 1)[-1] for h in links}
     assert {"md", "ipynb"} <= kinds, links
     assert any("/_sources/book/course/gates.ipynb" in h for h in links), links  # the theme's button
-    assert any("lesson-gates.md" in h for h in links) and any("lesson-gates.ipynb" in h for h in links), links
+    assert any("lesson-gates.md" in h for h in links), links
+    student = [h for h in links if h.endswith("gates-student.ipynb")]
+    teacher = [h for h in links if h.endswith("gates-instructor.ipynb")]
+    assert len(student) == 1 and len(teacher) == 1, links
     for href in links:
         _check_download(href, built["html"])
+    tags = lambda href: [c.metadata.get("tags", []) for c in nbformat.reads(_fetch(href).decode(), as_version=4).cells]  # noqa: E731
+    assert not any("solution" in t for t in tags(student[0])) and sum("solution" in t for t in tags(teacher[0])) >= 4
     command = browser.js("document.querySelector('.atlas-take-home pre').innerText.trim()")
     assert command == ".venv/bin/python -m atlaslib.pages.course gates"
 
@@ -215,3 +248,24 @@ def test_card_page_offers_its_notebook(browser, course_site):
         _check_download(href, built["html"])
     command = browser.js("document.querySelector('.atlas-take-home pre').innerText.trim()")
     assert command.startswith(".venv/bin/atlas run --card nli_negation --model ")
+
+
+def test_a_new_lesson_renders_with_closed_solutions_and_its_editions(browser, course_site):
+    """Many comparisons at once: its exercises and dropdown solutions, the library's Holm and MDD code folded,
+    its figure, and both editions linked (the student one without a solution)."""
+    base, built = course_site
+    browser.open(f"{base}/{NEW_LESSON_PAGE}")
+    solutions = browser.js(SOLUTIONS)
+    assert len(solutions) == 4 and all(not s["open"] and not s["shown"] for s in solutions), solutions
+    exercises = browser.js("Array.from(document.querySelectorAll('div.exercise')).map(d => "
+                           "d.querySelector('.admonition-title').innerText.trim())")
+    assert exercises == [f"Exercise ({k} of 4)" for k in range(1, 5)], exercises
+    source = browser.js("Array.from(document.querySelectorAll('details.atlas-source summary')).map(s => s.innerText)")
+    assert any("compare.holm" in s for s in source) and any("compare.mcnemar_mdd" in s for s in source), source
+    assert browser.js("document.querySelectorAll('article img').length") >= 1
+    links = _download_links(browser)
+    student = [h for h in links if h.endswith("multiplicity-student.ipynb")]
+    assert student and any(h.endswith("multiplicity-instructor.ipynb") for h in links), links
+    nb = nbformat.reads(_fetch(student[0]).decode(), as_version=4)
+    assert not any("solution" in c.metadata.get("tags", []) for c in nb.cells)
+    assert "course check multiplicity" in browser.js("document.querySelector('article').innerText")

@@ -4,7 +4,9 @@ against independent references (scipy, hand-computed cases, atlaslib.metrics).
 
 A small book is built once per session (:func:`build_course_book`; ``tests/test_browser_course.py`` reuses it):
 the four offline NLI challenge runs are scored in-process into a results folder (no notebook, no kernel),
-the NegEx card supplies the kit for the leakage lesson, and ``book.build`` renders and builds it.
+the NegEx card supplies the kit for the leakage lesson, MACCROBAT's memorising baseline the span lesson's row,
+and ``book.build`` renders and builds it. ``atlas course check`` is tested on every lesson's graded exercise
+with a right and a wrong answer file, the right answers computed here with scipy, seqeval and plain loops.
 """
 from __future__ import annotations
 
@@ -56,6 +58,23 @@ def write_negex_cells(results_dir: Path, data_dir) -> None:
                                       split_cell=negex.split_summary(items, manifest)["cell"], data_dir=data_dir))
 
 
+def write_maccrobat_cells(results_dir: Path, data_dir) -> None:
+    """The card's memorising baseline on atlas-n100-v1 (no model: phrases seen in training), run in-process the
+    way the card notebook runs it, with 200 resamples."""
+    from atlaslib.cards import maccrobat
+    from atlaslib.cards.run import CardRun
+
+    items = maccrobat.load_items(data_dir)
+    manifest = maccrobat.split(items, "atlas-n100-v1")
+    out = maccrobat.run_protocol(items, manifest, "memorize", "train_lookup", n_resamples=200)
+    path = results.cell_path(results_dir, "maccrobat", "atlas-n100-v1", "memorize", "train_lookup")
+    maccrobat.finish_run(CardRun("maccrobat", "atlas-n100-v1", "memorize", "train_lookup",
+                                 parameters={"n_resamples": 200}, result_path=path), out, manifest, items)
+
+
+COURSE_CARDS = ("nli_negation", "negex", "maccrobat")
+
+
 def build_course_book(tmp_path_factory, data_dir) -> dict:
     """Build (once per session) a local book of the NLI and NegEx cards with every lesson executed; return its
     paths, html directory and the build log."""
@@ -64,8 +83,9 @@ def build_course_book(tmp_path_factory, data_dir) -> dict:
         paths = book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
         write_nli_cells(paths.results)
         write_negex_cells(paths.results, data_dir)
+        write_maccrobat_cells(paths.results, data_dir)
         logs: list[str] = []
-        code = book.build(paths=paths, cards=[get_card("nli_negation"), get_card("negex")], run_runs=False,
+        code = book.build(paths=paths, cards=[get_card(c) for c in COURSE_CARDS], run_runs=False,
                           data_dir=data_dir, log=lambda *a, **k: logs.append(" ".join(map(str, a))))
         assert code == 0, "course book build failed:\n" + "\n".join(logs)
         _BUILT["book"] = {"paths": paths, "html": paths.html_out(False) / "_build" / "html",
@@ -83,44 +103,126 @@ def course_book(tmp_path_factory, data_dir):
 LESSONS = pages.lessons()
 
 
-def test_the_course_has_six_lessons_in_the_toc():
+def test_the_course_has_a_syllabus_and_eight_lessons_in_the_toc():
     import yaml
 
     toc = yaml.safe_load((pages.REPO / "_toc.yml").read_text())
     course_part = next(p for p in toc["parts"] if p["caption"] == "Course")
-    assert [c["file"] for c in course_part["chapters"]] == [lsn.doc for lsn in LESSONS]
-    assert len(LESSONS) == 6
+    assert [c["file"] for c in course_part["chapters"]] == ["book/course/syllabus"] + [lsn.doc for lsn in LESSONS]
+    assert len(LESSONS) == 8
     running = next(p for p in toc["parts"] if p["caption"] == "Running the atlas")
     assert running["chapters"] == [{"file": "book/methods/scale_out"}]
     assert not any(c.get("file") == "book/methods/scale_out"
                    for p in toc["parts"] if p["caption"] != "Running the atlas" for c in p["chapters"])
+    config = yaml.safe_load((pages.REPO / "_config.yml").read_text())["sphinx"]
+    assert "sphinx_exercise" in config["extra_extensions"] and config["config"]["hide_solutions"] is False
+
+
+EXERCISE = re.compile(r"^```\{exercise\}[^\n]*\n:label: (\S+)", flags=re.M)
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lsn: lsn.name)
 def test_lesson_executed_and_every_solution_asserted(course_book, lesson):
-    """The executed lesson is in the site; no cell errored; ≥ 3 exercises, each solution hidden in a closed
-    toggle, executed, and asserting its answer."""
+    """The executed lesson is in the site; no cell errored; ≥ 3 sphinx-exercise exercises, each followed by its
+    gated solution (solution-start LABEL, :class: dropdown, … solution-end) whose code cells executed and assert
+    the answer they print; the two editions and the source are downloads linked under the title."""
     nb = nbformat.read(course_book["src"] / "book" / "course" / f"{lesson.name}.ipynb", as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
     assert all(c.get("execution_count") is not None for c in code), "a code cell did not run"
-    solutions = [c for c in code if "solution" in c.metadata.get("tags", [])]
-    marker = re.compile(r"^\*\*Exercise \d+\.\*\*", flags=re.M)
-    exercises = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and marker.search(c.source)]
-    assert all(len(marker.findall(nb.cells[i].source)) == 1 for i in exercises)  # one exercise per text cell
-    assert len(exercises) >= 3 and len(solutions) >= len(exercises), (len(exercises), len(solutions))
-    assert all("hide-cell" in c.metadata["tags"] for c in solutions)
-    # each exercise's solution cells (up to the next exercise) assert the answer they print
-    for start, end in zip(exercises, exercises[1:] + [len(nb.cells)]):
-        block = nb.cells[start + 1:end]
-        assert any(c.cell_type == "code" and "solution" in c.metadata.get("tags", []) and "assert " in c.source
-                   for c in block), nb.cells[start].source[:80]
+    exercises, solutions, open_label = [], {}, None
+    marks = re.compile(r"^```\{(exercise|solution-start|solution-end)\}[ ]?([^\n]*)\n(:label: (\S+)|:class: (\S+))?",
+                       flags=re.M)
+    for c in nb.cells:
+        if c.cell_type == "markdown":
+            for m in marks.finditer(c.source):
+                kind = m.group(1)
+                if kind == "exercise":
+                    assert open_label is None and m.group(4), c.source[:80]
+                    exercises.append(m.group(4))
+                elif kind == "solution-start":  # the solution of the exercise just stated, behind a toggle
+                    assert open_label is None and m.group(2) == exercises[-1] and m.group(5) == "dropdown"
+                    open_label = m.group(2)
+                else:
+                    assert open_label is not None
+                    open_label = None
+        elif "solution" in c.metadata.get("tags", []):
+            assert open_label is not None, c.source[:80]  # every solution cell sits in a gated solution
+            solutions.setdefault(open_label, []).append(c)
+    assert open_label is None and len(exercises) >= 3 and len(set(exercises)) == len(exercises), exercises
+    for label in exercises:  # each solution executed (timed for the syllabus) and asserts what it prints
+        assert any("assert " in c.source for c in solutions[label]), label
+        assert all(c.metadata["papermill"]["duration"] is not None for c in solutions[label])
     # the take-home box sits right under the title and the downloads exist
     box = next(c for c in nb.cells if c.cell_type == "markdown" and "Take this lesson home" in c.source)
     assert f"atlaslib.pages.course {lesson.name}" in box.source
-    for suffix in (".md", ".ipynb"):
-        assert (course_book["src"] / "book" / "downloads" / f"lesson-{lesson.name}{suffix}").is_file()
+    downloads = course_book["src"] / "book" / "downloads"
+    for name in (f"lesson-{lesson.name}.md", f"{lesson.name}-student.ipynb", f"{lesson.name}-instructor.ipynb"):
+        assert (downloads / name).is_file() and name in box.source, name
+
+
+def test_student_notebooks_hold_no_solution_and_instructor_notebooks_every_one(course_book):
+    """Every downloadable student notebook: the exercises, and not one solution (no cell tagged solution, no
+    gated block, none of a solution's code); the instructor notebook: every solution of the lesson."""
+    downloads = course_book["src"] / "book" / "downloads"
+    students = sorted(downloads.glob("*-student.ipynb"))
+    assert [p.name for p in students] == sorted(f"{lsn.name}-student.ipynb" for lsn in LESSONS)
+    for path in students:
+        name = path.name[:-len("-student.ipynb")]
+        student = nbformat.read(path, as_version=4)
+        teacher = nbformat.read(downloads / f"{name}-instructor.ipynb", as_version=4)
+        nbformat.validate(student)
+        solutions = [c.source for c in teacher.cells if "solution" in c.metadata.get("tags", [])]
+        assert len(solutions) >= 3, name
+        assert not any("solution" in c.metadata.get("tags", []) for c in student.cells), name
+        assert not any("solution-start" in c.source or "solution-end" in c.source for c in student.cells), name
+        sources = {c.source for c in student.cells}
+        assert not any(s in sources for s in solutions), name
+        assert len(EXERCISE.findall("\n".join(c.source for c in student.cells))) == \
+            len(EXERCISE.findall("\n".join(c.source for c in teacher.cells))) >= 3
+        assert not any(c.get("outputs") for c in student.cells + teacher.cells if c.cell_type == "code")
+
+
+def test_student_edition_of_a_lesson_source():
+    text = (pages.REPO / "book" / "course" / "gates.md").read_text()
+    student = pages.student_text(text)
+    assert text.count("```{solution-start}") == 4 and "solution-start" not in student
+    assert student.count("```{exercise}") == 4 and "clopper_pearson_upper(0, n_nonent)" in student
+    assert "assert relaxed.gate.passed" in text and "assert relaxed.gate.passed" not in student
+
+
+def test_syllabus_from_the_lessons_and_the_build(course_book):
+    """Objectives, prerequisites, cards, agreement, reading time (words at the stated rate, counted here) and
+    the solutions' run time (summed here from the executed notebooks' papermill durations)."""
+    import math
+
+    text = (course_book["src"] / "book" / "course" / "syllabus.md").read_text()
+    assert pages.SYLLABUS_MARK not in text and f"at {pages.READING_WPM} words a minute" in text
+    for lesson in LESSONS:
+        src = lesson.path.read_text()
+        nb = nbformat.read(course_book["src"] / "book" / "course" / f"{lesson.name}.ipynb", as_version=4)
+        words = pages.reading_words(src, nb)
+        assert pages.reading_words(src) + 50 < words < 3000, (lesson.name, words)  # the numbers' sentences count
+        secs = sum(c.metadata["papermill"]["duration"] for c in nb.cells
+                   if c.cell_type == "code" and "solution" in c.metadata.get("tags", []))
+        row = next(line for line in text.splitlines() if line.startswith("| ") and f"<{lesson.name}>`" in line)
+        assert f"| {math.ceil(words / pages.READING_WPM)} min ({words:,} words) | {src.count('```{exercise}')} | " \
+               f"{secs:.1f} s | none |" in row, row
+        for objective in lesson.meta["objectives"]:
+            assert objective.split()[0] in text
+    assert text.count("**Agreement needed:** none.") == len(LESSONS)
+    assert "[NLI negation challenge](../cards/nli_negation.md)" in text
+
+
+def test_reading_words_counts_prose_only():
+    text = "---\njupytext: {}\n---\n\n# Title here\n\nOne two three.\n\n```{code-cell} python\nx = 1\n```\n\n" \
+           "```{exercise}\n:label: a\n\nFour five.\n```\n\n```{solution-start} a\n:class: dropdown\n```\n\n" \
+           "Hidden words here.\n\n```{solution-end}\n```\n"
+    assert pages.reading_words(text) == 2 + 3 + 2
+    executed = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/markdown": "Six seven **eight**.", "text/plain": "<Markdown>"})])])
+    assert pages.reading_words(text, executed) == 7 + 3
 
 
 def test_local_only_section_runs_in_a_local_build_and_is_left_out_without_its_cells(course_book, tmp_path):
@@ -142,7 +244,8 @@ def test_learning_path_lists_every_lesson_with_its_status(course_book):
     assert pages.PATH_MARK not in text
     for lesson in LESSONS:
         assert f"{{doc}}`{lesson.title} <course/{lesson.name}>`" in text
-    assert text.count("| executed |") == 6
+    assert text.count("| executed |") == len(LESSONS)
+    assert "quarter of an hour" not in text and "{doc}`syllabus <course/syllabus>`" in text
 
 
 def test_card_pages_offer_their_notebook(course_book):
@@ -161,9 +264,9 @@ def test_rebuild_reuses_executed_lessons(course_book):
     paths = course_book["paths"]
     src = paths.src(False)
     before = {p.name: p.stat().st_mtime_ns for p in (paths.build / "course-cache").glob("*.ipynb")}
-    book.render_site(paths, cards=[get_card("nli_negation"), get_card("negex")])
+    book.render_site(paths, cards=[get_card(c) for c in COURSE_CARDS])
     after = {p.name: p.stat().st_mtime_ns for p in (paths.build / "course-cache").glob("*.ipynb")}
-    assert before == after and len(before) == 6
+    assert before == after and len(before) == len(LESSONS)
     assert all((src / "book" / "course" / f"{lsn.name}.ipynb").is_file() for lsn in LESSONS)
 
 
@@ -191,7 +294,7 @@ def test_publish_withholds_the_negex_lesson(course_book):
     """A publish build: the NegEx lesson is a withheld page listed on the withheld page, the NegEx card's
     notebook is not offered, and no course page or download mentions NegEx data."""
     paths = course_book["paths"]
-    src, withheld = book.render_site(paths, publish=True, cards=[get_card("nli_negation"), get_card("negex")])
+    src, withheld = book.render_site(paths, publish=True, cards=[get_card(c) for c in COURSE_CARDS])
     stub = (src / "book" / "course" / "leakage.md").read_text()
     assert "left out of the published book" in stub and "```{code-cell}" not in stub
     assert not (src / "book" / "course" / "leakage.ipynb").exists()
@@ -211,7 +314,7 @@ def test_publish_withholds_the_negex_lesson(course_book):
 
     toc = yaml.safe_load((src / "_toc.yml").read_text())
     part = next(p for p in toc["parts"] if p["caption"] == "Course")
-    assert [c["file"] for c in part["chapters"]] == [lsn.doc for lsn in LESSONS]  # the stub keeps its place
+    assert [c["file"] for c in part["chapters"]] == ["book/course/syllabus"] + [lsn.doc for lsn in LESSONS]  # the stub keeps its place
 
 
 # -- the machinery on tiny lessons (one kernel each) --------------------------------------------------------
@@ -238,12 +341,23 @@ results_dir = "results"
 data_dir = None
 ```
 
-**Exercise 1.** Two and two.
+```{{exercise}}
+:label: tiny-ex1
+
+Two and two.
+```
+
+```{{solution-start}} tiny-ex1
+:class: dropdown
+```
 
 ```{{code-cell}} python
-:tags: [hide-cell, solution]
+:tags: [solution]
 answer = 2 + 2
 assert answer == {expected}
+```
+
+```{{solution-end}}
 ```
 """
 
@@ -289,6 +403,13 @@ def test_lesson_files_are_checked(tmp_path):
         pages.read_lesson(bad)
     bad.write_text(TINY.format(requires="[x/y]", expected=4))
     with pytest.raises(pages.LessonError, match="'x/y' is not card/version/model/protocol"):
+        pages.read_lesson(bad)
+    bad.write_text(TINY.format(requires="[]", expected=4).replace("```{solution-end}\n```\n", ""))
+    with pytest.raises(pages.LessonError, match="bad.md: 1 solution-start but 0 solution-end"):
+        pages.read_lesson(bad)
+    bad.write_text(TINY.format(requires="[]", expected=4).replace("```{solution-end}\n```\n", "")
+                   .replace("```{solution-start} tiny-ex1\n:class: dropdown\n```\n", ""))
+    with pytest.raises(pages.LessonError, match="tagged 'solution' sits outside a solution-start"):
         pages.read_lesson(bad)
     assert pages.main([]) == 2
 
@@ -445,3 +566,117 @@ def test_gate_rows_show_the_cards_one_sided_bound():
     bound = rows["FER upper bound (one-sided 95 %)"]
     assert bound["a"] == pytest.approx(beta.ppf(0.95, 40, 93))
     assert bound["b"] == pytest.approx(1 - 0.05 ** (1 / 132)) and bound["b"] < 1 - 0.025 ** (1 / 132)
+
+
+# -- graded exercises: atlas course check against independent references ------------------------------------
+
+def _reference_answers(kind: str, items: pd.DataFrame, seed: int) -> dict:
+    """The graded answers computed without atlaslib: scipy's distributions and tests, hashlib and plain loops."""
+    import hashlib
+
+    from scipy.stats import beta
+
+    y = [any(t.startswith("B-") for t in tags) for tags in items["tags"]]
+    k, n = sum(y), len(y)
+    if kind == "interval":  # the percentile bootstrap with infinitely many resamples: binomial quantiles
+        return {"q1": k / n, "q2": binom.ppf(0.025, n, k / n) / n, "q3": binom.ppf(0.975, n, k / n) / n}
+    if kind == "edge":
+        lo = beta.ppf(0.025, k, n - k + 1) if k else 0.0
+        hi = beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
+        return {"q1": k, "q2": lo, "q3": hi}
+    docs: dict = {}
+    for d, v in zip(items["document"], y):
+        docs.setdefault(d, []).append(v)
+    if kind == "cluster":
+        pure = sum(len(v) for v in docs.values() if all(v) or not any(v))
+        return {"q1": len(docs), "q2": pure / n, "q3": sum(len(v) for v in docs.values() if len(v) > 1) / n}
+    digit = [any(ch.isdigit() for w in words for ch in w) for words in items["words"]]
+    if kind == "paired":
+        long_ = [len(words) >= 12 for words in items["words"]]
+        b = sum(a == g and d != g for a, d, g in zip(long_, digit, y))
+        c = sum(a != g and d == g for a, d, g in zip(long_, digit, y))
+        return {"q1": b, "q2": c, "q3": binomtest(b, b + c, 0.5).pvalue if b + c else 1.0}
+    if kind == "leakage":
+        fold = [int(hashlib.sha256(f"{seed}:{i}".encode()).hexdigest(), 16) % 5 for i in items["item_id"]]
+        folds: dict = {}
+        for d, f in zip(items["document"], fold):
+            folds.setdefault(d, set()).add(f)
+        return {"q1": sum(len(folds[d]) > 1 for d in items["document"]) / n,
+                "q2": sum(len(f) > 1 for f in folds.values())}
+    if kind == "spans":  # seqeval on the gold tags and the first-word-only tagger
+        from seqeval.metrics import f1_score
+        from seqeval.scheme import IOB2
+
+        gold = [list(t) for t in items["tags"]]
+        first = [["O" if t.startswith("I-") else t for t in tags] for tags in gold]
+        return {"q1": sum(t.startswith("B-") for tags in gold for t in tags),
+                "q2": f1_score(gold, first, mode="strict", scheme=IOB2),
+                "q3": f1_score(gold, first, mode="strict", scheme=IOB2, average="macro")}
+    if kind == "holm":
+        n_words = [len(words) for words in items["words"]]
+        rules = {"A": [k >= 12 for k in n_words], "B": digit, "C": [k >= 20 for k in n_words]}
+        right = {r: [v == g for v, g in zip(pred, y)] for r, pred in rules.items()}
+        ps = []
+        for i, j in (("A", "B"), ("A", "C"), ("B", "C")):
+            b = sum(x and not z for x, z in zip(right[i], right[j]))
+            c = sum(z and not x for x, z in zip(right[i], right[j]))
+            ps.append(binomtest(b, b + c, 0.5).pvalue if b + c else 1.0)
+        order = sorted(range(3), key=lambda k: ps[k])  # Holm by hand: (3 − rank)·p, running maximum
+        adjusted, running = [0.0] * 3, 0.0
+        for rank, k in enumerate(order):
+            running = max(running, min(1.0, (3 - rank) * ps[k]))
+            adjusted[k] = running
+        return dict(zip(("q1", "q2", "q3"), adjusted))
+    if kind == "gate":
+        no_test = ["B-test" not in tags for tags in items["tags"]]
+        fp = sum(d and nt for d, nt in zip(digit, no_test))
+        return {"q1": fp, "q2": sum(no_test), "q3": beta.ppf(0.95, fp + 1, sum(no_test) - fp)}
+    raise AssertionError(kind)
+
+
+GRADED_SEED = 2024
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lsn: lsn.name)
+def test_course_check_says_right_and_wrong(lesson, tmp_path, data_dir, capsys):
+    """A right answer file (the references above) passes every question; a wrong one (each answer moved past its
+    tolerance) fails every one; the items are train-pool sentences no lesson shows."""
+    from atlaslib import cli
+    from atlaslib.external.tasks import load_split
+
+    spec = course.graded_spec(lesson.name)
+    items = course.graded_items(spec["card"], spec["version"], GRADED_SEED, spec["n"], data_dir)
+    pool = load_split(spec["card"], spec["version"], "train", data_dir)
+    test = load_split(spec["card"], spec["version"], "test", data_dir)
+    assert len(items) == spec["n"] and set(items["item_id"]) <= set(pool.ids) and not set(items["item_id"]) & set(test.ids)
+    ref = _reference_answers(spec["kind"], items, GRADED_SEED)
+    tolerance = {q: tol for q, _, tol in course.GRADED_QUESTIONS[spec["kind"]]}
+    right, wrong = tmp_path / "right.json", tmp_path / "wrong.json"
+    right.write_text(json.dumps({"seed": GRADED_SEED, "answers": {q: float(v) for q, v in ref.items()}}))
+    wrong.write_text(json.dumps({"seed": GRADED_SEED,
+                                 "answers": {q: float(v) + 2 * tolerance[q] + 0.01 + (tolerance[q] == 0)
+                                             for q, v in ref.items()}}))
+    args = ["--data-dir", str(data_dir)] if data_dir else []
+    assert cli.main(["course", "check", lesson.name, str(right), *args]) == 0
+    out = capsys.readouterr().out
+    assert out.count(": right (") == len(ref) and f"{len(ref)} of {len(ref)} right" in out, out
+    assert cli.main(["course", "check", lesson.name, str(wrong), *args]) == 1
+    out = capsys.readouterr().out
+    assert out.count(": wrong (") == len(ref) and f"0 of {len(ref)} right" in out, out
+
+
+def test_course_check_names_bad_input(tmp_path, capsys):
+    from atlaslib import cli
+
+    bad = tmp_path / "answers.json"
+    bad.write_text("{not json")
+    assert cli.main(["course", "check", "edges", str(bad)]) == 2
+    assert f"{bad}: not JSON (line 1" in capsys.readouterr().err
+    bad.write_text(json.dumps({"seed": 1, "answers": {"q9": 1}}))
+    assert cli.main(["course", "check", "edges", str(bad)]) == 2
+    assert "unknown question(s) q9; lesson edges asks q1, q2, q3" in capsys.readouterr().err
+    bad.write_text(json.dumps({"answers": {"q1": 1}}))
+    assert cli.main(["course", "check", "edges", str(bad)]) == 2
+    assert '"seed" must be the integer your instructor gave' in capsys.readouterr().err
+    assert cli.main(["course", "check", "nope", str(bad)]) == 2
+    assert "no lesson 'nope' with a graded exercise; expected one of clusters, comparing" in capsys.readouterr().err

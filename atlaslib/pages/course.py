@@ -52,7 +52,12 @@ from ..notebook import REPO
 LESSON_DIR = Path("book") / "course"
 DOWNLOAD_DIR = Path("book") / "downloads"
 PATH_MARK = "<!-- learning-path -->"
+SYLLABUS = "syllabus"                    # book/course/syllabus.md: a page of the Course part, not a lesson
+SYLLABUS_MARK = "<!-- syllabus -->"
+READING_WPM = 200                        # the reading rate the syllabus states its reading times at
 SOLUTION_TAG = "solution"
+#: a sphinx-exercise gated solution: ```{solution-start} LABEL ... ``` then its cells, then ```{solution-end}```
+GATED_SOLUTION = re.compile(r"```\{solution-start\}.*?```\{solution-end\}[ \t]*\n```[ \t]*\n?", flags=re.S)
 LOCAL_ONLY_TAG = "local-only"
 KERNEL = "python3"
 CELL_TIMEOUT = 900
@@ -151,6 +156,16 @@ def read_lesson(path: Path):
     for name in ("results_dir", "data_dir"):
         if not re.search(rf"^{name}\s*=", params[0].source, flags=re.M):
             raise LessonError(f"{path}: the parameters cell does not define {name}")
+    text = path.read_text(encoding="utf-8")
+    starts, ends = text.count("```{solution-start}"), text.count("```{solution-end}")
+    if starts != ends:
+        raise LessonError(f"{path}: {starts} solution-start but {ends} solution-end directives (each solution of "
+                          f"an exercise is a sphinx-exercise gated block)")
+    outside = [c for c in jupytext.reads(GATED_SOLUTION.sub("", text), fmt="md:myst").cells
+               if c.cell_type == "code" and SOLUTION_TAG in _tags(c)]
+    if outside:
+        raise LessonError(f"{path}: a code cell tagged 'solution' sits outside a solution-start/solution-end block: "
+                          f"{outside[0].source.splitlines()[0][:60]!r}")
     meta = dict(nb.metadata.get("atlas") or {})
     title = next((c.source.lstrip()[2:].split("\n")[0].strip() for c in nb.cells
                   if c.cell_type == "markdown" and c.source.lstrip().startswith("# ")), None)
@@ -175,7 +190,8 @@ def _lesson_files(root: Path) -> list[Path]:
     def order(p: Path):
         return ((jupytext.read(p).metadata.get("atlas") or {}).get("order", 99), p.stem)
 
-    return sorted((p for p in (Path(root) / LESSON_DIR).glob("*.md") if p.name != "index.md"), key=order)
+    return sorted((p for p in (Path(root) / LESSON_DIR).glob("*.md") if p.stem not in ("index", SYLLABUS)),
+                  key=order)
 
 
 def lessons(root: Path = REPO) -> list[Lesson]:
@@ -333,12 +349,49 @@ def _write_downloads(src: Path, md_text: str, stem: str) -> tuple[Path, Path]:
     return md, ipynb
 
 
+def student_text(md_text: str) -> str:
+    """The student edition of a lesson's MyST source: every sphinx-exercise gated solution (``solution-start``
+    to ``solution-end``, the code cells between included) left out; the exercises stay. The same blocks the
+    book's ``hide_solutions`` option leaves out of a page."""
+    return GATED_SOLUTION.sub("", md_text)
+
+
+def _write_editions(src: Path, md_text: str, name: str) -> dict:
+    """A lesson's downloads: its MyST source (``lesson-<name>.md``) and two fresh notebooks (no outputs),
+    ``<name>-instructor.ipynb`` with the solutions and ``<name>-student.ipynb`` without."""
+    import jupytext
+
+    out = src / DOWNLOAD_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"md": out / f"lesson-{name}.md", "instructor": out / f"{name}-instructor.ipynb",
+             "student": out / f"{name}-student.ipynb"}
+    files["md"].write_text(md_text, encoding="utf-8")
+    for edition, text in (("instructor", md_text), ("student", student_text(md_text))):
+        nb = jupytext.reads(text, fmt="md:myst")
+        if edition == "student":
+            left = [c for c in nb.cells if SOLUTION_TAG in _tags(c) or "solution-start" in c.source]
+            if left:
+                raise LessonError(f"lesson {name}: the student edition still holds a solution cell")
+        jupytext.write(nb, files[edition], fmt="ipynb")
+    return files
+
+
 def take_home_block(page_dir: Path, md: Path, ipynb: Path, command: str, what: str) -> str:
     rel = lambda p: os.path.relpath(p, page_dir)  # noqa: E731
     return (f":::{{admonition}} Take {what} home\n:class: tip atlas-take-home\n"
             f"Download {what} as a {{download}}`MyST notebook (.md) <{rel(md)}>` or a "
             f"{{download}}`Jupyter notebook (.ipynb) <{rel(ipynb)}>`. From a clone of the atlas, after the "
             f"set-up (`make env`), one command runs it:\n\n```bash\n{command}\n```\n:::\n")
+
+
+def lesson_take_home_block(page_dir: Path, files: dict, command: str) -> str:
+    rel = lambda p: os.path.relpath(p, page_dir)  # noqa: E731
+    return (":::{admonition} Take this lesson home\n:class: tip atlas-take-home\n"
+            f"Two editions of this lesson, as Jupyter notebooks: the {{download}}`student edition "
+            f"<{rel(files['student'])}>` (the exercises without their solutions) and the {{download}}`instructor "
+            f"edition <{rel(files['instructor'])}>` (with them); the source is the {{download}}`MyST notebook (.md) "
+            f"<{rel(files['md'])}>`. From a clone of the atlas, after the set-up (`make env`), one command runs "
+            f"it:\n\n```bash\n{command}\n```\n:::\n")
 
 
 def lesson_command(name: str) -> str:
@@ -367,6 +420,7 @@ class CoursePlan:
     done: dict
     docs: list
     withheld: list
+    texts: dict = field(default_factory=dict)  # each lesson's MyST source as read, for the syllabus
     executed: object = None  # Future of {name: executed notebook} (:func:`atlaslib.background.in_background`)
 
 
@@ -389,9 +443,10 @@ def start_course(src: Path, paths, publish: bool, cards=None) -> CoursePlan:
     shown = {c.name: c for c in cards}
     results_dir = Path(paths.results)
     cache_dir = Path(paths.build) / "course-cache"
-    docs, done, jobs, held = [], {}, [], []
+    docs, done, jobs, held, texts = [], {}, [], [], {}
     for path in _lesson_files(src):
         lesson, nb = read_lesson(path)
+        texts[lesson.name] = path.read_text(encoding="utf-8")
         reason = _withheld_reason(lesson, all_cards) if publish else None
         if reason:
             path.write_text(_stub(lesson.title, f"This lesson is left out of the published book: {reason} "
@@ -440,7 +495,7 @@ def start_course(src: Path, paths, publish: bool, cards=None) -> CoursePlan:
         done[lesson.name] = ("ran", lesson)
         docs.append(lesson.doc)
     todo = [(j[0].name, j[3]) for j in jobs if j[6] is None]
-    plan = CoursePlan(src, shown, jobs, done, docs, held)
+    plan = CoursePlan(src, shown, jobs, done, docs, held, texts)
     plan.executed = in_background(lambda: execute_all(todo, results_dir=results_dir,
                                                       failed_dir=Path(paths.build) / "failed"), "atlas-lessons")
     return plan
@@ -456,6 +511,8 @@ def finish_course(plan: CoursePlan, withheld: list | None = None) -> list[str]:
     if withheld is not None:
         withheld.extend(plan.withheld)
     src, shown, done = plan.src, plan.shown, plan.done
+    timings: dict[str, float] = {}
+    executed_nbs: dict = {}
     for lesson, path, text, nb, key, cached, executed in plan.jobs:
         if executed is None:
             executed = fresh[lesson.name]
@@ -463,8 +520,10 @@ def finish_course(plan: CoursePlan, withheld: list | None = None) -> list[str]:
             cached.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(executed, cached)
         _tidy(executed)
-        md, ipynb = _write_downloads(src, text, f"lesson-{lesson.name}")
-        box = take_home_block(path.parent, md, ipynb, lesson_command(lesson.name), "this lesson")
+        files = _write_editions(src, text, lesson.name)
+        box = lesson_take_home_block(path.parent, files, lesson_command(lesson.name))
+        timings[lesson.name] = solution_seconds(executed)
+        executed_nbs[lesson.name] = executed
         title_at = next(i for i, c in enumerate(executed.cells)
                         if c.cell_type == "markdown" and c.source.lstrip().startswith("# "))
         executed.cells.insert(title_at + 1, nbformat.v4.new_markdown_cell(box))
@@ -473,6 +532,7 @@ def finish_course(plan: CoursePlan, withheld: list | None = None) -> list[str]:
         path.unlink()
     _card_take_home(src, shown)
     _learning_path(src, shown, done)
+    _syllabus(src, done, plan.texts, timings, executed_nbs)
     return plan.docs
 
 
@@ -516,6 +576,107 @@ def _learning_path(src: Path, shown: dict, done: dict) -> None:
         lines.append(f"| {i} | {{doc}}`{lesson.title} <course/{name}>` | {teaches} | {', '.join(reads) or '—'} | "
                      f"{status_text} |")
     page.write_text(text.replace(PATH_MARK, "\n".join(lines)), encoding="utf-8")
+
+
+def solution_seconds(executed) -> float:
+    """How long an executed lesson's solution cells took to run (papermill's per-cell ``duration``), in seconds."""
+    total = 0.0
+    for c in executed.cells:
+        if c.cell_type == "code" and SOLUTION_TAG in _tags(c):
+            total += float((c.get("metadata", {}).get("papermill") or {}).get("duration") or 0.0)
+    return total
+
+
+def _prose_words(text: str) -> int:
+    words = 0
+    for line in text.splitlines():
+        if line.startswith("```") or line.startswith(":::") or re.match(r"^:[a-z-]+:", line):
+            continue
+        words += len(re.findall(r"[\w’'-]+", line))
+    return words
+
+
+def reading_words(md_text: str, executed=None) -> int:
+    """Words of a lesson's prose, as a student reads it: the markdown of the student edition (without front
+    matter, code cells, directive fences and their options) and, given the executed notebook, the Markdown its
+    other cells print (the sentences a lesson writes from its numbers)."""
+    import jupytext
+
+    nb = jupytext.reads(student_text(md_text), fmt="md:myst")
+    words = sum(_prose_words(c.source) for c in nb.cells if c.cell_type == "markdown")
+    for c in (executed.cells if executed is not None else ()):
+        if c.cell_type == "code" and SOLUTION_TAG not in _tags(c):
+            for out in c.get("outputs", []):
+                words += _prose_words(str((out.get("data") or {}).get("text/markdown", "")))
+    return words
+
+
+def exercise_count(md_text: str) -> int:
+    return md_text.count("```{exercise}")
+
+
+def syllabus_rows(done: dict, texts: dict, timings: dict, executed: dict | None = None) -> list[dict]:
+    """One row per lesson for the syllabus: title, objectives, prerequisites, cards and cells, agreement,
+    words, reading minutes at :data:`READING_WPM`, exercises and their solutions' measured run time."""
+    import math
+
+    from ..cards import available_cards
+
+    cards = {c.name: c for c in available_cards()}
+    executed = executed or {}
+    rows = []
+    for name, (status, lesson) in done.items():
+        text = texts.get(name, "")
+        words = reading_words(text, executed.get(name))
+        gated = [cards[c].title.split(":")[0] for c in lesson.uses if c in cards and cards[c].gated]
+        rows.append({"name": name, "title": lesson.title, "status": status,
+                     "objectives": list(lesson.meta.get("objectives") or []),
+                     "prerequisites": list(lesson.meta.get("prerequisites") or []),
+                     "cards": [(c, cards[c].title.split(":")[0] if c in cards else c) for c in lesson.uses],
+                     "cells": [r.label for r in lesson.requires + lesson.requires_local],
+                     "agreement": gated, "words": words, "reading_minutes": max(1, math.ceil(words / READING_WPM)),
+                     "exercises": exercise_count(text), "solution_seconds": timings.get(name)})
+    return rows
+
+
+def syllabus_markdown(rows: list[dict]) -> str:
+    from ..escape import md as md_text
+
+    lines = [f"Reading times are the words of each lesson's prose and of the sentences it writes from its numbers (code and solutions "
+             f"not counted) at {READING_WPM} words a minute. Exercise times are measured: how long the lesson's solutions took to "
+             f"execute when this book was built, on the build machine; a student writing them will take longer.",
+             "", "| lesson | reading | exercises | solutions run in | agreement needed |", "|---|---|---|---|---|"]
+    for i, r in enumerate(rows, 1):
+        secs = "not run in this build" if r["solution_seconds"] is None else f"{r['solution_seconds']:.1f} s"
+        title = r["title"].replace("`", "").replace("<", "").replace(">", "")
+        lines.append(f"| {i}. {{doc}}`{title} <{r['name']}>` | {r['reading_minutes']} min "
+                     f"({r['words']:,} words) | {r['exercises']} | {secs} | "
+                     f"{', '.join(r['agreement']) or 'none'} |")
+    for i, r in enumerate(rows, 1):
+        lines += ["", f"## {i}. {md_text(r['title'])}", ""]
+        lines.append("**After this lesson a student can:**")
+        lines += [f"- {md_text(o)}" for o in r["objectives"]] or ["- (not stated)"]
+        lines += ["", "**Prerequisites:** " + ("; ".join(md_text(p) for p in r["prerequisites"]) or "none"), ""]
+        cards = ", ".join(f"[{md_text(t)}](../cards/{c}.md)" for c, t in r["cards"]) or "none"
+        lines.append(f"**Cards and data:** {cards}; result cells read: "
+                     + (", ".join(f"`{c}`" for c in r["cells"]) or "none") + ".")
+        lines += ["", "**Agreement needed:** " + (", ".join(r["agreement"]) + " (data use agreement)"
+                                                 if r["agreement"] else "none") + ".", ""]
+        secs = ("not measured in this build (the lesson was not run)" if r["solution_seconds"] is None
+                else f"the solutions ran in {r['solution_seconds']:.1f} s")
+        lines.append(f"**Time:** reading about {r['reading_minutes']} min ({r['words']:,} words at {READING_WPM} a "
+                     f"minute); {r['exercises']} exercises, {secs}.")
+    return "\n".join(lines) + "\n"
+
+
+def _syllabus(src: Path, done: dict, texts: dict, timings: dict, executed: dict) -> None:
+    page = src / LESSON_DIR / f"{SYLLABUS}.md"
+    if not page.is_file():
+        return
+    text = page.read_text(encoding="utf-8")
+    if SYLLABUS_MARK in text:
+        page.write_text(text.replace(SYLLABUS_MARK, syllabus_markdown(syllabus_rows(done, texts, timings, executed))),
+                        encoding="utf-8")
 
 
 # -- running a lesson from a clone -------------------------------------------------------------------------
