@@ -172,30 +172,36 @@ def pair_row(frame: pd.DataFrame, a: str, b: str):
     return None if m.empty else m.iloc[0]
 
 
-def cluster_paired(p, a: str, b: str, base: str, groups, *, seed: int, n_resamples: int | None = None,
+def cluster_paired(p, a: str, b: str, base: str, clusters, *, seed: int, n_resamples: int | None = None,
                    level: float = 0.95) -> dict:
-    """The paired difference ``a − b`` of ``base`` resampling whole clusters (``groups``: one label per unit
-    of ``p``, a :class:`~atlaslib.metrics.compare.Paired` whose units are items): ``{difference, ci_low,
-    ci_high, p_bootstrap, n_clusters, few_clusters}``, from ``p``'s per-unit counts and formulas under the
-    cluster multiplicities of :func:`atlaslib.metrics.bootstrap.cluster_multiplicities` (the leaderboard's
-    cluster resamples, same seed)."""
+    """The paired difference ``a − b`` of ``base`` resampling whole clusters: ``{difference, ci_low, ci_high,
+    p_bootstrap, n_clusters, few_clusters}``. ``clusters``: one cluster label per unit of ``p`` (a
+    :class:`~atlaslib.metrics.compare.Paired` whose units are items), resampled with
+    :func:`atlaslib.metrics.bootstrap.cluster_multiplicities` (the leaderboard's cluster resamples, same
+    seed) and applied to ``p``'s per-unit counts; or, for a comparison that carries its card's scoring
+    (:mod:`atlaslib.metrics.engine`), that scoring's cluster :class:`~atlaslib.metrics.engine.Resampling`,
+    drawn by the engine's own weights."""
     from .compare import bootstrap_pvalue
     from .intervals import FEW_CLUSTERS
 
-    groups = list(groups)
-    if len(groups) != p.n_units:
-        raise ValueError(f"cluster_paired: {len(groups)} cluster labels for {p.n_units} units")
     n_resamples = n_resamples or p.mult.shape[0]
-    mult, inverse = bootstrap.cluster_multiplicities(groups, n_resamples, seed)
-    items = mult[:, inverse]                                     # (B, units): each item as often as its cluster
-    f = p.formulas[base]
+    if hasattr(p, "scoring") and hasattr(clusters, "rule"):
+        from . import engine
 
-    def res(label):
-        return np.asarray(f(items @ p.counts[label]), dtype=float)
-
-    d = res(a) - res(b)
+        ua, ub = p.counts[a], p.counts[b]
+        w = engine.weights(ua, clusters, n_resamples, seed)
+        d = engine.resampled(p.scoring, ua, base, w) - engine.resampled(p.scoring, ub, base, w)
+        g = len(set(map(str, ua.groups[clusters.by])))
+    else:
+        groups = list(clusters)
+        if len(groups) != p.n_units:
+            raise ValueError(f"cluster_paired: {len(groups)} cluster labels for {p.n_units} units")
+        mult, inverse = bootstrap.cluster_multiplicities(groups, n_resamples, seed)
+        items = mult[:, inverse]                                 # (B, units): each item as often as its cluster
+        f = p.formulas[base]
+        d = (np.asarray(f(items @ p.counts[a]), dtype=float) - np.asarray(f(items @ p.counts[b]), dtype=float))
+        g = mult.shape[1]
     lo, hi = bootstrap.percentile_ci(d, level)
-    g = mult.shape[1]
     return {"difference": p.point(a, base) - p.point(b, base), "ci_low": lo, "ci_high": hi,
             "p_bootstrap": bootstrap_pvalue(d), "n_clusters": int(g), "few_clusters": bool(g < FEW_CLUSTERS)}
 

@@ -85,7 +85,7 @@ def mdd_markdown(comp, card=None) -> str:
     base = m["metric"].replace("_", " ")
     parts = [f"**What this test set can detect.** {m['n_units']:,} resampling units ({m['unit']})."]
     top = F.top_pair(comp)
-    framed = F.framed_pairs(comp, getattr(card, "equivalence_margin", None))
+    framed = F.framed_pairs(comp, margin_of(card, comp) if card is not None else None)
     r = F.pair_row(framed, *top) if top else None
     if r is not None:
         parts.append(f"The top pair, {md(r['model_a'])} − {md(r['model_b'])}, would detect a difference in {base} "
@@ -105,7 +105,28 @@ def mdd_markdown(comp, card=None) -> str:
     return " ".join(parts) + "\n"
 
 
-def _decides(card, comp) -> str:
+def cluster_resamplings(card, comp, band_cells) -> list:
+    """The card's paired cluster resamplings of the primary metric, shown beside the declared test:
+    ``[(name, what it assumes, clusters)]`` where ``clusters`` is what
+    :func:`atlaslib.metrics.framing.cluster_paired` takes: the scoring's extra cluster resampling when the
+    comparison carries the card's scoring, else the cluster labels of the records' declared field
+    (``Card.paired_clusters``), in the comparison's unit order; [] when the records lack the field."""
+    base = comp.mdd["metric"]
+    scoring = getattr(comp.data, "scoring", None)
+    if scoring is not None:
+        return [(rs.label or f"{rs.by}-cluster", rs.assumes or f"whole clusters of {rs.by} are drawn", rs)
+                for rs in getattr(scoring, "extra", ()) if rs.rule == "clusters" and rs.among is None
+                and (not rs.metrics or base in rs.metrics)]
+    first = (band_cells[0].get("predictions") or []) if band_cells else []
+    out = []
+    for name, fld in getattr(card, "paired_clusters", ()) or ():
+        if first and all(fld in r for r in first) and len(first) == comp.data.n_units:
+            out.append((name, f"whole clusters of the records' `{fld}` are drawn (items of one cluster may fail "
+                              "together)", [r[fld] for r in first]))
+    return out
+
+
+def _decides(card, comp, resamplings=()) -> str:
     """Which test decides a pair (and so the tie group), and what the tests shown beside it assume."""
     t = comp.pairs
     base = comp.mdd["metric"]
@@ -118,40 +139,40 @@ def _decides(card, comp) -> str:
     beside = []
     if (t["metric"] == base).any() and t.loc[t["metric"] == base, "b"].notna().any() and "exact McNemar" not in tests:
         beside.append("McNemar's test (b / c), which treats the items as independent")
-    for name, fld in getattr(card, "paired_clusters", ()) or ():
-        beside.append(f"the {md(name)} paired interval, which resamples whole clusters of the records' "
-                      f"`{fld}` (items of one cluster may fail together)")
+    for name, assumes, _ in resamplings:
+        beside.append(f"the paired {md(name)} interval: {md(assumes)}")
     if beside:
         text += " Shown beside it and deciding nothing: " + "; ".join(beside) + "."
     return text
 
 
-def cluster_columns(card, comp, band_cells) -> dict:
-    """``{column: {(a, b): text}}``: the card's declared paired cluster intervals of the primary metric for
-    each pair of one band (:func:`atlaslib.metrics.framing.cluster_paired`), or ``{}``."""
+def cluster_columns(card, comp, band_cells, resamplings=None) -> dict:
+    """``{column: {(a, b): text}}``: the card's paired cluster intervals of the primary metric for each pair
+    of one band (:func:`cluster_resamplings`, :func:`atlaslib.metrics.framing.cluster_paired`), or ``{}``."""
     out = {}
     t = comp.pairs
     base = comp.mdd["metric"]
     if t.empty or not band_cells:
         return out
-    first = band_cells[0].get("predictions") or []
     seed = int((band_cells[0].get("seeds") or {}).get("bootstrap") or bootstrap.DEFAULT_SEED)
-    for name, fld in getattr(card, "paired_clusters", ()) or ():
-        col = f"{name} [95 % paired]"
+    for name, _, clusters in (cluster_resamplings(card, comp, band_cells) if resamplings is None else resamplings):
         vals = {}
-        if not first or any(fld not in r for r in first) or len(first) != comp.data.n_units:
-            out[col] = {}
-            continue
-        groups = [r[fld] for r in first]
         for _, r in t[t["metric"] == base].iterrows():
             try:
-                c = F.cluster_paired(comp.data, r["model_a"], r["model_b"], base, groups, seed=seed)
+                c = F.cluster_paired(comp.data, r["model_a"], r["model_b"], base, clusters, seed=seed)
             except (KeyError, ValueError):
                 continue
             vals[(r["model_a"], r["model_b"])] = (f"{c['difference']:+.3f} {fmt_interval(c['ci_low'], c['ci_high'])}"
                                                   + (" ⚠" if c["few_clusters"] else ""))
-        out[col] = vals
+        out[f"{md(name)}, paired [95 %]"] = vals
     return out
+
+
+def margin_of(card, comp) -> float | None:
+    """The card's equivalence margin of its primary metric: its scoring's when the comparison carries it,
+    else the card's declaration."""
+    m = getattr(getattr(comp.data, "scoring", None), "margin", None)
+    return m if m is not None else getattr(card, "equivalence_margin", None)
 
 
 def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_cells=None) -> str:
@@ -159,7 +180,7 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
     metric = metric or comp.mdd["metric"]
     if t.empty or not (t["metric"] == metric).any():
         return ""
-    margin = getattr(card, "equivalence_margin", None) if metric == comp.mdd["metric"] else None
+    margin = margin_of(card, comp) if card is not None and metric == comp.mdd["metric"] else None
     framed = F.framed_pairs(comp, margin) if metric == comp.mdd["metric"] else t[t["metric"] == metric]
     t = t[t["metric"] == metric]
     has_b = t["b"].notna().any()
@@ -240,9 +261,12 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, com
                        "difference whose paired interval excludes 0 is not the same as two leaderboard intervals that "
                        "do not overlap: intervals of two models can overlap while their paired difference is clearly "
                        "non-zero.\n")
-        if getattr(card, "equivalence_margin", None):
-            out.append(f"The card's equivalence margin for {card.metrics[0].replace('_', ' ')} is "
-                       f"±{card.equivalence_margin:g}: {md(card.margin_note)}.\n")
+        first = next((b.comparison for b in bands if b.comparison is not None and not isinstance(b.comparison, str)),
+                     None)
+        margin = margin_of(card, first) if first is not None else getattr(card, "equivalence_margin", None)
+        if margin:
+            out.append(f"The card's equivalence margin for {card.metrics[0].replace('_', ' ')} is ±{margin:g}"
+                       + (f": {md(card.margin_note)}" if getattr(card, "margin_note", "") else "") + ".\n")
         linker = explorer.pair_linker(card.name, version, vcells, page_dir, src)
         for k, band in enumerate(bands):
             c = band.comparison
@@ -255,7 +279,7 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, com
             out.append(mdd_markdown(c, card))
             if c.pairs.empty:
                 continue
-            decides = _decides(card, c)
+            decides = _decides(card, c, cluster_resamplings(card, c, band.cells))
             if decides:
                 out.append(decides + "\n")
             out.append(pairs_markdown(c, link=linker, card=card, band_cells=band.cells))
@@ -334,7 +358,7 @@ def render_metrics_chapter(src: Path, cells: list[dict]) -> None:
 def _framed_all(card, comp, band: str) -> pd.DataFrame:
     """Every pair of one band's comparison (all metrics), the primary metric's rows with the TOST and MDD
     columns of :func:`atlaslib.metrics.framing.framed_pairs`, and the band."""
-    framed = F.framed_pairs(comp, card.equivalence_margin)
+    framed = F.framed_pairs(comp, margin_of(card, comp))
     rest = comp.pairs[comp.pairs["metric"] != comp.mdd["metric"]]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)

@@ -188,7 +188,11 @@ def test_an_overlap_flagged_row_has_no_rank_anywhere(tmp_path):
     assert len(flagged_rows) == 2                                  # the metrics table and the not-ranked band
     assert "not ranked" in flagged_rows[0] and "overlap this card's test data" in flagged_rows[1]
     assert not any(("best" in ln or "[1–" in ln or "distinguishable" in ln) for ln in flagged_rows)
-    comparisons.render(card, "atlas-full-v1", cells, tmp_path, tmp_path, comp)
+    section = comparisons.render(card, "atlas-full-v1", cells, tmp_path, tmp_path, comp)
+    # the page says which test decides, and shows the sentence-cluster paired interval beside it
+    assert "decided by the paired bootstrap on the card's declared resampling" in section
+    assert "sentence-cluster, paired [95 %]" in section and "treats the items as independent" in section
+    assert "equivalence margin for macro f1 is ±0.02" in section
     stem = tmp_path / "_downloads" / "leaderboard-negex-atlas-full-v1"
     frame = pd.read_csv(f"{stem}.csv")
     kit = frame[frame["model"] == "flagged"].iloc[0]
