@@ -394,7 +394,9 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for c in mine:
             lab = run_label(c)
-            if ranks is not None and lab in ranks.index:
+            if len(mine) == 1:              # alone in its band: nothing to rank it against
+                vals = ["the band's only run", MISSING, MISSING]
+            elif ranks is not None and lab in ranks.index:
                 r = ranks.loc[lab]
                 vals = [_tie_text(r), f"{int(r['rank'])} [{int(r['rank_low'])}–{int(r['rank_high'])}]",
                         f"{r['p_rank1']:.3f}"]

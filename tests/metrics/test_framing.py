@@ -252,3 +252,13 @@ def test_speed_machine_contamination_and_memorisation_on_the_board(tmp_path):
     assert frame.loc["a", "items_per_second"] == 50 and frame.loc["a", "machine"] == "Test CPU 9000, 2 cores"
     assert bool(frame.loc["b", "may_have_seen_test_set"]) and frame.loc["b", "memorisation_exact_match_test"] == 0.25
     assert pd.isna(frame.loc["a", "may_have_seen_test_set"]) and frame.loc["b", "prompt_tokens"] == 12000
+
+
+def test_a_run_alone_in_its_band_is_not_given_a_rank_against_nobody(tmp_path):
+    from atlaslib.book import leaderboard_markdown
+
+    card = get_card("negex")
+    _, cells = _cells()
+    two = [cells["a"], cells["enc"]]                    # one zero-shot row, one probe row: two bands of one
+    md = leaderboard_markdown(card, "v", two, tmp_path, tmp_path)
+    assert md.count("the band's only run") == 2 and "| 1.000 |" not in md
