@@ -441,6 +441,19 @@ def validate_cell(cell, path="result cell") -> dict:
     for i, row in enumerate(cell.get("predictions") or [], 1):
         if not isinstance(row, dict):
             raise ResultCellError(f"{path}: field predictions[{i}] must be an object")
+    uc = cell.get("unit_counts")
+    if uc is not None:
+        where = f"{path}: field unit_counts"
+        if not isinstance(uc, dict) or not isinstance(uc.get("ids"), list) or not isinstance(uc.get("columns"), list) \
+                or not isinstance(uc.get("counts"), list):
+            raise ResultCellError(f"{where} must be an object with lists ids, columns and counts")
+        k = len(uc["columns"])
+        if len(uc["counts"]) != len(uc["ids"]):
+            raise ResultCellError(f"{where}: {len(uc['counts'])} rows of counts for {len(uc['ids'])} unit ids")
+        for i, row in enumerate(uc["counts"], 1):
+            if not isinstance(row, list) or len(row) != k or not all(
+                    isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in row):
+                raise ResultCellError(f"{where}.counts[{i}] must be {k} non-negative integers (one per column)")
     return cell
 
 

@@ -1,8 +1,9 @@
 """A minimal card for the contract's end-to-end test (``tests/test_toy_card.py``): is a number even?
 
 Twenty generated items, a fixed split (the last eight test), two baselines under one protocol, accuracy
-with an exact Clopper-Pearson interval. It declares itself and implements the five contract functions
-exactly as a real card does (see CONTRIBUTING.md, "Add a card"). ``tests/test_toy_card.py`` makes it a
+with an exact Clopper-Pearson interval. It declares itself, its scoring (``SCORING``: one count column
+``correct`` per item, accuracy over it, items resampled with replacement, exact intervals) and implements the six
+contract functions exactly as a real card does (see CONTRIBUTING.md, "Add a card"). ``tests/test_toy_card.py`` makes it a
 card outside the atlas: this file becomes the package ``toycards.toy`` (its ``__init__.py``) with its
 notebook ``toy_card.md`` beside it, declared by an entry point of a temporary distribution, and nothing
 else is edited; other tests register it as ``tests.toy_card`` for their duration.
@@ -15,6 +16,7 @@ import pandas as pd
 
 from atlaslib import results
 from atlaslib.cards import Analysis, Card, NotRun, record
+from atlaslib.metrics.engine import Metric, Resampling, Scoring, SliceRule, UnitCounts, check_labels, ratio
 from atlaslib.metrics.intervals import clopper_pearson
 from atlaslib.splits import SplitManifest
 
@@ -70,3 +72,21 @@ def score(records: list[dict], protocol: str, *, model: str | None = None) -> di
     """accuracy = #(prediction == gold) / n, exact Clopper-Pearson 95 % interval."""
     k, n = sum(r["pred"] == r["gold"] for r in records), len(records)
     return {f"accuracy_{protocol}": results.metric(k / n, *clopper_pearson(k, n))}
+
+
+ACCURACY = Metric("accuracy", lambda t: ratio(t["correct"], t["item"]), decision="correct", exact_test=True,
+                  proportion=lambda t: (t["correct"], t["item"]))
+SCORING = Scoring(columns=("correct", "item"), metrics=(ACCURACY,), primary="accuracy",
+                  resampling=Resampling("rows", "items", 20261006),
+                  decisions={"correct": lambda c: c["correct"] == 1},
+                  slices=SliceRule({"accuracy": ACCURACY}, support=lambda t: t["item"], min_units=5, exact=True),
+                  margin=0.05, interval="exact")
+
+
+def counts(cell: dict) -> UnitCounts:
+    """One unit per item: ``correct`` (prediction == gold) and ``item`` (1); labels checked (0 or 1)."""
+    recs = cell.get("predictions") or []
+    gold = check_labels([r["gold"] for r in recs], (0, 1), "gold")
+    pred = check_labels([r["pred"] for r in recs], (0, 1), "pred")
+    return UnitCounts([r["item_id"] for r in recs], ("correct", "item"),
+                      [[int(g == p), 1] for g, p in zip(gold, pred)])

@@ -27,7 +27,7 @@ their test-set sizes, the default (version, model, protocol) matrix, the leaderb
 first), the pinned data files, the resampling unit of its intervals, its caveats, its baselines and the
 capabilities each protocol asks of a model, and the publication flags.
 
-Every card module also exposes the same five functions (the card contract, see CONTRIBUTING.md):
+Every card module also exposes the same six functions (the card contract, see CONTRIBUTING.md):
 
 - ``load_items(data_dir=None) -> DataFrame`` with a unique ``item_id`` column;
 - ``audit_items(items, data_dir=None) -> dict``: JSON-able facts about the items, at least ``n_items``
@@ -38,7 +38,10 @@ Every card module also exposes the same five functions (the card contract, see C
   card's own fields); a run that cannot happen raises :class:`NotRun` with the reason;
 - ``score(records, protocol, *, model=None) -> dict``: the cell metrics ``<base>_<protocol>`` ->
   ``results.metric(value, ci_low, ci_high)`` with the card's declared intervals (``model`` matters only
-  where a baseline addresses some metrics only, as in TempEval).
+  where a baseline addresses some metrics only, as in TempEval);
+- ``counts(cell) -> UnitCounts``: the per-unit integer counts of a cell's predictions under the card's
+  ``SCORING`` (:mod:`atlaslib.metrics.engine`), from which every page, comparison and slice reads its
+  numbers (:func:`counted`).
 
 They are thin entry points over each card's own functions (the notebooks still call those), so they
 give the same numbers; see :data:`CONTRACT` and ``tests/cards/test_contract.py``.
@@ -104,7 +107,7 @@ def card_names() -> list[str]:
 
 
 #: the functions every card module exposes, with the same names and shapes (CONTRIBUTING.md, "Add a card")
-CONTRACT = ("load_items", "audit_items", "split", "predict", "score")
+CONTRACT = ("load_items", "audit_items", "split", "predict", "score", "counts")
 
 
 class NotRun(Exception):
@@ -345,3 +348,29 @@ def card_pages(card):
         if exc.name != f"{package}.pages":
             raise
         return None
+
+
+def scoring_of(card):
+    """The :class:`~atlaslib.metrics.engine.Scoring` of ``card`` (a :class:`Card` or its name): how its
+    predictions become numbers, declared in its package (``SCORING``)."""
+    name = card if isinstance(card, str) else card.name
+    module = card_module(name)
+    scoring = getattr(module, "SCORING", None)
+    if scoring is None:
+        raise CardRegistryError(f"card {name!r} declares no SCORING (see CONTRIBUTING.md, 'Add a card')")
+    return scoring
+
+
+def counted(cell: dict):
+    """The per-unit counts of an ok cell (:class:`~atlaslib.metrics.engine.UnitCounts`): the cell's own
+    ``unit_counts`` when it keeps them, else its card's ``counts(cell)`` over its predictions (cells written
+    before the counts were kept, and cells a test builds); computed once per cell object."""
+    from ..metrics.engine import UnitCounts
+
+    if "_unit_counts" not in cell:
+        if cell.get("unit_counts") is not None:
+            uc = UnitCounts.from_cell(cell["unit_counts"])
+        else:
+            uc = card_module(cell["card"]).counts(cell)
+        cell["_unit_counts"] = uc
+    return cell["_unit_counts"]

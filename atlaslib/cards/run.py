@@ -31,7 +31,8 @@ class CardRun:
 
     def __init__(self, card, version: str, model: str, protocol: str, *, parameters: dict | None = None,
                  result_path=None):
-        self.card = card_module(card).CARD
+        self.module = card_module(card)
+        self.card = self.module.CARD
         if version not in self.card.versions:
             raise ValueError(f"card {self.card.name} has no version {version!r}; expected one of "
                              f"{', '.join(self.card.versions)}")
@@ -67,6 +68,27 @@ class CardRun:
         except NotRun as exc:
             self.not_run(str(exc))
             (show or _show)(f"**Not run:** {self.not_run_reason}")
+
+    def score(self, records: list, *, reasons: dict | None = None, seed: int | None = None,
+              n_resamples: int | None = None, cell: dict | None = None) -> dict:
+        """The cell metrics of ``records`` (the card's prediction records, the cell's shape): the card's
+        ``counts`` under its declared ``SCORING`` through the one engine (:func:`atlaslib.metrics.engine.evaluate`).
+        ``cell``: further fields the card's counts read (e.g. a scorer's per-document table); ``reasons``: why
+        a metric is not reported (e.g. labels without scores)."""
+        from ..metrics import engine
+
+        uc = self.module.counts({**(cell or {}), "predictions": list(records), "card": self.card.name,
+                                 "model": self.spec.model, "protocol": self.spec.protocol})
+        n = n_resamples or self.spec.parameters.get("n_resamples")
+        self._scored = (uc, seed, n)
+        return engine.evaluate(self.module.SCORING, uc, self.spec.protocol, seed=seed, n_resamples=n, reasons=reasons)
+
+    def samples(self) -> dict:
+        """The resampled values behind the last :meth:`score`'s intervals (the same weights), for plots."""
+        from ..metrics import engine
+
+        uc, seed, n = self._scored
+        return engine.samples(self.module.SCORING, uc, self.spec.protocol, seed=seed, n_resamples=n)
 
     @property
     def timing(self) -> dict:
@@ -107,6 +129,9 @@ class CardRun:
         else:
             cell = results.not_run_cell(spec, self.not_run_reason, self.card.metric_names(spec.protocol),
                                         extra=extra, **common)
+        if self.ok and cell.get("predictions") and hasattr(self.module, "counts"):
+            # the per-unit counts every page, comparison and slice reads (atlaslib.metrics.engine)
+            cell["unit_counts"] = self.module.counts(cell).to_cell()
         if spec.parameters.get("run_key"):  # the runner's cache key, handed to the notebook: the cell carries it
             cell["run_key"] = spec.parameters["run_key"]
         results.validate_cell(cell, f"{spec.card} {spec.version} {spec.model} {spec.protocol}")

@@ -19,9 +19,32 @@ from __future__ import annotations
 import numpy as np
 
 
+def check_binary(y, what: str = "y") -> np.ndarray:
+    """``y`` as booleans after checking every value is 0 or 1 (or a bool): the label 2 or the word
+    "affirmed" is one error naming it, never silently counted as positive (scikit-learn's ``_check_targets``
+    refuses such mixes too).
+
+    >>> check_binary([0, 1, True]).tolist()
+    [False, True, True]
+    >>> check_binary([0, 2], "y_pred")
+    Traceback (most recent call last):
+    ...
+    ValueError: y_pred: 2 is not a binary label; expected 0 or 1 (1 = the positive class)
+    """
+    a = np.asarray(y)
+    if a.dtype == bool:
+        return a
+    ok = np.isin(a, (0, 1)) if a.dtype.kind in "iuf" else np.zeros(a.shape, dtype=bool)
+    if not ok.all():
+        bad = a[~ok].ravel()[0]
+        bad = bad.item() if hasattr(bad, "item") else bad
+        raise ValueError(f"{what}: {bad!r} is not a binary label; expected 0 or 1 (1 = the positive class)")
+    return a.astype(bool)
+
+
 def _counts(y_true, y_pred):
-    t = np.asarray(y_true).astype(bool)
-    p = np.asarray(y_pred).astype(bool)
+    t = check_binary(y_true, "y_true")
+    p = check_binary(y_pred, "y_pred")
     tp = (t & p).sum(-1)
     fp = (~t & p).sum(-1)
     tn = (~t & ~p).sum(-1)
@@ -41,6 +64,24 @@ def confusion(y_true, y_pred) -> dict:
     """Confusion counts ``{tp, fp, tn, fn}`` (ints for 1-d input)."""
     tp, fp, tn, fn = _counts(y_true, y_pred)
     return {"tp": tp, "fp": fp, "tn": tn, "fn": fn}
+
+
+def from_confusion(tp, fp, tn, fn) -> dict:
+    """The label metrics from confusion counts (any shape; NaN where undefined), the one place their formulas
+    are written: sensitivity TP/(TP+FN), specificity TN/(TN+FP), precision TP/(TP+FP), macro F1
+    (F1₁ + F1₀)/2 with F1₁ = 2TP/(2TP+FP+FN), F1₀ = 2TN/(2TN+FN+FP).
+
+    >>> m = from_confusion(3, 1, 4, 2)
+    >>> round(m["macro_f1"], 4), m["sensitivity"], m["specificity"], m["precision"]
+    (0.697, 0.6, 0.8, 0.75)
+    >>> bool(np.isnan(from_confusion(0, 0, 5, 0)["sensitivity"]))
+    True
+    """
+    f1_pos = _div(2 * np.asarray(tp), 2 * np.asarray(tp) + fp + fn)
+    f1_neg = _div(2 * np.asarray(tn), 2 * np.asarray(tn) + fn + fp)
+    macro = (np.asarray(f1_pos) + np.asarray(f1_neg)) / 2 if np.ndim(f1_pos) else (f1_pos + f1_neg) / 2
+    return {"macro_f1": macro, "sensitivity": _div(tp, np.asarray(tp) + fn), "specificity": _div(tn, np.asarray(tn) + fp),
+            "precision": _div(tp, np.asarray(tp) + fp)}
 
 
 def sensitivity(y_true, y_pred):
@@ -69,10 +110,7 @@ def macro_f1(y_true, y_pred):
     (absent from gold and predictions) has no F1, and macro F1 is then NaN (undefined). Always predicting the majority class 0 with ``p`` the share of
     positives gives ``F1₀ = 2(1-p)/(2-p)``, ``F1₁ = 0`` and so macro F1 = ``(1-p)/(2-p)``.
     """
-    tp, fp, tn, fn = _counts(y_true, y_pred)
-    f1_pos = _div(2 * tp, 2 * tp + fp + fn)
-    f1_neg = _div(2 * tn, 2 * tn + fn + fp)
-    return (np.asarray(f1_pos) + np.asarray(f1_neg)) / 2 if np.ndim(f1_pos) else (f1_pos + f1_neg) / 2
+    return from_confusion(*_counts(y_true, y_pred))["macro_f1"]
 
 
 def majority_macro_f1(n_pos: int, n_neg: int) -> float:

@@ -32,18 +32,16 @@ Definitions, for models A and B and a metric where higher is better (signs flipp
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 from scipy.stats import binomtest, norm
 
-from . import bootstrap
-from .classification import BINARY_LABEL_METRICS, roc_auc_resampled
-from .intervals import metrics_from_confusion
+from . import bootstrap, engine
 
 ALPHA = 0.05
 POWER = 0.80
@@ -106,66 +104,12 @@ def mcnemar_mdd(n: int, discordance: float, alpha: float = ALPHA, power: float =
 
 def multiplicities(indices: np.ndarray, n: int) -> np.ndarray:
     """``(B, n)`` counts of each unit in every row of a ``(B, k)`` index array."""
-    idx = np.asarray(indices)
-    b = idx.shape[0]
-    flat = (idx + (np.arange(b, dtype=np.int64) * n)[:, None]).ravel()
-    return np.bincount(flat, minlength=b * n).reshape(b, n)
+    return engine.multiplicities(indices, n)
 
 
 # -- what one card's paired resampling needs ------------------------------------------------------------------
 
-@dataclass
-class Paired:
-    """Per-unit data of several models on the same units, and the shared resamples.
-
-    ``counts[label]``: ``(n_units, k)`` integer counts per unit; ``formulas``: metric base → function of
-    summed counts ``(..., k)`` → values; ``extra_resampled[label][base]``: metrics not expressible as
-    sums (ROC-AUC), already resampled on the same indices, with ``extra_point``; ``decisions``: name →
-    {label: bool array over items} for McNemar (same item order for every model)."""
-
-    card: str
-    version: str
-    unit: str
-    labels: list
-    n_units: int
-    mult: np.ndarray
-    counts: dict
-    formulas: dict
-    higher_is_better: dict
-    primary: str
-    extra_point: dict = field(default_factory=dict)
-    extra_resampled: dict = field(default_factory=dict)
-    decisions: dict = field(default_factory=dict)
-    decision_for: dict = field(default_factory=dict)   # metric base -> decision name its McNemar tests
-    undefined: dict = field(default_factory=dict)      # label -> set of bases not applicable / undefined
-
-    def point(self, label: str, base: str) -> float:
-        if base in self.undefined.get(label, ()):
-            return float("nan")
-        if base in self.extra_point.get(label, {}):
-            return float(self.extra_point[label][base])
-        return float(self.formulas[base](self.counts[label].sum(0)))
-
-    def resampled(self, label: str, base: str) -> np.ndarray:
-        if base in self.undefined.get(label, ()):
-            return np.full(self.mult.shape[0], np.nan)
-        if base in self.extra_resampled.get(label, {}):
-            return np.asarray(self.extra_resampled[label][base], dtype=float)
-        key = ("_tot", label)
-        if key not in self.__dict__.setdefault("_cache", {}):
-            self._cache[key] = self.mult @ self.counts[label]
-        return np.asarray(self.formulas[base](self._cache[key]), dtype=float)
-
-    @property
-    def bases(self) -> list:
-        return list(self.formulas) + [b for b in _extra_bases(self) if b not in self.formulas]
-
-
-def _extra_bases(p: Paired) -> list:
-    out = []
-    for d in p.extra_point.values():
-        out += [b for b in d if b not in out]
-    return out
+Paired = engine.Paired
 
 
 def run_label(cell: dict) -> str:
@@ -176,146 +120,16 @@ def _ok(cells):
     return [c for c in cells if c.get("status") == "ok" and c.get("predictions") is not None]
 
 
-def _align(cells, key="item_id"):
-    """Item ids of the first cell; every other cell must hold exactly those ids (reordered to match)."""
-    ids = [r[key] for r in cells[0]["predictions"]]
-    out = []
-    for c in cells:
-        rows = {r[key]: r for r in c["predictions"]}
-        if set(rows) != set(ids):
-            raise ValueError(f"compare: {run_label(c)} was scored on different {c['version']} items than "
-                             f"{run_label(cells[0])}; paired comparisons need the same test items")
-        out.append([rows[i] for i in ids])
-    return ids, out
-
-
 def _seed(cells, default):
     return int((cells[0].get("seeds") or {}).get("bootstrap") or default)
 
 
-def negex_paired(cells, n_resamples=bootstrap.DEFAULT_RESAMPLES) -> Paired:
-    """NegEx: items stratified by gold decision (the card's resamples: same seed, same item order)."""
-    ids, rows = _align(cells)
-    y = np.array([r["gold"] == "negated" for r in rows[0]], dtype=int)
-    seed = _seed(cells, bootstrap.DEFAULT_SEED)
-    idx = bootstrap.stratified_indices(y, n_resamples, seed)
-    mult = multiplicities(idx, len(y))
-    labels = [run_label(c) for c in cells]
-    counts, extra_p, extra_r, correct, undefined = {}, {}, {}, {}, {}
-    for lab, rr in zip(labels, rows):
-        p = np.array([r["pred"] == "negated" for r in rr], dtype=int)
-        t = y.astype(bool)
-        pb = p.astype(bool)
-        counts[lab] = np.stack([t & pb, ~t & pb, ~t & ~pb, t & ~pb], axis=1).astype(np.int64)
-        correct[lab] = p == y
-        scores = [r.get("score") for r in rr]
-        if all(s is not None for s in scores):
-            from .classification import roc_auc
-            s = np.asarray(scores, dtype=float)
-            extra_p[lab] = {"roc_auc": float(roc_auc(y, s))}
-            extra_r[lab] = {"roc_auc": roc_auc_resampled(y, s, idx)}
-        else:
-            undefined[lab] = {"roc_auc"}
-    formulas = {name: (lambda tot, name=name: metrics_from_confusion(*np.moveaxis(tot, -1, 0))[name])
-                for name in BINARY_LABEL_METRICS}
-    return Paired("negex", cells[0]["version"], "test items stratified by gold decision", labels, len(y), mult,
-                  counts, formulas, {}, "macro_f1", extra_p, extra_r, {"correct decision": correct},
-                  {b: "correct decision" for b in BINARY_LABEL_METRICS}, undefined)
-
-
-def nli_paired(cells, n_resamples=bootstrap.DEFAULT_RESAMPLES) -> Paired:
-    """NLI challenge: cases resampled with replacement (seed: the atlas default)."""
-    ids, rows = _align(cells)
-    gold = np.array([r["gold"] for r in rows[0]])
-    nonent = gold != "entailment"
-    rng = np.random.default_rng(_seed(cells, bootstrap.DEFAULT_SEED))
-    idx = rng.integers(0, len(gold), size=(n_resamples, len(gold)))
-    mult = multiplicities(idx, len(gold))
-    labels = [run_label(c) for c in cells]
-    counts, correct, fe = {}, {}, {}
-    for lab, rr in zip(labels, rows):
-        pred = np.array([r["pred"] for r in rr])
-        correct[lab] = pred == gold
-        fe_ = (pred == "entailment") & nonent
-        fe[lab] = fe_[nonent]
-        counts[lab] = np.stack([correct[lab], np.ones_like(nonent), fe_, nonent], axis=1).astype(np.int64)
-
-    def div(a, b):
-        a, b = np.asarray(a, float), np.asarray(b, float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
-
-    formulas = {"aggregate_accuracy": lambda t: div(t[..., 0], t[..., 1]),
-                "false_entailment_rate": lambda t: div(t[..., 2], t[..., 3])}
-    return Paired("nli_negation", cells[0]["version"], "cases", labels, len(gold), mult, counts, formulas,
-                  {"false_entailment_rate": False}, "aggregate_accuracy",
-                  decisions={"correct label": correct, "no false entailment": {k: ~v for k, v in fe.items()}},
-                  decision_for={"aggregate_accuracy": "correct label", "false_entailment_rate": "no false entailment"})
-
-
-def maccrobat_paired(cells, n_resamples=bootstrap.DEFAULT_RESAMPLES) -> Paired:
-    """MACCROBAT: whole case reports (the card's cluster resamples: same seed, same documents)."""
-    from ..cards.maccrobat import TYPES
-    from .spans import scores_from_totals, span_counts
-
-    ids, rows = _align(cells)
-    docs = [r["document"] for r in rows[0]]
-    seed = _seed(cells, bootstrap.DEFAULT_SEED)
-    mult, inverse = bootstrap.cluster_multiplicities(docs, n_resamples, seed)
-    g = mult.shape[1]
-    labels = [run_label(c) for c in cells]
-    counts, types = {}, None
-    for lab, rr in zip(labels, rows):
-        per_item, types = span_counts([r["gold"] for r in rr], [r["pred"] for r in rr], TYPES)
-        per_group = np.zeros((g,) + per_item.shape[1:], dtype=np.int64)
-        np.add.at(per_group, inverse, per_item)
-        counts[lab] = per_group.reshape(g, -1)
-    shape = (len(types), 3)
-    keys = {"entity_f1": "f1", "entity_precision": "precision", "entity_recall": "recall",
-            "entity_macro_f1": "macro_f1"}
-    formulas = {base: (lambda t, k=k: scores_from_totals(np.asarray(t).reshape(np.shape(t)[:-1] + shape))[k])
-                for base, k in keys.items()}
-    return Paired("maccrobat", cells[0]["version"], "case reports", labels, g, mult, counts, formulas, {},
-                  "entity_f1")
-
-
-def tempeval_paired(cells, n_resamples=1000) -> Paired:
-    """TempEval: documents resampled with replacement from the scorer's per-document counts (the card's
-    resamples: seed 20150605)."""
-    from ..cards.tempeval.runs import METRIC_ROWS
-    from ..cards.tempeval.scoring import f1_from_counts
-
-    pers = []
-    for c in cells:
-        per = (c.get("extra", {}).get("scorer_table") or {}).get("per_document")
-        if per is None:
-            raise ValueError(f"compare: {run_label(c)} has no per-document scorer counts")
-        pers.append(per)
-    docs = pers[0]["doc_ids"]
-    for c, per in zip(cells, pers):
-        if per["doc_ids"] != docs:
-            raise ValueError(f"compare: {run_label(c)} was scored on different documents")
-    rng = np.random.default_rng(_seed(cells, 20150605))
-    idx = rng.integers(0, len(docs), size=(n_resamples, len(docs)))
-    mult = multiplicities(idx, len(docs))
-    labels = [run_label(c) for c in cells]
-    bases = list(METRIC_ROWS)
-    counts, undefined = {}, {}
-    for lab, c, per in zip(labels, cells, pers):
-        counts[lab] = np.concatenate([np.asarray(per[METRIC_ROWS[b]], dtype=np.int64) for b in bases], axis=1)
-        undefined[lab] = {b for b in bases if (c["metrics"].get(f"{b}_{c['protocol']}") or {}).get("value") is None}
-    formulas = {b: (lambda t, k=k: f1_from_counts(*np.moveaxis(np.asarray(t)[..., 4 * k:4 * k + 4], -1, 0))[2])
-                for k, b in enumerate(bases)}
-    return Paired("tempeval", cells[0]["version"], "documents", labels, len(docs), mult, counts, formulas, {},
-                  "contains_closure_f1", undefined=undefined)
-
-
-BUILDERS: dict[str, Callable] = {"negex": negex_paired, "nli_negation": nli_paired,
-                                 "maccrobat": maccrobat_paired, "tempeval": tempeval_paired}
-
-
 def paired(cells: list[dict], n_resamples: int = bootstrap.DEFAULT_RESAMPLES) -> Paired:
-    """The :class:`Paired` data of the ``ok`` cells of one (card, version)."""
+    """The :class:`~atlaslib.metrics.engine.Paired` data of the ``ok`` cells of one (card, version): each
+    cell's per-unit counts (:func:`atlaslib.cards.counted`) under its card's declared scoring and
+    resampling (seed: the cells' own)."""
+    from ..cards import counted, scoring_of
+
     cells = _ok(cells)
     if not cells:
         raise ValueError("compare: no ok result cell with predictions")
@@ -323,12 +137,13 @@ def paired(cells: list[dict], n_resamples: int = bootstrap.DEFAULT_RESAMPLES) ->
     if len(keys) != 1:
         raise ValueError(f"compare: cells from several (card, version): {sorted(keys)}; rankings never mix them")
     card = cells[0]["card"]
-    if card not in BUILDERS:
-        raise ValueError(f"compare: no paired resampling for card {card!r}; known: {', '.join(BUILDERS)}")
     labels = [run_label(c) for c in cells]
     if len(set(labels)) != len(labels):
         raise ValueError("compare: two cells share a model and protocol: " + ", ".join(sorted(labels)))
-    return BUILDERS[card](cells, n_resamples)
+    scoring = scoring_of(card)
+    counts = {lab: counted(c) for lab, c in zip(labels, cells)}
+    return engine.paired(scoring, card, cells[0]["version"], counts, _seed(cells, scoring.resampling.seed),
+                         n_resamples)
 
 
 # -- the tables -----------------------------------------------------------------------------------------------
@@ -369,7 +184,7 @@ def compare_paired(p: Paired, alpha: float = ALPHA) -> Comparison:
     if not pairs.empty:
         # the test that decides: exact McNemar when the metric is the share of a binary decision
         # (accuracy, false-entailment rate), else the paired bootstrap
-        exact = pairs["metric"].isin(["aggregate_accuracy", "false_entailment_rate"])
+        exact = pairs["metric"].isin([m.name for m in p.scoring.metrics if m.exact_test])
         pairs["test"] = np.where(exact, "exact McNemar", "paired bootstrap")
         pairs["p"] = np.where(exact, pairs["p_mcnemar"].astype(float), pairs["p_bootstrap"])
         pairs["p_holm"] = np.nan

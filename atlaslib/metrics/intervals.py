@@ -100,18 +100,11 @@ def cluster_proportion_ci(successes: Sequence, groups: Sequence, *, n_resamples:
 
 
 def metrics_from_confusion(tp, fp, tn, fn) -> dict:
-    """The NegEx label metrics from confusion counts (any shape), NaN where undefined: sensitivity
-    TP/(TP+FN), specificity TN/(TN+FP), precision TP/(TP+FP), macro F1 (F1₁ + F1₀)/2 with
-    F1₁ = 2TP/(2TP+FP+FN), F1₀ = 2TN/(2TN+FN+FP) (the same formulas as
-    :mod:`atlaslib.metrics.classification`)."""
-    tp, fp, tn, fn = (np.asarray(x, dtype=float) for x in (tp, fp, tn, fn))
+    """The NegEx label metrics from confusion counts (any shape), NaN where undefined: the formulas of
+    :func:`atlaslib.metrics.classification.from_confusion` (written once there)."""
+    from .classification import from_confusion
 
-    def div(a, b):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
-
-    return {"macro_f1": (div(2 * tp, 2 * tp + fp + fn) + div(2 * tn, 2 * tn + fn + fp)) / 2,
-            "sensitivity": div(tp, tp + fn), "specificity": div(tn, tn + fp), "precision": div(tp, tp + fp)}
+    return from_confusion(*(np.asarray(x, dtype=float) for x in (tp, fp, tn, fn)))
 
 
 def cluster_binary_metrics(y_true: Sequence, y_pred: Sequence, groups: Sequence, *,

@@ -213,3 +213,9 @@ def span_metrics_with_ci(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[
         per_type[t] = entry
     out["per_type"] = per_type
     return out
+
+
+def mention_value(mention, spec):
+    """A mention ``(type, first, last)``'s slice value: its ``type`` or its ``length`` in words."""
+    t, a, b = mention
+    return {"type": t, "length": b - a + 1}[spec["field"]]

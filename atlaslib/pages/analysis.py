@@ -181,11 +181,14 @@ def _exact_beside(value, lo, hi, n) -> str:
 
 
 def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
+    from ..cards import scoring_of
+
     kind = card.analysis.kind
-    minimum = SL.MIN_NLI if kind == "labels" else SL.MIN_ITEMS
+    rule = scoring_of(card).slices
+    minimum = rule.min_units
     pooled_cells, specs = pool_small_slices(card, vcells, minimum)
     table = SL.slice_table(pooled_cells, card.name, specs)
-    primary = SL.PRIMARY[kind]
+    primary = rule.primary
     out = ["### Slices\n"]
     if table.empty:
         return "\n".join(out + ["The runs' prediction records carry no slice fields.\n"])

@@ -311,10 +311,10 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, com
 
 # -- the worked example of the metrics chapter ------------------------------------------------------------
 
-def worked_example(cells: list[dict], card_name: str = "negex") -> str:
-    """A paired comparison and McNemar on real counts: the two best ok runs of a card (NegEx: macro F1 on its
-    largest split version with two runs; the NLI challenge: accuracy), rendered into the metrics chapter
-    where :data:`METRICS_MARK` stands. Empty when the card has no split version with two runs."""
+def worked_example(cells: list[dict], card_name: str) -> str:
+    """A paired comparison and McNemar on real counts: the two best ok runs of a card (its primary metric on
+    its largest split version with two runs), rendered into the metrics chapter where :data:`METRICS_MARK`
+    stands. Empty when the card has no split version with two runs."""
     from ..cards import get_card
 
     card = get_card(card_name)
@@ -348,9 +348,12 @@ def render_metrics_chapter(src: Path, cells: list[dict]) -> None:
     (a final pass after the cards; :func:`fill_metrics_chapter` fills them card by card)."""
     def fill(text: str) -> str:
         if METRICS_MARK in text:
-            example = worked_example(cells) or worked_example(cells, "nli_negation")
+            example = next((e for c in chapter_cards("worked_example") if (e := worked_example(cells, c.name))), "")
             text = text.replace(METRICS_MARK, example or NO_EXAMPLE)
-        return text.replace(WIDTH_MARK, _width_block(src, cells) or NO_WIDTH) if WIDTH_MARK in text else text
+        if WIDTH_MARK in text:
+            block = next((b for c in chapter_cards("width") if (b := _width_block(src, cells, c))), "")
+            text = text.replace(WIDTH_MARK, block or NO_WIDTH)
+        return text
 
     _edit_metrics_chapter(src, fill)
 
@@ -377,11 +380,23 @@ COVERAGE_ICC = (0.0, 0.1, 0.3, 0.5)
 COVERAGE_SIMS = 200
 
 
-def width_frame(cells: list[dict], base: str = "macro_f1") -> pd.DataFrame:
-    """NegEx: the width of each ok run's declared interval of ``base`` per split version, with the test size."""
+def chapter_cards(part: str) -> list:
+    """The cards whose pages module offers ``part`` of the metrics chapter (``METRICS_CHAPTER``: "worked_example",
+    "width"), in the book's card order: the first with the runs for it fills it."""
+    from ..cards import available_cards, card_pages
+
+    return [c for c in available_cards() if part in getattr(card_pages(c), "METRICS_CHAPTER", ())]
+
+
+def width_frame(cells: list[dict], card_name: str, base: str | None = None) -> pd.DataFrame:
+    """The width of each ok run's declared interval of ``base`` (default: the card's primary metric) per split
+    version of ``card_name``, with the test size."""
+    from ..cards import get_card
+
+    base = base or get_card(card_name).primary_metric
     rows = []
     for c in cells:
-        if c["card"] != "negex" or c["status"] != "ok":
+        if c["card"] != card_name or c["status"] != "ok":
             continue
         e = c["metrics"].get(f"{base}_{c['protocol']}") or {}
         if e.get("ci_low") is None:
@@ -393,29 +408,34 @@ def width_frame(cells: list[dict], base: str = "macro_f1") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _width_block(src: Path, cells: list[dict]) -> str:
-    frame = width_frame(cells)
+def _width_block(src: Path, cells: list[dict], card) -> str:
+    from ..cards import scoring_of
+
+    frame = width_frame(cells, card.name)
+    short = card.short_name or card.title.split(":")[0]
+    label = scoring_of(card).metric(card.primary_metric).label or card.primary_metric.replace("_", " ")
     if frame.empty or frame["version"].nunique() < 2:
         return ""
     small, large = frame.sort_values("n").iloc[0], frame.sort_values("n").iloc[-1]
     inside = len(small["items"] & large["items"])
     fig_dir = src / "book" / "methods" / "_figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    fig = plots.width_vs_size(frame.drop(columns=["items"]), title="NegEx macro F1: interval width by test size")
+    fig = plots.width_vs_size(frame.drop(columns=["items"]), title=f"{short} {label}: interval width by test size")
     fig.savefig(fig_dir / "width-vs-size.png", dpi=110)
     plt.close(fig)
     wide = frame.pivot_table(index="model", columns="n", values="width")
     ratio = (wide[small["n"]] / wide[large["n"]]).replace([float("inf")], float("nan")).dropna()
     if ratio.empty:
         return ""
-    return (f"The NegEx runs of this build on `{small['version']}` ({small['n']:,} test items) and "
+    return (f"The {short} runs of this build on `{small['version']}` ({small['n']:,} test items) and "
             f"`{large['version']}` ({large['n']:,}): {inside:,} of the {small['n']:,} smaller test set's items "
             f"are also in the larger one, so the two sizes measure the same models on nested item sets. "
-            f"The larger set narrows the declared macro-F1 interval by a factor of {ratio.min():.1f} to "
+            f"The larger set narrows the declared {label.replace(' ', '-')} interval by a factor of {ratio.min():.1f} to "
             f"{ratio.max():.1f} (√{large['n'] / small['n']:.1f} = {(large['n'] / small['n']) ** 0.5:.1f} "
             "if width fell as 1/√n).\n\n"
             "```{figure} _figures/width-vs-size.png\n:alt: interval width against test size\n\n"
-            "Width of each NegEx run's declared 95 % macro-F1 interval on the two split versions.\n```\n")
+            f"Width of each {short} run's declared 95 % {label.replace(' ', '-')} interval on the two split "
+            "versions.\n```\n")
 
 
 def _coverage_block(src: Path) -> str:
@@ -459,22 +479,24 @@ def _edit_metrics_chapter(src: Path, fill) -> None:
 
 
 NO_EXAMPLE = "*This build has no card with two runs on the same items to compare.*\n"
-NO_WIDTH = "*This build has no NegEx runs on both split versions; the figure needs them.*\n"
+NO_WIDTH = "*This build has no card with runs on two nested split versions; the figure needs them.*\n"
 
 
 def fill_metrics_chapter(src: Path, card, cells: list[dict]) -> None:
-    """Fill the metrics chapter's rendered parts where their markers stand: the coverage figure (on the
-    first card rendered), the worked paired example and the width-by-size figure (from NegEx's cells; when
-    the NLI challenge, rendered after NegEx, finds them still marked, its own example and a note)."""
+    """Fill the metrics chapter's rendered parts where their markers stand, as ``card`` is rendered: the
+    coverage figure (on the first card rendered), and each part the card's pages module offers
+    (``METRICS_CHAPTER``: the worked paired example, the width-by-size figure) from its cells. A part still
+    marked when the last card offering it is rendered gets the note that this build cannot show it."""
+    parts = {"worked_example": (METRICS_MARK, lambda: worked_example(cells, card.name), NO_EXAMPLE),
+             "width": (WIDTH_MARK, lambda: _width_block(src, cells, card), NO_WIDTH)}
+
     def fill(text: str) -> str:
-        if card.name == "negex":
-            if METRICS_MARK in text:
-                text = text.replace(METRICS_MARK, worked_example(cells) or METRICS_MARK)
-            if WIDTH_MARK in text:
-                text = text.replace(WIDTH_MARK, _width_block(src, cells) or WIDTH_MARK)
-        elif card.name == "nli_negation":  # rendered after NegEx: what NegEx did not fill, it cannot fill any more
-            text = text.replace(METRICS_MARK, worked_example(cells, "nli_negation") or NO_EXAMPLE)
-            text = text.replace(WIDTH_MARK, NO_WIDTH)
+        for part, (mark, make, none) in parts.items():
+            offering = [c.name for c in chapter_cards(part)]
+            if mark not in text or card.name not in offering:
+                continue
+            block = make()
+            text = text.replace(mark, block or (none if card.name == offering[-1] else mark))
         return text
 
     _edit_metrics_chapter(src, fill)

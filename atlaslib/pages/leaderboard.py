@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..cards import card_pages
 from ..escape import md
 from ..metrics import bootstrap, framing as F, intervals
 from ..results import is_external
@@ -65,46 +66,32 @@ class Footnotes:
 
 # -- exact intervals beside degenerate ones ---------------------------------------------------------------
 
-def _negex_arrays(cell):
-    preds = cell.get("predictions") or []
-    y = np.array([r["gold"] == "negated" for r in preds], dtype=int)
-    p = np.array([r["pred"] == "negated" for r in preds], dtype=int)
-    return y, p
+def _counted(cell: dict):
+    """``(scoring, unit counts)`` of an ok cell with predictions, else None (the leaderboard shows what the
+    cell holds without them)."""
+    from ..cards import counted, scoring_of
+
+    if cell.get("status") != "ok" or not cell.get("predictions"):
+        return None
+    try:
+        return scoring_of(cell["card"]), counted(cell)
+    except (KeyError, ValueError):
+        return None
 
 
 def proportion_counts(cell: dict, base: str) -> tuple[int, int] | None:
-    """``(k, n)`` of a leaderboard metric that is a proportion, from the cell's own records; None otherwise."""
-    card = cell["card"]
-    if card == "negex" and base in ("sensitivity", "specificity", "precision"):
-        c = (cell.get("extra") or {}).get("confusion")
-        if not c:
-            return None
-        tp, fp, tn, fn = (int(c[k]) for k in ("tp", "fp", "tn", "fn"))
-        return {"sensitivity": (tp, tp + fn), "specificity": (tn, tn + fp), "precision": (tp, tp + fp)}[base]
-    if card == "maccrobat" and base in ("entity_precision", "entity_recall"):
-        tot = _span_totals(cell)
-        if tot is None:
-            return None
-        tp, fp, fn = tot
-        return (tp, tp + fp) if base == "entity_precision" else (tp, tp + fn)
-    if card == "nli_negation" and base in ("aggregate_accuracy", "false_entailment_rate"):
-        rep = ((cell.get("extra") or {}).get("report") or {}).get(base) or {}
-        if "successes" in rep:
-            return int(rep["successes"]), int(rep["trials"])
-    return None
+    """``(k, n)`` of a leaderboard metric that is a proportion (its card's scoring declares it so), from the
+    cell's per-unit counts; None otherwise."""
+    from ..metrics import engine
 
-
-def _span_totals(cell):
-    from ..metrics.spans import span_counts
-
-    preds = cell.get("predictions") or []
-    if not preds or "gold" not in preds[0]:
+    found = _counted(cell)
+    if found is None:
         return None
-    key = "_span_totals"
-    if key not in cell:
-        counts, _ = span_counts([r["gold"] for r in preds], [r["pred"] for r in preds])
-        cell[key] = tuple(int(x) for x in counts.sum((0, 1)))
-    return cell[key]
+    scoring, uc = found
+    try:
+        return engine.proportion_counts(scoring, uc, base)
+    except KeyError:            # a metric the scoring does not count (a pass/fail gate)
+        return None
 
 
 def constant_predictor(cell: dict) -> bool:
@@ -116,12 +103,18 @@ def constant_predictor(cell: dict) -> bool:
 
 
 def exact_beside(cell: dict, base: str, entry: dict) -> tuple[float, float] | None:
-    """The exact Clopper–Pearson interval to show beside a degenerate declared interval, else None."""
+    """The exact Clopper–Pearson interval to show beside a degenerate declared interval, else None (never
+    beside an interval the card declares exact)."""
+    from ..cards import scoring_of
+
     v = entry.get("value")
     if v is None:
         return None
     lo, hi = entry.get("ci_low"), entry.get("ci_high")
-    declared_exact = cell["card"] == "nli_negation"
+    try:
+        declared_exact = scoring_of(cell["card"]).interval == "exact"
+    except KeyError:
+        declared_exact = False
     zero_width = lo is not None and hi is not None and lo == hi
     if declared_exact or not (v in (0.0, 1.0) or (zero_width and not constant_predictor(cell))):
         return None
@@ -158,39 +151,40 @@ def metric_cell(cell: dict, base: str, notes: Footnotes) -> str:
 # -- intervals that assume something else -------------------------------------------------------------------
 
 def cluster_intervals(cell: dict) -> dict:
-    """The card's additional intervals of one ok run: ``{label: {value, ci_low, ci_high, n_clusters,
-    few_clusters}}`` or ``{label: {"reason": ...}}`` when the cell lacks the fields."""
-    card, preds = cell["card"], cell.get("predictions") or []
+    """The card's additional intervals of one ok run (its scoring's ``extra`` resamplings): ``{label: {value,
+    ci_low, ci_high, n_clusters, few_clusters}}`` or ``{label: {"reason": ...}}`` when the cell's records lack
+    the grouping."""
+    from ..metrics import engine
+
+    found = _counted(cell)
+    if found is None:
+        return {}
+    scoring, uc = found
     seed = int((cell.get("seeds") or {}).get("bootstrap") or bootstrap.DEFAULT_SEED)
     out = {}
-    if card == "negex":
-        if not preds or "sentence_key" not in preds[0]:
-            return {"macro F1, sentence-cluster": {"reason": "this cell's predictions carry no sentence_key"}}
-        y, p = _negex_arrays(cell)
-        res = intervals.cluster_binary_metrics(y, p, [r["sentence_key"] for r in preds], seed=seed)
-        out["macro F1, sentence-cluster"] = {**res["macro_f1"], "n_clusters": res["n_clusters"],
-                                              "few_clusters": res["few_clusters"]}
-    elif card == "nli_negation":
-        if not preds or "template" not in preds[0]:
-            return {"accuracy, template-cluster": {"reason": "this cell's predictions carry no template"}}
-        gold = np.array([r["gold"] for r in preds])
-        pred = np.array([r["pred"] for r in preds])
-        tmpl = np.array([r["template"] for r in preds])
-        out["accuracy, template-cluster"] = intervals.cluster_proportion_ci(pred == gold, tmpl, seed=seed)
-        ne = gold != "entailment"
-        out["false entailment, template-cluster"] = intervals.cluster_proportion_ci(
-            pred[ne] == "entailment", tmpl[ne], seed=seed)
-    for v in out.values():
-        v.pop("resamples", None)
+    for rs in scoring.extra:
+        if rs.by and rs.by not in uc.groups:
+            out[rs.label] = {"reason": f"this cell's predictions carry no {rs.by}"}
+            continue
+        for name in rs.metrics:
+            d = engine.extra_interval(scoring, uc, rs, name, seed=seed)
+            if "n_clusters" in d:
+                d["few_clusters"] = bool(d["n_clusters"] < intervals.FEW_CLUSTERS)
+            out[rs.label] = d
     return out
 
 
-def fe_upper_bound(cell: dict) -> tuple[int, int, float] | None:
-    """NLI: ``(false entailments, non-entailing cases, one-sided 95 % upper bound)``."""
-    kn = proportion_counts(cell, "false_entailment_rate")
-    if kn is None or kn[1] == 0:
-        return None
-    return kn[0], kn[1], intervals.clopper_pearson_upper(*kn)
+def upper_bounds(cell: dict) -> dict:
+    """``{label: (k, n, exact one-sided 95 % upper bound)}`` of the metrics whose card reports that bound
+    (e.g. a false-entailment rate); None for a metric without a denominator."""
+    from ..metrics import engine
+
+    found = _counted(cell)
+    if found is None:
+        return {}
+    scoring, uc = found
+    return {m.label or m.name.replace("_", " "): engine.upper_bound(scoring, uc, m.name)
+            for m in scoring.metrics if m.upper_bound}
 
 
 def _interval_text(d: dict, notes: Footnotes) -> str:
@@ -281,38 +275,10 @@ def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, sr
     llm = rowinfo.llm_table(rows)
     if llm:
         out.append(llm)
-    if card.name == "nli_negation":
-        out.append(pattern_denominators(rows))
+    notes_fn = getattr(card_pages(card), "leaderboard_notes", None)
+    if notes_fn is not None:    # the card's own notes under its board (e.g. the denominators per pattern)
+        out.append(notes_fn(rows))
     return "\n".join(out)
-
-
-def pattern_denominators(rows: list[dict]) -> str:
-    """NLI: per pattern, the cases (accuracy's denominator), the non-entailing cases (the false-entailment
-    rate's denominator) and the premise templates (the clusters), from the first ok run's records."""
-    ok = [c for c in rows if c["status"] == "ok" and c.get("predictions")]
-    if not ok or "pattern" not in ok[0]["predictions"][0]:
-        return ""
-    frame = pd.DataFrame(ok[0]["predictions"])
-    frame["non_entailing"] = frame["gold"] != "entailment"
-    has_t = "template" in frame
-    g = frame.groupby("pattern", sort=False)
-    table = pd.DataFrame({"cases": g.size(), "non-entailing cases": g["non_entailing"].sum()})
-    if has_t:
-        table["templates"] = g["template"].nunique()
-    lines = ["| pattern | " + " | ".join(table.columns) + " |", "|---|" + "---:|" * len(table.columns)]
-    for pat, r in table.iterrows():
-        lines.append(f"| {_md(pat)} | " + " | ".join(f"{int(v):,}" for v in r) + " |")
-    total = [len(frame), int(frame["non_entailing"].sum())] + ([frame["template"].nunique()] if has_t else [])
-    lines.append("| all | " + " | ".join(f"{v:,}" for v in total) + " |")
-    n_ne = int(frame["non_entailing"].sum())
-    bound = intervals.clopper_pearson_upper(0, n_ne) if n_ne else float("nan")
-    certify = (f"\n**What a clean run certifies.** Zero false entailments among the {n_ne:,} non-entailing cases "
-               f"certify only a false-entailment rate below {bound:.3f} (exact one-sided 95 % upper bound); "
-               "`run_nli_negation_challenge(..., certify=True)` passes the safety gate only when a run's bound is "
-               "under the ceiling.\n")
-    return ("**Denominators per pattern.** Accuracy is over the cases, the false-entailment rate over the "
-            "non-entailing cases; the template-cluster intervals resample the premise templates.\n\n"
-            + "\n".join(lines) + "\n" + certify)
 
 
 MAX_METRICS_PER_TABLE = 5
@@ -328,17 +294,23 @@ def metric_groups(metrics) -> list[tuple]:
 
 
 def _few_cluster_units(card, rows):
+    """``(n, unit)`` when the card's declared intervals resample fewer than ``FEW_CLUSTERS`` whole clusters
+    (case reports, documents: units that are not single items), else None."""
+    from ..cards import scoring_of
+
     ok = [c for c in rows if c["status"] == "ok"]
-    if not ok:
+    found = _counted(ok[0]) if ok else None
+    if found is None:
         return None
-    s = ok[0].get("split") or {}
-    if card.name == "tempeval":
-        n, unit = s.get("n_test"), "documents"
-    elif card.name == "maccrobat":
-        n, unit = s.get("test_reports"), "case reports"
+    scoring, uc = found
+    rs = scoring.resampling
+    if rs.rule == "clusters":
+        n = len(set(map(str, uc.groups[rs.by])))
+    elif scoring.units_are_clusters:
+        n = uc.n
     else:
         return None
-    return (n, unit) if n is not None and n < intervals.FEW_CLUSTERS else None
+    return (n, rs.unit) if n < intervals.FEW_CLUSTERS else None
 
 
 def _tie_text(r) -> str:
@@ -359,7 +331,10 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
     extra_cols = []
     for d in extra.values():
         extra_cols += [k for k in d if k not in extra_cols]
-    fe_col = card.name == "nli_negation"
+    bounds = {run_label(c): upper_bounds(c) for c in ok}
+    bound_cols = []
+    for d in bounds.values():
+        bound_cols += [k for k in d if k not in bound_cols]
     speed_col = "items/s"
 
     def row_vals(c, lab):
@@ -367,14 +342,14 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
         for col in extra_cols:
             d = extra[lab].get(col)
             vals.append(_interval_text(d, notes) if d else MISSING)
-        if fe_col:
-            ub = fe_upper_bound(c)
+        for k in bound_cols:
+            ub = bounds[lab].get(k)
             vals.append(MISSING if ub is None else f"{ub[2]:.3f} ({ub[0]} of {ub[1]})")
         sp = rowinfo.speed(c)
         vals.append(MISSING if sp is None else rowinfo.speed_text(sp))
         return vals
 
-    tail = extra_cols + (["false entailment, one-sided 95 % upper bound"] if fe_col else []) + [speed_col]
+    tail = extra_cols + [f"{k}, one-sided 95 % upper bound" for k in bound_cols] + [speed_col]
     primary = card.metrics[0].replace("_", " ")
     blocks = []
     by_band = F.bands(card, ok)

@@ -23,3 +23,4 @@ from .gold_cuts import (char_mentions, char_span_f1, gold_cut_mentions, natural_
                         probe_without_gold_cuts, uncut_tags)
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)
+from .counting import SCORING, counts, slice_counts  # noqa: F401  (how predictions become numbers)

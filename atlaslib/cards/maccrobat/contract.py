@@ -51,3 +51,5 @@ def score(records: list[dict], protocol: str, *, model: str | None = None,
     out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES, n_resamples=n_resamples,
                                       seed=seed)
     return out.metrics()
+
+from .counting import counts  # noqa: E402,F401  (the card contract: per-unit counts, see .counting)

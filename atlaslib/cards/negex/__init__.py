@@ -19,3 +19,4 @@ from .cells import _WORD_RE, _trigger_regex, cell_parts, item_slices, negation_t
 from .errors import error_table, phrase_cases  # noqa: F401
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)
+from .counting import SCORING, counts  # noqa: F401  (how predictions become numbers)

@@ -64,11 +64,12 @@ def item_slices(test: pd.DataFrame, triggers=None, data_dir=None) -> list[dict]:
     return rows
 
 
-def predictions(test: pd.DataFrame, out: dict, data_dir=None) -> list[dict]:
+def predictions(test: pd.DataFrame, out: dict, data_dir=None, digits: int | None = 6) -> list[dict]:
     """Per-item predictions for the result cell (labels as words, score = P(negated) or None), with the
     item's ``sentence_key`` and slice fields (:func:`item_slices`, :data:`SLICES`) and, for rule systems
     whose adapter records it, ``evidence``: the trigger behind the decision (text, category, character span
-    in the unmarked sentence the rule system saw) or None for no trigger in scope."""
+    in the unmarked sentence the rule system saw) or None for no trigger in scope. ``digits``: the scores'
+    rounding in the cell (None: full precision, as the run's own metrics read them)."""
     scores = out.get("score")
     native = out.get("native")
     by_text = getattr(out.get("adapter"), "evidence_by_text", None) or {}
@@ -77,7 +78,7 @@ def predictions(test: pd.DataFrame, out: dict, data_dir=None) -> list[dict]:
     rows = []
     for i, (iid, gold, pred) in enumerate(zip(test["item_id"], test["decision"], out["pred"])):
         row = {"item_id": iid, "gold": gold, "pred": LABELS[int(pred)],
-               "score": None if scores is None else round(float(scores[i]), 6)}
+               "score": None if scores is None else (float(scores[i]) if digits is None else round(float(scores[i]), digits))}
         if native is not None:
             row["native"] = native[i]
         row.update(slices[i])

@@ -27,24 +27,29 @@ def audit_items(items: pd.DataFrame, data_dir=None) -> dict:
 
 def predict(items: pd.DataFrame, manifest: _splits.SplitManifest, model: str, protocol: str, *, data_dir=None,
             **options) -> list[dict]:
-    """Contract entry point over :func:`run_protocol`: one record per test item (``gold`` / ``prediction``
-    1 = negated, ``score`` = P(negated) or None, ``decision`` the gold word); :class:`NotRun` (a subclass
-    of the contract's :class:`atlaslib.cards.NotRun`) when the run cannot happen."""
+    """Contract entry point over :func:`run_protocol`: one record per test item in the result cell's shape
+    (``gold`` / ``pred`` the decision words ``negated`` / ``affirmed``, ``score`` = P(negated) or None);
+    :class:`NotRun` (a subclass of the contract's :class:`atlaslib.cards.NotRun`) when the run cannot happen."""
     from .. import record
+    from .card import LABELS
 
     train, test = split_frames(items, manifest)
     out = run_protocol(model, protocol, train, test, data_dir=data_dir, **options)  # NotRun is the contract's
     scores = out.get("score")
-    return [record(iid, int(g), int(p), None if scores is None else float(scores[i]), decision=d)
-            for i, (iid, g, p, d) in enumerate(zip(test["item_id"], test["label"], out["pred"], test["decision"]))]
+    return [record(iid, d, LABELS[int(p)], None if scores is None else float(scores[i]))
+            for i, (iid, p, d) in enumerate(zip(test["item_id"], out["pred"], test["decision"]))]
 
 
 def score(records: list[dict], protocol: str, *, model: str | None = None, n_resamples: int = 1000) -> dict:
-    """Contract entry point over :func:`atlaslib.metrics.report.binary_metrics` (as the notebook calls it):
-    macro F1, sensitivity, specificity, precision and ROC-AUC with stratified percentile intervals."""
-    from ...metrics.report import binary_metrics
+    """Contract entry point: macro F1, sensitivity, specificity, precision and ROC-AUC with stratified
+    percentile intervals, from the records' per-item counts (:func:`.counting.counts`) through the scoring
+    engine (:func:`atlaslib.metrics.engine.evaluate`); the same numbers as
+    :func:`atlaslib.metrics.report.binary_metrics` on the same items (tested)."""
+    from ...metrics import engine
+    from .counting import SCORING
 
-    scores = [r["score"] for r in records]
-    return binary_metrics([r["gold"] for r in records], [r["pred"] for r in records],
-                          None if any(s is None for s in scores) else scores, protocol, n_resamples=n_resamples,
-                          no_score_reason="a native assertion head gives labels without scores")
+    uc = counts({"predictions": records})
+    return engine.evaluate(SCORING, uc, protocol, n_resamples=n_resamples,
+                           reasons={"roc_auc": "a native assertion head gives labels without scores"})
+
+from .counting import counts  # noqa: E402  (the card contract: per-unit counts, see .counting)

@@ -16,6 +16,9 @@ import pandas as pd
 from ...pages.facts import Fact, FactContext, join_and, missing
 from .card import SEED
 
+#: the parts of the metrics chapter this card's runs can show (:func:`atlaslib.pages.comparisons.fill_metrics_chapter`)
+METRICS_CHAPTER = ("worked_example", "width")
+
 #: Numbers this card's pages may type by hand, each with its source (tests/test_prose_numbers.py; all
 #: cards' and the generic ones: :func:`atlaslib.pages.facts.constants`)
 CONSTANTS = {

@@ -27,3 +27,4 @@ from .card import (CARD, CASE_SETS, LLM_PROFILE, METRICS, NLI_PROMPTS, OPENMED_V
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split, write_outside_files  # noqa: F401
 from .scoring import SCORE_COMMAND, main as score_command  # noqa: F401  (`atlas score nli_negation ...`)
+from .counting import SCORING, counts  # noqa: F401  (how predictions become numbers)

@@ -60,3 +60,5 @@ def score(records: list[dict], protocol: str = PROTOCOL, *, model: str | None = 
     if protocol not in CARD.protocols:
         raise ValueError(f"card {CARD.name} has no protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
     return NliNegationRun(spec=None, status="ok", report=report).metrics()
+
+from .counting import counts  # noqa: E402,F401  (the card contract: per-unit counts, see .counting)

@@ -3,8 +3,14 @@ corpus (ms) and this build's result cells; ``{{fact:nli_openmed.*}}``, the card 
 Registered through :data:`FACTS`."""
 from __future__ import annotations
 
-from ...escape import md_code
+import pandas as pd
+
+from ...escape import md, md_code
+from ...metrics import intervals
 from ...pages.facts import Fact, FactContext, join_and, missing
+
+#: the parts of the metrics chapter this card's runs can show (:func:`atlaslib.pages.comparisons.fill_metrics_chapter`)
+METRICS_CHAPTER = ("worked_example",)
 
 #: Numbers this card's pages may type by hand, each with its source (tests/test_prose_numbers.py; all
 #: cards' and the generic ones: :func:`atlaslib.pages.facts.constants`)
@@ -66,6 +72,41 @@ def _nli_openmed(ctx: FactContext) -> dict[str, Fact]:
     from .anchor import page_facts
 
     return {k: Fact(*v) for k, v in page_facts().items()}
+
+
+def leaderboard_notes(rows: list[dict]) -> str:
+    """Under the card's leaderboard: the denominators per pattern (:func:`pattern_denominators`)."""
+    return pattern_denominators(rows)
+
+
+def pattern_denominators(rows: list[dict]) -> str:
+    """NLI: per pattern, the cases (accuracy's denominator), the non-entailing cases (the false-entailment
+    rate's denominator) and the premise templates (the clusters), from the first ok run's records."""
+    ok = [c for c in rows if c["status"] == "ok" and c.get("predictions")]
+    if not ok or "pattern" not in ok[0]["predictions"][0]:
+        return ""
+    frame = pd.DataFrame(ok[0]["predictions"])
+    frame["non_entailing"] = frame["gold"] != "entailment"
+    has_t = "template" in frame
+    g = frame.groupby("pattern", sort=False)
+    table = pd.DataFrame({"cases": g.size(), "non-entailing cases": g["non_entailing"].sum()})
+    if has_t:
+        table["templates"] = g["template"].nunique()
+    lines = ["| pattern | " + " | ".join(table.columns) + " |", "|---|" + "---:|" * len(table.columns)]
+    for pat, r in table.iterrows():
+        lines.append(f"| {md(pat)} | " + " | ".join(f"{int(v):,}" for v in r) + " |")
+    total = [len(frame), int(frame["non_entailing"].sum())] + ([frame["template"].nunique()] if has_t else [])
+    lines.append("| all | " + " | ".join(f"{v:,}" for v in total) + " |")
+    n_ne = int(frame["non_entailing"].sum())
+    bound = intervals.clopper_pearson_upper(0, n_ne) if n_ne else float("nan")
+    certify = (f"\n**What a clean run certifies.** Zero false entailments among the {n_ne:,} non-entailing cases "
+               f"certify only a false-entailment rate below {bound:.3f} (exact one-sided 95 % upper bound); "
+               "`run_nli_negation_challenge(..., certify=True)` passes the safety gate only when a run's bound is "
+               "under the ceiling.\n")
+    return ("**Denominators per pattern.** Accuracy is over the cases, the false-entailment rate over the "
+            "non-entailing cases; the template-cluster intervals resample the premise templates.\n\n"
+            + "\n".join(lines) + "\n" + certify)
+
 
 
 #: fact namespace -> provider (:func:`atlaslib.pages.facts.register_provider`)

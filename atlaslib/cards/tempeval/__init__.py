@@ -14,3 +14,4 @@ from .card import (CARD, CI_REASON, EXPECTED_COUNTS, EXPECTED_RAW, METRICS, PAPE
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split, write_outside_files  # noqa: F401
 from .scoring import SCORE_COMMAND, main as score_command  # noqa: F401  (`atlas score tempeval -r REF -p PRED`)
+from .counting import SCORING, counts, slice_counts  # noqa: F401  (how predictions become numbers)

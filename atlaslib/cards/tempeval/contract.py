@@ -94,3 +94,5 @@ def score(records: list[dict], protocol: str, *, model: str | None = None) -> di
         _, _, f1 = f1_from_counts(*[sum(c[k] for c in counts) for k in range(4)])
         table["rows"].append({"row": row, "f1": float(f1)})
     return metrics_from_table(table, model, protocol)
+
+from .counting import counts  # noqa: E402,F401  (the card contract: per-unit counts, see .counting)
