@@ -80,7 +80,7 @@ SCORING = Scoring(columns=("correct", "item"), metrics=(ACCURACY,), primary="acc
                   resampling=Resampling("rows", "items", 20261006),
                   decisions={"correct": lambda c: c["correct"] == 1},
                   slices=SliceRule({"accuracy": ACCURACY}, support=lambda t: t["item"], min_units=5, exact=True),
-                  margin=0.05, interval="exact")
+                  interval="exact")
 
 
 def counts(cell: dict) -> UnitCounts:

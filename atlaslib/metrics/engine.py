@@ -162,7 +162,6 @@ class Scoring:
     decisions: dict = field(default_factory=dict)  # name -> (Cols of per-unit counts -> bool per unit, mask or None)
     extra: tuple = ()                             # Resampling beside the declared one
     slices: SliceRule | None = None
-    margin: float | None = None                   # equivalence margin of the primary metric
     interval: str = "bootstrap"                   # the card's declared intervals: "bootstrap" or "exact"
     units_are_clusters: bool = False              # a unit holds many items (a document): few units, wide draws
 

@@ -184,23 +184,21 @@ def cluster_paired(p, a: str, b: str, base: str, clusters, *, seed: int, n_resam
     from .compare import bootstrap_pvalue
     from .intervals import FEW_CLUSTERS
 
-    n_resamples = n_resamples or p.mult.shape[0]
-    if hasattr(p, "scoring") and hasattr(clusters, "rule"):
-        from . import engine
+    from dataclasses import replace
 
-        ua, ub = p.counts[a], p.counts[b]
-        w = engine.weights(ua, clusters, n_resamples, seed)
-        d = engine.resampled(p.scoring, ua, base, w) - engine.resampled(p.scoring, ub, base, w)
-        g = len(set(map(str, ua.groups[clusters.by])))
-    else:
+    from . import engine
+
+    n_resamples = n_resamples or p.mult.shape[0]
+    ua, ub = p.counts[a], p.counts[b]
+    if not hasattr(clusters, "rule"):                   # one cluster label per unit
         groups = list(clusters)
-        if len(groups) != p.n_units:
-            raise ValueError(f"cluster_paired: {len(groups)} cluster labels for {p.n_units} units")
-        mult, inverse = bootstrap.cluster_multiplicities(groups, n_resamples, seed)
-        items = mult[:, inverse]                                 # (B, units): each item as often as its cluster
-        f = p.formulas[base]
-        d = (np.asarray(f(items @ p.counts[a]), dtype=float) - np.asarray(f(items @ p.counts[b]), dtype=float))
-        g = mult.shape[1]
+        if len(groups) != ua.n:
+            raise ValueError(f"cluster_paired: {len(groups)} cluster labels for {ua.n} units")
+        ua, ub = (replace(u, groups={**u.groups, "_clusters": groups}) for u in (ua, ub))
+        clusters = engine.Resampling("clusters", "clusters", seed, by="_clusters")
+    w = engine.weights(ua, clusters, n_resamples, seed)
+    d = engine.resampled(p.scoring, ua, base, w) - engine.resampled(p.scoring, ub, base, w)
+    g = len(set(map(str, ua.groups[clusters.by])))
     lo, hi = bootstrap.percentile_ci(d, level)
     return {"difference": p.point(a, base) - p.point(b, base), "ci_low": lo, "ci_high": hi,
             "p_bootstrap": bootstrap_pvalue(d), "n_clusters": int(g), "few_clusters": bool(g < FEW_CLUSTERS)}

@@ -118,7 +118,6 @@ def test_every_card_declares_a_scoring_its_counts_fill():
     for card in available_cards():
         sc = scoring_of(card)
         assert sc.primary in {m.name for m in sc.metrics}
-        assert sc.margin and sc.margin > 0
         assert callable(card_module(card.name).counts)
         for name, fn in sc.decisions.items():
             assert any(m.decision == name for m in sc.metrics), (card.name, name)

@@ -203,7 +203,7 @@ def test_an_overlap_flagged_row_has_no_rank_anywhere(tmp_path):
     kit_json = next(r for r in records if r["model"] == "flagged")
     assert not set(F.RANK_FIELDS) & set(kit_json) and kit_json["not_ranked_reason"]
     assert next(r for r in records if r["model"] == "a")["tie_group"] == "best"
-    example = comparisons.worked_example(cells)
+    example = comparisons.worked_example(cells, "negex")
     assert example and "flagged" not in example
     pairs = json.loads((tmp_path / "_downloads" / "comparisons-negex-atlas-full-v1.json").read_text())
     assert not any("flagged" in (r["model_a"] + r["model_b"]) for r in pairs)

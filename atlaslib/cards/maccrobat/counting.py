@@ -47,7 +47,6 @@ SCORING = Scoring(
     resampling=Resampling("clusters", "case reports", SEED, by="document"),
     slices=SliceRule({"entity_f1": F1, "entity_precision": PRECISION, "entity_recall": RECALL},
                      support=lambda t: _sum(t, "tp") + _sum(t, "fn"), min_units=20, unit="gold mentions"),
-    margin=0.02,
 )
 
 

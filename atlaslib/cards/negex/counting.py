@@ -46,7 +46,6 @@ SCORING = Scoring(
                       metrics=("macro_f1",)),),
     slices=SliceRule({"macro_f1": MACRO_F1, "sensitivity": SENSITIVITY, "specificity": SPECIFICITY},
                      support=lambda t: t.array[..., :4].sum(-1), min_units=20, unit="items"),
-    margin=0.02,
 )
 
 

@@ -40,7 +40,6 @@ SCORING = Scoring(
                       label="false entailment, template-cluster", metrics=("false_entailment_rate",),
                       assumes="cases built from one premise template are not independent", among=_non_entailing)),
     slices=SliceRule({"accuracy": ACCURACY}, support=lambda t: t["case"], min_units=10, unit="cases", exact=True),
-    margin=0.02,
     interval="exact",
 )
 

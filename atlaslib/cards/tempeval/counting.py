@@ -28,7 +28,6 @@ SCORING = Scoring(
     primary="contains_closure_f1",
     resampling=Resampling("rows", "documents", BOOTSTRAP["seed"]),
     slices=SliceRule({"f1": SLICE_F1}, support=lambda t: t["reference"], min_units=20, unit="gold items"),
-    margin=0.02,
     units_are_clusters=True,
 )
 
