@@ -80,15 +80,17 @@ class CardRun:
         uc = self.module.counts({**(cell or {}), "predictions": list(records), "card": self.card.name,
                                  "model": self.spec.model, "protocol": self.spec.protocol})
         n = n_resamples or self.spec.parameters.get("n_resamples")
-        self._scored = (uc, seed, n)
-        return engine.evaluate(self.module.SCORING, uc, self.spec.protocol, seed=seed, n_resamples=n, reasons=reasons)
+        self._scored = (uc, seed, n, {})
+        return engine.evaluate(self.module.SCORING, uc, self.spec.protocol, seed=seed, n_resamples=n, reasons=reasons,
+                               keep=self._scored[3])
 
     def samples(self) -> dict:
-        """The resampled values behind the last :meth:`score`'s intervals (the same weights), for plots."""
+        """The resampled values behind the last :meth:`score`'s intervals (the same resamples, drawn once), for
+        plots."""
         from ..metrics import engine
 
-        uc, seed, n = self._scored
-        return engine.samples(self.module.SCORING, uc, self.spec.protocol, seed=seed, n_resamples=n)
+        uc, seed, n, kept = self._scored
+        return engine.samples(self.module.SCORING, uc, self.spec.protocol, seed=seed, n_resamples=n, kept=kept)
 
     @property
     def timing(self) -> dict:

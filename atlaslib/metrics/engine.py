@@ -365,12 +365,14 @@ def interval(scoring: Scoring, uc: UnitCounts, name: str, seed: int | None = Non
 
 
 def evaluate(scoring: Scoring, uc: UnitCounts, protocol: str, *, seed: int | None = None,
-             n_resamples: int | None = None, reasons: dict | None = None) -> dict:
+             n_resamples: int | None = None, reasons: dict | None = None, keep: dict | None = None) -> dict:
     """The cell metrics of one run from its per-unit counts: ``{<metric>_<protocol>: {value, ci_low, ci_high}}``
     for every declared metric, with the card's declared interval (percentile over its resampling, one set of
     weights for all metrics, so the intervals are paired; or exact Clopper–Pearson where the card declares
     exact intervals). A metric the run does not report is null with ``reasons[name]`` or the counts' own
-    reason; one that is undefined on the test set (NaN) is null with the metric's ``undefined_reason``."""
+    reason; one that is undefined on the test set (NaN) is null with the metric's ``undefined_reason``.
+    ``keep``: a dict that receives the weights and totals drawn (``w``, ``tot``), so :func:`samples` reuses
+    them instead of drawing the resamples again."""
     from ..results import metric as cell_metric
 
     reasons = dict(reasons or {})
@@ -393,15 +395,20 @@ def evaluate(scoring: Scoring, uc: UnitCounts, protocol: str, *, seed: int | Non
                 tot = totals(uc, w)
             lo, hi = bootstrap.percentile_ci(resampled(scoring, uc, m.name, w, tot))
         out[key] = cell_metric(v, lo, hi)
+    if keep is not None and w is not None:
+        keep.update(w=w, tot=tot)
     return out
 
 
 def samples(scoring: Scoring, uc: UnitCounts, protocol: str, *, seed: int | None = None,
-            n_resamples: int | None = None) -> dict:
-    """Every resampled value behind :func:`evaluate`'s bootstrap intervals (the same weights), for plots:
-    ``{<metric>_<protocol>: array}`` of the metrics the run reports."""
-    w = weights(uc, scoring.resampling, n_resamples, seed)
-    tot = totals(uc, w)
+            n_resamples: int | None = None, kept: dict | None = None) -> dict:
+    """Every resampled value behind :func:`evaluate`'s bootstrap intervals (the same weights, ``kept`` from
+    its ``keep`` when given), for plots: ``{<metric>_<protocol>: array}`` of the metrics the run reports."""
+    if kept:
+        w, tot = kept["w"], kept["tot"]
+    else:
+        w = weights(uc, scoring.resampling, n_resamples, seed)
+        tot = totals(uc, w)
     return {f"{m.name}_{protocol}": resampled(scoring, uc, m.name, w, tot) for m in scoring.metrics
             if m.name not in uc.undefined and not (m.rank and uc.scores is None)}
 

@@ -121,3 +121,18 @@ def test_every_card_declares_a_scoring_its_counts_fill():
         assert callable(card_module(card.name).counts)
         for name, fn in sc.decisions.items():
             assert any(m.decision == name for m in sc.metrics), (card.name, name)
+
+
+def test_a_card_run_scores_through_the_engine_and_its_samples_are_those_resamples(data):
+    from atlaslib.cards.run import CardRun
+    from atlaslib.metrics.report import binary_metrics, binary_resampled
+
+    y, p, s = data
+    recs = [{"item_id": f"i{k}", "gold": "negated" if a else "affirmed", "pred": "negated" if b else "affirmed",
+             "score": float(x)} for k, (a, b, x) in enumerate(zip(y, p, s))]
+    run = CardRun("negex", "atlas-n100-v1", "m", "zero_shot", parameters={"n_resamples": 200})
+    got = run.score(recs)
+    assert got == binary_metrics(y.astype(int), p.astype(int), s, "zero_shot", n_resamples=200)
+    ref = binary_resampled(y.astype(int), p.astype(int), s, "zero_shot", n_resamples=200)
+    samples = run.samples()
+    assert set(samples) == set(ref) and all(np.array_equal(samples[k], ref[k]) for k in ref)
