@@ -275,6 +275,14 @@ register_subpage(SubPage("explorer", "Item explorer: `{version}`", link="item ex
                          write=lambda ctx: _explorer_page(ctx)))
 register_subpage(SubPage("intervals", "Every metric with its interval: `{version}`",
                          lambda ctx: _intervals_body(ctx), link="every metric plotted"))
+register_subpage(SubPage("robustness", "Robustness to perturbed inputs and prompts: `{version}`",
+                         lambda ctx: _robustness_body(ctx), link="robustness"))
+
+
+def _robustness_body(ctx: PageContext) -> str | None:
+    from .pages import robustness
+
+    return robustness.render(ctx.card, ctx.version, ctx.version_cells, ctx.page_dir, ctx.src, ctx.publish)
 
 
 def _render_subpage(page: SubPage, card: Card, version: str | None, cells: list[dict], src: Path,

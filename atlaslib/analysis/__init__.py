@@ -15,6 +15,9 @@ needs no change here.
   runs that give scores, with intervals; :func:`~atlaslib.analysis.calibration.reliability` for the diagram.
 - :func:`atlaslib.analysis.triggers.trigger_tables`: the rule systems' triggers behind false positives and
   false negatives on the NegEx card.
+- :func:`robustness` (:mod:`atlaslib.analysis.perturbed`): each variant run (a declared perturbation of the
+  input, a prompt variant) against its default run: paired difference of the primary metric with its interval,
+  McNemar's b and c with the exact p, Holm over the table, the items it applied to.
 """
 from __future__ import annotations
 
@@ -55,3 +58,11 @@ def n_resamples_of(cell: dict, default: int | None = None) -> int:
     params = (cell.get("spec") or {}).get("parameters") or {}
     n = params.get("n_resamples") or (cell.get("seeds") or {}).get("bootstrap_resamples")
     return int(n or default or DEFAULT_RESAMPLES)
+
+
+def robustness(cells, n_resamples: int | None = None):
+    """The robustness table of result cells (default and variant cells, as :func:`atlaslib.results.read_cells`
+    and :func:`atlaslib.variants.read_variant_cells` give them): see :func:`atlaslib.analysis.perturbed.robustness`."""
+    from .perturbed import robustness as table
+
+    return table(cells, n_resamples)

@@ -245,6 +245,11 @@ class Card:
     # field whose values are the clusters resampled whole), e.g. ("sentence-cluster", "sentence_key"); shown
     # beside the declared paired interval, never deciding a tie group
     paired_clusters: tuple = ()
+    # -- variants of a run (atlaslib.variants): declared, label-preserving input perturbations (each run that
+    # reads text runs under every one that applies, as a variant cell) and a versioned prompt set (PromptSet)
+    # for the runs that score answer options; none: the card's runs have no variants
+    perturbations: tuple = ()
+    prompt_set: object = None
 
     @property
     def page(self) -> str:

@@ -13,6 +13,7 @@ class Majority:
 
     capability = "predict.assertion"
     answer = "PRESENT"
+    reads_text = False  # its answer never depends on the input: no variant run (atlaslib.variants) for it
 
     def __init__(self, profile: Profile, progress: bool = True, **unknown):
         if unknown:

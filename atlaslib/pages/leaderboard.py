@@ -336,6 +336,10 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
     for d in bounds.values():
         bound_cols += [k for k in d if k not in bound_cols]
     speed_col = "items/s"
+    from . import robustness  # the worst perturbation of each run (its variant cells beside its cell)
+
+    worst = {run_label(c): robustness.worst_text(card, version, rows, c) for c in ok} if card.perturbations else {}
+    worst = worst if any(v != MISSING for v in worst.values()) else {}
 
     def row_vals(c, lab):
         vals = []
@@ -347,9 +351,12 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
             vals.append(MISSING if ub is None else f"{ub[2]:.3f} ({ub[0]} of {ub[1]})")
         sp = rowinfo.speed(c)
         vals.append(MISSING if sp is None else rowinfo.speed_text(sp))
+        if worst:
+            vals.append(worst[lab])
         return vals
 
-    tail = extra_cols + [f"{k}, one-sided 95 % upper bound" for k in bound_cols] + [speed_col]
+    tail = extra_cols + [f"{k}, one-sided 95 % upper bound" for k in bound_cols] + [speed_col] + (
+        ["worst perturbation [95 %]"] if worst else [])
     primary = card.metrics[0].replace("_", " ")
     blocks = []
     by_band = F.bands(card, ok)
@@ -391,6 +398,10 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
              "paired comparisons say where a pair is equivalent within the card's margin). The rank interval is "
              "the 2.5–97.5 % range of the row's rank in its band over the paired resamples, P(rank 1) the share of "
              f"resamples where it ranks first. Items per second: {rowinfo.speed_note(ok)}")
+    if worst:
+        intro += (" The worst perturbation is the card's declared input perturbation that costs the run most on "
+                  f"{primary} (the paired difference on the items it read, \\* when significant after Holm; every "
+                  "perturbation is on the version's robustness page).")
     if extra_cols:
         intro += (" The interval columns assume something different from the declared one: they resample whole "
                   "clusters (sentences, templates) instead of items.")

@@ -569,6 +569,39 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
     return {"pred": pred, "proba": proba, "labels": labels, "model": model, "details": details}
 
 
+def predict_sequence(adapter, model: "SequenceHead", texts: Sequence[str], recipe: Mapping,
+                     progress: bool = False) -> np.ndarray:
+    """The softmax over the head's labels for other ``texts`` with a model :func:`finetune_sequence` returned
+    (a variant run: nothing is trained), encoded and batched as its own test texts were."""
+    recipe = check_recipe(recipe)
+    tok = adapter.tokenizer
+    with deterministic(recipe["torch_threads"]):
+        rows, keys, _ = _encode_texts(tok, texts, recipe["max_length"])
+        logits = _predict_logits(model, rows, recipe["eval_batch_size"], tok.pad_token_id, keys, progress,
+                                 "finetune: predict")
+        n = model.classifier.out_features if hasattr(model, "classifier") else 0
+        return torch.softmax(torch.stack(logits) if logits else torch.zeros((0, n)), dim=1).numpy()
+
+
+def predict_tokens(adapter, model: "TokenHead", test_words, tags: Sequence[str], recipe: Mapping,
+                   progress: bool = False) -> list[list[str]]:
+    """IOB2 tags for other sentences with a model :func:`finetune_tokens` returned (a variant run: nothing is
+    trained): chunked, labelled on each word's first sub-word and repaired as its own test sentences were."""
+    recipe = check_recipe(recipe)
+    tags = list(tags)
+    tok = adapter.tokenizer
+    with deterministic(recipe["torch_threads"]):
+        sents = [list(w) for w in test_words]
+        ex, _, segs, keys = _word_examples(adapter, sents)
+        logits = _predict_logits(model, [{k: e[k] for k in keys} for e in ex], recipe["eval_batch_size"],
+                                 tok.pad_token_id, keys, progress, "finetune: predict")
+    per_sentence: list[list[str]] = [[] for _ in sents]
+    for e, seg, lg in zip(ex, segs, logits):
+        best = lg.argmax(-1).tolist()
+        per_sentence[seg[0]].extend(tags[best[t]] for t in e["_first"])
+    return [repair_iob2(p) for p in per_sentence]
+
+
 def _encode_texts(tok, texts, max_length: int):
     """Token ids of each text, truncated at ``max_length``; ``(rows, model input keys, n truncated)``."""
     enc = tok(list(texts), truncation=True, max_length=max_length, verbose=False)

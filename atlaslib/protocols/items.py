@@ -67,7 +67,8 @@ def zero_shot_options(adapter, prompts: Sequence[str], options: Sequence[str]) -
 
 def probe(adapter, train_texts: Sequence[str], train_y: Sequence[int], test_texts: Sequence[str],
           seed: int = 0) -> dict:
-    """``embed.text.pooled`` features (frozen) + a logistic head fit on the train items."""
+    """``embed.text.pooled`` features (frozen) + a logistic head fit on the train items (``head``: the fitted
+    pipeline, for :func:`probe_predict` on other test texts)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
@@ -79,7 +80,15 @@ def probe(adapter, train_texts: Sequence[str], train_y: Sequence[int], test_text
         random_state=seed))
     clf.fit(x_train, np.asarray(train_y, dtype=int))
     proba = clf.predict_proba(x_test)[:, list(clf.classes_).index(1)]
-    return {"pred": clf.predict(x_test).astype(int), "score": proba,
+    return {"pred": clf.predict(x_test).astype(int), "score": proba, "head": clf,
             "details": {"capability": "embed.text.pooled", "probe": PROBE_SETTINGS,
                         "n_iter": int(clf[-1].n_iter_[0]), "feature_dim": int(x_train.shape[1]),
                         "adapter": adapter.info}}
+
+
+def probe_predict(adapter, head, texts: Sequence[str]) -> dict:
+    """A fitted probe ``head`` (:func:`probe`'s) on the frozen features of other ``texts`` (a variant run: the
+    head is never fit again). Returns ``{pred, score}`` as :func:`probe` does."""
+    x = adapter.embed(list(texts))
+    proba = head.predict_proba(x)[:, list(head.classes_).index(1)]
+    return {"pred": head.predict(x).astype(int), "score": proba}

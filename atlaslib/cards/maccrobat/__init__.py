@@ -21,6 +21,9 @@ from .cells import cell_parts, finish_run, report_positions, run_spec  # noqa: F
 from .errors import error_kinds, error_table, false_positive_sources, guideline_examples  # noqa: F401
 from .gold_cuts import (char_mentions, char_span_f1, gold_cut_mentions, natural_word_spans,  # noqa: F401
                         probe_without_gold_cuts, uncut_tags)
+from .card import PERTURBATIONS  # noqa: F401  (variants of a run, as data)
+from .perturbations import perturbed_items  # noqa: F401
+from .variants import run_variants  # noqa: F401
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)
 from .counting import SCORING, counts, slice_counts  # noqa: F401  (how predictions become numbers)

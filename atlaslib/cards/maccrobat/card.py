@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...sources import PinnedFile, read_sha256sums, sha256_bytes
+from ...variants import Perturbation
 from .. import Analysis, Card, Departure
+from .perturbations import VERSION as PERTURBATION_VERSION, gold_cuts_removed, sentence_lowercase, word_typo
 
 # --------------------------------------------------------------------------------------------- source
 SOURCE_REPO = "Saieiei/NLP"
@@ -91,6 +93,14 @@ DEPARTURES = (
               "placed by hand"),
 )
 
+#: The card's perturbations (atlaslib.variants): each function's docstring says why the gold mentions stay.
+#: Every test sentence they apply to is read (the test set has 100 sentences).
+PERTURBATIONS = (
+    Perturbation("sentence-lowercase", PERTURBATION_VERSION, sentence_lowercase, seed=SEED),
+    Perturbation("word-typo", PERTURBATION_VERSION, word_typo, {"min_letters": 5}, seed=SEED),
+    Perturbation("gold-cuts-removed", PERTURBATION_VERSION, gold_cuts_removed, seed=SEED),
+)
+
 CARD = Card(
     name="maccrobat",
     title="Clinical entity recognition (MACCROBAT)",
@@ -149,6 +159,7 @@ CARD = Card(
     equivalence_margin=0.03,
     margin_note=("smaller than what a change of annotation guideline moves strict span F1 by; a smaller gap would "
                  "not change which tagger a reader picks"),
+    perturbations=PERTURBATIONS,
 )
 
 

@@ -110,17 +110,7 @@ def remove_overlaps(entities: Sequence[Entity]) -> list[Entity]:
     return kept
 
 
-_WORD = re.compile(r"[^\W_]+|\S")
-
-
-def words_of(text: str, cuts: Sequence[int] = ()) -> list[tuple[int, int]]:
-    """Word spans ``(start, end)`` of ``text``: runs of letters/digits and single other non-space
-    characters, with a cut forced at every offset in ``cuts`` (mention boundaries)."""
-    bounds = sorted({0, len(text), *[c for c in cuts if 0 < c < len(text)]})
-    spans = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        spans.extend((a + m.start(), a + m.end()) for m in _WORD.finditer(text[a:b]))
-    return spans
+from .words import _WORD, words_of  # noqa: E402,F401  (word cuts: a module of their own)
 
 
 def convert_document(pmid: str, doc_index: int, txt: str, ann: str, source: str = "") -> tuple[list[dict], list[dict]]:

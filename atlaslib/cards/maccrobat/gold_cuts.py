@@ -8,14 +8,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from ...metrics.spans import mentions as tag_mentions
 from ...splits import SplitManifest
-from .data import words_of
-
-def natural_word_spans(text: str) -> list[tuple[int, int]]:
-    """Word spans of ``text`` without the gold cuts: what a model would see if the card did not cut words
-    where mentions start or end (:func:`words_of` with no ``cuts``)."""
-    return words_of(text)
+from .words import char_mentions, natural_word_spans, uncut_tags  # noqa: F401  (re-exported)
 
 
 def gold_cut_mentions(items: pd.DataFrame) -> dict:
@@ -38,11 +32,6 @@ def gold_cut_mentions(items: pd.DataFrame) -> dict:
     return {"mentions": total, "cut_inside_word": inside, "sentences": sentences}
 
 
-def char_mentions(tags: Sequence[str], spans: Sequence[tuple[int, int]]) -> set[tuple[str, int, int]]:
-    """Mentions of IOB2 ``tags`` as character spans ``(type, start of first word, end of last word)``."""
-    return {(t, spans[a][0], spans[b][1]) for t, a, b in tag_mentions(list(tags))}
-
-
 def char_span_f1(gold: Sequence[set], pred: Sequence[set]) -> dict:
     """Micro P/R/F1 over character-span mentions pooled over sentences: a mention counts when its type,
     start and end character match. P = TP / (TP + FP), R = TP / (TP + FN), F1 = 2·TP / (2·TP + FP + FN)
@@ -52,22 +41,6 @@ def char_span_f1(gold: Sequence[set], pred: Sequence[set]) -> dict:
     fn = sum(len(g - p) for g, p in zip(gold, pred))
     return {"tp": tp, "fp": fp, "fn": fn, "precision": tp / (tp + fp) if tp + fp else 0.0,
             "recall": tp / (tp + fn) if tp + fn else 0.0, "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0}
-
-
-def uncut_tags(text: str, spans: Sequence[tuple[int, int]], gold_tags: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Natural words of ``text`` and IOB2 tags projected onto them: a gold mention (read off ``gold_tags``
-    over the cut ``spans``) covers every natural word it overlaps; a mention whose words are already
-    taken by an earlier one is left out (it cannot be represented without the cuts)."""
-    nat = natural_word_spans(text)
-    tags = ["O"] * len(nat)
-    for t, cs, ce in sorted(char_mentions(gold_tags, spans), key=lambda m: m[1]):
-        ws = [k for k, (a, b) in enumerate(nat) if a < ce and cs < b]
-        if not ws or any(tags[k] != "O" for k in ws):
-            continue
-        tags[ws[0]] = f"B-{t}"
-        for k in ws[1:]:
-            tags[k] = f"I-{t}"
-    return [text[a:b] for a, b in nat], tags
 
 
 def probe_without_gold_cuts(items: pd.DataFrame, manifest: SplitManifest, adapter, pred_with_cuts) -> dict:

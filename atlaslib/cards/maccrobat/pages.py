@@ -95,3 +95,29 @@ def _maccrobat(ctx: FactContext) -> dict[str, Fact]:
 
 #: fact namespace -> provider (:func:`atlaslib.pages.facts.register_provider`)
 FACTS = {"maccrobat": _maccrobat}
+
+
+def perturbation_samples(version: str, perturbation, n: int, data_dir=None):
+    """The first ``n`` test sentences of ``version`` by seed-hash rank that ``perturbation`` applies to: the
+    words before and after it (joined by spaces) and the gold mentions on the perturbed words (the
+    robustness page's sample, :mod:`atlaslib.pages.robustness`)."""
+    import pandas as pd
+
+    from ...metrics.spans import mentions
+    from ...variants import sample
+    from .contract import load_items, split
+    from .perturbations import perturbed_items
+
+    items = load_items(data_dir)
+    test = items.set_index("item_id").loc[split(items, version).test].reset_index()
+    frame = perturbed_items(test, perturbation)
+    keep = sample(frame["item_id"].tolist(), n, perturbation.seed)
+    frame = frame.set_index("item_id").loc[keep].reset_index()
+    before = dict(zip(test["item_id"], test["words"]))
+
+    def shown(words, tags):
+        return "; ".join(f"{t}: {' '.join(words[a:b + 1])}" for t, a, b in mentions(list(tags)))
+
+    return pd.DataFrame({"item_id": frame["item_id"], "words": [" ".join(before[i]) for i in frame["item_id"]],
+                         "perturbed words": [" ".join(w) for w in frame["words"]],
+                         "gold mentions (perturbed words)": [shown(w, t) for w, t in zip(frame["words"], frame["tags"])]})

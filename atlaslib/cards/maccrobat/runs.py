@@ -25,16 +25,19 @@ def words_to_text(words: Sequence[str]) -> tuple[str, list[int], list[int]]:
     return " ".join(words), starts, ends
 
 
-def memorize_tags(train: pd.DataFrame, test: pd.DataFrame, casefold: bool = False) -> tuple[list[list[str]], object]:
+def memorize_tags(train: pd.DataFrame, test: pd.DataFrame, casefold: bool = False,
+                  mem=None) -> tuple[list[list[str]], object]:
     """The memorize baseline on the card's words: fit on train sentences (words joined by spaces,
-    mentions as character spans), predict test sentences, map matches back to words."""
+    mentions as character spans), predict test sentences, map matches back to words. ``mem``: a memorizer
+    already fit (a variant run: it is not fit again)."""
     from ...models.memorize import PhraseMemorizer
 
-    docs = []
-    for words, ms in zip(train["words"], train["mentions"]):
-        text, st, en = words_to_text(words)
-        docs.append((text, [(st[a], en[b], t) for t, a, b in ms]))
-    mem = PhraseMemorizer(casefold=casefold).fit(docs)
+    if mem is None:
+        docs = []
+        for words, ms in zip(train["words"], train["mentions"]):
+            text, st, en = words_to_text(words)
+            docs.append((text, [(st[a], en[b], t) for t, a, b in ms]))
+        mem = PhraseMemorizer(casefold=casefold).fit(docs)
     out = []
     for words in test["words"]:
         text, st, en = words_to_text(words)
@@ -64,6 +67,9 @@ class Outcome:
     overlap: list = field(default_factory=list)
     seconds: float = 0.0
     llm: dict = field(default_factory=dict)        # a language model's contamination mark and memorisation probe
+    # words of other sentences -> their IOB2 tags, with this run's model and whatever it trained (a variant run)
+    predict: object = field(default=None, repr=False, compare=False)
+    reads_text: bool = True
 
     def metrics(self) -> dict:
         """Cell metrics ``entity_*_<protocol>`` → ``results.metric(...)`` (null with reason when not run)."""
@@ -168,6 +174,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
             raise ValueError(f"maccrobat: the memorize baseline runs under protocol 'train_lookup' only (it "
                              f"learns phrases from the train sentences; it has no head or features), got {protocol!r}")
         pred, mem = memorize_tags(train, test)
+        out.predict = lambda words: memorize_tags(train, pd.DataFrame({"words": list(words)}), mem=mem)[0]
         out.details = {"baseline": "atlaslib.models.memorize.PhraseMemorizer", "casefold": False,
                        "threshold": "annotated in > 1/2 of occurrences", "match": "longest first, word boundaries",
                        "n_phrases": len(mem.phrases), "n_candidate_phrases": len(mem.stats)}
@@ -206,6 +213,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
         else:
             res = tok.probe_ner(adapter, train["words"].tolist(), train["tags"].tolist(), test["words"].tolist())
         pred, out.details = res["tags"], res["details"]
+        out.predict = _predictor(adapter, protocol, res)
         out.native = res.get("native", [])
         from ..llm import llm_row_extra
 
@@ -215,6 +223,25 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
                                       n_resamples=n_resamples, seed=seed)
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _predictor(adapter, protocol: str, res: dict):
+    """Words of other sentences -> IOB2 tags with this run's adapter and what it trained: the zero-shot head,
+    the probe's classifier or the fine-tuned encoder and head, never fit again."""
+    from ...protocols import tokens as tok
+
+    def predict(words):
+        words = [list(w) for w in words]
+        if protocol == "zero_shot":
+            return tok.zero_shot_ner(adapter, words, NER_LABEL_TABLE)["tags"]
+        if protocol == "finetune":
+            from ...protocols import finetune as FT
+
+            return FT.predict_tokens(adapter, res["model"], words, TAGS, FINETUNE_RECIPE)
+        bs = int(tok.PROBE_SETTINGS.get("batch_size", 32))
+        return tok.predict_probe(res["classifier"], tok.word_vectors(adapter, words, bs))
+
+    return predict
 
 
 def predictions_frame(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:

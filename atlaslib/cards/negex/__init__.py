@@ -4,7 +4,8 @@ Modules: :mod:`.card` (``CARD`` and the card's constants, as data), :mod:`.data`
 and marking sentences, items, audit), :mod:`.splitting` (the sentence-disjoint split versions),
 :mod:`.runs` (one run per model and protocol), :mod:`.cells` (the result cell: predictions with slice
 fields and rule evidence), :mod:`.reproduction` (GenNegEx 1.2's published figures reproduced),
-:mod:`.errors` (error tables), :mod:`.contract` (the five contract functions) and :mod:`.outside`
+:mod:`.errors` (error tables), :mod:`.perturbations` and :mod:`.variants` (the
+card's perturbations and prompt set: variant runs), :mod:`.contract` (the five contract functions) and :mod:`.outside`
 (outside systems: the split they see, their answers scored). Every name is re-exported here.
 """
 from .card import (SLICES, ANNOTATIONS, ASSERTION_TO_DECISION, CARD, FINETUNE_RECIPE, GENNEGEX, ITEMS_EXPECTED,  # noqa: F401
@@ -18,5 +19,7 @@ from .reproduction import reproduces, reproduction, reproduction_rows, rows_for_
 from .cells import _WORD_RE, _trigger_regex, cell_parts, item_slices, negation_triggers, predictions  # noqa: F401
 from .errors import error_table, phrase_cases  # noqa: F401
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
+from .card import PERTURBATIONS, PROMPT_SET  # noqa: F401  (variants of a run, as data)
+from .variants import marked, perturbed_items, prompts_for, run_variants  # noqa: F401
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)
 from .counting import SCORING, counts  # noqa: F401  (how predictions become numbers)

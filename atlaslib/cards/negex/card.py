@@ -4,7 +4,10 @@ GenNegEx 1.2's published figures on the kit, the split versions, the metrics, th
 from __future__ import annotations
 
 from ...sources import PinnedFile
+from ...variants import PromptSet, PromptVariant, Perturbation
 from .. import Analysis, Card, Departure
+from .perturbations import (DISTRACTORS, VERSION as PERTURBATION_VERSION, concept_lowercase, concept_typo,
+                            header_removed, scope_distractor, sentence_lowercase)
 
 SEED = 20261006
 ROWS_EXPECTED = 2376
@@ -85,6 +88,40 @@ DEPARTURES = (
               "zero-shot and rule rows"),
 )
 
+#: Each variant run reads at most this many test items of a version (by seed-hash rank among those it applies
+#: to): on atlas-full-v1 a sample, so that the variants of every run add at most half of the default book's time
+PERTURBED_ITEMS = 200
+#: The card's perturbations (atlaslib.variants): each function's docstring says why the gold decision stays.
+PERTURBATIONS = (
+    Perturbation("concept-lowercase", PERTURBATION_VERSION, concept_lowercase,
+                 seed=SEED, max_items=PERTURBED_ITEMS),
+    Perturbation("sentence-lowercase", PERTURBATION_VERSION, sentence_lowercase,
+                 seed=SEED, max_items=PERTURBED_ITEMS),
+    Perturbation("header-removed", PERTURBATION_VERSION, header_removed,
+                 seed=SEED, max_items=PERTURBED_ITEMS),
+    Perturbation("concept-typo", PERTURBATION_VERSION, concept_typo, {"min_letters": 5},
+                 seed=SEED, max_items=PERTURBED_ITEMS),
+    Perturbation("scope-distractor", PERTURBATION_VERSION, scope_distractor,
+                 {"template": "No {concept}.", "concepts": DISTRACTORS}, seed=SEED, max_items=PERTURBED_ITEMS),
+)
+
+#: The versioned prompt set of the score.options runs: paraphrases of OPTION_PROMPT's question, the options
+#: capitalised, and 4 in-context examples from the train items (stratified by decision, seeded). The card's own
+#: prompt (OPTION_PROMPT with OPTIONS) stays the leaderboard's.
+PROMPT_SET = PromptSet("prompts-v1", seed=SEED, max_items=PERTURBED_ITEMS, variants=(
+    PromptVariant("absent", 'Sentence: {sentence}\nQuestion: Does this sentence say that "{concept}" is '
+                            'absent?\nAnswer:'),
+    PromptVariant("ruled-out", 'Sentence: {sentence}\nQuestion: Is "{concept}" denied or ruled out in this '
+                               'sentence?\nAnswer:'),
+    PromptVariant("note", 'Clinical note: {sentence}\nQuestion: Is the finding "{concept}" negated in this '
+                          'note?\nAnswer:'),
+    PromptVariant("instruction", 'Answer yes or no.\nSentence: {sentence}\nQuestion: Is "{concept}" negated '
+                                 'here?\nAnswer:'),
+    PromptVariant("options-capitalised", options=(" Yes", " No"), note="the card's prompt, options capitalised"),
+    PromptVariant("four-shot", k_shot=4, note="the card's prompt after 4 answered train items (2 negated, "
+                                              "2 affirmed, by seed-hash rank)"),
+))
+
 CARD = Card(
     name="negex",
     title="NegEx test kit: is the concept negated?",
@@ -139,6 +176,8 @@ CARD = Card(
     equivalence_margin=0.02,
     margin_note="a gap in macro F1 a reader choosing a negation detector would not act on",
     paired_clusters=(("sentence-cluster", "sentence_key"),),  # several concepts share a sentence
+    perturbations=PERTURBATIONS,
+    prompt_set=PROMPT_SET,
 )
 
 

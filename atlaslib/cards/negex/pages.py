@@ -293,3 +293,21 @@ def _splits(ctx: FactContext) -> dict[str, Fact]:
 
 #: fact namespace -> provider (:func:`atlaslib.pages.facts.register_provider`)
 FACTS = {"negex": _negex, "negex_runs": _negex_runs, "splits": _splits}
+
+
+def perturbation_samples(version: str, perturbation, n: int, data_dir=None) -> pd.DataFrame:
+    """The first ``n`` test items of ``version`` by seed-hash rank that ``perturbation`` applies to: the
+    model's input before and after it (the marked sentence) and the gold decision (the robustness page's
+    sample, :mod:`atlaslib.pages.robustness`)."""
+    from ...variants import sample
+    from .contract import load_items, split, split_frames
+    from .variants import perturbed_items
+
+    items = load_items(data_dir)
+    _, test = split_frames(items, split(items, version))
+    frame = perturbed_items(test, perturbation)
+    keep = sample(frame["item_id"].tolist(), n, perturbation.seed)
+    frame = frame.set_index("item_id").loc[keep].reset_index()
+    before = dict(zip(test["item_id"], test["text"]))
+    return pd.DataFrame({"item_id": frame["item_id"], "input": [before[i] for i in frame["item_id"]],
+                         "perturbed input": frame["text"], "gold": frame["decision"]})

@@ -57,6 +57,7 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
         raise NotRun(exc.short) from None  # the reason without the loader's low-level cause
     except CapabilityMissing as exc:
         raise NotRun(str(exc)) from None
+    res = None
     if capability == "predict.assertion":
         out = P.zero_shot_assertion(adapter, test["text"].tolist(), assertion_label_map(), gold=test["label"])
     elif capability == "score.options":
@@ -71,8 +72,31 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
         out = {"pred": (res["pred"] == pos).astype(int), "score": res["proba"][:, pos], "details": res["details"]}
     else:
         out = P.probe(adapter, train["text"].tolist(), train["label"].tolist(), test["text"].tolist(), seed=seed)
-    out.update(capability=capability, profile=profile.to_dict(), adapter=adapter)
+    out.update(capability=capability, profile=profile.to_dict(), adapter=adapter,
+               predict=_predictor(adapter, capability, protocol, out, res))
     from ..llm import llm_row_extra
 
     out["llm"] = llm_row_extra(adapter, out["profile"], CARD, test["sentence"].tolist())
     return out
+
+
+def _predictor(adapter, capability: str, protocol: str, out: dict, finetuned: dict | None):
+    """``predict(frame, prompts=None, options=OPTIONS) -> {pred, score[, native]}``: this run's model on other
+    test items (a variant run), with what the run trained kept as it is: the probe's head, the fine-tuned
+    encoder and head. ``prompts`` (score.options only): other prompts than the card's for the items."""
+    from ...protocols import items as P
+
+    def predict(frame: pd.DataFrame, prompts=None, options=OPTIONS) -> dict:
+        if capability == "predict.assertion":
+            return P.zero_shot_assertion(adapter, frame["text"].tolist(), assertion_label_map(), gold=frame["label"])
+        if capability == "score.options":
+            return P.zero_shot_options(adapter, prompts if prompts is not None else option_prompts(frame), options)
+        if protocol == "finetune":
+            from ...protocols import finetune as FT
+
+            proba = FT.predict_sequence(adapter, finetuned["model"], frame["text"].tolist(), FINETUNE_RECIPE)
+            pos = LABELS.index(POSITIVE)
+            return {"pred": (proba.argmax(axis=1) == pos).astype(int), "score": proba[:, pos]}
+        return P.probe_predict(adapter, out["head"], frame["text"].tolist())
+
+    return predict

@@ -1,0 +1,46 @@
+"""The MACCROBAT card's variant runs (:mod:`atlaslib.variants`): a run, again under each of the card's
+perturbations (``PERTURBATIONS``), with the model and whatever the run trained (the probe's classifier, the
+fine-tuned encoder, the memorised phrases) as they are."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ... import results
+from ...metrics.spans import span_metrics_with_ci
+from ...splits import SplitManifest
+from ...variants import inputs_sha256, variant_cell, write_variant_cells
+from .card import BOOTSTRAP_RESAMPLES, PERTURBATIONS, SEED, TYPES
+from .perturbations import perturbed_items
+from .runs import Outcome
+
+
+def run_variants(cell: dict, out: Outcome, items: pd.DataFrame, manifest: SplitManifest, *, result_path=None,
+                 n_resamples: int = BOOTSTRAP_RESAMPLES) -> list[dict]:
+    """The variant cells of the run whose cell is ``cell`` and whose outcome is ``out``: one per perturbation
+    that applies to some test sentence, its predictions and metrics (the card's, with the cluster bootstrap
+    over case reports) over those sentences; written beside the run's cell when ``result_path`` is given.
+    None for a run that did not happen."""
+    from .cells import report_positions
+
+    if out.status != "ok" or out.predict is None or cell.get("status") != "ok" or not out.reads_text:
+        return []
+    test = items.set_index("item_id").loc[manifest.test].reset_index()
+    made = []
+    for p in PERTURBATIONS:
+        frame = perturbed_items(test, p)
+        if not len(frame):
+            continue
+        with results.Timer() as timer:
+            pred = [list(t) for t in out.predict(frame["words"].tolist())]
+            gold = [list(t) for t in frame["tags"]]
+            docs = frame["document"].tolist()
+            v = Outcome(model=out.model, protocol=out.protocol, version=out.version, status="ok",
+                        item_ids=frame["item_id"].tolist(), documents=docs, gold=gold, pred=pred,
+                        scores=span_metrics_with_ci(gold, pred, docs, types=TYPES, n_resamples=n_resamples, seed=SEED))
+            recs = [{"item_id": i, "document": d, "gold": g, "pred": q, **pos}
+                    for i, d, g, q, pos in zip(v.item_ids, docs, gold, pred, report_positions(items, v.item_ids))]
+        made.append(variant_cell(cell, p.spec(), metrics=v.metrics(), predictions=recs,
+                                 inputs_digest=inputs_sha256(frame["words"].tolist()), n_items=len(test),
+                                 n_applicable=frame.attrs["n_applicable"], timing=timer.timing))
+    write_variant_cells(made, result_path, out.protocol)
+    return made

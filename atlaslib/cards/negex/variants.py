@@ -1,0 +1,99 @@
+"""The NegEx card's variant runs (:mod:`atlaslib.variants`): a run that reads text, again under each of the
+card's perturbations (``PERTURBATIONS``) and, for a run that scores answer options, under each prompt of the
+card's prompt set (``PROMPT_SET``), with the model and whatever the run trained as they are."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ... import results
+from ...variants import few_shot, inputs_sha256, sample, write_variant_cells
+from ...variants import NOT_APPLICABLE
+from .card import MARK, OPTION_PROMPT, OPTIONS, PERTURBATIONS, POSITIVE, PROMPT_SET
+from .data import find_target
+
+
+def marked(sentence: str, span) -> str:
+    """The model input of a perturbed sentence: the target at ``span`` wrapped in the card's markers."""
+    a, b = span
+    return f"{sentence[:a]}{MARK} {sentence[a:b]} {MARK}{sentence[b:]}"
+
+
+def perturbed_items(test: pd.DataFrame, perturbation) -> pd.DataFrame:
+    """The test items the perturbation applies to (at most its ``max_items``, by seed-hash rank), with their
+    perturbed ``sentence`` and marked ``text`` (every other column as it was), in test order;
+    ``attrs["n_applicable"]``: how many it applies to before the sample."""
+    rows = []
+    for rec in test.to_dict("records"):
+        out = perturbation.apply({**rec, "span": find_target(rec["sentence"], rec["concept"])})
+        if out is NOT_APPLICABLE:
+            continue
+        rows.append({**rec, "sentence": out["sentence"], "text": marked(out["sentence"], out["span"])})
+    frame = pd.DataFrame(rows, columns=test.columns)
+    keep = set(sample(frame["item_id"].tolist(), perturbation.max_items, perturbation.seed))
+    res = frame[frame["item_id"].isin(keep)].reset_index(drop=True)
+    res.attrs["n_applicable"] = len(frame)
+    return res
+
+
+def prompts_for(variant, test: pd.DataFrame, train: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The prompt of each test item under a prompt ``variant`` (its template, else the card's), preceded by
+    its ``k_shot`` answered train items (:func:`atlaslib.variants.few_shot`, stratified by decision, the
+    prompt set's seed; each answered with the variant's options, positive first); and the examples' ids."""
+    template = variant.template or OPTION_PROMPT
+    yes, no = variant.options or OPTIONS
+    prefix, ids = "", []
+    if variant.k_shot:
+        ids = few_shot(train["item_id"].tolist(), train["decision"].tolist(), variant.k_shot, PROMPT_SET.seed)
+        ex = train.set_index("item_id").loc[ids]
+        prefix = "".join(template.format(sentence=s, concept=c) + (yes if d == POSITIVE else no) + "\n\n"
+                         for s, c, d in zip(ex["sentence"], ex["concept"], ex["decision"]))
+    return [prefix + template.format(sentence=s, concept=c) for s, c in zip(test["sentence"], test["concept"])], ids
+
+
+def run_variants(cell: dict, out: dict | None, train: pd.DataFrame, test: pd.DataFrame, *, result_path=None,
+                 data_dir=None, n_resamples: int = 1000) -> list[dict]:
+    """The variant cells of the run whose cell is ``cell`` and whose :func:`.runs.run_protocol` outcome is
+    ``out`` (its ``predict``: the same adapter, probe head or fine-tuned model): one per perturbation that
+    applies to some test item, and one per prompt variant when the run scores answer options; written beside
+    the run's cell (:func:`atlaslib.variants.write_variant_cells`) when ``result_path`` is given. None for a
+    run that did not happen or reads no text (a constant baseline)."""
+    from ...metrics.report import binary_metrics
+    from ...variants import variant_cell
+    from .cells import predictions
+
+    if out is None or cell.get("status") != "ok" or not getattr(out.get("adapter"), "reads_text", True):
+        return []
+    protocol = cell["protocol"]
+    options_run = out.get("capability") == "score.options"
+    jobs = []
+    for p in PERTURBATIONS:
+        frame = perturbed_items(test, p)
+        if len(frame):
+            jobs.append((p.spec(), frame, None, OPTIONS, frame.attrs["n_applicable"]))
+    if options_run and PROMPT_SET is not None and protocol in PROMPT_SET.protocols:
+        read = set(sample(test["item_id"].tolist(), PROMPT_SET.max_items, PROMPT_SET.seed))
+        sub = test[test["item_id"].isin(read)].reset_index(drop=True)
+        for v in PROMPT_SET.variants:
+            prompts, ids = prompts_for(v, sub, train)
+            jobs.append(({**v.spec(PROMPT_SET), "examples": ids}, sub, prompts, tuple(v.options or OPTIONS), len(test)))
+    made = []
+    for spec, frame, prompts, options, n_applicable in jobs:
+        with results.Timer() as timer:
+            res = out["predict"](frame, prompts=prompts, options=options) if options_run else out["predict"](frame)
+            metrics = binary_metrics(frame["label"], res["pred"], res.get("score"), protocol, n_resamples=n_resamples,
+                                     no_score_reason="a native assertion head gives labels without scores")
+            recs = predictions(frame, {**res, "adapter": out.get("adapter")}, data_dir)
+        if prompts is not None:
+            inputs = prompts
+        elif options_run:
+            inputs = [OPTION_PROMPT.format(sentence=s, concept=c) for s, c in zip(frame["sentence"], frame["concept"])]
+        else:
+            inputs = frame["text"].tolist()
+        details = res.get("details") or {}
+        extra = ({"options": details["options"], "option_token_ids": details.get("option_token_ids")}
+                 if "options" in details else {})
+        made.append(variant_cell(cell, spec, metrics=metrics, predictions=recs, inputs_digest=inputs_sha256(inputs),
+                                 n_items=len(test), n_applicable=n_applicable, timing=timer.timing, extra=extra))
+    write_variant_cells(made, result_path, protocol)
+    return made
+
