@@ -90,7 +90,7 @@ DEPARTURES = (
 
 #: Each variant run reads at most this many test items of a version (by seed-hash rank among those it applies
 #: to): on atlas-full-v1 a sample, so that the variants of every run add at most half of the default book's time
-PERTURBED_ITEMS = 200
+PERTURBED_ITEMS = 100
 #: The card's perturbations (atlaslib.variants): each function's docstring says why the gold decision stays.
 PERTURBATIONS = (
     Perturbation("concept-lowercase", PERTURBATION_VERSION, concept_lowercase,
