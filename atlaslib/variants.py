@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
@@ -91,7 +92,8 @@ class Perturbation:
         text = self.doc or inspect.getdoc(self.function) or ""
         if not text.strip():
             raise ValueError(f"perturbation {self.key}: no docstring saying why it preserves the gold label")
-        return " ".join(text.replace("``", "").split())  # one line of plain text (no reST literals)
+        text = re.sub(r":\w+:`[~.]*([^`]+)`", r"\1", text.replace("``", ""))  # plain text: no reST roles, literals
+        return " ".join(text.split())
 
     def rng(self, item_id) -> np.random.Generator:
         """The item's own generator: seeded by ``sha256("<seed>:<name>:<version>:<item id>")``."""
@@ -129,13 +131,17 @@ class PromptVariant:
 class PromptSet:
     """A versioned set of prompt variants for the runs that score answer options (``capability``);
     ``max_items``: each variant reads at most this many test items, the first by seed-hash rank (:func:`sample`;
-    None: all)."""
+    None: all); ``versions``: the split versions it runs on (none: all)."""
     version: str
     variants: tuple
     seed: int = 0
     max_items: int | None = None
     capability: str = "score.options"
     protocols: tuple = ("zero_shot",)
+    versions: tuple = ()   # the split versions its variants run on (none: every version)
+
+    def runs_on(self, version: str, protocol: str) -> bool:
+        return protocol in self.protocols and (not self.versions or version in self.versions)
 
     def __post_init__(self):
         names = [v.name for v in self.variants]
@@ -206,8 +212,9 @@ def variant_cell(base: Mapping, variant: Mapping, *, metrics: dict, predictions:
     from . import results
 
     spec_d = copy.deepcopy(dict(base["spec"]))
-    v = dict(variant, n_items=int(n_items), n_applicable=int(len(predictions) if n_applicable is None else n_applicable),
-             n_read=len(predictions), inputs_sha256=inputs_digest)
+    applies = len(predictions) if n_applicable is None else n_applicable
+    v = dict(variant, n_items=int(n_items), n_applicable=int(applies), n_read=len(predictions),
+             inputs_sha256=inputs_digest)
     spec_d.setdefault("parameters", {})[PARAMETER] = v
     spec = results.RunSpec(**{k: base[k] for k in ("card", "version", "model", "protocol")},
                            profile=spec_d.get("profile") or {}, revision=spec_d.get("revision"),

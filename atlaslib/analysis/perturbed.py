@@ -66,7 +66,8 @@ def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
     nc = sum(cb[i] and not ca[i] for i in ids)
     return {"card": base["card"], "version": base["version"], "model": base["model"], "protocol": base["protocol"],
             "kind": v.get("kind", "perturbation"), "variant": v["name"], "variant_version": v.get("version"),
-            "n_read": len(ids), "n_applicable": int(v.get("n_applicable") or len(ids)), "n_items": int(v.get("n_items") or len(base["predictions"])), "unit": p.unit,
+            "n_read": len(ids), "n_applicable": int(v.get("n_applicable") or len(ids)),
+            "n_items": int(v.get("n_items") or len(base["predictions"])), "unit": p.unit,
             "metric": p.primary, "default": base_v, "variant_value": var_v, "difference": var_v - base_v,
             "ci_low": lo, "ci_high": hi, "b": int(nb), "c": int(nc), "p_mcnemar": mcnemar_exact(nb, nc)}
 
@@ -88,7 +89,8 @@ def robustness(cells: Iterable[dict], n_resamples: int | None = None) -> pd.Data
     for _, idx in table.groupby(["card", "version", "kind"]).groups.items():
         table.loc[idx, "p_holm"] = holm(table.loc[idx, "p_mcnemar"].to_numpy(float))
     table["significant"] = table["p_holm"] < ALPHA
-    return table.sort_values(["card", "version", "kind", "model", "protocol", "variant"]).reset_index(drop=True)[COLUMNS]
+    order = ["card", "version", "kind", "model", "protocol", "variant"]
+    return table.sort_values(order).reset_index(drop=True)[COLUMNS]
 
 
 def worst(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFrame:

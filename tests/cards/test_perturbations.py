@@ -155,3 +155,26 @@ def test_maccrobat_perturbations_change_only_what_they_say(item):
     out = MP["sentence-lowercase"].apply(item)
     lower = [w.lower() for w in item["words"]]
     assert out is NOT_APPLICABLE if lower == item["words"] else out["words"] == lower
+
+
+def test_negex_prompt_set_few_shot_is_stratified_seeded_and_recorded(data_dir):
+    """The four-shot prompt: 2 negated and 2 affirmed train items, the first of each by seed-hash rank, each
+    answered with the variant's options, before the card's question; other variants change only their part."""
+    from atlaslib.splits import rank
+
+    items = negex.load_items(data_dir)
+    train, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
+    by_name = {v.name: v for v in negex.PROMPT_SET.variants}
+    assert len([v for v in by_name.values() if v.template]) >= 4
+    prompts, ids = negex.prompts_for(by_name["four-shot"], test, train)
+    seed = negex.PROMPT_SET.seed
+    expect = [i for d in ("affirmed", "negated") for i in rank(train.loc[train.decision == d, "item_id"], seed)[:2]]
+    assert ids == rank(expect, seed)
+    card_prompts = negex.option_prompts(test)
+    ex = train.set_index("item_id").loc[ids]
+    prefix = "".join(negex.OPTION_PROMPT.format(sentence=s, concept=c) + (" yes" if d == "negated" else " no") + "\n\n"
+                     for s, c, d in zip(ex["sentence"], ex["concept"], ex["decision"]))
+    assert prompts == [prefix + p for p in card_prompts]
+    assert negex.prompts_for(by_name["options-capitalised"], test, train) == (card_prompts, [])
+    para, _ = negex.prompts_for(by_name["absent"], test, train)
+    assert all(s in p and f'"{c}"' in p and p != q for p, q, s, c in zip(para, card_prompts, test.sentence, test.concept))

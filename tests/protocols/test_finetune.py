@@ -205,6 +205,8 @@ def test_token_finetune_tags_every_word_and_learns_a_separable_set(encoder_dir):
     assert [len(t) for t in out["tags"]] == [len(w) for w in words[:12]]
     assert out["tags"] == gold[:12]
     assert out["details"]["word_label"] == "first sub-word" and out["details"]["n_train_items"] == 32
+    # a variant run: the trained model on other sentences, nothing trained; on the same ones, the same tags
+    assert ft.predict_tokens(ad, out["model"], words[:12], tags, recipe) == out["tags"]
     with pytest.raises(ft.FinetuneError, match="max_length is 32, the recipe's 16"):
         ft.finetune_tokens(ad, ids, words, gold, words, tags, {**RECIPE, "max_length": 16})
 
@@ -235,3 +237,14 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     res = maccrobat.run_protocol(mitems, manifest, encoder_dir, "finetune", n_resamples=20)
     assert res.status == "ok" and [len(p) for p in res.pred] == [3, 3, 3]
     assert res.details["recipe"]["epochs"] == 1
+
+
+def test_sequence_predict_reuses_the_trained_model(encoder_dir):
+    """A variant run's predictions come from the model finetune_sequence returned, never trained again: on
+    the run's own test texts they are its probabilities."""
+    out, _ = run_seq(encoder_dir)
+    _, te_texts, _ = toy_items(12, offset=100)
+    before = state(out)
+    ad = models.load_adapter(encoder_dir, "embed.text.pooled", embed_cache=False, progress=False)  # its tokenizer
+    assert np.allclose(ft.predict_sequence(ad, out["model"], te_texts, RECIPE), out["proba"], atol=1e-6)
+    assert all(torch.equal(v, state(out)[k]) for k, v in before.items())

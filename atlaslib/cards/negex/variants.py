@@ -70,7 +70,7 @@ def run_variants(cell: dict, out: dict | None, train: pd.DataFrame, test: pd.Dat
         frame = perturbed_items(test, p)
         if len(frame):
             jobs.append((p.spec(), frame, None, OPTIONS, frame.attrs["n_applicable"]))
-    if options_run and PROMPT_SET is not None and protocol in PROMPT_SET.protocols:
+    if options_run and PROMPT_SET is not None and PROMPT_SET.runs_on(cell["version"], protocol):
         read = set(sample(test["item_id"].tolist(), PROMPT_SET.max_items, PROMPT_SET.seed))
         sub = test[test["item_id"].isin(read)].reset_index(drop=True)
         for v in PROMPT_SET.variants:
