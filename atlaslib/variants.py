@@ -222,6 +222,11 @@ def variant_cell(base: Mapping, variant: Mapping, *, metrics: dict, predictions:
     cell = results.make_cell(spec, metrics=metrics, predictions=predictions, split=base.get("split"),
                              data_sha256=base.get("data_sha256"), seeds=base.get("seeds"), timing=timing,
                              extra=extra or {}, overlap=base.get("overlap"), env=base.get("environment") or {})
+    if predictions:  # the per-unit counts under the card's scoring, kept in the cell like a default run's
+        from .cards import counted
+
+        cell["unit_counts"] = counted(cell).to_cell()
+        cell.pop("_unit_counts", None)
     parent = base.get("run_key")
     cell["parent_run_key"] = parent
     cell["run_key"] = hashlib.sha256(json.dumps([parent, v], sort_keys=True, default=str).encode()).hexdigest()

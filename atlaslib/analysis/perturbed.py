@@ -30,7 +30,9 @@ COLUMNS = ["card", "version", "model", "protocol", "kind", "variant", "variant_v
 
 
 def _restricted(cell: dict, ids: set, name: str) -> dict:
-    out = {k: v for k, v in cell.items() if k != "predictions"}
+    """A copy of ``cell`` named ``name`` holding only the predictions of ``ids`` (its per-unit counts are
+    counted again from them by the card's scoring)."""
+    out = {k: v for k, v in cell.items() if k not in ("predictions", "unit_counts", "_unit_counts")}
     out = copy.deepcopy(out)
     out["model"], out["status"] = name, "ok"
     out["predictions"] = [r for r in cell["predictions"] if r["item_id"] in ids]
