@@ -241,10 +241,6 @@ class Card:
     # ± margin is "equivalent within the margin" (TOST at 5 %); margin_note says why this size. None: no claim
     equivalence_margin: float | None = None
     margin_note: str = ""
-    # extra paired resamplings of the primary metric, named for what they assume: (name, prediction-record
-    # field whose values are the clusters resampled whole), e.g. ("sentence-cluster", "sentence_key"); shown
-    # beside the declared paired interval, never deciding a tie group
-    paired_clusters: tuple = ()
     # -- variants of a run (atlaslib.variants): declared, label-preserving input perturbations (each run that
     # reads text runs under every one that applies, as a variant cell) and a versioned prompt set (PromptSet)
     # for the runs that score answer options; none: the card's runs have no variants

@@ -105,25 +105,15 @@ def mdd_markdown(comp, card=None) -> str:
     return " ".join(parts) + "\n"
 
 
-def cluster_resamplings(card, comp, band_cells) -> list:
-    """The card's paired cluster resamplings of the primary metric, shown beside the declared test:
-    ``[(name, what it assumes, clusters)]`` where ``clusters`` is what
-    :func:`atlaslib.metrics.framing.cluster_paired` takes: the scoring's extra cluster resampling when the
-    comparison carries the card's scoring, else the cluster labels of the records' declared field
-    (``Card.paired_clusters``), in the comparison's unit order; [] when the records lack the field."""
+def cluster_resamplings(card, comp, band_cells=None) -> list:
+    """The card's paired cluster resamplings of the primary metric, shown beside the declared test: the extra
+    cluster resamplings of its scoring (:class:`~atlaslib.metrics.engine.Resampling`) declared for the
+    primary metric, as ``[(name, what it assumes, resampling)]``."""
     base = comp.mdd["metric"]
     scoring = getattr(comp.data, "scoring", None)
-    if scoring is not None:
-        return [(rs.label or f"{rs.by}-cluster", rs.assumes or f"whole clusters of {rs.by} are drawn", rs)
-                for rs in getattr(scoring, "extra", ()) if rs.rule == "clusters" and rs.among is None
-                and (not rs.metrics or base in rs.metrics)]
-    first = (band_cells[0].get("predictions") or []) if band_cells else []
-    out = []
-    for name, fld in getattr(card, "paired_clusters", ()) or ():
-        if first and all(fld in r for r in first) and len(first) == comp.data.n_units:
-            out.append((name, f"whole clusters of the records' `{fld}` are drawn (items of one cluster may fail "
-                              "together)", [r[fld] for r in first]))
-    return out
+    return [(rs.label or f"{rs.by}-cluster", rs.assumes or f"whole clusters of {rs.by} are drawn", rs)
+            for rs in getattr(scoring, "extra", ()) if rs.rule == "clusters" and rs.among is None
+            and (not rs.metrics or base in rs.metrics)]
 
 
 def _decides(card, comp, resamplings=()) -> str:
@@ -140,7 +130,7 @@ def _decides(card, comp, resamplings=()) -> str:
     if (t["metric"] == base).any() and t.loc[t["metric"] == base, "b"].notna().any() and "exact McNemar" not in tests:
         beside.append("McNemar's test (b / c), which treats the items as independent")
     for name, assumes, _ in resamplings:
-        beside.append(f"the paired {md(name)} interval: {md(assumes)}")
+        beside.append(f"the {md(name)} paired interval ({md(assumes)})")
     if beside:
         text += " Shown beside it and deciding nothing: " + "; ".join(beside) + "."
     return text
@@ -168,11 +158,9 @@ def cluster_columns(card, comp, band_cells, resamplings=None) -> dict:
     return out
 
 
-def margin_of(card, comp) -> float | None:
-    """The card's equivalence margin of its primary metric: its scoring's when the comparison carries it,
-    else the card's declaration."""
-    m = getattr(getattr(comp.data, "scoring", None), "margin", None)
-    return m if m is not None else getattr(card, "equivalence_margin", None)
+def margin_of(card, comp=None) -> float | None:
+    """The card's equivalence margin of its primary metric (``Card.equivalence_margin``), or None."""
+    return getattr(card, "equivalence_margin", None)
 
 
 def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_cells=None) -> str:

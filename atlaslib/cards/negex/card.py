@@ -177,7 +177,6 @@ CARD = Card(
     training_protocols=("probe", "finetune"),   # a logistic head or the whole encoder learns the 500 train items
     equivalence_margin=0.02,
     margin_note="a gap in macro F1 a reader choosing a negation detector would not act on",
-    paired_clusters=(("sentence-cluster", "sentence_key"),),  # several concepts share a sentence
     perturbations=PERTURBATIONS,
     prompt_set=PROMPT_SET,
 )
