@@ -73,14 +73,15 @@ class Perturbation:
     ``function(item, rng, **parameters)`` returns a mapping of the fields it changes (the card reads the
     perturbed input from it) or :data:`NOT_APPLICABLE`; ``doc`` (default: the function's docstring) says
     why the gold label stays what it was. ``max_items``: the variant run reads at most this many of the items
-    the perturbation applies to, the first by seed-hash rank (:func:`sample`; None: all of them)."""
+    the perturbation applies to, the first by seed-hash rank (:func:`sample`; None: all of them; a mapping:
+    split version -> that number)."""
     name: str
     version: str
     function: Callable
     parameters: Mapping = field(default_factory=dict)
     seed: int = 0
     doc: str = ""
-    max_items: int | None = None
+    max_items: int | Mapping | None = None
 
     @property
     def key(self) -> str:
@@ -149,10 +150,13 @@ class PromptSet:
             raise ValueError(f"prompt set {self.version}: variant names repeat: {names}")
 
 
-def sample(item_ids: Sequence[str], max_items: int | None, seed: int) -> list[str]:
+def sample(item_ids: Sequence[str], max_items, seed: int, version: str | None = None) -> list[str]:
     """The ids a variant run reads: all of ``item_ids`` when ``max_items`` is None or not below their number,
-    else the first ``max_items`` by seed-hash rank (:func:`atlaslib.splits.rank`), in their given order."""
+    else the first ``max_items`` by seed-hash rank (:func:`atlaslib.splits.rank`), in their given order.
+    ``max_items`` may map split versions to numbers (``version`` picks one; a version it does not name: all)."""
     ids = list(item_ids)
+    if isinstance(max_items, Mapping):
+        max_items = max_items.get(version)
     if max_items is None or len(ids) <= max_items:
         return ids
     from .splits import rank

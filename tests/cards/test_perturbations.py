@@ -102,11 +102,12 @@ def test_negex_perturbations_on_the_kit(data_dir):
     items = negex.load_items(data_dir)
     assert set(negex.card.DISTRACTORS) <= set(items["concept"].str.lower())
     _, test = negex.split_frames(items, negex.split(items, "atlas-full-v1"))
-    frame = negex.perturbed_items(test, P["header-removed"])
-    assert frame.attrs["n_applicable"] > len(frame) == negex.card.PERTURBED_ITEMS
+    frame = negex.perturbed_items(test, P["header-removed"], "atlas-full-v1")
+    n = negex.card.PERTURBED_ITEMS["atlas-full-v1"]
+    assert frame.attrs["n_applicable"] > len(frame) == n
     applicable = [r["item_id"] for r in test.to_dict("records")
                   if P["header-removed"].apply({**r, "span": negex.find_target(r["sentence"], r["concept"])})]
-    assert frame["item_id"].tolist() == sample(applicable, negex.card.PERTURBED_ITEMS, P["header-removed"].seed)
+    assert frame["item_id"].tolist() == sample(applicable, n, P["header-removed"].seed)
     gold = dict(zip(test["item_id"], test["decision"]))
     assert all(gold[i] == d for i, d in zip(frame["item_id"], frame["decision"]))
     assert all(t.count(negex.MARK) == 2 and t.replace(f"{negex.MARK} ", "", 1).replace(f" {negex.MARK}", "", 1) == s

@@ -110,7 +110,7 @@ def perturbation_samples(version: str, perturbation, n: int, data_dir=None):
 
     items = load_items(data_dir)
     test = items.set_index("item_id").loc[split(items, version).test].reset_index()
-    frame = perturbed_items(test, perturbation)
+    frame = perturbed_items(test, perturbation, version)
     keep = sample(frame["item_id"].tolist(), n, perturbation.seed)
     frame = frame.set_index("item_id").loc[keep].reset_index()
     before = dict(zip(test["item_id"], test["words"]))

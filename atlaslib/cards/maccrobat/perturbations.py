@@ -54,7 +54,7 @@ def gold_cuts_removed(item, rng):
     return {"words": words, "tags": tags}
 
 
-def perturbed_items(test: pd.DataFrame, perturbation) -> pd.DataFrame:
+def perturbed_items(test: pd.DataFrame, perturbation, version: str | None = None) -> pd.DataFrame:
     """The test sentences the perturbation applies to (at most its ``max_items``, by seed-hash rank), with
     their perturbed ``words`` and gold ``tags`` (every other column as it was), in test order; ``item_id`` a
     column."""
@@ -68,7 +68,7 @@ def perturbed_items(test: pd.DataFrame, perturbation) -> pd.DataFrame:
             continue
         rows.append({**rec, "words": out["words"], "tags": out.get("tags", rec["tags"])})
     out = pd.DataFrame(rows, columns=frame.columns)
-    keep = set(sample(out["item_id"].tolist(), perturbation.max_items, perturbation.seed))
+    keep = set(sample(out["item_id"].tolist(), perturbation.max_items, perturbation.seed, version))
     res = out[out["item_id"].isin(keep)].reset_index(drop=True)
     res.attrs["n_applicable"] = len(out)
     return res

@@ -27,7 +27,7 @@ def run_variants(cell: dict, out: Outcome, items: pd.DataFrame, manifest: SplitM
     test = items.set_index("item_id").loc[manifest.test].reset_index()
     made = []
     for p in PERTURBATIONS:
-        frame = perturbed_items(test, p)
+        frame = perturbed_items(test, p, cell["version"])
         if not len(frame):
             continue
         with results.Timer() as timer:

@@ -89,8 +89,8 @@ DEPARTURES = (
 )
 
 #: Each variant run reads at most this many test items of a version (by seed-hash rank among those it applies
-#: to): on atlas-full-v1 a sample, so that the variants of every run add at most half of the default book's time
-PERTURBED_ITEMS = 100
+#: to), so that the variants of every run add at most half of the default book's time (benchmarks/bench_variants.py)
+PERTURBED_ITEMS = {"atlas-n100-v1": 50, "atlas-full-v1": 100}
 #: The card's perturbations (atlaslib.variants): each function's docstring says why the gold decision stays.
 PERTURBATIONS = (
     Perturbation("concept-lowercase", PERTURBATION_VERSION, concept_lowercase,
@@ -109,7 +109,7 @@ PERTURBATIONS = (
 #: capitalised, and 4 in-context examples from the train items (stratified by decision, seeded), on the leaderboard
 #: version only (each variant scores its items once more: a language model's run is the book's slowest). The
 #: card's own prompt (OPTION_PROMPT with OPTIONS) stays the leaderboard's.
-PROMPT_SET = PromptSet("prompts-v1", seed=SEED, max_items=PERTURBED_ITEMS, versions=("atlas-full-v1",),
+PROMPT_SET = PromptSet("prompts-v1", seed=SEED, max_items=50, versions=("atlas-full-v1",),
                        variants=(
     PromptVariant("absent", 'Sentence: {sentence}\nQuestion: Does this sentence say that "{concept}" is '
                             'absent?\nAnswer:'),

@@ -305,7 +305,7 @@ def perturbation_samples(version: str, perturbation, n: int, data_dir=None) -> p
 
     items = load_items(data_dir)
     _, test = split_frames(items, split(items, version))
-    frame = perturbed_items(test, perturbation)
+    frame = perturbed_items(test, perturbation, version)
     keep = sample(frame["item_id"].tolist(), n, perturbation.seed)
     frame = frame.set_index("item_id").loc[keep].reset_index()
     before = dict(zip(test["item_id"], test["text"]))

@@ -18,7 +18,7 @@ def marked(sentence: str, span) -> str:
     return f"{sentence[:a]}{MARK} {sentence[a:b]} {MARK}{sentence[b:]}"
 
 
-def perturbed_items(test: pd.DataFrame, perturbation) -> pd.DataFrame:
+def perturbed_items(test: pd.DataFrame, perturbation, version: str | None = None) -> pd.DataFrame:
     """The test items the perturbation applies to (at most its ``max_items``, by seed-hash rank), with their
     perturbed ``sentence`` and marked ``text`` (every other column as it was), in test order;
     ``attrs["n_applicable"]``: how many it applies to before the sample."""
@@ -29,7 +29,7 @@ def perturbed_items(test: pd.DataFrame, perturbation) -> pd.DataFrame:
             continue
         rows.append({**rec, "sentence": out["sentence"], "text": marked(out["sentence"], out["span"])})
     frame = pd.DataFrame(rows, columns=test.columns)
-    keep = set(sample(frame["item_id"].tolist(), perturbation.max_items, perturbation.seed))
+    keep = set(sample(frame["item_id"].tolist(), perturbation.max_items, perturbation.seed, version))
     res = frame[frame["item_id"].isin(keep)].reset_index(drop=True)
     res.attrs["n_applicable"] = len(frame)
     return res
@@ -67,11 +67,11 @@ def run_variants(cell: dict, out: dict | None, train: pd.DataFrame, test: pd.Dat
     options_run = out.get("capability") == "score.options"
     jobs = []
     for p in PERTURBATIONS:
-        frame = perturbed_items(test, p)
+        frame = perturbed_items(test, p, cell["version"])
         if len(frame):
             jobs.append((p.spec(), frame, None, OPTIONS, frame.attrs["n_applicable"]))
     if options_run and PROMPT_SET is not None and PROMPT_SET.runs_on(cell["version"], protocol):
-        read = set(sample(test["item_id"].tolist(), PROMPT_SET.max_items, PROMPT_SET.seed))
+        read = set(sample(test["item_id"].tolist(), PROMPT_SET.max_items, PROMPT_SET.seed, cell["version"]))
         sub = test[test["item_id"].isin(read)].reset_index(drop=True)
         for v in PROMPT_SET.variants:
             prompts, ids = prompts_for(v, sub, train)
