@@ -810,3 +810,145 @@ def item_level_ci(gold, pred, n_resamples: int = 1000, seed: int = SEED, level: 
     totals = per_item[idx].sum(1)                                    # (B, 3)
     f1 = scores_from_totals(totals[:, None, :])["f1"]
     return bootstrap.percentile_ci(np.asarray(f1, dtype=float), level)
+
+
+# -- lesson: calibration ----------------------------------------------------------------------------------
+
+def scored_frame(cell: dict, positive: str) -> pd.DataFrame:
+    """A binary run's per-item probability of ``positive`` (the cell's ``score``) beside its gold as 0/1."""
+    frame = pd.DataFrame(cell["predictions"])
+    if "score" not in frame or frame["score"].isna().any():
+        raise ValueError(f"{cell['model']} ({cell['protocol']}): the cell holds no probability per item")
+    return pd.DataFrame({"item_id": frame["item_id"], "p": frame["score"].astype(float),
+                         "y": (frame["gold"] == positive).astype(int)})
+
+
+def reliability_table(y, p, bins: int = 10) -> pd.DataFrame:
+    """Equal-width bins of the forecast ``p`` over [0, 1] (scikit-learn's ``calibration_curve`` convention: a
+    forecast on an inner edge goes to the lower bin): per non-empty bin its items, mean forecast and observed
+    share of positives."""
+    y, p = np.asarray(y, dtype=float), np.asarray(p, dtype=float)
+    k = _bin_of(p, bins)
+    rows = []
+    for b in range(bins):
+        m = k == b
+        if m.any():
+            rows.append({"bin": f"{b / bins:.1f}–{(b + 1) / bins:.1f}",
+                         "items": int(m.sum()), "mean_forecast": float(p[m].mean()), "observed": float(y[m].mean())})
+    return pd.DataFrame(rows)
+
+
+def _bin_of(p, bins: int) -> np.ndarray:
+    return np.searchsorted(np.linspace(0.0, 1.0, bins + 1)[1:-1], np.asarray(p, dtype=float))
+
+
+def brier(y, p) -> float:
+    """Brier score: the mean of (p − y)²."""
+    y, p = np.asarray(y, dtype=float), np.asarray(p, dtype=float)
+    return float(np.mean((p - y) ** 2))
+
+
+def brier_decomposition(y, p, bins: int = 10) -> dict:
+    """Murphy's decomposition over the bins of :func:`reliability_table`: reliability Σ n_k(p̄_k − ō_k)²/N (lower
+    is better), resolution Σ n_k(ō_k − ō)²/N (higher is better), uncertainty ō(1 − ō); Brier = reliability −
+    resolution + uncertainty + within-bin, the last term from forecasts that vary inside a bin
+    (Σ over items of (p − p̄_k)² − 2(p − p̄_k)(y − ō_k), over N), zero when every bin holds one forecast value."""
+    y, p = np.asarray(y, dtype=float), np.asarray(p, dtype=float)
+    k = _bin_of(p, bins)
+    n, obar = len(y), y.mean()
+    rel = res = within = 0.0
+    for b in np.unique(k):
+        m = k == b
+        pk, ok = p[m].mean(), y[m].mean()
+        rel += m.sum() * (pk - ok) ** 2
+        res += m.sum() * (ok - obar) ** 2
+        within += np.sum((p[m] - pk) ** 2 - 2 * (p[m] - pk) * (y[m] - ok))
+    return {"brier": brier(y, p), "reliability": rel / n, "resolution": res / n,
+            "uncertainty": float(obar * (1 - obar)), "within_bin": within / n}
+
+
+def ece(y, p, bins: int = 10) -> float:
+    """Expected calibration error: Σ over equal-width bins of n_k/N · |ō_k − p̄_k|."""
+    t = reliability_table(y, p, bins)
+    return float((t["items"] * (t["observed"] - t["mean_forecast"]).abs()).sum() / t["items"].sum())
+
+
+def ece_of_a_calibrated_model(p, n: int, draws: int = 200, bins: int = 10, seed: int = SEED) -> np.ndarray:
+    """ECE of a *perfectly calibrated* forecaster on ``n`` items, ``draws`` times: forecasts drawn from ``p``
+    (with replacement), outcomes y ~ Bernoulli(forecast). Its true calibration error is 0; what the ECE shows
+    is its bias at that ``n``."""
+    rng = np.random.default_rng(seed)
+    p = np.asarray(p, dtype=float)
+    out = np.empty(draws)
+    for d in range(draws):
+        q = p[rng.integers(0, len(p), size=n)]
+        out[d] = ece((rng.random(n) < q).astype(int), q, bins)
+    return out
+
+
+def plot_reliability(tables: dict, title: str = ""):
+    """Reliability diagram: observed share against mean forecast per bin (marker size ∝ items), one series per
+    run, the diagonal of perfect calibration."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.8, 4.4))
+    ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="perfectly calibrated")
+    for k, (name, t) in enumerate(tables.items()):
+        ax.plot(t["mean_forecast"], t["observed"], "-", color=f"C{k}", lw=1)
+        ax.scatter(t["mean_forecast"], t["observed"], s=12 + 3 * t["items"], color=f"C{k}", label=name, alpha=0.8)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("mean forecast in the bin")
+    ax.set_ylabel("observed share of positives")
+    ax.set_title(title)
+    ax.legend(frameon=False, fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+# -- lesson: evaluating a language model ----------------------------------------------------------------------
+
+def language_model(model: str, capability: str = "score.options", **options):
+    """The adapter of a registered model for one capability, from its local weights (offline); a
+    :class:`~atlaslib.models.WeightsUnavailable` says when they are absent."""
+    from .models import get_profile, load_adapter, with_capabilities
+
+    return load_adapter(with_capabilities(get_profile(model)), capability, progress=False, **options)
+
+
+def option_answers(adapter, prompts: Sequence[str], options: Sequence[tuple[str, str]]) -> pd.DataFrame:
+    """Option scoring: the log-likelihood of each option string (exact, with its leading space) after each
+    prompt, the options' probabilities (softmax over the options) and the answer, the label of the most likely
+    option (the first listed wins a tie). One row per prompt, one column per label."""
+    strings, labels = [o for o, _ in options], [lab for _, lab in options]
+    ll = np.asarray(adapter.score_options(list(prompts), strings)["loglik"], dtype=float)
+    frame = pd.DataFrame(ll, columns=labels)
+    prob = np.exp(ll - ll.max(1, keepdims=True))
+    prob /= prob.sum(1, keepdims=True)
+    for k, lab in enumerate(labels):
+        frame[f"p({lab})"] = prob[:, k]
+    frame["answer"] = [labels[k] for k in ll.argmax(1)]
+    return frame
+
+
+def generated_answers(adapter, prompts: Sequence[str], options: Sequence[tuple[str, str]], n_new: int = 4) -> pd.DataFrame:
+    """Generation: the model continues each prompt greedily by ``n_new`` tokens; the answer is the label whose
+    option string (stripped, case-folded) the continuation's first word is, else None (off the list)."""
+    import re
+
+    prefixes = [adapter.token_ids(p) for p in prompts]
+    conts = adapter.greedy_continuations(prefixes, [n_new] * len(prefixes))
+    texts = [adapter.tokenizer.decode(c) for c in conts]
+    by_word = {o.strip().casefold(): lab for o, lab in options}
+    answers = []
+    for t in texts:
+        m = re.match(r"\s*([A-Za-z]+)", t)
+        answers.append(by_word.get(m.group(1).casefold()) if m else None)
+    return pd.DataFrame({"continuation": texts, "answer": answers})
+
+
+def few_shot_prompt(template: str, examples: Sequence[dict], answer_of: dict, case: dict) -> str:
+    """``template`` filled for ``case``, after the solved ``examples`` (each its filled template and the option
+    string of its gold label, ``answer_of[label]``), one blank line apart."""
+    shots = [template.format(**{k: e[k] for k in ("premise", "hypothesis")}) + answer_of[e["gold"]] for e in examples]
+    return "\n\n".join(shots + [template.format(premise=case["premise"], hypothesis=case["hypothesis"])])

@@ -329,6 +329,10 @@ def test_the_checks_see_the_old_statements(tmp_path):
 
 def test_the_course_book_holds_its_corrected_statements(course_book):
     src, cells = course_book["src"], results.read_cells(course_book["paths"].results)
+    # the course book also holds rows only lessons read (MACCROBAT's memorize row for the span lesson, SmolLM2's
+    # NLI row for the language-model lesson): no run page shows them, so the metrics chapter does not list the
+    # former, and the gates lesson reads the four offline NLI runs, not the latter
+    cells = [c for c in cells if c["card"] != "maccrobat" and c["model"] != "smollm2-135m-instruct"]
     assert (src / "book/course/gates.ipynb").is_file() and (src / "book/course/clusters.ipynb").is_file()
     assert all_problems(src, cells) == []
 

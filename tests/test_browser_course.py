@@ -156,10 +156,10 @@ def test_start_here_orders_the_lessons_and_links_them(browser, course_site):
     rows = browser.js("""Array.from(document.querySelectorAll('table tr')).slice(1).map(tr =>
         ({cells: Array.from(tr.cells).map(td => td.innerText.trim()),
           href: (tr.cells[1].querySelector('a') || {}).href}))""")
-    assert [r["cells"][0] for r in rows] == [str(k) for k in range(1, 9)], rows
-    assert rows[3]["cells"][1].startswith("Scoring spans") and rows[3]["cells"][4] == "executed"
-    assert rows[5]["cells"][1].startswith("Many comparisons at once") and rows[5]["cells"][4] == "executed"
-    assert rows[7]["cells"][1].startswith("Safety gates") and rows[7]["cells"][4] == "executed"
+    assert [r["cells"][0] for r in rows] == [str(k) for k in range(1, 11)], rows
+    titles = ["Why a test set", "Proportions at the edge", "Dependent items", "Scoring spans", "Comparing two models",
+              "Many comparisons at once", "Calibration", "Leakage", "Safety gates", "Evaluating a language model"]
+    assert all(r["cells"][1].startswith(t) and r["cells"][4] == "executed" for r, t in zip(rows, titles)), rows
     for r in rows:
         assert r["href"] and _fetch(r["href"])  # each lesson page is in the build
     nav = browser.js("Array.from(document.querySelectorAll('nav.bd-links p.caption')).map(p => p.innerText.trim())")
@@ -171,14 +171,14 @@ def test_syllabus_lists_every_lesson_with_its_times(browser, course_site):
     browser.open(f"{base}/{SYLLABUS_PAGE}")
     rows = browser.js("""Array.from(document.querySelectorAll('table tr')).slice(1).map(tr =>
         ({cells: Array.from(tr.cells).map(td => td.innerText.trim()), href: (tr.cells[0].querySelector('a') || {}).href}))""")
-    assert len(rows) == 8 and rows[0]["cells"][0].startswith("1. Why a test set needs an interval"), rows
+    assert len(rows) == 10 and rows[0]["cells"][0].startswith("1. Why a test set needs an interval"), rows
     for r in rows:
         assert re.fullmatch(r"\d+ min \([\d,]+ words\)", r["cells"][1]) and re.fullmatch(r"\d+\.\d s", r["cells"][3]), r
         assert r["cells"][4] == "none" and _fetch(r["href"])
     headings = browser.js("Array.from(document.querySelectorAll('article h2')).map(h => h.innerText.trim())")
-    assert len(headings) == 8, headings
+    assert len(headings) == 10, headings
     text = browser.js("document.querySelector('article').innerText")
-    assert text.count("After this lesson a student can:") == 8 and "200 words a minute" in text
+    assert text.count("After this lesson a student can:") == 10 and "200 words a minute" in text
 
 
 def test_solutions_are_closed_until_clicked(browser, course_site):
