@@ -37,6 +37,7 @@ from .background import in_background
 from .pages import analysis as analysis_page
 from .pages import datastory
 from .pages import departures, facts, methods, tables
+from .pages import seeds as seeds_page
 from .pages.course import finish_course, start_course
 from .cards import Card, available_cards, card_page_source
 from .executor import run_requests
@@ -283,6 +284,11 @@ def _robustness_body(ctx: PageContext) -> str | None:
     from .pages import robustness
 
     return robustness.render(ctx.card, ctx.version, ctx.version_cells, ctx.page_dir, ctx.src, ctx.publish)
+
+
+register_subpage(SubPage("seeds", "Training seeds: `{version}`",
+                         lambda ctx: seeds_page.render(ctx.card, ctx.version, ctx.version_cells, ctx.cells),
+                         link="training seeds"))
 
 
 def _render_subpage(page: SubPage, card: Card, version: str | None, cells: list[dict], src: Path,

@@ -289,10 +289,10 @@ def _open_client(address, from_env, n_workers, memory_limit, log, connect_timeou
 
 #: how a run's protocol ranks its expected length when the matrix is handed out (higher first; others 0)
 PROTOCOL_WEIGHT = {"finetune": 2, "probe": 1}
-#: protocols whose runs use every core (torch training with the recipe's threads): on the atlas's own
-#: LocalCluster one of them at a time, the other workers take the rest of the matrix (two trainings side by
-#: side on two cores each take far longer than one after the other)
-EXCLUSIVE_PROTOCOLS = ("finetune",)
+#: protocols whose runs use every core: on the atlas's own LocalCluster one of them at a time, the other workers
+#: take the rest of the matrix. None today: the fine-tune recipes train with one torch thread (one per worker
+#: process), so two fine-tunes side by side take one core each instead of four threads fighting over two cores.
+EXCLUSIVE_PROTOCOLS: tuple = ()
 
 
 def next_run(queue, reqs, running, exclusive: bool = True) -> int | None:

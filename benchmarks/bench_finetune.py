@@ -24,8 +24,16 @@ folder. Exit status 1 when a warm run trained, a run is not ``ok``, or the cold 
 sha256 of their PMID) are held out of the 500, the recipe is trained on the other 399 with each candidate
 learning rate / batch size, and entity F1 on the held-out sentences is printed. Test items are not read.
 
+``--against REV`` instead times one fine-tune per card (the recipe's first seed, weights trained, nothing
+cached) with the code of commit ``REV`` (exported with ``git archive`` to a private folder) and with this
+checkout, side by side in one run: per card the training steps per second, the training seconds and the
+whole fine-tune wall time (tokenising, training, predicting). Both cards run at the same time, as two
+processes, the way two build workers run them on this machine; each process uses its commit's recipe
+(``torch_threads`` included: that is part of what is compared). Exit status 1 when a card is less than
+2x faster in wall time.
+
 Run: ``.venv/bin/python benchmarks/bench_finetune.py [--cold-build 164] [--measure-cold-build]`` or
-``... --select-lr``.
+``... --select-lr`` or ``... --against 299b86a``.
 """
 from __future__ import annotations
 
@@ -76,6 +84,82 @@ def select_lr(data_dir) -> None:
                                  val["words"].tolist(), maccrobat.TAGS, recipe, retrain=True)
         print(f"  {json.dumps(change):<45} entity F1 {f1_score(val['tags'].tolist(), out['tags']):.3f}  "
               f"(training {out['details']['training']['seconds']:.0f} s)", flush=True)
+
+
+def one_finetune(card: str) -> dict:
+    """One fine-tune of ``card``'s recipe with its first seed (whichever atlaslib is imported: this checkout or
+    an exported commit), retrained; the timings as a dict."""
+    from atlaslib import models
+    from atlaslib.protocols import finetune as ft
+
+    if card == "negex":
+        from atlaslib.cards import negex as mod
+    else:
+        from atlaslib.cards import maccrobat as mod
+    recipe = dict(mod.FINETUNE_RECIPE)
+    if "seeds" in recipe:                      # one seed: the same model the older single-seed recipe trains
+        recipe["seeds"] = recipe["seeds"][:1]
+    seed = recipe.get("seeds", [recipe.get("seed")])[0]
+    start = time.perf_counter()
+    items = mod.load_items(None)
+    if card == "negex":
+        train, test = mod.split_frames(items, mod.split(items, "atlas-n100-v1"))
+        ad = models.load_adapter("all-minilm-l6-v2", "embed.text.pooled", progress=False, embed_cache=False,
+                                 max_length=recipe["max_length"])
+        out = ft.finetune_sequence(ad, train["item_id"].tolist(), train["text"].tolist(), train["decision"].tolist(),
+                                   test["text"].tolist(), mod.LABELS, recipe, retrain=True, progress=False)
+    else:
+        m = mod.split(items)
+        by = items.set_index("item_id")
+        train, test = by.loc[m.train], by.loc[m.test]
+        ad = models.load_adapter("all-minilm-l6-v2", "embed.text.tokens", progress=False, embed_cache=False,
+                                 max_length=recipe["max_length"])
+        out = ft.finetune_tokens(ad, list(train.index), train["words"].tolist(), train["tags"].tolist(),
+                                 test["words"].tolist(), mod.TAGS, recipe, retrain=True, progress=False)
+    wall = time.perf_counter() - start
+    tr = out["details"]["training"]
+    return {"card": card, "seed": seed, "torch_threads": recipe["torch_threads"], "steps": tr["steps"],
+            "train_s": tr["seconds"], "steps_per_s": tr["steps"] / tr["seconds"],
+            "predict_s": out["details"].get("predict_seconds"), "wall_s": round(wall, 2)}
+
+
+def against(rev: str, root: Path) -> int:
+    """``--against REV``: both commits side by side (see the module docstring)."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parent.parent
+    old = root / f"commit-{rev}"
+    old.mkdir()
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev, "atlaslib"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    results = {}
+    for name, tree in ((rev, old), ("this checkout", repo)):
+        env = {**os.environ, "PYTHONPATH": str(tree), "ATLAS_FINETUNE_CACHE_DIR": str(root / f"ft-{len(results)}")}
+        procs = {card: subprocess.Popen([sys.executable, __file__, "--one", card], env=env, stdout=subprocess.PIPE,
+                                        text=True) for card in ("negex", "maccrobat")}
+        results[name] = {}
+        for card, p in procs.items():
+            text, _ = p.communicate()
+            if p.returncode:
+                print(f"FAIL: {card} under {name} exited {p.returncode}")
+                return 1
+            results[name][card] = json.loads(text.strip().splitlines()[-1])
+    code = 0
+    print(f"\none fine-tune per card (first seed, trained), both cards at once as two processes on "
+          f"{os.cpu_count()} CPU(s)")
+    print(f"  {'card':<10} {'commit':<14} {'threads':>7} {'steps':>5} {'steps/s':>8} {'train s':>8} "
+          f"{'predict s':>9} {'wall s':>7}")
+    for card in ("negex", "maccrobat"):
+        for name in (rev, "this checkout"):
+            r = results[name][card]
+            print(f"  {card:<10} {name:<14} {r['torch_threads']:>7} {r['steps']:>5} {r['steps_per_s']:>8.3f} "
+                  f"{r['train_s']:>8.1f} {r['predict_s'] or 0:>9.1f} {r['wall_s']:>7.1f}")
+        a, b = results[rev][card], results["this checkout"][card]
+        ratio, sratio = a["wall_s"] / b["wall_s"], b["steps_per_s"] / a["steps_per_s"]
+        print(f"  {card:<10} speed-up: wall {ratio:.2f}x, training steps per second {sratio:.2f}x "
+              f"(goal >= 2x wall): {'ok' if ratio >= 2 else 'MISSED'}")
+        code |= int(ratio < 2)
+    return code
 
 
 def finetune_requests():
@@ -129,7 +213,16 @@ def main(argv=None) -> int:
     ap.add_argument("--select-lr", action="store_true",
                     help="repeat MACCROBAT's learning-rate choice on held-out train sentences, then stop")
     ap.add_argument("--keep", action="store_true", help="keep the private folder and print its path")
+    ap.add_argument("--against", metavar="REV", default=None,
+                    help="time one fine-tune per card with commit REV and with this checkout, side by side")
+    ap.add_argument("--one", choices=("negex", "maccrobat"), default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.one:
+        use_data_dir(args.data_dir)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("ATLAS_PROGRESS", "off")
+        print(json.dumps(one_finetune(args.one)))
+        return 0
     data_dir = use_data_dir(args.data_dir)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -139,6 +232,13 @@ def main(argv=None) -> int:
     os.environ["ATLAS_EMBED_CACHE_DIR"] = str(root / "embed-cache")
     os.environ.pop("ATLAS_FINETUNE_RETRAIN", None)
     print_machine()
+    if args.against:
+        code = against(args.against, root)
+        if not args.keep:
+            import shutil
+
+            shutil.rmtree(root, ignore_errors=True)
+        return code
     if args.select_lr:
         select_lr(data_dir)
         return 0

@@ -277,13 +277,20 @@ def test_a_cell_records_torch_threads_only_for_a_run_that_used_torch():
     assert used.stdout.split() == ["True", "True"]
 
 
-def test_one_fine_tuning_at_a_time_on_the_local_cluster_the_other_workers_take_the_rest():
+def test_an_exclusive_protocol_runs_one_at_a_time_and_fine_tuning_is_not_one(monkeypatch):
+    """Fine-tuning trains with one torch thread per worker (the recipes' ``torch_threads``), so two fine-tunes
+    run side by side; a protocol declared exclusive would wait while another of its runs is in flight."""
+    from atlaslib.cards import maccrobat, negex
+
+    assert negex.FINETUNE_RECIPE["torch_threads"] == maccrobat.FINETUNE_RECIPE["torch_threads"] == 1
     reqs = [RunRequest("negex", "n100", "m", "finetune"), RunRequest("maccrobat", "n100", "m", "finetune"),
             RunRequest("negex", "n100", "m", "probe")]
     queue = [(1, 0), (2, 0)]
+    assert executor.next_run(queue, reqs, running=[0]) == 0          # the second fine-tune starts beside the first
+    monkeypatch.setattr(executor, "EXCLUSIVE_PROTOCOLS", ("finetune",))
     assert executor.next_run(queue, reqs, running=[]) == 0           # nothing running: the first queued
-    assert executor.next_run(queue, reqs, running=[0]) == 1          # a fine-tuning runs: the probe goes first
-    assert executor.next_run([(1, 0)], reqs, running=[0]) is None    # only fine-tuning left: it waits
+    assert executor.next_run(queue, reqs, running=[0]) == 1          # one runs: the probe goes first
+    assert executor.next_run([(1, 0)], reqs, running=[0]) is None    # only exclusive runs left: it waits
     assert executor.next_run(queue, reqs, running=[2]) == 0
     assert executor.next_run(queue, reqs, running=[0], exclusive=False) == 0   # a cluster that schedules itself
 

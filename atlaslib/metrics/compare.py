@@ -32,7 +32,7 @@ Definitions, for models A and B and a metric where higher is better (signs flipp
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Sequence
 
@@ -142,8 +142,69 @@ def paired(cells: list[dict], n_resamples: int = bootstrap.DEFAULT_RESAMPLES) ->
         raise ValueError("compare: two cells share a model and protocol: " + ", ".join(sorted(labels)))
     scoring = scoring_of(card)
     counts = {lab: counted(c) for lab, c in zip(labels, cells)}
-    return engine.paired(scoring, card, cells[0]["version"], counts, _seed(cells, scoring.resampling.seed),
-                         n_resamples)
+    p = engine.paired(scoring, card, cells[0]["version"], counts, _seed(cells, scoring.resampling.seed),
+                      n_resamples)
+    return _with_seed_runs(p, cells, labels, _seed(cells, scoring.resampling.seed), n_resamples)
+
+
+@dataclass
+class SeededPaired(engine.Paired):
+    """:class:`~atlaslib.metrics.engine.Paired` with rows over several training seeds: ``seeded[label][base] =
+    (points (S,), V (B, S))``, each seed's point and its values on the shared resamples ``mult``. Such a row's
+    point is the mean over its seeds and its resamples also draw its seeds (:mod:`atlaslib.metrics.seeds`)."""
+    seeded: dict = field(default_factory=dict)
+
+    def point(self, label: str, base: str) -> float:
+        if base in self.seeded.get(label, {}):
+            return float(np.mean(self.seeded[label][base][0]))
+        return super().point(label, base)
+
+    def resampled(self, label: str, base: str) -> np.ndarray:
+        if base in self.seeded.get(label, {}):
+            from .seeds import seed_multiplicities
+
+            v = self.seeded[label][base][1]
+            w = seed_multiplicities(v.shape[1], v.shape[0], bootstrap.DEFAULT_SEED + 1 + self.labels.index(label))
+            return (w * v).sum(1) / w.sum(1)
+        return super().resampled(label, base)
+
+
+def _with_seed_runs(p: engine.Paired, cells: list[dict], labels: list, seed, n_resamples) -> engine.Paired:
+    """A cell with ``extra.seed_runs`` (several trained models) becomes a seeded row: each seed's per-unit counts
+    (its ``unit_counts``, else the card's ``counts`` over the cell's records with that seed's predictions) are
+    paired with the first run under the same resamples; the row's McNemar decision per unit is right when more
+    than half of its seeds' models are right."""
+    from dataclasses import fields
+
+    from ..cards import card_module
+
+    seeded = {}
+    for lab, c in zip(labels, cells):
+        runs = (c.get("extra") or {}).get("seed_runs") or []
+        if len(runs) < 2:
+            continue
+        own = {r["item_id"]: r for r in c["predictions"]}
+        ucs = {}
+        for r in runs:
+            if r.get("unit_counts") is not None:
+                ucs[f"seed {r['seed']}"] = engine.UnitCounts.from_cell(r["unit_counts"])
+            else:
+                preds = [{**own[x["item_id"]], **x} for x in r.get("predictions") or []]
+                ucs[f"seed {r['seed']}"] = card_module(c["card"]).counts({**c, "predictions": preds})
+        sp = engine.paired(p.scoring, p.card, p.version, {labels[0]: p.counts[labels[0]], **ucs}, seed, n_resamples)
+        if not np.array_equal(sp.mult, p.mult):
+            raise AssertionError(f"compare: the seeds of {lab} were resampled differently")
+        names = list(ucs)
+        seeded[lab] = {}
+        for base in p.bases:
+            pts = np.array([sp.point(n, base) for n in names])
+            if np.isfinite(pts).all():
+                seeded[lab][base] = (pts, np.stack([sp.resampled(n, base) for n in names], axis=1))
+        for dec, by_label in sp.decisions.items():
+            p.decisions.setdefault(dec, {})[lab] = np.mean([by_label[n] for n in names], axis=0) > 0.5
+    if not seeded:
+        return p
+    return SeededPaired(**{f.name: getattr(p, f.name) for f in fields(p)}, seeded=seeded)
 
 
 # -- the tables -----------------------------------------------------------------------------------------------
@@ -174,6 +235,14 @@ def compare_paired(p: Paired, alpha: float = ALPHA) -> Comparison:
                    "difference": va - vb, "ci_low": lo, "ci_high": hi, "sd": float(np.nanstd(d)),
                    "p_bootstrap": bootstrap_pvalue(d), "decision": None, "b": None, "c": None,
                    "p_mcnemar": None}
+            seeded = getattr(p, "seeded", {})
+            if base == p.primary and base in seeded.get(a, {}) and base in seeded.get(b, {}):
+                from .seeds import almost_stochastic_order
+
+                sg = _sign(p, base)     # deepsig: higher is better; A is the row with the better mean
+                hi_, lo_ = (a, b) if sg * (va - vb) >= 0 else (b, a)
+                aso = almost_stochastic_order(sg * seeded[hi_][base][0], sg * seeded[lo_][base][0])
+                row.update(aso_better=hi_, aso_eps_min=aso["eps_min"], aso_threshold=aso["threshold"])
             if dec:
                 ra, rb = p.decisions[dec][a], p.decisions[dec][b]
                 row.update(decision=dec, b=int(np.sum(ra & ~rb)), c=int(np.sum(~ra & rb)),

@@ -175,8 +175,10 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
     clusters = cluster_columns(card, comp, band_cells) if card is not None and metric == comp.mdd["metric"] else {}
     eq_head = [f"90 % paired; within ±{margin:g}?"] if margin else []
     mdd_head = ["MDD (own)"] if "mdd" in framed else []
+    has_aso = "aso_eps_min" in t and t["aso_eps_min"].notna().any()     # two rows over training seeds met
     head = (["A − B", "difference [95 % paired]", "test", "p", "Holm p"] + eq_head + mdd_head
-            + (["b / c (McNemar p)"] if has_b else []) + list(clusters))
+            + (["b / c (McNemar p)"] if has_b else []) + (["ASO ε_min (better row)"] if has_aso else [])
+            + list(clusters))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for idx, r in t.iterrows():
         star = " *" if r["significant"] else ""
@@ -196,6 +198,11 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
             vals.append(text)
         if has_b:
             vals.append("—" if pd.isna(r["b"]) else f"{explorer.b_c(r, link)} (p {_p(r['p_mcnemar'])})")
+        if has_aso:
+            vals.append("—" if pd.isna(r["aso_eps_min"]) else
+                        f"{r['aso_eps_min']:.3f} ({_name(r['aso_better'])}; "
+                        f"{'below' if r['aso_eps_min'] < r['aso_threshold'] else 'not below'} "
+                        f"{r['aso_threshold']:g})")
         for col in clusters:
             vals.append(clusters[col].get((r["model_a"], r["model_b"]), "—"))
         lines.append("| " + " | ".join(str(v) for v in vals) + " |")
@@ -210,6 +217,14 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
     if mdd_head:
         note += (" MDD (own): the smallest difference this pair would detect with 80 % power at 5 % two-sided, from "
                  "the SD of its own paired resamples.")
+    if has_aso:
+        note += (" ASO: almost stochastic order (deepsig's `aso`) on the two seeded rows' per-seed values; the row "
+                 "named is almost stochastically better when ε_min is below the threshold (the metrics chapter).")
+    seeded = sorted(getattr(comp.data, "seeded", {}) or {})
+    if seeded:
+        note += (" Rows over several training seeds (" + ", ".join(_name(x) for x in seeded) + "): their value is "
+                 "the mean over seeds, their paired interval draws seeds and test units, and their McNemar "
+                 "decision per item is the majority of their seeds' models.")
     if any(any(v.endswith("⚠") for v in c.values()) for c in clusters.values()):
         note += (f" ⚠ fewer than {FEW_CLUSTERS} clusters: a cluster bootstrap interval is then too narrow; read it as "
                  "optimistic.")

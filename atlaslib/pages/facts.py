@@ -64,6 +64,7 @@ CONSTANTS: dict[str, str] = {
     "2019": "year",
     "2020": "year (MACCROBAT2020)",
     "12": "hex digits of a key shown in the splits chapter (a display choice)",
+    "0.2": "the almost-stochastic-order threshold ε_min < 0.2 (deepsig's recommendation; atlaslib.metrics.seeds)",
 }
 
 

@@ -212,6 +212,18 @@ def _rows(card, version, cells):
     return rows
 
 
+def _row_marks(cell, notes) -> str:
+    """Footnotes on a row's name: the card's marks on it (``extra.row_marks``, card data, e.g. a recipe's
+    history) and, for a row over several training seeds, what its value is."""
+    extra = cell.get("extra") or {}
+    out = "".join(notes.mark(_md(m)) for m in extra.get("row_marks") or [])
+    n = len(extra.get("seed_runs") or [])
+    if n > 1 and cell.get("status") == "ok":
+        out += notes.mark(f"the mean over {n} trained models (one per training seed); its interval resamples "
+                          "seeds and test units (the training seeds page)")
+    return out
+
+
 def _md(text) -> str:
     return md(text)  # user text (names, reasons) as text: never HTML, a link or a table break
 
@@ -236,7 +248,7 @@ def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, sr
         head = ["model", "protocol, regime"] + [m.replace("_", " ") for m in group] + ["run"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for c in rows:
-            name = _name(c["model"]) + (" †" if c.get("overlap") else "")
+            name = _name(c["model"]) + (" †" if c.get("overlap") else "") + _row_marks(c, notes)
             mark = rowinfo.contamination_mark(c)
             if mark:
                 name += " ◊" + notes.mark("◊ " + _md(mark))

@@ -20,7 +20,7 @@ RECIPE_KEYS = {
     "adam_eps": "AdamW epsilon",
     "max_grad_norm": "gradient norm clip",
     "head_dropout": "dropout before the new linear head",
-    "seed": "head init, data order and dropout",
+    "seeds": "training seeds, one trained model per seed (each seeds the head init, data order and dropout)",
     "torch_threads": "torch intra-op threads while training and predicting",
     "eval_batch_size": "items per forward pass when predicting",
     "validation": "how the number of steps is chosen",

@@ -173,3 +173,63 @@ def test_rendered_leaderboard_markdown_without_a_browser(tmp_path):
     f1 = next(r for r in rows if r["metric"] == "macro_f1")
     assert (f1["b"], f1["c"]) == (12, 3)                   # good right & majority wrong: the 12 positives
     assert (tmp_path / "_downloads" / "leaderboard-negex-v.csv").read_text().startswith("card,version,model")
+
+
+def seeded(cell, preds_by_seed):
+    """``cell`` as a fine-tuned row over seeds: ``extra.seed_runs`` with each seed's predictions; the cell's own
+    predictions are the first seed's."""
+    runs = [{"seed": 100 + k, "metrics": {}, "predictions": [
+        {"item_id": r["item_id"], "pred": "negated" if p else "affirmed", "score": None} for r, p in
+        zip(cell["predictions"], pred)]} for k, pred in enumerate(preds_by_seed)]
+    for r, p in zip(cell["predictions"], preds_by_seed[0]):
+        r["pred"] = "negated" if p else "affirmed"
+    return dict(cell, protocol="finetune", extra={"seed_runs": runs})
+
+
+def test_a_seeded_row_is_the_mean_over_seeds_with_two_levels_and_majority_mcnemar(negex_data):
+    """A seeded row in a comparison: its point is the mean of its seeds' values; with five identical seeds its
+    resamples are the single model's (the seed draw changes nothing); with different seeds they are the two-level
+    means of the seeds' own resamples on the same items (checked against each seed compared alone); McNemar reads
+    the per-item majority of its seeds."""
+    from atlaslib.metrics import seeds as S
+
+    y, a, b, _ = negex_data
+    rng = np.random.default_rng(8)
+    flips = [a if k == 0 else np.where(rng.random(len(y)) < 0.1, 1 - a, a) for k in range(5)]
+    base = negex_cell("B", y, b)
+    plain = K.paired([negex_cell("A", y, a), base], n_resamples=200)
+    same = K.paired([seeded(negex_cell("A", y, a), [a] * 5), base], n_resamples=200)
+    np.testing.assert_allclose(same.resampled("A (finetune)", "macro_f1"), plain.resampled("A (zero_shot)", "macro_f1"),
+                               rtol=0, atol=1e-15)
+    cells = [seeded(negex_cell("A", y, a), flips), base]
+    p = K.paired(cells, n_resamples=200)
+    alone = [K.paired([negex_cell("A", y, f), base], n_resamples=200) for f in flips]
+    values = np.stack([q.resampled("A (zero_shot)", "macro_f1") for q in alone], axis=1)
+    assert p.point("A (finetune)", "macro_f1") == pytest.approx(np.mean([C.macro_f1(y, f) for f in flips]))
+    w = S.seed_multiplicities(5, 200, B.DEFAULT_SEED + 1)            # the seeded row is label 0 of the pair
+    assert np.allclose(p.resampled("A (finetune)", "macro_f1"), (w * values).sum(1) / 5)
+    majority = np.mean([f == y for f in flips], axis=0) > 0.5
+    assert np.array_equal(p.decisions["correct decision"]["A (finetune)"], majority)
+    table = K.compare(cells, n_resamples=200)
+    row = table[table.metric == "macro_f1"].iloc[0]
+    assert row["b"] == int(np.sum(majority & (b != y))) and row["c"] == int(np.sum(~majority & (b == y)))
+    assert "aso_eps_min" not in table or table["aso_eps_min"].isna().all()   # one seeded row: no ASO
+
+
+def test_two_seeded_rows_get_almost_stochastic_order_beside_the_paired_interval(negex_data):
+    from atlaslib.metrics import seeds as S
+    from atlaslib.pages import comparisons
+
+    y, a, b, _ = negex_data
+    rng = np.random.default_rng(4)
+    fa = [np.where(rng.random(len(y)) < 0.05, 1 - a, a) for _ in range(5)]
+    fb = [np.where(rng.random(len(y)) < 0.05, 1 - b, b) for _ in range(5)]
+    cells = [seeded(negex_cell("A", y, a), fa), seeded(negex_cell("B", y, b), fb)]
+    comp = K.compare_paired(K.paired(cells, n_resamples=200))
+    row = comp.pairs[comp.pairs.metric == "macro_f1"].iloc[0]
+    eps = S.almost_stochastic_order([C.macro_f1(y, f) for f in fa], [C.macro_f1(y, f) for f in fb])["eps_min"]
+    assert row["aso_better"] == "A (finetune)" and row["aso_eps_min"] == eps < 0.2 and row["aso_threshold"] == 0.2
+    assert comp.pairs[comp.pairs.metric != "macro_f1"]["aso_eps_min"].isna().all()      # the primary metric only
+    text = comparisons.pairs_markdown(comp)
+    assert "ASO ε_min (better row)" in text and f"{eps:.3f} (A (finetune); below 0.2)" in text
+    assert "majority of their seeds' models" in text

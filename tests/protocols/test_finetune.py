@@ -18,7 +18,7 @@ RECIPE = {
     "optimizer": "torch.optim.AdamW", "learning_rate": 2e-3, "epochs": 2, "batch_size": 8, "length_grouping": 1,
     "max_length": 32,
     "warmup_ratio": 0.1, "weight_decay": 0.01, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "max_grad_norm": 1.0,
-    "head_dropout": 0.1, "seed": 7, "torch_threads": 1, "eval_batch_size": 16, "validation": "none",
+    "head_dropout": 0.1, "seeds": [7], "torch_threads": 1, "eval_batch_size": 16, "validation": "none",
 }
 CONCEPTS = ["fever", "cough", "stridor", "weakness", "chest pain", "air hunger"]
 
@@ -61,8 +61,11 @@ def state(out) -> dict:
 
 
 def test_check_recipe_names_the_bad_key():
-    with pytest.raises(ft.FinetuneError, match="missing key.*'seed'"):
-        ft.check_recipe({k: v for k, v in RECIPE.items() if k != "seed"})
+    with pytest.raises(ft.FinetuneError, match="missing key.*'seeds'"):
+        ft.check_recipe({k: v for k, v in RECIPE.items() if k != "seeds"})
+    for bad in ([], [3, 3], [1, -2], 7):
+        with pytest.raises(ft.FinetuneError, match="'seeds': expected a non-empty list of distinct"):
+            ft.check_recipe({**RECIPE, "seeds": bad})
     with pytest.raises(ft.FinetuneError, match="unknown key.*'patience'"):
         ft.check_recipe({**RECIPE, "patience": 3})
     with pytest.raises(ft.FinetuneError, match="'epochs'.*positive integer"):
@@ -102,17 +105,34 @@ def test_a_recipe_longer_than_the_encoders_positions_is_one_clear_error(encoder_
         run_seq(encoder_dir, recipe={**RECIPE, "max_length": limit + 1})
 
 
-def test_same_seed_is_bit_identical_and_another_seed_is_another_model(encoder_dir):
-    a, _ = run_seq(encoder_dir, retrain=True)
-    b, _ = run_seq(encoder_dir, retrain=True)
-    c, _ = run_seq(encoder_dir, recipe={**RECIPE, "seed": 8}, retrain=True)
-    assert not a["details"]["weight_cache"]["hit"] and not b["details"]["weight_cache"]["hit"]
-    sa, sb, sc = state(a), state(b), state(c)
+def test_same_seed_is_bit_identical_and_five_seeds_are_five_models(encoder_dir, weight_cache):
+    """Five seeds give five different models and predictions (one per seed, each from the pretrained encoder);
+    the same seeds again (retrained, nothing cached) give bit-identical weights, losses and probabilities."""
+    five = {**RECIPE, "seeds": [7, 8, 9, 10, 11]}
+    a, _ = run_seq(encoder_dir, recipe=five, retrain=True)
+    b, _ = run_seq(encoder_dir, recipe=five, retrain=True)
+    assert [r["seed"] for r in a["seed_runs"]] == [7, 8, 9, 10, 11] == a["details"]["training_seeds"]
+    assert all(not r["details"]["weight_cache"]["hit"] for r in a["seed_runs"] + b["seed_runs"])
+    weights = [r["details"]["weight_cache"]["weights_sha256"] for r in a["seed_runs"]]
+    keys = [r["details"]["weight_cache"]["key"] for r in a["seed_runs"]]
+    assert len(set(weights)) == 5 and len(set(keys)) == 5            # five models, five cache entries
+    probas = [r["proba"] for r in a["seed_runs"]]
+    assert all(not np.array_equal(probas[i], probas[j]) for i in range(5) for j in range(i + 1, 5))
+    for ra, rb in zip(a["seed_runs"], b["seed_runs"]):                  # same seed: bit for bit
+        assert ra["details"]["weight_cache"]["weights_sha256"] == rb["details"]["weight_cache"]["weights_sha256"]
+        assert np.array_equal(ra["proba"], rb["proba"]) and np.array_equal(ra["pred"], rb["pred"])
+        assert ra["details"]["training"]["loss"] == rb["details"]["training"]["loss"]
+        assert ra["details"]["recipe"]["seeds"] == five["seeds"] and ra["details"]["seed"] == ra["seed"]
+    sa, sb = state(a), state(b)
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
-    assert np.array_equal(a["proba"], b["proba"])
-    assert a["details"]["training"]["loss"] == b["details"]["training"]["loss"]
-    assert not torch.equal(sa["classifier.weight"], sc["classifier.weight"])
-    assert not np.array_equal(a["proba"], c["proba"])
+    assert np.array_equal(a["proba"], a["seed_runs"][0]["proba"])       # the top is the first seed's model
+    # a seed trained alone is the same model as that seed among five (each seed starts from the encoder)
+    alone, _ = run_seq(encoder_dir, recipe={**RECIPE, "seeds": [9]}, retrain=True)
+    assert np.array_equal(alone["proba"], a["seed_runs"][2]["proba"])
+    # the cache serves each seed by its own key: a list with one new seed trains only that one
+    more, _ = run_seq(encoder_dir, recipe={**RECIPE, "seeds": [7, 12]})
+    assert [r["details"]["weight_cache"]["hit"] for r in more["seed_runs"]] == [True, False]
+    assert "2 training seeds (7, 12)" in ft.section_markdown(more["details"])
 
 
 def test_weight_cache_hits_unchanged_and_misses_on_recipe_or_train_ids(encoder_dir, weight_cache, monkeypatch):
@@ -221,11 +241,31 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     train, test = train[train.text.str.len() < 90].head(24), test[test.text.str.len() < 90].head(10)
     with pytest.raises(negex.NotRun, match="capability missing"):
         negex.run_protocol("majority", "finetune", train, test)
-    monkeypatch.setattr(negex.runs, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1})  # read there
+    monkeypatch.setattr(negex.runs, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1,
+                                                        "seeds": [7, 8, 9]})  # read there
     out = negex.run_protocol(encoder_dir, "finetune", train, test, data_dir=data_dir)
     assert out["capability"] == "embed.text.pooled" and out["pred"].shape == (10,)
     assert np.array_equal(out["pred"], (out["score"] >= 0.5).astype(int))   # 2 classes: arg-max = P >= 0.5
     assert out["details"]["recipe"]["max_length"] == 64
+    # the row over three seeds: each metric the mean of the seeds' own, each seed's kept in the cell
+    from atlaslib.metrics.report import binary_metrics
+    from atlaslib.pages import seeds as seed_page
+
+    row = negex.seeded_metrics(test, out, "finetune", n_resamples=50)
+    own = [binary_metrics(test["label"], r["pred"], r["score"], "finetune", n_resamples=50)["roc_auc_finetune"]
+           for r in out["seed_runs"]]
+    assert row["roc_auc_finetune"]["value"] == pytest.approx(np.mean([m["value"] for m in own]))
+    assert [p["value"] for p in row["roc_auc_finetune"]["seeds"]["per_seed"]] == pytest.approx([m["value"] for m in own])
+    parts = negex.cell_parts("finetune", encoder_dir, out=out, metrics=row, test=test, split_cell={},
+                             data_dir=data_dir)
+    runs = parts["extra"]["seed_runs"]
+    assert [r["seed"] for r in runs] == [7, 8, 9] and len(runs[1]["predictions"]) == 10
+    assert runs[2]["metrics"]["roc_auc_finetune"]["value"] == pytest.approx(own[2]["value"]) and runs[0]["weights_key"]
+    assert runs[2]["unit_counts"] and row["roc_auc_finetune"]["seeds"]["per_seed"][2]["ci_low"] == \
+        runs[2]["metrics"]["roc_auc_finetune"]["ci_low"]
+    assert "3 trained models" in seed_page.run_markdown(row, 3)
+    assert list(seed_page.seeded_table(row).columns)[:3] == ["mean over seeds", "two-level 95 % interval",
+                                                             "per-seed range"]
     # MACCROBAT on a hand-built items frame: no capability -> not_run cell; an encoder -> tags per word
     rows = [{"item_id": f"m-{i}", "document": f"d{i % 3}", "words": ["no", "fever", "today"],
              "tags": ["O", "B-problem", "O"], "mentions": [("problem", 1, 1)], "text": "no fever today"}
@@ -233,10 +273,14 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     mitems = pd.DataFrame(rows)
     manifest = SplitManifest("maccrobat", "atlas-n100-v1", 1, [f"m-{i}" for i in range(6)], ["m-6", "m-7", "m-8"])
     assert maccrobat.run_protocol(mitems, manifest, "majority", "finetune", n_resamples=20).status == "not_run"
-    monkeypatch.setattr(maccrobat.runs, "FINETUNE_RECIPE", {**RECIPE, "epochs": 1})  # read there
+    monkeypatch.setattr(maccrobat.runs, "FINETUNE_RECIPE", {**RECIPE, "epochs": 1, "seeds": [7, 8]})  # read there
     res = maccrobat.run_protocol(mitems, manifest, encoder_dir, "finetune", n_resamples=20)
     assert res.status == "ok" and [len(p) for p in res.pred] == [3, 3, 3]
     assert res.details["recipe"]["epochs"] == 1
+    assert [r["seed"] for r in res.seed_runs] == [7, 8] and res.pred == res.seed_runs[0]["pred"]
+    f1 = res.metrics()["entity_f1_finetune"]
+    per = [r["metrics"]["entity_f1_finetune"]["value"] for r in res.seed_runs]
+    assert f1["value"] == pytest.approx(np.mean(per)) and f1["seeds"]["n_seeds"] == 2   # gold has mentions: defined
 
 
 def test_sequence_predict_reuses_the_trained_model(encoder_dir):

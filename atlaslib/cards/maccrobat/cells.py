@@ -8,7 +8,7 @@ import pandas as pd
 
 from ... import results as _results
 from ...splits import SplitManifest
-from .card import BASELINES, BOOTSTRAP_RESAMPLES, FINETUNE_RECIPE, SEED, SHA256SUMS_DIGEST, TYPES
+from .card import BASELINES, BOOTSTRAP_RESAMPLES, FINETUNE_RECIPE, FINETUNE_ROW_MARK, SEED, SHA256SUMS_DIGEST, TYPES
 from .data import reproduction_rows
 from .runs import Outcome, profile_info
 
@@ -56,9 +56,11 @@ def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, au
         extra["reproduction_rows"] = reproduction_rows(audit)
     if leakage is not None:
         extra["gold_cut_leakage"] = leakage
+    if out.protocol == "finetune":
+        extra["row_marks"] = [FINETUNE_ROW_MARK]
     parts = dict(split=split_info, data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST},
                  seeds={"split": SEED, "bootstrap": SEED, "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
-                        **({"finetune": FINETUNE_RECIPE["seed"]} if out.protocol == "finetune" else {})},
+                        **({"finetune": FINETUNE_RECIPE["seeds"]} if out.protocol == "finetune" else {})},
                  overlap=out.overlap, profile=spec.profile, capability=spec.capability, details=out.details,
                  extra=extra)
     if out.status != "ok":
@@ -72,7 +74,28 @@ def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, au
     for row, pos in zip(preds, report_positions(items, out.item_ids)):
         row.update(pos)
     extra = {"per_type": per_type, "bootstrap": "cluster by document (case report)", **extra}
+    if out.seed_runs:
+        extra["seed_runs"] = seed_run_records(out, preds)
     return dict(parts, metrics=out.metrics(), predictions=preds, extra=extra)
+
+
+def seed_run_records(out: Outcome, preds: list[dict]) -> list[dict]:
+    """The cell's ``seed_runs``: per training seed its seed, its metrics with their item intervals (whole case
+    reports resampled), its per-unit counts (:func:`.counting.counts` over the cell's records with this seed's
+    tags), its tags per test sentence and its weight-cache key and weights checksum."""
+    from .counting import counts
+
+    rows = []
+    for r in out.seed_runs:
+        cache = r["details"].get("weight_cache") or {}
+        mine = [{**row, "pred": p} for row, p in zip(preds, r["pred"])]
+        uc = counts({"card": "maccrobat", "protocol": out.protocol, "predictions": mine}).to_cell()
+        rows.append({"seed": r["seed"], "metrics": r["metrics"], "unit_counts": uc,
+                     "trained_here": bool(r["details"].get("trained_here")),
+                     "weights_key": cache.get("key"), "weights_sha256": cache.get("weights_sha256"),
+                     "training_seconds": (r["details"].get("training") or {}).get("seconds"),
+                     "predictions": [{"item_id": i, "pred": p} for i, p in zip(out.item_ids, r["pred"])]})
+    return rows
 
 
 def finish_run(card_run, out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **kw) -> dict:

@@ -70,9 +70,14 @@ class Outcome:
     # words of other sentences -> their IOB2 tags, with this run's model and whatever it trained (a variant run)
     predict: object = field(default=None, repr=False, compare=False)
     reads_text: bool = True
+    seed_runs: list = field(default_factory=list)  # finetune: per training seed {seed, pred, details, metrics}
+    seeded: dict = field(default_factory=dict)     # finetune: the row's metrics over its seeds (the cell's)
 
     def metrics(self) -> dict:
-        """Cell metrics ``entity_*_<protocol>`` → ``results.metric(...)`` (null with reason when not run)."""
+        """Cell metrics ``entity_*_<protocol>`` → ``results.metric(...)`` (null with reason when not run); a
+        fine-tuned row over several seeds: the mean over seeds with the two-level interval (:func:`seeded`)."""
+        if self.seeded and self.status == "ok":
+            return dict(self.seeded)
         out = {}
         undefined = {}
         if self.status == "ok":   # the atlas's zero-division rule: an empty denominator is n/a, never 0
@@ -221,6 +226,8 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
     out.pred = [list(p) for p in pred]
     out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES,
                                       n_resamples=n_resamples, seed=seed)
+    if protocol == "finetune" and len(res.get("seed_runs") or []) > 1:
+        seeded(out, res["seed_runs"], n_resamples=n_resamples, seed=seed)
     out.seconds = time.perf_counter() - t0
     return out
 
@@ -242,6 +249,27 @@ def _predictor(adapter, protocol: str, res: dict):
         return tok.predict_probe(res["classifier"], tok.word_vectors(adapter, words, bs))
 
     return predict
+
+
+def seeded(out: Outcome, seed_runs: list[dict], *, n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED) -> None:
+    """A fine-tuned row over its training seeds: each seed's metrics with the card's declared interval (whole
+    case reports resampled, the card's bootstrap seed: the same draws for every seed) into ``out.seed_runs``,
+    and the row's metrics, the mean over seeds with the two-level interval, into ``out.seeded``
+    (:func:`atlaslib.metrics.seeds.seeded_metrics`)."""
+    from ...metrics import seeds as S
+
+    keys = dict(zip(METRIC_BASES, ("f1", "precision", "recall", "macro_f1")))
+    per_m, per_r, runs = [], [], []
+    for r in seed_runs:
+        one = Outcome(model=out.model, protocol=out.protocol, version=out.version, status="ok",
+                      item_ids=out.item_ids, documents=out.documents, gold=out.gold, pred=[list(p) for p in r["tags"]])
+        one.scores = span_metrics_with_ci(one.gold, one.pred, one.documents, types=TYPES, n_resamples=n_resamples,
+                                          seed=seed)
+        per_m.append(one.metrics())
+        per_r.append({CARD.metric_name(b, out.protocol): one.scores["resamples"][k] for b, k in keys.items()})
+        runs.append({"seed": r["seed"], "pred": one.pred, "details": r["details"], "metrics": per_m[-1]})
+    out.seed_runs = runs
+    out.seeded = S.seeded_metrics([r["seed"] for r in runs], per_m, per_r, seed=seed)
 
 
 def predictions_frame(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:

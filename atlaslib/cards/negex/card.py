@@ -41,11 +41,14 @@ METRIC_BASES = ("macro_f1", "sensitivity", "specificity", "precision", "roc_auc"
 #: LABELS on the mean-pooled marked sentence, trained on the 500 train items only, fixed epochs, no
 #: validation split. max_length 256 truncates no NegEx item (the longest marked sentence is 255 sub-words
 #: for all-MiniLM-L6-v2), so both [entity] markers are always seen.
+#: Training seeds of the fine-tune recipe: one trained model per seed (the first is the split seed, the others
+#: follow it), and the row is their mean.
+FINETUNE_SEEDS = [SEED, SEED + 1, SEED + 2, SEED + 3, SEED + 4]
 FINETUNE_RECIPE = {
     "optimizer": "torch.optim.AdamW", "learning_rate": 5e-5, "epochs": 3, "batch_size": 16, "length_grouping": 8,
     "max_length": 256, "warmup_ratio": 0.1, "weight_decay": 0.01, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8,
     "max_grad_norm": 1.0,
-    "head_dropout": 0.1, "seed": SEED, "torch_threads": 2, "eval_batch_size": 64,
+    "head_dropout": 0.1, "seeds": FINETUNE_SEEDS, "torch_threads": 1, "eval_batch_size": 64,
     "validation": "none: fixed epochs, no early stopping; test items unseen until prediction",
 }
 

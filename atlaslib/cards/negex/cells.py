@@ -88,6 +88,43 @@ def predictions(test: pd.DataFrame, out: dict, data_dir=None, digits: int | None
     return rows
 
 
+def seeded_metrics(test: pd.DataFrame, out: dict, protocol: str, *, n_resamples: int | None = None,
+                   data_dir=None) -> dict:
+    """A fine-tuned row over its training seeds (``out["seed_runs"]``): each seed's records counted and scored
+    by the card's declared scoring (items stratified by gold decision, the bootstrap seed: the same resamples
+    for every seed); the row's metrics are the mean over seeds with the two-level interval
+    (:func:`atlaslib.metrics.seeds.score_seeds`). Each seed's metrics and unit counts go into its
+    ``seed_runs`` entry (for the cell)."""
+    import sys
+
+    from ...metrics import seeds
+
+    runs = out["seed_runs"]
+    records = [predictions(test, {**out, "pred": r["pred"], "score": r["score"]}, data_dir, digits=None)
+               for r in runs]
+    metrics, per = seeds.score_seeds(sys.modules[__package__], records, [r["seed"] for r in runs], protocol,
+                                     n_resamples=n_resamples)
+    for r, p in zip(runs, per):
+        r.update(metrics=p["metrics"], unit_counts=p["unit_counts"])
+    return metrics
+
+
+def seed_run_records(test: pd.DataFrame, out: dict) -> list[dict]:
+    """The cell's ``seed_runs``: per training seed its seed, its metrics with their item intervals, its
+    per-unit counts, its per-item predictions and scores (P(negated)) and its weight-cache key and weights
+    checksum."""
+    rows = []
+    for r in out["seed_runs"]:
+        cache = r["details"].get("weight_cache") or {}
+        rows.append({"seed": r["seed"], "metrics": r.get("metrics") or {}, "unit_counts": r.get("unit_counts"),
+                     "trained_here": bool(r["details"].get("trained_here")),
+                     "weights_key": cache.get("key"), "weights_sha256": cache.get("weights_sha256"),
+                     "training_seconds": (r["details"].get("training") or {}).get("seconds"),
+                     "predictions": [{"item_id": i, "pred": LABELS[int(p)], "score": round(float(s), 6)}
+                                     for i, p, s in zip(test["item_id"], r["pred"], r["score"])]})
+    return rows
+
+
 def cell_parts(protocol: str, model: str, *, out: dict | None, metrics: dict | None, test: pd.DataFrame,
                split_cell: dict, data_dir=None, repro: pd.DataFrame | None = None) -> dict:
     """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
@@ -100,10 +137,12 @@ def cell_parts(protocol: str, model: str, *, out: dict | None, metrics: dict | N
 
     parts = dict(split=split_cell, data_sha256=data_sha256(data_dir),
                  seeds={"split": SEED, "bootstrap": bootstrap.DEFAULT_SEED,
-                        **({"finetune": FINETUNE_RECIPE["seed"]} if protocol == "finetune" else {})})
+                        **({"finetune": FINETUNE_RECIPE["seeds"]} if protocol == "finetune" else {})})
     if out is None:
         return parts
     extra = {"confusion": confusion_counts(test["label"], out["pred"]), **(out.get("llm") or {})}
+    if out.get("seed_runs") and metrics:
+        extra["seed_runs"] = seed_run_records(test, out)
     if repro is not None:
         extra["reproduction"] = repro.reset_index().to_dict(orient="records")
         extra["reproduction_rows"] = reproduction_rows(repro, model)

@@ -69,7 +69,9 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
                                    train["decision"].tolist(), test["text"].tolist(), LABELS, FINETUNE_RECIPE,
                                    data_sha256=data_sha256(data_dir), retrain=retrain)
         pos = LABELS.index(POSITIVE)
-        out = {"pred": (res["pred"] == pos).astype(int), "score": res["proba"][:, pos], "details": res["details"]}
+        out = {"pred": (res["pred"] == pos).astype(int), "score": res["proba"][:, pos], "details": res["details"],
+               "seed_runs": [{"seed": r["seed"], "pred": (r["pred"] == pos).astype(int), "score": r["proba"][:, pos],
+                              "details": r["details"]} for r in res["seed_runs"]]}
     else:
         out = P.probe(adapter, train["text"].tolist(), train["label"].tolist(), test["text"].tolist(), seed=seed)
     out.update(capability=capability, profile=profile.to_dict(), adapter=adapter,
