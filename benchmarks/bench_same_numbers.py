@@ -5,7 +5,8 @@ A refactor of how numbers are made must not change a published number. This scri
 (each a checkout after ``atlas book``: ``results/`` and ``_build/site-src/``) or, with ``--render``, renders the
 old build's own result cells with this checkout's code (``atlas book --no-run`` into a temporary build: the
 reading paths, leaderboards, comparisons, slices, calibration, explorer, all recomputed from the same cells)
-and compares:
+with the old checkout's code and with this one's, side by side (timed: the no-op book's rendering), and
+compares:
 
 - per result cell present in both: every ``metrics`` entry (value, ci_low, ci_high, reason) and every
   prediction record, exactly;
@@ -126,23 +127,28 @@ def compare_downloads(before_site: Path, after_site: Path, diffs: list, counter:
                     diffs.append((rel, key, f"{la.get(key, '<absent>')!r} -> {lb.get(key, '<absent>')!r}"))
 
 
-def render(before: Path, workdir: Path) -> Path:
-    """The old build's cells and executed run notebooks, rendered by this checkout's code (``--no-run``)."""
+def render(before: Path, code: Path, workdir: Path) -> float:
+    """The old build's cells and executed run notebooks, rendered by ``code``'s atlaslib (``atlas book
+    --no-run``: no run, every page, table and download made again from the cells); returns the wall time."""
+    import time
+
     shutil.copytree(before / "results", workdir / "results")
     if (before / "book" / "runs").is_dir():
         shutil.copytree(before / "book" / "runs", workdir / "runs")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(code))
     cmd = [sys.executable, "-m", "atlaslib.cli", "book", "--no-run", "--results-dir", str(workdir / "results"),
            "--runs-dir", str(workdir / "runs"), "--build-dir", str(workdir / "_build")]
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
-    return workdir
+    t = time.perf_counter()
+    subprocess.run(cmd, cwd=code, env=env, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", required=True, type=Path, help="the old checkout, built (results/, _build/)")
     ap.add_argument("--after", type=Path, default=None, help="the new checkout, built")
-    ap.add_argument("--render", action="store_true", help="render the old cells with this checkout's code")
+    ap.add_argument("--render", action="store_true", help="render the old build's cells with the old checkout's "
+                    "code and with this checkout's, side by side, and compare the two renders")
     args = ap.parse_args(argv)
     if (args.after is None) == (not args.render):
         ap.error("give --after DIR or --render (one of the two)")
@@ -150,14 +156,19 @@ def main(argv=None) -> int:
     counter = [0]
     with tempfile.TemporaryDirectory(prefix="same-numbers-") as tmp:
         if args.render:
-            after = render(args.before.resolve(), Path(tmp))
-            after_site = after / "_build" / "site-src"
+            old, new = Path(tmp) / "old", Path(tmp) / "new"
+            t_old = render(args.before.resolve(), args.before.resolve(), old)
+            t_new = render(args.before.resolve(), ROOT, new)
+            print(f"atlas book --no-run on the old build's cells: old code {t_old:.1f} s, this code {t_new:.1f} s "
+                  f"(ratio new/old {t_new / t_old:.2f})")
+            compare_downloads(old / "_build" / "site-src", new / "_build" / "site-src", diffs, counter)
+            n_cells = 0
         else:
             after = args.after.resolve()
             after_site = after / "_build" / "site-src"
             compare_cells(args.before, after, diffs, counter)
-        n_cells = counter[0]
-        compare_downloads(args.before / "_build" / "site-src", after_site, diffs, counter)
+            n_cells = counter[0]
+            compare_downloads(args.before / "_build" / "site-src", after_site, diffs, counter)
     allowed = _allowed()
     left = [d for d in diffs if not any(fnmatch.fnmatch(d[0], g) and (c in ("*", d[1]) or
                                                                       fnmatch.fnmatch(d[1], c)) for g, c, _ in allowed)]
