@@ -191,7 +191,12 @@ def test_solutions_are_closed_until_clicked(browser, course_site):
         s.scrollIntoView({block: 'center'}); const r = s.getBoundingClientRect();
         return {x: r.left + r.width / 2, y: r.top + r.height / 2}; })()""")
     browser.click(box["x"], box["y"])
-    after = browser.js(SOLUTIONS)
+    deadline = time.monotonic() + 5   # the toggle fades in (a 0.3 s opacity transition)
+    while True:
+        after = browser.js(SOLUTIONS)
+        if (after[0]["open"] and after[0]["shown"]) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert after[0]["open"] and after[0]["shown"], after[0]
     assert all(not s["open"] and not s["shown"] for s in after[1:]), after
     # the opened solution shows its code and the answer it printed
