@@ -609,16 +609,8 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
             one = seed_recipe(recipe, seed)
             model = SequenceHead(copy.deepcopy(adapter.model), len(labels), one["head_dropout"], seed)
             fields = key_fields(adapter, "sequence", one, labels, train_ids, texts, targets, data_sha256)
-
-            def train_fn(model=model, one=one):
-                rec = train_loop(model, train_rows, targets, one, pad_id=tok.pad_token_id, keys=keys,
-                                 token_level=False, progress=progress, desc=f"finetune seed {one['seed']}")
-                return {**rec, "n_train_examples": len(train_rows), "labels": labels}
-
-            record, cache_info = _train_or_load(model, fields, one, retrain, train_fn)
-            t0 = time.perf_counter()
-            logits = _predict_logits(model, test_rows, recipe["eval_batch_size"], tok.pad_token_id, keys, progress,
-                                     f"finetune seed {seed}: predict")
+            record, cache_info, logits, t0 = _fit_one_seed(model, fields, one, retrain, train_rows, targets, test_rows,
+                                                           labels, tok.pad_token_id, keys, False, progress)
             proba = torch.softmax(torch.stack(logits) if logits else torch.zeros((0, len(labels))), dim=1).numpy()
             pred = proba.argmax(axis=1).astype(int) if len(proba) else np.zeros(0, dtype=int)
             details = _details(adapter, recipe, seed, labels, record, cache_info,
@@ -630,6 +622,23 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
                          "model": model if not runs else None})
             del model
     return _with_seed_runs(runs, labels=labels)
+
+
+def _fit_one_seed(model, fields, one: Mapping, retrain, train_inputs, targets, test_inputs, labels, pad_id, keys,
+                  token_level: bool, progress: bool):
+    """One seed of a recipe: train ``model`` on the train inputs (or load its weights from the cache by
+    ``fields``), then the logits of the test inputs. Returns ``(record, cache_info, logits, t0)``, ``t0`` the
+    clock when prediction began (the caller's ``predict_seconds``)."""
+    def train_fn():
+        rec = train_loop(model, train_inputs, targets, one, pad_id=pad_id, keys=keys, token_level=token_level,
+                         progress=progress, desc=f"finetune seed {one['seed']}")
+        return {**rec, "n_train_examples": len(train_inputs), "labels": labels}
+
+    record, cache_info = _train_or_load(model, fields, one, retrain, train_fn)
+    t0 = time.perf_counter()
+    logits = _predict_logits(model, test_inputs, one["eval_batch_size"], pad_id, keys, progress,
+                             f"finetune seed {one['seed']}: predict")
+    return record, cache_info, logits, t0
 
 
 def predict_sequence(adapter, model: "SequenceHead", texts: Sequence[str], recipe: Mapping,
@@ -756,16 +765,8 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
             one = seed_recipe(recipe, seed)
             model = TokenHead(copy.deepcopy(adapter.model), len(tags), one["head_dropout"], seed)
             fields = key_fields(adapter, "token", one, tags, train_ids, train_words, train_tags, data_sha256)
-
-            def train_fn(model=model, one=one):
-                rec = train_loop(model, train_inputs, targets, one, pad_id=tok.pad_token_id, keys=keys,
-                                 token_level=True, progress=progress, desc=f"finetune seed {one['seed']}")
-                return {**rec, "n_train_examples": len(train_ex), "labels": tags}
-
-            record, cache_info = _train_or_load(model, fields, one, retrain, train_fn)
-            t0 = time.perf_counter()
-            logits = _predict_logits(model, test_inputs, recipe["eval_batch_size"], tok.pad_token_id, keys, progress,
-                                     f"finetune seed {seed}: predict")
+            record, cache_info, logits, t0 = _fit_one_seed(model, fields, one, retrain, train_inputs, targets,
+                                                           test_inputs, tags, tok.pad_token_id, keys, True, progress)
             per_sentence: list[list[str]] = [[] for _ in test_sents]
             for e, seg, lg in zip(test_ex, test_segs, logits):
                 best = lg.argmax(-1).tolist()
