@@ -532,7 +532,7 @@ def finish_course(plan: CoursePlan, withheld: list | None = None) -> list[str]:
         path.unlink()
     _card_take_home(src, shown)
     _learning_path(src, shown, done)
-    _syllabus(src, done, plan.texts, timings, executed_nbs)
+    _syllabus(src, done, plan.texts, timings, executed_nbs, shown)
     return plan.docs
 
 
@@ -639,7 +639,9 @@ def syllabus_rows(done: dict, texts: dict, timings: dict, executed: dict | None 
     return rows
 
 
-def syllabus_markdown(rows: list[dict]) -> str:
+def syllabus_markdown(rows: list[dict], shown=None) -> str:
+    """The syllabus from :func:`syllabus_rows`; a card is a link to its page when the build shows it
+    (``shown``: card name -> card; None: every card is linked), else its name as text."""
     from ..escape import md as md_text
 
     lines = [f"Reading times are the words of each lesson's prose and of the sentences it writes from its numbers (code and solutions "
@@ -657,7 +659,8 @@ def syllabus_markdown(rows: list[dict]) -> str:
         lines.append("**After this lesson a student can:**")
         lines += [f"- {md_text(o)}" for o in r["objectives"]] or ["- (not stated)"]
         lines += ["", "**Prerequisites:** " + ("; ".join(md_text(p) for p in r["prerequisites"]) or "none"), ""]
-        cards = ", ".join(f"[{md_text(t)}](../cards/{c}.md)" for c, t in r["cards"]) or "none"
+        cards = ", ".join(f"[{md_text(t)}](../cards/{c}.md)" if shown is None or c in shown else md_text(t)
+                          for c, t in r["cards"]) or "none"
         lines.append(f"**Cards and data:** {cards}; result cells read: "
                      + (", ".join(f"`{c}`" for c in r["cells"]) or "none") + ".")
         lines += ["", "**Agreement needed:** " + (", ".join(r["agreement"]) + " (data use agreement)"
@@ -669,14 +672,14 @@ def syllabus_markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _syllabus(src: Path, done: dict, texts: dict, timings: dict, executed: dict) -> None:
+def _syllabus(src: Path, done: dict, texts: dict, timings: dict, executed: dict, shown=None) -> None:
     page = src / LESSON_DIR / f"{SYLLABUS}.md"
     if not page.is_file():
         return
     text = page.read_text(encoding="utf-8")
     if SYLLABUS_MARK in text:
-        page.write_text(text.replace(SYLLABUS_MARK, syllabus_markdown(syllabus_rows(done, texts, timings, executed))),
-                        encoding="utf-8")
+        page.write_text(text.replace(SYLLABUS_MARK, syllabus_markdown(syllabus_rows(done, texts, timings, executed),
+                                                                      shown)), encoding="utf-8")
 
 
 # -- running a lesson from a clone -------------------------------------------------------------------------
