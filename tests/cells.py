@@ -20,4 +20,7 @@ def comparable(path: Path) -> dict:
 
 
 def cells(paths: book.BuildPaths) -> dict:
-    return {str(p.relative_to(paths.results)): comparable(p) for p in sorted(paths.results.rglob("*.json"))}
+    """The build's result cells (a run's variant cells, under ``<model>/variants/``, are the robustness table's
+    inputs, not runs of the matrix: left out, as :func:`atlaslib.results.read_cells` leaves them out)."""
+    return {str(p.relative_to(paths.results)): comparable(p) for p in sorted(paths.results.rglob("*.json"))
+            if "variants" not in p.relative_to(paths.results).parts}

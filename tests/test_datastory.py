@@ -122,7 +122,8 @@ def test_run_pages_share_no_data_section_and_link_the_data_page(tmp_path, data_d
         assert "manifest sha256" not in text and "distinct sentences" not in text
         assert "Data: atlas-n100-v1" in text  # the link back to the data page
     shared = set(runs[0][0]) & set(runs[1][0])
-    run_sections = {"Contents", "The run", "Metrics", "Errors", "Reproduction on the whole kit"}
+    run_sections = {"Contents", "The run", "Metrics", "Errors", "Reproduction on the whole kit",
+                    "Perturbed inputs and prompt variants"}
     assert shared <= run_sections | {h for h in shared if "run:" in h}, shared  # "Contents": the page's toc
     assert "manifest sha256" in data_text
     card = (html / "cards/negex.html").read_text()
