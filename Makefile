@@ -13,7 +13,7 @@ export ATLAS_DATA_DIR HF_HUB_OFFLINE
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-2.13.0*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu)
 
 # llama.cpp built for a portable x86-64 baseline: its native build (AVX-512 / AMX kernels) crashed with a general
-# protection fault in libggml-cpu on this machine's CPU at the first multi-token prompt (the server tests)
+# protection fault in libggml-cpu on this machine's CPU at the first multi-token prompt (the server tests); --no-cache-dir: a wheel cached from a native build is never reused
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
 .PHONY: book publish test env browser clean
@@ -24,7 +24,7 @@ env: $(VENV)/.installed
 $(VENV)/.installed: requirements-lock.txt requirements-nodeps.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -c "import llama_cpp" 2>/dev/null || echo "building llama-cpp-python from its sdist (about 5 min on 2 cores)"
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --use-pep517 $(TORCH_SOURCE) -r requirements-lock.txt
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-cache-dir --use-pep517 $(TORCH_SOURCE) -r requirements-lock.txt
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
