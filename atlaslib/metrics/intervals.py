@@ -11,7 +11,8 @@
   (:func:`atlaslib.metrics.bootstrap.cluster_draws`) and the proportion is the drawn successes over
   the drawn trials. With fewer than :data:`FEW_CLUSTERS` clusters it carries ``few_clusters=True``:
   the percentile interval is then too narrow and the page says so.
-- :func:`cluster_binary_metrics`: the same resampling for the NegEx leaderboard metrics, from the
+- (the card's own cluster resamplings beside its declared one, e.g. NegEx's sentences, are its scoring's
+  ``extra`` and :func:`atlaslib.metrics.engine.extra_interval`; formerly here, from the
   per-cluster confusion counts (one integer matrix product for all resamples).
 """
 from __future__ import annotations
@@ -105,32 +106,6 @@ def metrics_from_confusion(tp, fp, tn, fn) -> dict:
     from .classification import from_confusion
 
     return from_confusion(*(np.asarray(x, dtype=float) for x in (tp, fp, tn, fn)))
-
-
-def cluster_binary_metrics(y_true: Sequence, y_pred: Sequence, groups: Sequence, *,
-                           n_resamples: int = bootstrap.DEFAULT_RESAMPLES, seed: int = bootstrap.DEFAULT_SEED,
-                           level: float = LEVEL) -> dict:
-    """Cluster-bootstrap intervals of macro F1, sensitivity, specificity and precision, resampling whole
-    ``groups`` (e.g. NegEx ``sentence_key``): ``{metric: {value, ci_low, ci_high}, "n_clusters",
-    "few_clusters"}``. Per-cluster confusion counts are summed once; resample totals are
-    ``multiplicities @ cluster_counts``."""
-    t = np.asarray(y_true).astype(bool)
-    p = np.asarray(y_pred).astype(bool)
-    if not (len(t) == len(p) == len(groups)):
-        raise ValueError(f"cluster_binary_metrics: y_true ({len(t)}), y_pred ({len(p)}) and groups "
-                         f"({len(groups)}) differ in length")
-    counts = np.stack([t & p, ~t & p, ~t & ~p, t & ~p], axis=1)
-    mult, inverse = bootstrap.cluster_multiplicities(groups, n_resamples, seed)
-    g = mult.shape[1]
-    totals = mult @ _group_sums(counts, inverse, g)
-    point = metrics_from_confusion(*counts.sum(0))
-    boot = metrics_from_confusion(*totals.T)
-    out = {"n_clusters": int(g), "few_clusters": bool(g < FEW_CLUSTERS)}
-    for name, v in point.items():
-        lo, hi = bootstrap.percentile_ci(boot[name], level)
-        v = float(v)
-        out[name] = {"value": None if np.isnan(v) else v, "ci_low": lo, "ci_high": hi}
-    return out
 
 
 def item_bootstrap_ci(successes: Sequence, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,

@@ -39,18 +39,26 @@ def test_cluster_interval_equals_concatenated_draws():
     assert out["n_clusters"] == 25 and out["few_clusters"] is True      # < 30 clusters: flagged
 
 
-def test_cluster_binary_metrics_are_the_confusion_formulas():
-    from atlaslib.metrics import classification as C
+def test_the_cards_cluster_interval_is_the_confusion_formulas_on_cluster_resamples():
+    """A card's extra cluster resampling (NegEx's sentences) through the engine: the point values are the
+    classification functions', the interval a loop over the same cluster draws."""
+    from atlaslib.cards import negex
+    from atlaslib.metrics import classification as C, engine
 
     rng = np.random.default_rng(2)
     groups = np.repeat(np.arange(40), 3)
     y = (rng.random(120) < 0.3).astype(int)
     p = np.where(rng.random(120) < 0.8, y, 1 - y)
-    out = I.cluster_binary_metrics(y, p, groups, n_resamples=100, seed=4)
-    assert out["macro_f1"]["value"] == C.macro_f1(y, p) and out["precision"]["value"] == C.precision(y, p)
+    cell = {"predictions": [{"item_id": f"i{k}", "gold": negex.LABELS[a], "pred": negex.LABELS[b], "score": None,
+                             "sentence_key": int(g)} for k, (a, b, g) in enumerate(zip(y, p, groups))]}
+    uc = negex.counts(cell)
+    rs = engine.Resampling("clusters", "sentences", 4, by="sentence", n_resamples=100)
+    f1 = engine.extra_interval(negex.SCORING, uc, rs, "macro_f1")
+    sens = engine.extra_interval(negex.SCORING, uc, rs, "sensitivity")
+    assert f1["value"] == C.macro_f1(y, p) and engine.point(negex.SCORING, uc, "precision") == C.precision(y, p)
     loop = [C.sensitivity(y[i], p[i]) for i in B.cluster_indices(groups, 100, 4)]
-    assert (out["sensitivity"]["ci_low"], out["sensitivity"]["ci_high"]) == pytest.approx(B.percentile_ci(loop))
-    assert out["few_clusters"] is False
+    assert (sens["ci_low"], sens["ci_high"]) == pytest.approx(B.percentile_ci(loop))
+    assert f1["n_clusters"] == 40 and not f1["n_clusters"] < I.FEW_CLUSTERS     # not flagged as few clusters
 
 
 def test_coverage_simulation_cluster_covers_item_undercovers():
