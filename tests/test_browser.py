@@ -326,7 +326,7 @@ def test_leaderboard_table_shows_the_cells_with_their_intervals(pages, small_boo
     card = get_card("negex")
     f1 = _ok_cell(results_dir)["metrics"]["macro_f1_zero_shot"]
     r = read_dom(got["negex-card"]["dom"])
-    board = table_with_header(r, "model", "protocol", *(m.replace("_", " ") for m in card.metrics), "run")
+    board = table_with_header(r, "model", "protocol, regime", *(m.replace("_", " ") for m in card.metrics), "run")
     rows = {row[0]: dict(zip(board[0], row)) for row in board[1:]}
     assert set(rows) == {"majority", "bvanaken/clinical-assertion-negation-bert"}, rows
     ci = f"{f1['value']:.3f} [{f1['ci_low']:.3f}, {f1['ci_high']:.3f}]"
