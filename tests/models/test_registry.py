@@ -52,20 +52,27 @@ def _write(tmp_path, text):
     return p
 
 
+def _refuses(tmp_path, base, cases):
+    """Each case (``old`` replaced by ``new`` in ``base``; ``old`` None: ``new`` appended) is refused with a
+    ProfileError matching its pattern."""
+    for old, new, match in cases:
+        text = base + new if old is None else base.replace(old, new)
+        assert text != base, (old, new)
+        with pytest.raises(ProfileError, match=match):
+            load_profiles(_write(tmp_path, text))
+
+
 def test_registry_validation_names_profile_and_key(tmp_path):
     base = ("m1:\n  source: builtin\n  location: majority\n  revision: null\n  capabilities: [predict.assertion]\n"
             "  label_map: {}\n  trained_on: []\n  description: x\n")
     assert list(load_profiles(_write(tmp_path, base))) == ["m1"]
-    with pytest.raises(ProfileError, match=r"'m1'.*unknown key.*'weights'"):
-        load_profiles(_write(tmp_path, base + "  weights: here\n"))
-    with pytest.raises(ProfileError, match=r"'m1'.*unknown capability.*predict\.magic"):
-        load_profiles(_write(tmp_path, base.replace("[predict.assertion]", "[predict.magic]")))
-    with pytest.raises(ProfileError, match=r"'m1'.*lacks.*trained_on"):
-        load_profiles(_write(tmp_path, base.replace("  trained_on: []\n", "")))
-    with pytest.raises(ProfileError, match=r"'m1'.*needs a pinned 'revision'"):
-        load_profiles(_write(tmp_path, base.replace("source: builtin", "source: hub")))
-    with pytest.raises(ProfileError, match=r"'m1'.*'source'"):
-        load_profiles(_write(tmp_path, base.replace("source: builtin", "source: ftp")))
+    _refuses(tmp_path, base, [
+        (None, "  weights: here\n", r"'m1'.*unknown key.*'weights'"),
+        ("[predict.assertion]", "[predict.magic]", r"'m1'.*unknown capability.*predict\.magic"),
+        ("  trained_on: []\n", "", r"'m1'.*lacks.*trained_on"),
+        ("source: builtin", "source: hub", r"'m1'.*needs a pinned 'revision'"),
+        ("source: builtin", "source: ftp", r"'m1'.*'source'"),
+    ])
 
 
 def test_unknown_name_lists_registry():
@@ -211,15 +218,13 @@ def test_gguf_and_training_data_entries_are_validated(tmp_path):
             "  training_data: [web-crawl, pubmed]\n  description: x\n")
     prof = load_profiles(_write(tmp_path, base))["m1"]
     assert prof.training_data == ["web-crawl", "pubmed"] and prof.location == "package:some_pkg/model.gguf"
-    with pytest.raises(ProfileError, match=r"'m1'.*GGUF model .*not \['predict.ner'\]"):
-        load_profiles(_write(tmp_path, base.replace("embed.text.pooled]", "predict.ner]")))
-    with pytest.raises(ProfileError, match=r"'m1' key 'revision' must be null or the file's sha256"):
-        load_profiles(_write(tmp_path, base.replace("revision: null", "revision: main")))
-    with pytest.raises(ProfileError, match=r"'m1' key 'location' is 'package:some_pkg'; expected package:MODULE/FILE"):
-        load_profiles(_write(tmp_path, base.replace("package:some_pkg/model.gguf", "package:some_pkg")))
-    with pytest.raises(ProfileError, match=r"'m1' key 'training_data' must be a list"):
-        load_profiles(_write(tmp_path, base.replace("[web-crawl, pubmed]", "web-crawl")))
-    with pytest.raises(ProfileError, match=r"line 8: profile 'm1' key 'training_data' must be a list of text"):
-        load_profiles(_write(tmp_path, base.replace("[web-crawl, pubmed]", "[[a, b]]")))
+    _refuses(tmp_path, base, [
+        ("embed.text.pooled]", "predict.ner]", r"'m1'.*GGUF model .*not \['predict.ner'\]"),
+        ("revision: null", "revision: main", r"'m1' key 'revision' must be null or the file's sha256"),
+        ("package:some_pkg/model.gguf", "package:some_pkg",
+         r"'m1' key 'location' is 'package:some_pkg'; expected package:MODULE/FILE"),
+        ("[web-crawl, pubmed]", "web-crawl", r"'m1' key 'training_data' must be a list"),
+        ("[web-crawl, pubmed]", "[[a, b]]", r"line 8: profile 'm1' key 'training_data' must be a list of text"),
+    ])
     assert load_profiles(_write(tmp_path, base.replace("  training_data: [web-crawl, pubmed]\n", "")))[
         "m1"].training_data == []
