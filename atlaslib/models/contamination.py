@@ -177,12 +177,6 @@ def memorisation_probe(adapter, sentences: Sequence[str], *, max_sentences: int 
 
 
 def _versions() -> dict:
-    from importlib import metadata
+    from atlaslib.results import package_versions
 
-    out = {}
-    for dist in ("torch", "transformers"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
+    return package_versions(("torch", "transformers"))

@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 from atlaslib import sources
+from atlaslib.results import package_versions
 from atlaslib.models import gguf as _gguf
 from atlaslib.models import hub_cache
 from atlaslib.models.hub_cache import cached_hub_file
@@ -140,13 +141,7 @@ def gguf_checkpoint(profile: Profile) -> Path:
 
     path = gguf_file(profile)
     digest = profile.revision or _gguf.file_sha256(path)
-    versions = {}
-    for dist in ("transformers", "gguf"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = None
-    fields = {"format": GGUF_COPY_FORMAT, "gguf_sha256": digest, **versions}
+    fields = {"format": GGUF_COPY_FORMAT, "gguf_sha256": digest, **package_versions(("transformers", "gguf"))}
     key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     target = sources.cache_dir() / "models" / f"gguf-{digest[:16]}-{key[:16]}"
     problem = _check_gguf_copy(target, fields)
