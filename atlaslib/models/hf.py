@@ -316,9 +316,17 @@ class AssertionClassifier(_SequenceClassifier):
         return out
 
 
+def _softmax_rows(scores: np.ndarray) -> np.ndarray:
+    s = np.asarray(scores, dtype=np.float64)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
 class NliClassifier(_SequenceClassifier):
     """``predict.nli``: a sequence-pair head on (premise, hypothesis); labels from config.id2label mapped
-    to entailment / neutral / contradiction (profile label_map, else case-insensitive equal names)."""
+    to entailment / neutral / contradiction (profile label_map, else case-insensitive equal names).
+    :meth:`last_label_probabilities` gives the last call's softmax per pair (recorded beside the labels,
+    never deciding them)."""
 
     capability = "predict.nli"
     targets = NLI_LABELS
@@ -328,7 +336,24 @@ class NliClassifier(_SequenceClassifier):
         h = _check_texts(hypotheses, "hypotheses")
         if len(p) != len(h):
             raise ValueError(f"predict_nli: {len(p)} premises but {len(h)} hypotheses; expected equal lengths")
-        return self._labels(self._logits(p, h, "nli"))
+        logits = self._logits(p, h, "nli")
+        self.last_logits = logits
+        return self._labels(logits)
+
+    def last_label_probabilities(self) -> list[dict] | None:
+        """Per pair of the last :meth:`predict_nli` call, ``{label: probability}``: the softmax over the head's
+        native classes, summed into the NLI label each maps to (None before any call)."""
+        logits = getattr(self, "last_logits", None)
+        if logits is None:
+            return None
+        p = _softmax_rows(logits) if len(logits) else np.zeros((0, len(self.label_of)))
+        out = []
+        for row in p:
+            d = dict.fromkeys(sorted(set(self.label_of.values()), key=NLI_LABELS.index), 0.0)
+            for j, lab in self.label_of.items():
+                d[lab] += float(row[j])
+            out.append(d)
+        return out
 
 
 # ============================================================================ option scoring
@@ -450,7 +475,7 @@ class OptionNli(OptionScorer):
     as :class:`OptionScorer` does; the answer is the label of the option with the highest log-likelihood
     (a tie goes to the option listed first). The prompt, its options and their sha256 are in
     ``info["prompt"]``; ``last_loglik`` keeps the scores of the last call (pairs x options, in the
-    prompt's option order)."""
+    prompt's option order), :meth:`last_label_probabilities` their softmax per pair."""
 
     capability = "predict.nli"
 
@@ -483,6 +508,16 @@ class OptionNli(OptionScorer):
         ll = self.score_options(prompts, self.prompt.option_strings)["loglik"]
         self.last_loglik = ll
         return [self.prompt.labels[int(j)] for j in ll.argmax(axis=1)] if len(ll) else []
+
+    def last_label_probabilities(self) -> list[dict] | None:
+        """Per pair of the last :meth:`predict_nli` call, ``{label: probability}``: the softmax over the scored
+        options' log-likelihoods (each option's label; the answer is the most probable one). Recorded beside the
+        labels, never deciding them; None before any call."""
+        ll = self.last_loglik
+        if ll is None:
+            return None
+        p = _softmax_rows(ll) if len(ll) else np.zeros((0, len(self.prompt.labels)))
+        return [{lab: float(v) for lab, v in zip(self.prompt.labels, row)} for row in p]
 
     @property
     def info(self) -> dict:

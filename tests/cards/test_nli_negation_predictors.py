@@ -167,6 +167,50 @@ def test_tiny_hf_nli_head_end_to_end(tiny_nli):
         [c.premise for c in CASES], [c.hypothesis for c in CASES])
     assert run.labels == direct
     leak_check(run.report.to_json() + run.report.to_markdown(), CASES, ["ENTAILMENT", "NEUTRAL", "CONTRADICTION"])
+    # each case's label probabilities ride in the cell beside its answer; the answer is the most probable label
+    cell = run.cell()
+    assert all(set(r["scores"]) == set(nn.LABELS) and sum(r["scores"].values()) == pytest.approx(1.0)
+               and max(r["scores"], key=r["scores"].get) == r["pred"] for r in cell["predictions"])
+
+
+class _ScoringAdapter:
+    """A predict.nli adapter that tells its label probabilities (as a language model scoring options does)."""
+
+    info = {"profile": "fake-lm", "capability": "predict.nli"}
+
+    def predict_nli(self, premises, hypotheses):
+        self.last = [{"entailment": 0.2, "neutral": 0.5, "contradiction": 0.3} if "no" in p.split() else
+                     {"entailment": 0.6, "neutral": 0.1, "contradiction": 0.3} for p in premises]
+        return [max(s, key=s.get) for s in self.last]
+
+    def last_label_probabilities(self):
+        return self.last
+
+
+class _PlainAdapter(_ScoringAdapter):
+    last_label_probabilities = None  # an adapter that tells no probabilities
+
+
+def test_label_probabilities_are_recorded_and_change_no_metric():
+    """A predictor that tells its label probabilities: the cell records them per case (``scores``); the metrics,
+    report and unit counts equal those of the same answers from an adapter that tells none (``scores`` None)."""
+    scored = nn.run_card("fake-lm", predictor=P.NliAdapterPredictor(_ScoringAdapter(), name="fake-lm")).cell()
+    plain = nn.run_card("fake-lm", predictor=P.NliAdapterPredictor(_PlainAdapter(), name="fake-lm")).cell()
+    assert [r["pred"] for r in scored["predictions"]] == [r["pred"] for r in plain["predictions"]]
+    assert all(r["scores"] is None for r in plain["predictions"])
+    for r, c in zip(scored["predictions"], CASES):
+        assert r["scores"] == ({"entailment": 0.2, "neutral": 0.5, "contradiction": 0.3} if "no" in c.premise.split()
+                               else {"entailment": 0.6, "neutral": 0.1, "contradiction": 0.3})
+    assert scored["metrics"] == plain["metrics"] and scored["extra"]["report"] == plain["extra"]["report"]
+    assert nn.counts(scored).counts.tolist() == nn.counts(plain).counts.tolist()
+    assert all(r["scores"] is None for r in nn.run_card(nn.ALWAYS_ENTAILMENT).cell()["predictions"])
+
+    class Short(_ScoringAdapter):
+        def last_label_probabilities(self):
+            return self.last[:-1]
+
+    with pytest.raises(NliNegationInputError, match="gave 206 label probabilities for 207 answers"):
+        nn.run_card("fake-lm", predictor=P.NliAdapterPredictor(Short(), name="fake-lm"))
 
 
 def test_tiny_encoder_drives_the_similarity_predictor(tmp_path):

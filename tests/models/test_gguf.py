@@ -160,6 +160,10 @@ def test_predict_nli_scores_the_cards_prompt_options(tiny, tmp_path, monkeypatch
         hand = [_hand_loglik(tiny, prompt, o) for o in card.option_strings]
         assert lab == card.labels[int(np.argmax(hand))]
     assert nli.last_loglik.shape == (3, 3)
+    for row, ll, lab in zip(nli.last_label_probabilities(), nli.last_loglik, labels):  # softmax over the options
+        soft = np.exp(ll - ll.max()) / np.exp(ll - ll.max()).sum()
+        assert list(row) == card.labels and [row[k] for k in card.labels] == pytest.approx(soft.tolist())
+        assert sum(row.values()) == pytest.approx(1.0) and max(row, key=row.get) == lab
     info = nli.info
     assert info["prompt"]["prompt_set"] == "nli-negation-options-v1" and len(info["prompt"]["sha256"]) == 64
     assert info["capability"] == "predict.nli" and info["cost"]["items"] == 3

@@ -225,6 +225,12 @@ def test_nli_classifier(models):
     out = clf.predict_nli(prem, hyp)
     names = ["entailment", "neutral", "contradiction"]
     assert out == [names[int(_hand_logits(models["nli"], p, h).argmax())] for p, h in zip(prem, hyp)]
+    # the label probabilities of that call: the softmax of the head's logits, computed here by hand
+    for row, (p, h), lab in zip(clf.last_label_probabilities(), zip(prem, hyp), out):
+        z = np.asarray(_hand_logits(models["nli"], p, h), dtype=float).ravel()
+        soft = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+        assert list(row) == names and [row[n] for n in names] == pytest.approx(soft.tolist(), abs=1e-5)
+        assert max(row, key=row.get) == lab
     assert clf.predict_nli(prem[::-1], hyp[::-1])[::-1] == out
     with pytest.raises(ValueError, match="3 premises but 2 hypotheses"):
         clf.predict_nli(prem, hyp[:2])

@@ -9,7 +9,9 @@ Result cell: metrics ``aggregate_accuracy_zero_shot`` and ``false_entailment_rat
 (value + exact Clopper–Pearson interval), ``false_entailment_gate_zero_shot`` and
 ``combined_gate_zero_shot`` (1 = pass, 0 = fail); ``extra.report`` is the value-free report
 (:meth:`NliNegationReport.to_dict`); ``predictions`` hold ``item_id`` (case id), ``gold`` and
-``pred`` per case — the cell is internal data, the report is what may travel.
+``pred`` per case, and ``scores``: the model's ``{label: probability}`` for that case when it tells them (a
+language model scoring the label options, an NLI head), else None; the metrics read ``gold`` and ``pred`` only.
+The cell is internal data, the report is what may travel.
 """
 from __future__ import annotations
 
@@ -207,6 +209,7 @@ class NliNegationRun:
     cases: tuple[NliNegationCase, ...] = ()
     timing: dict = field(default_factory=dict)
     llm: dict = field(default_factory=dict)   # a language model's contamination mark and memorisation probe
+    scores: list | None = None                # per case {label: probability} (a model that tells them), else None
 
     @property
     def ok(self) -> bool:
@@ -240,8 +243,10 @@ class NliNegationRun:
             profile=self.spec.profile, capability=self.spec.capability, parameters=self.spec.parameters)
         if not self.ok:
             return parts
+        scores = self.scores if self.scores is not None else [None] * len(self.cases)
         preds = [{"item_id": c.case_id, "pattern": c.pattern, **case_templates(c), "gold": c.gold_label,
-                  "pred": "abstention" if p is None else p} for c, p in zip(self.cases, self.labels)]
+                  "pred": "abstention" if p is None else p, "scores": s}
+                 for c, p, s in zip(self.cases, self.labels, scores)]
         return dict(parts, metrics=self.metrics(), predictions=preds,
                     extra={"report": self.report.to_dict(), **self.llm})
 
@@ -319,13 +324,17 @@ def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *,
                     reason = f"n/a: {reason}"
                 return NliNegationRun(spec, "not_run", reason=reason, cases=cases, timing=t.timing)
         labels = collect_predictions(cases, predictor=predictor)
+        scores = getattr(predictor, "last_scores", None)     # label probabilities, when the predictor tells them
+        if scores is not None and len(scores) != len(cases):
+            raise NliNegationInputError(f"the predictor kept {len(scores)} label probabilities for {len(cases)} cases")
         info = dict(getattr(predictor, "info", {}) or {})   # after the run: it holds what the run cost
         spec.profile = info
         spec.revision = info.get("revision")
         llm = _llm_extra(model, predictor)
         report = score_predictions(cases, labels, max_false_entailment_rate=max_false_entailment_rate,
                                    minimum_aggregate_accuracy=minimum_aggregate_accuracy)
-    return NliNegationRun(spec, "ok", report=report, labels=labels, cases=cases, timing=t.timing, llm=llm)
+    return NliNegationRun(spec, "ok", report=report, labels=labels, cases=cases, timing=t.timing, llm=llm,
+                          scores=scores)
 
 
 def memorisation_sentences() -> list[str]:
@@ -350,6 +359,16 @@ def _llm_extra(model: str, predictor) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # Tables for the notebook
+
+
+def case_frame(version: str = VERSION) -> pd.DataFrame:
+    """The cases of ``version`` as a table, one row per case in case order: ``item_id`` (case id), ``pattern``,
+    ``premise``, ``hypothesis``, ``gold``, ``depth``, ``section`` and the case's ``template`` (premise template)
+    and ``hypothesis_template`` (:func:`case_templates`: cases generated from one template share it; the
+    template-cluster resampling of the card's scoring groups by ``template``). Synthetic text, safe to show."""
+    return pd.DataFrame([{"item_id": c.case_id, "pattern": c.pattern, "premise": c.premise,
+                          "hypothesis": c.hypothesis, "gold": c.gold_label, "depth": c.negation_depth,
+                          "section": c.section, **case_templates(c)} for c in version_cases(version)])
 
 
 def audit_table(cases=None) -> pd.DataFrame:

@@ -244,20 +244,36 @@ class EmbeddingSimilarityPredictor:
 
 
 class NliAdapterPredictor:
-    """Wraps a ``predict.nli`` adapter (``predict_nli(premises, hypotheses) -> labels``)."""
+    """Wraps a ``predict.nli`` adapter (``predict_nli(premises, hypotheses) -> labels``).
+
+    When the adapter tells its label probabilities (``last_label_probabilities()``: a causal LM's softmax over
+    its scored label options, an NLI head's softmax), :attr:`last_scores` keeps them per case of the last batch
+    (``{label: probability}``), recorded in the result cell beside each answer; otherwise it is None. They never
+    change an answer: the labels are the adapter's."""
 
     def __init__(self, adapter, name: str | None = None):
         if not callable(getattr(adapter, "predict_nli", None)):
             raise NliNegationInputError("NliAdapterPredictor: adapter must have predict_nli(premises, hypotheses)")
         self.adapter = adapter
         self.name = name or (getattr(adapter, "info", {}) or {}).get("profile", "predict.nli")
+        self.last_scores: list[dict] | None = None
 
     @property
     def info(self) -> dict:
         return dict(getattr(self.adapter, "info", {}) or {})
 
     def predict_batch(self, premises, hypotheses) -> list[str]:
-        return list(self.adapter.predict_nli(list(premises), list(hypotheses)))
+        self.last_scores = None
+        labels = list(self.adapter.predict_nli(list(premises), list(hypotheses)))
+        proba = getattr(self.adapter, "last_label_probabilities", None)
+        scores = proba() if callable(proba) else None
+        if scores is not None:
+            scores = [dict(s) for s in scores]
+            if len(scores) != len(labels):
+                raise NliNegationInputError(f"NliAdapterPredictor: the adapter gave {len(scores)} label "
+                                            f"probabilities for {len(labels)} answers")
+            self.last_scores = scores
+        return labels
 
     def __call__(self, premise: str, hypothesis: str) -> str:
         return self.predict_batch([premise], [hypothesis])[0]
