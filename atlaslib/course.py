@@ -4,7 +4,8 @@ narrative, short calls and figures; :mod:`atlaslib.pages.course` executes them w
 Intervals, comparisons and clusters come from :mod:`atlaslib.metrics` (``bootstrap``, ``intervals``,
 ``compare``); this module adds what a lesson shows on the way there: the bootstrap written as a loop, the
 "ideal" percentile bootstrap of a proportion and its exact coverage, nested subsets of a test set, the
-leakage measurement on the NegEx kit, and the gate tables of the NLI challenge.
+leakage measurement (cross-validation with folds per item and per group), calibration of per-item
+probabilities, and the gate tables of the NLI challenge.
 """
 from __future__ import annotations
 
@@ -310,34 +311,40 @@ def fold_of(key: str, k: int = 5, seed: int = SEED) -> int:
 
 
 def learners() -> dict:
-    """Two learners on the marked sentence: a 1-nearest-neighbour on word TF-IDF (it can recall a sentence it
-    has seen) and a regularised logistic regression on the same features."""
+    """Two learners on an item's text, both on its words and word pairs counted (L2-normalised, no inverse
+    document frequency: in a templated corpus idf would weigh the rare filler words, a finding's name, above the
+    template's words that carry the label): a 1-nearest-neighbour by cosine (it recalls the training text most
+    like the item, e.g. the same template with another finding) and a regularised (multinomial) logistic
+    regression."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.neighbors import KNeighborsClassifier
     from sklearn.pipeline import make_pipeline
 
+    def words():
+        return TfidfVectorizer(ngram_range=(1, 2), use_idf=False)
+
     return {
-        "1-nearest neighbour": lambda: make_pipeline(TfidfVectorizer(ngram_range=(1, 2)),
-                                                     KNeighborsClassifier(n_neighbors=1, metric="cosine")),
-        "logistic regression": lambda: make_pipeline(TfidfVectorizer(ngram_range=(1, 2)),
-                                                     LogisticRegression(solver="liblinear")),
+        "1-nearest neighbour": lambda: make_pipeline(words(), KNeighborsClassifier(n_neighbors=1, metric="cosine")),
+        "logistic regression": lambda: make_pipeline(words(), LogisticRegression(max_iter=1000)),
     }
 
 
-def cross_validated_predictions(items: pd.DataFrame, folds: Sequence[int], make_model: Callable) -> np.ndarray:
-    """Out-of-fold predictions: every item is predicted by a model fitted on the other folds' items."""
+def cross_validated_predictions(items: pd.DataFrame, folds: Sequence[int], make_model: Callable,
+                                text: str = "text", label: str = "label") -> np.ndarray:
+    """Out-of-fold predictions: every item is predicted by a model fitted on the other folds' items (column
+    ``text`` in, column ``label`` out; the array has the labels' dtype)."""
     folds = np.asarray(folds)
-    pred = np.zeros(len(items), dtype=int)
-    text, y = items["text"].to_numpy(), items["label"].to_numpy()
+    x, y = items[text].to_numpy(), items[label].to_numpy()
+    pred = np.empty(len(items), dtype=y.dtype)
     for f in np.unique(folds):
         test = folds == f
-        model = make_model().fit(text[~test], y[~test])
-        pred[test] = model.predict(text[test])
+        model = make_model().fit(x[~test], y[~test])
+        pred[test] = model.predict(x[test])
     return pred
 
 
-def leaked(items: pd.DataFrame, folds: Sequence[int], group: str = "sentence_key") -> np.ndarray:
+def leaked(items: pd.DataFrame, folds: Sequence[int], group: str) -> np.ndarray:
     """For each item: does another item of its ``group`` sit in a training fold (a different fold)?"""
     folds = np.asarray(folds)
     frame = pd.DataFrame({"g": items[group].to_numpy(), "f": folds})
@@ -345,46 +352,64 @@ def leaked(items: pd.DataFrame, folds: Sequence[int], group: str = "sentence_key
     return n_folds > 1
 
 
-def leakage_experiment(items: pd.DataFrame, k: int = 5, seed: int = SEED) -> dict:
-    """Score each learner of :func:`learners` by ``k``-fold cross-validation twice on the same NegEx items:
-    folds drawn per item (sentences shared by several items leak across folds) and per ``sentence_key``
-    (group-disjoint, as the card's splits). Every item is predicted once in each scheme, so the two macro
-    F1 values are on the same items. Returns ``{"scores": frame, "leaked": bool array (item folds),
-    "predictions": {(learner, scheme): array}}``."""
-    from .metrics.classification import macro_f1
+def accuracy(y_true, y_pred) -> np.ndarray | float:
+    """Share of items right, vectorised over the rows of ``(B, n)`` arrays."""
+    return np.mean(np.asarray(y_true) == np.asarray(y_pred), axis=-1)
 
-    schemes = {"items (sentences leak)": [fold_of(i, k, seed) for i in items["item_id"]],
-               "sentences (group-disjoint)": [fold_of(s, k, seed) for s in items["sentence_key"]]}
-    y = items["label"].to_numpy()
+
+def leakage_schemes(group_name: str) -> tuple[str, str]:
+    """The names of the two fold schemes of :func:`leakage_experiment`: per item (the groups leak) and per group
+    (group-disjoint)."""
+    return f"items ({group_name} leak)", f"{group_name} (group-disjoint)"
+
+
+def leakage_experiment(items: pd.DataFrame, group: str, text: str = "text", label: str = "label",
+                       group_name: str | None = None, k: int = 5, seed: int = SEED) -> dict:
+    """Score each learner of :func:`learners` by ``k``-fold cross-validation twice on the same items: folds drawn
+    per item (items of one ``group`` scatter over the folds, so a model is trained on members of the group it is
+    tested on) and per ``group`` value (group-disjoint: a group is on one side only). Every item is predicted once
+    in each scheme, so the two scores are on the same items. ``group_name`` (plural, default the column's name)
+    names the schemes (:func:`leakage_schemes`). Returns ``{"scores": frame (accuracy and macro F1 over the gold
+    labels), "leaked": bool array (item folds), "predictions": {(learner, scheme): array}, "folds": {scheme:
+    folds}, "schemes": (item scheme, group scheme)}``."""
+    per_item, per_group = leakage_schemes(group_name or group)
+    schemes = {per_item: [fold_of(str(i), k, seed) for i in items["item_id"]],
+               per_group: [fold_of(str(g), k, seed) for g in items[group]]}
+    y = items[label].to_numpy()
+    labels = sorted(set(y))
     rows, preds = [], {}
     for name, make in learners().items():
         for scheme, folds in schemes.items():
-            p = cross_validated_predictions(items, folds, make)
+            p = cross_validated_predictions(items, folds, make, text, label)
             preds[(name, scheme)] = p
-            rows.append({"learner": name, "folds drawn per": scheme, "macro_f1": float(macro_f1(y, p)),
-                         "accuracy": float((p == y).mean())})
-    return {"scores": pd.DataFrame(rows), "leaked": leaked(items, schemes["items (sentences leak)"]),
-            "predictions": preds, "folds": schemes}
+            rows.append({"learner": name, "folds drawn per": scheme, "accuracy": float(accuracy(y, p)),
+                         "macro_f1": float(macro_f1_labels(y, p, labels))})
+    return {"scores": pd.DataFrame(rows), "leaked": leaked(items, schemes[per_item], group),
+            "predictions": preds, "folds": schemes, "schemes": (per_item, per_group)}
 
 
-def paired_gain_ci(y_true, pred_a, pred_b, metric: Callable | None = None, n_resamples: int = 1000,
+def paired_gain_ci(y_true, pred_a, pred_b, metric: Callable | None = None, strata=None, n_resamples: int = 1000,
                    seed: int = SEED, level: float = LEVEL) -> dict:
-    """``metric(y, a) − metric(y, b)`` (default macro F1) with a paired percentile interval: both predictions
-    scored on the same resamples, stratified by gold (the NegEx card's resampling)."""
-    from .metrics.classification import macro_f1
-
-    metric = metric or macro_f1
-    y, a, b = (np.asarray(v, dtype=int) for v in (y_true, pred_a, pred_b))
-    idx = bootstrap.stratified_indices(y, n_resamples, seed)
-    diffs = bootstrap.resampled(metric, idx, y, a) - bootstrap.resampled(metric, idx, y, b)
-    lo, hi = bootstrap.percentile_ci(diffs, level)
+    """``metric(y, a) − metric(y, b)`` (default macro F1 over the gold labels; ``metric`` is vectorised over the
+    rows of ``(B, n)`` arrays) with a paired percentile interval: both predictions scored on the same resamples
+    of the items, drawn within each value of ``strata`` when given (e.g. the gold label), else from all items."""
+    y, a, b = (np.asarray(v) for v in (y_true, pred_a, pred_b))
+    if metric is None:
+        labels = sorted(set(y.tolist()))
+        metric = lambda t, p: macro_f1_labels(t, p, labels)  # noqa: E731
+    groups = np.zeros(len(y), dtype=int) if strata is None else np.asarray(strata)
+    idx = bootstrap.stratified_indices(groups, n_resamples, seed)
+    diffs = metric(y[idx], a[idx]) - metric(y[idx], b[idx])
+    lo, hi = bootstrap.percentile_ci(np.asarray(diffs, dtype=float), level)
     return {"value": float(metric(y, a) - metric(y, b)), "ci_low": lo, "ci_high": hi}
 
 
-def leakage_pivot(scores: pd.DataFrame, metric: str = "macro_f1") -> pd.DataFrame:
-    """Learners × fold schemes, with the gain from leakage (item folds − sentence folds)."""
-    t = scores.pivot(index="learner", columns="folds drawn per", values=metric)
-    t["gain from leakage"] = t["items (sentences leak)"] - t["sentences (group-disjoint)"]
+def leakage_pivot(scores: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
+    """Learners × fold schemes (the item scheme first), with the gain from leakage (item folds − group folds)."""
+    per_item = next(s for s in scores["folds drawn per"] if s.startswith("items ("))
+    per_group = next(s for s in scores["folds drawn per"] if s != per_item)
+    t = scores.pivot(index="learner", columns="folds drawn per", values=metric)[[per_item, per_group]]
+    t["gain from leakage"] = t[per_item] - t[per_group]
     return t
 
 
@@ -823,6 +848,34 @@ def scored_frame(cell: dict, positive: str) -> pd.DataFrame:
                          "y": (frame["gold"] == positive).astype(int)})
 
 
+def confidence_frame(cell: dict) -> pd.DataFrame:
+    """Top-label (confidence) calibration of a run that records its label probabilities per item (the cell's
+    ``scores``, ``{label: probability}``): ``p`` the probability of the label it answered, ``y`` 1 when that
+    answer is the gold label, beside ``item_id``, ``gold``, ``pred`` and (where the cell has them) ``pattern``."""
+    frame = pd.DataFrame(cell["predictions"])
+    if "scores" not in frame or frame["scores"].isna().any():
+        raise ValueError(f"{cell['model']} ({cell['protocol']}): the cell holds no label probabilities per item")
+    bad = [r["item_id"] for r in cell["predictions"] if r["pred"] not in r["scores"]]
+    if bad:
+        raise ValueError(f"{cell['model']} ({cell['protocol']}): {len(bad)} answer(s) without a probability "
+                         f"(first: item {bad[0]})")
+    out = pd.DataFrame({"item_id": frame["item_id"], "gold": frame["gold"], "pred": frame["pred"],
+                        "p": [float(s[lab]) for s, lab in zip(frame["scores"], frame["pred"])],
+                        "y": (frame["pred"] == frame["gold"]).astype(int)})
+    if "pattern" in frame:
+        out["pattern"] = frame["pattern"]
+    return out
+
+
+def confidence_by_group(frame: pd.DataFrame, group: str) -> pd.DataFrame:
+    """Per value of ``group`` in a :func:`confidence_frame`: items, accuracy, mean confidence and their gap
+    (mean confidence − accuracy: above 0 over-confident), in order of first appearance."""
+    t = frame.groupby(group, sort=False).agg(items=("y", "size"), accuracy=("y", "mean"),
+                                             mean_confidence=("p", "mean"))
+    t["gap"] = t["mean_confidence"] - t["accuracy"]
+    return t
+
+
 def reliability_table(y, p, bins: int = 10) -> pd.DataFrame:
     """Equal-width bins of the forecast ``p`` over [0, 1] (scikit-learn's ``calibration_curve`` convention: a
     forecast on an inner edge goes to the lower bin): per non-empty bin its items, mean forecast and observed
@@ -886,7 +939,7 @@ def ece_of_a_calibrated_model(p, n: int, draws: int = 200, bins: int = 10, seed:
     return out
 
 
-def plot_reliability(tables: dict, title: str = ""):
+def plot_reliability(tables: dict, title: str = "", ylabel: str = "observed share of positives"):
     """Reliability diagram: observed share against mean forecast per bin (marker size ∝ items), one series per
     run, the diagonal of perfect calibration."""
     import matplotlib.pyplot as plt
@@ -899,7 +952,7 @@ def plot_reliability(tables: dict, title: str = ""):
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel("mean forecast in the bin")
-    ax.set_ylabel("observed share of positives")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(frameon=False, fontsize=8, loc="upper left")
     fig.tight_layout()

@@ -1,11 +1,13 @@
 """The course: every lesson executes on the pinned environment, offline, and every exercise's solution runs and
-asserts its answer; a failing lesson stops the build; publish builds withhold NegEx lessons; atlaslib.course
-against independent references (scipy, hand-computed cases, atlaslib.metrics).
+asserts its answer; a failing lesson stops the build; a publish build executes and publishes every lesson whole
+(none reads a card it withholds); atlaslib.course against independent references (scipy, sklearn, hand-computed
+cases, atlaslib.metrics).
 
 A small book is built once per session (:func:`build_course_book`; ``tests/test_browser_course.py`` reuses it):
-the four offline NLI challenge runs are scored in-process into a results folder (no notebook, no kernel),
-the NegEx card supplies the kit for the leakage lesson, MACCROBAT's memorising baseline the span lesson's row,
-and ``book.build`` renders and builds it. ``atlas course check`` is tested on every lesson's graded exercise
+the four offline NLI challenge runs and SmolLM2's (the language-model and calibration lessons' row, with its
+label probabilities) are scored in-process into a results folder (no notebook, no kernel), negspacy's NegEx rows
+feed the interval lesson's local-only section, MACCROBAT's memorising baseline the span lesson's row, and
+``book.build`` renders and builds it. ``atlas course check`` is tested on every lesson's graded exercise
 with a right and a wrong answer file, the right answers computed here with scipy, seqeval and plain loops.
 """
 from __future__ import annotations
@@ -58,33 +60,14 @@ def write_negex_cells(results_dir: Path, data_dir) -> None:
                                       split_cell=negex.split_summary(items, manifest)["cell"], data_dir=data_dir))
 
 
-def write_negex_learned_cells(results_dir: Path, data_dir) -> None:
-    """all-MiniLM-L6-v2's probe row on NegEx atlas-n100-v1 (the calibration lesson's row: a probability per item),
-    run in-process as the card notebook runs it, with 200 resamples. The fine-tuned row (its local-only section)
-    is not made here: training the encoder takes minutes on two cores, so the test book leaves that section out
-    with its note, as a build without the row does."""
-    from atlaslib.cards import negex
-    from atlaslib.cards.run import CardRun
-    from atlaslib.metrics.report import binary_metrics
-
-    items = negex.load_items(data_dir)
-    manifest = negex.split(items, "atlas-n100-v1")
-    train, test = negex.split_frames(items, manifest)
-    for protocol in ("probe",):
-        out = negex.run_protocol("all-minilm-l6-v2", protocol, train, test, data_dir=data_dir)
-        metrics = binary_metrics(test["label"], out["pred"], out["score"], protocol, n_resamples=200)
-        run = CardRun("negex", "atlas-n100-v1", "all-minilm-l6-v2", protocol, parameters={"n_resamples": 200},
-                      result_path=results.cell_path(results_dir, "negex", "atlas-n100-v1", "all-minilm-l6-v2", protocol))
-        run.finish(**negex.cell_parts(protocol, "all-minilm-l6-v2", out=out, metrics=metrics, test=test,
-                                      split_cell=negex.split_summary(items, manifest)["cell"], data_dir=data_dir))
-
-
 def write_language_model_cell(results_dir: Path) -> None:
-    """SmolLM2-135M-Instruct on the NLI challenge (the default matrix's language-model row), from its local weights."""
+    """SmolLM2-135M-Instruct on the NLI challenge (the default matrix's language-model row), from its local weights;
+    the cell records each case's label probabilities (the calibration lesson reads them)."""
     from atlaslib.cards import nli_negation as nli
 
     cell = nli.run_card("smollm2-135m-instruct").cell()
     assert cell["status"] == "ok", cell.get("reason")
+    assert all(set(r["scores"]) == set(nli.LABELS) for r in cell["predictions"])
     results.write_cell(cell, results.cell_path(results_dir, "nli_negation", "builtin-v1", "smollm2-135m-instruct",
                                                "zero_shot"))
 
@@ -115,7 +98,6 @@ def build_course_book(tmp_path_factory, data_dir) -> dict:
         write_nli_cells(paths.results)
         write_negex_cells(paths.results, data_dir)
         write_maccrobat_cells(paths.results, data_dir)
-        write_negex_learned_cells(paths.results, data_dir)
         write_language_model_cell(paths.results)
         logs: list[str] = []
         code = book.build(paths=paths, cards=[get_card(c) for c in COURSE_CARDS], run_runs=False,
@@ -323,38 +305,40 @@ def test_the_take_home_command_runs_a_lesson(course_book, tmp_path):
         pages.run_local("nope")
 
 
-NEGEX_LESSONS = ("leakage", "calibration")  # the NegEx kit's licence is unconfirmed: local builds only
-
-
-def test_publish_withholds_the_negex_lessons(course_book):
-    """A publish build: the NegEx lessons (leakage; calibration, whose learned rows are NegEx's) are withheld pages
-    listed on the withheld page, the NegEx card's notebook is not offered, and no other course page or download
-    mentions NegEx data; every other lesson is executed and published whole."""
+def test_publish_executes_every_lesson_and_withholds_none(course_book):
+    """A publish build: every lesson is executed and published whole (none uses a card the build withholds: no
+    stub, no withheld entry, no section left out but the interval lesson's local-only NegEx section), the NegEx
+    card's notebook is not offered, and no course page or download mentions NegEx kit data."""
     paths = course_book["paths"]
     src, withheld = book.render_site(paths, publish=True, cards=[get_card(c) for c in COURSE_CARDS])
-    for name in NEGEX_LESSONS:
-        stub = (src / "book" / "course" / f"{name}.md").read_text()
-        assert "left out of the published book" in stub and "```{code-cell}" not in stub
-        assert not (src / "book" / "course" / f"{name}.ipynb").exists()
-        assert any(w.startswith(f"lesson `{name}`") for w, _ in withheld)
-    downloads = sorted(p.name for p in (src / "book" / "downloads").iterdir())
-    assert not any("negex" in d or any(n in d for n in NEGEX_LESSONS) for d in downloads), downloads
-    assert len([d for d in downloads if d.endswith("-student.ipynb")]) == len(LESSONS) - len(NEGEX_LESSONS)
+    assert not any(w.startswith("lesson `") for w, _ in withheld), withheld
     for lesson in LESSONS:
-        if lesson.name in NEGEX_LESSONS:
-            continue
+        assert "negex" not in lesson.uses, lesson.name
+        assert not any(ref.card == "negex" for ref in lesson.requires), lesson.name
         nb = nbformat.read(src / "book" / "course" / f"{lesson.name}.ipynb", as_version=4)
-        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-        assert '"negex"' not in code and "import negex" not in code, lesson.name  # reads no NegEx cell or data
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert code and all(c.get("execution_count") is not None for c in code), lesson.name
+        assert not any(o.get("output_type") == "error" for c in code for o in c.get("outputs", [])), lesson.name
+        source = "\n".join(c.source for c in code)
+        assert '"negex"' not in source and "import negex" not in source, lesson.name  # reads no NegEx cell or data
         assert not any("left out of this build" in c.source for c in nb.cells if lesson.name != "intervals")
-    assert "negspacy-negex-kit" not in (src / "book" / "downloads" / "lesson-intervals.md").read_text()
+        assert not any("left out of the published book" in c.source for c in nb.cells), lesson.name
+        outputs = json.dumps([c.get("outputs", []) for c in code])
+        assert "negspacy-negex-kit" not in outputs and "negex-" not in outputs, lesson.name
+    downloads = sorted(p.name for p in (src / "book" / "downloads").iterdir())
+    assert not any("negex" in d for d in downloads), downloads
+    assert len([d for d in downloads if d.endswith("-student.ipynb")]) == len(LESSONS)
+    for name in downloads:
+        if name.startswith("lesson-"):
+            assert "negspacy-negex-kit" not in (src / "book" / "downloads" / name).read_text(), name
     path = (src / "book" / "start_here.md").read_text()
-    assert "withheld from the published book" in path and "cards/negex.md" not in path
+    assert "withheld from the published book" not in path and "cards/negex.md" not in path
+    assert path.count("| executed |") == len(LESSONS)
     import yaml
 
     toc = yaml.safe_load((src / "_toc.yml").read_text())
     part = next(p for p in toc["parts"] if p["caption"] == "Course")
-    assert [c["file"] for c in part["chapters"]] == ["book/course/syllabus"] + [lsn.doc for lsn in LESSONS]  # the stub keeps its place
+    assert [c["file"] for c in part["chapters"]] == ["book/course/syllabus"] + [lsn.doc for lsn in LESSONS]
 
 
 # -- the machinery on tiny lessons (one kernel each) --------------------------------------------------------
@@ -551,9 +535,50 @@ def test_cluster_loop_matches_the_cluster_interval():
 def test_leak_flags_and_folds_on_a_hand_built_kit():
     import hashlib
 
-    assert course.fold_of("negex-0001", 5, 11) == int(hashlib.sha256(b"11:negex-0001").hexdigest(), 16) % 5
-    items = pd.DataFrame({"sentence_key": ["s1", "s1", "s2", "s3", "s3"]})
-    assert course.leaked(items, [0, 1, 2, 3, 3]).tolist() == [True, True, False, False, False]
+    assert course.fold_of("nlineg-simple-001", 5, 11) == \
+        int(hashlib.sha256(b"11:nlineg-simple-001").hexdigest(), 16) % 5
+    items = pd.DataFrame({"template": ["s1", "s1", "s2", "s3", "s3"]})
+    assert course.leaked(items, [0, 1, 2, 3, 3], "template").tolist() == [True, True, False, False, False]
+
+
+def test_leakage_experiment_on_a_templated_toy_corpus():
+    """Two schemes on the same items: out-of-fold predictions checked against a loop over sklearn fits, the group
+    folds group-disjoint, the leak flags by hand, and the pivot's gain equal to the difference of the scores."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.metrics import accuracy_score
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+
+    templates = {"t1": ("no {x} seen", "yes"), "t2": ("{x} is present", "no"), "t3": ("{x} was ruled out", "yes"),
+                 "t4": ("signs of {x}", "no"), "t5": ("denies {x}", "yes"), "t6": ("reports {x}", "no")}
+    findings = ("fever", "cough", "rash", "nausea", "headache")
+    rows = [{"item_id": f"{t}-{x}", "template": t, "text": pat.format(x=x), "label": lab}
+            for t, (pat, lab) in templates.items() for x in findings]
+    items = pd.DataFrame(rows)
+    exp = course.leakage_experiment(items, "template", group_name="templates", k=3, seed=5)
+    per_item, per_group = exp["schemes"]
+    assert (per_item, per_group) == ("items (templates leak)", "templates (group-disjoint)")
+    folds = exp["folds"][per_group]
+    by_template = pd.Series(folds).groupby(items["template"]).nunique()
+    assert (by_template == 1).all()  # one fold per template
+    item_folds = np.asarray(exp["folds"][per_item])
+    ref = np.empty(len(items), dtype=object)
+    for f in np.unique(item_folds):  # the nearest-neighbour's out-of-fold answers, fitted here
+        m = item_folds == f
+        model = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), use_idf=False),
+                              KNeighborsClassifier(n_neighbors=1, metric="cosine")).fit(items["text"][~m],
+                                                                                        items["label"][~m])
+        ref[m] = model.predict(items["text"][m])
+    assert list(exp["predictions"][("1-nearest neighbour", per_item)]) == list(ref)
+    mates = [any(item_folds[j] != item_folds[i] for j in np.flatnonzero(items["template"] == t))
+             for i, t in enumerate(items["template"])]
+    assert exp["leaked"].tolist() == mates
+    scores = exp["scores"].set_index(["learner", "folds drawn per"])
+    for (name, scheme), p in exp["predictions"].items():
+        assert scores.loc[(name, scheme), "accuracy"] == pytest.approx(accuracy_score(items["label"], p))
+    pivot = course.leakage_pivot(exp["scores"], "accuracy")
+    assert list(pivot.columns) == [per_item, per_group, "gain from leakage"]
+    assert (pivot["gain from leakage"] == pivot[per_item] - pivot[per_group]).all()
 
 
 def test_paired_gain_interval():
@@ -563,9 +588,44 @@ def test_paired_gain_interval():
     worse = np.array([0, 0, 1, 0, 1, 0, 0, 1])
     from sklearn.metrics import f1_score
 
-    g = course.paired_gain_ci(y, y, worse, n_resamples=200)
+    g = course.paired_gain_ci(y, y, worse, strata=y, n_resamples=200)
     assert g["value"] == pytest.approx(1 - f1_score(y, worse, average="macro"))
     assert 0 <= g["ci_low"] <= g["value"] <= g["ci_high"]
+    # labels as text, accuracy, cases resampled (no strata): the interval is the paired bootstrap's by hand
+    gold = np.array(["entailment", "neutral", "contradiction"] * 10)
+    a = gold.copy()
+    b = np.where(np.arange(30) % 4 == 0, "neutral", gold)
+    acc = course.paired_gain_ci(gold, a, b, metric=course.accuracy, n_resamples=300, seed=9)
+    assert acc["value"] == pytest.approx(np.mean(a == gold) - np.mean(b == gold))
+    idx = np.random.default_rng(9).integers(0, 30, size=(300, 30))
+    diffs = (a[idx] == gold[idx]).mean(1) - (b[idx] == gold[idx]).mean(1)
+    assert (acc["ci_low"], acc["ci_high"]) == pytest.approx(tuple(np.quantile(diffs, [0.025, 0.975])))
+
+
+def test_confidence_frame_and_its_calibration_by_hand():
+    """Top-label calibration from a cell's label probabilities: p is the answered label's probability, y whether
+    the answer is right; Brier and ECE checked against sklearn and a loop; a cell without probabilities is
+    refused by name."""
+    from sklearn.metrics import brier_score_loss
+
+    preds = [{"item_id": "c1", "pattern": "simple", "gold": "entailment", "pred": "entailment",
+              "scores": {"entailment": 0.7, "neutral": 0.2, "contradiction": 0.1}},
+             {"item_id": "c2", "pattern": "simple", "gold": "neutral", "pred": "contradiction",
+              "scores": {"entailment": 0.1, "neutral": 0.35, "contradiction": 0.55}},
+             {"item_id": "c3", "pattern": "double", "gold": "contradiction", "pred": "contradiction",
+              "scores": {"entailment": 0.05, "neutral": 0.05, "contradiction": 0.9}},
+             {"item_id": "c4", "pattern": "double", "gold": "entailment", "pred": "neutral",
+              "scores": {"entailment": 0.3, "neutral": 0.4, "contradiction": 0.3}}]
+    f = course.confidence_frame(_cell("lm", preds))
+    assert f["p"].tolist() == [0.7, 0.55, 0.9, 0.4] and f["y"].tolist() == [1, 0, 1, 0]
+    assert course.brier(f["y"], f["p"]) == pytest.approx(brier_score_loss(f["y"], f["p"]))
+    # bins 0.3–0.4 (0.4), 0.5–0.6 (0.55), 0.6–0.7 (0.7), 0.8–0.9 (0.9): one item each, |y − p| averaged
+    assert course.ece(f["y"], f["p"]) == pytest.approx((0.3 + 0.55 + 0.4 + 0.1) / 4)
+    by = course.confidence_by_group(f, "pattern")
+    assert by.loc["simple", "accuracy"] == 0.5 and by.loc["double", "mean_confidence"] == pytest.approx(0.65)
+    assert by.loc["double", "gap"] == pytest.approx(0.15)
+    with pytest.raises(ValueError, match="rules \\(zero_shot\\): the cell holds no label probabilities"):
+        course.confidence_frame(_cell("rules", [dict(preds[0], scores=None)]))
 
 
 def test_constant_predictors_stay_below_the_floor():

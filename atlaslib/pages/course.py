@@ -19,9 +19,11 @@ says what it reads::
 - a lesson whose card is not in this build, or whose result cells are absent from it, becomes a short page
   saying so (which cells it needs and the command that makes them); never a half-run lesson;
 - in a publish build a lesson that uses a card whose licence is unconfirmed or whose data are gated
-  becomes a "withheld" page (and is listed on the build's withheld page); cells tagged ``local-only``
-  (sections that read such a card inside an otherwise open lesson) are removed before execution, as
-  they are in a local build that lacks the cells they read; a note says what was left out and why;
+  becomes a "withheld" page (and is listed on the build's withheld page); the atlas's own lessons use only
+  cards a publish build shows, so it executes and publishes all of them. Cells tagged ``local-only``
+  (sections that read such a card inside an otherwise open lesson, e.g. the interval lesson's NegEx
+  section) are removed before execution, as they are in a local build that lacks the cells they read; a
+  note says what was left out and why;
 - every executed lesson gets a "take it home" box: the lesson as MyST ``.md`` and as a fresh ``.ipynb``
   (no outputs), both as downloads, and the one command that runs it from a clone
   (``python -m atlaslib.pages.course <lesson>``);
