@@ -404,11 +404,24 @@ def paired_gain_ci(y_true, pred_a, pred_b, metric: Callable | None = None, strat
     return {"value": float(metric(y, a) - metric(y, b)), "ci_low": lo, "ci_high": hi}
 
 
-def leakage_pivot(scores: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
-    """Learners × fold schemes (the item scheme first), with the gain from leakage (item folds − group folds)."""
-    per_item = next(s for s in scores["folds drawn per"] if s.startswith("items ("))
-    per_group = next(s for s in scores["folds drawn per"] if s != per_item)
-    t = scores.pivot(index="learner", columns="folds drawn per", values=metric)[[per_item, per_group]]
+def leakage_pivot(experiment: dict, metric: str = "accuracy") -> pd.DataFrame:
+    """Learners × the fold schemes of a :func:`leakage_experiment` (the item scheme first), with the gain from
+    leakage (item folds − group folds)."""
+    per_item, per_group = experiment["schemes"]
+    t = experiment["scores"].pivot(index="learner", columns="folds drawn per", values=metric)[[per_item, per_group]]
+    t["gain from leakage"] = t[per_item] - t[per_group]
+    return t
+
+
+def leakage_by(experiment: dict, y_true, learner: str, by) -> pd.DataFrame:
+    """Per value of ``by`` (one per item, e.g. the pattern), in order of first appearance: the share of items
+    ``learner`` gets right under each fold scheme of a :func:`leakage_experiment`, and the gain from leakage."""
+    per_item, per_group = experiment["schemes"]
+    y = np.asarray(y_true)
+    preds = experiment["predictions"]
+    t = pd.DataFrame({"by": np.asarray(by), per_item: preds[(learner, per_item)] == y,
+                      per_group: preds[(learner, per_group)] == y}).groupby("by", sort=False).mean()
+    t.index.name = getattr(by, "name", None)   # a column passed in names the rows
     t["gain from leakage"] = t[per_item] - t[per_group]
     return t
 

@@ -576,9 +576,18 @@ def test_leakage_experiment_on_a_templated_toy_corpus():
     scores = exp["scores"].set_index(["learner", "folds drawn per"])
     for (name, scheme), p in exp["predictions"].items():
         assert scores.loc[(name, scheme), "accuracy"] == pytest.approx(accuracy_score(items["label"], p))
-    pivot = course.leakage_pivot(exp["scores"], "accuracy")
+    pivot = course.leakage_pivot(exp, "accuracy")
     assert list(pivot.columns) == [per_item, per_group, "gain from leakage"]
     assert (pivot["gain from leakage"] == pivot[per_item] - pivot[per_group]).all()
+    # per value of a column: each scheme's share right among that value's items, by hand
+    by = course.leakage_by(exp, items["label"], "1-nearest neighbour", items["template"])
+    assert list(by.index) == list(dict.fromkeys(items["template"]))
+    for t in by.index:
+        m = (items["template"] == t).to_numpy()
+        for scheme in (per_item, per_group):
+            right = exp["predictions"][("1-nearest neighbour", scheme)][m] == items["label"].to_numpy()[m]
+            assert by.loc[t, scheme] == pytest.approx(right.mean())
+        assert by.loc[t, "gain from leakage"] == pytest.approx(by.loc[t, per_item] - by.loc[t, per_group])
 
 
 def test_paired_gain_interval():

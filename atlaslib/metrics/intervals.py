@@ -11,9 +11,10 @@
   (:func:`atlaslib.metrics.bootstrap.cluster_draws`) and the proportion is the drawn successes over
   the drawn trials. With fewer than :data:`FEW_CLUSTERS` clusters it carries ``few_clusters=True``:
   the percentile interval is then too narrow and the page says so.
-- (the card's own cluster resamplings beside its declared one, e.g. NegEx's sentences, are its scoring's
-  ``extra`` and :func:`atlaslib.metrics.engine.extra_interval`; formerly here, from the
-  per-cluster confusion counts (one integer matrix product for all resamples).
+
+A card's own cluster resampling beside its declared one (e.g. NegEx's sentences) is not here: it is the
+card's scoring's ``extra``, computed by :func:`atlaslib.metrics.engine.extra_interval` from the cell's
+per-unit counts.
 """
 from __future__ import annotations
 

@@ -316,10 +316,12 @@ class AssertionClassifier(_SequenceClassifier):
         return out
 
 
-def _softmax_rows(scores: np.ndarray) -> np.ndarray:
+def _softmax_rows(scores) -> np.ndarray:
+    """Row-wise softmax in float64 (scipy's; an empty batch stays empty)."""
+    from scipy.special import softmax
+
     s = np.asarray(scores, dtype=np.float64)
-    e = np.exp(s - s.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+    return softmax(s, axis=1) if len(s) else np.zeros((0, 0))
 
 
 class NliClassifier(_SequenceClassifier):
@@ -346,7 +348,7 @@ class NliClassifier(_SequenceClassifier):
         logits = getattr(self, "last_logits", None)
         if logits is None:
             return None
-        p = _softmax_rows(logits) if len(logits) else np.zeros((0, len(self.label_of)))
+        p = _softmax_rows(logits)
         out = []
         for row in p:
             d = dict.fromkeys(sorted(set(self.label_of.values()), key=NLI_LABELS.index), 0.0)
@@ -516,7 +518,7 @@ class OptionNli(OptionScorer):
         ll = self.last_loglik
         if ll is None:
             return None
-        p = _softmax_rows(ll) if len(ll) else np.zeros((0, len(self.prompt.labels)))
+        p = _softmax_rows(ll)
         return [{lab: float(v) for lab, v in zip(self.prompt.labels, row)} for row in p]
 
     @property
