@@ -24,15 +24,14 @@ half: ``exact_match_rate`` (share of sentences whose continuation equals it toke
 token). Sentences shorter than ``min_tokens`` tokens are skipped; repeated sentences count once; at most
 ``max_sentences`` are probed, the first in the order of ``sha256(f"{seed}:{sentence}")`` (a seeded sample,
 the same for every model). The same probe on sentences the model cannot have seen (the synthetic NLI
-challenge's premises) is the reference a reader compares with. Results are cached on disk
-(``<atlas cache>/memorisation/<key>.json``; key: the model's revision, class and dtype, the sentences, the
-settings, torch and transformers versions: not the capability's adapter, since every adapter of a causal LM
-loads the same model), so every run of one model on one test set probes it once.
+challenge's premises) is the reference a reader compares with. Its continuations are model calls of the store
+(:mod:`atlaslib.models.calls`, keyed by the model's weights, not the capability's adapter, since every adapter of
+a causal LM loads the same model), so every run of one model on one sentence set probes it once and every row
+shows the same figure.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from typing import Sequence
 
@@ -98,12 +97,6 @@ def may_have_seen(profile, card) -> dict:
     return out(None, "unknown: the profile declares no training data")
 
 
-def _cache_path(key: str):
-    from atlaslib import sources
-
-    return sources.cache_dir() / "memorisation" / f"{key}.json"
-
-
 def probe_sample(sentences: Sequence[str], max_sentences: int, seed: int) -> tuple[list[str], int]:
     """The distinct non-blank sentences, and the first ``max_sentences`` of them in the order of
     ``sha256(f"{seed}:{sentence}")``; returns (sample, number of distinct sentences)."""
@@ -113,35 +106,26 @@ def probe_sample(sentences: Sequence[str], max_sentences: int, seed: int) -> tup
 
 
 def memorisation_probe(adapter, sentences: Sequence[str], *, max_sentences: int = 200, max_new_tokens: int = 32,
-                       min_tokens: int = 8, seed: int = 0, cache: bool = True) -> dict:
+                       min_tokens: int = 8, seed: int = 0) -> dict:
     """The probe of the module docstring on ``sentences`` with a causal-LM adapter (one with
     ``token_ids(text)`` and ``greedy_continuations(prefixes, n_new)``). Returns the counts and rates, the
-    settings, the definition and the seconds it took (0 when read from the cache: ``cached`` True)."""
+    settings, the definition and the seconds it took. One computation per (model, sentences, definition): the
+    sentences are cut by the model folder's own tokenizer (whichever adapter of the model asks) and each
+    continuation is a model call of the store, so every row of a model shows the same figure and only the
+    first pays for it (``model_calls``: continuations made and served)."""
     if not (callable(getattr(adapter, "greedy_continuations", None)) and callable(getattr(adapter, "token_ids", None))):
         raise TypeError(f"memorisation_probe: {type(adapter).__name__} cannot continue text (needs token_ids and "
                         f"greedy_continuations)")
     for name, v in (("max_sentences", max_sentences), ("max_new_tokens", max_new_tokens), ("min_tokens", min_tokens)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"memorisation_probe: {name} must be a positive integer, got {v!r}")
+    from atlaslib.models import calls
+
     sample, n_distinct = probe_sample(sentences, max_sentences, seed)
     settings = {"probe": PROBE_VERSION, "max_sentences": max_sentences, "max_new_tokens": max_new_tokens,
                 "min_tokens": min_tokens, "seed": seed}
-    info = dict(getattr(adapter, "info", {}) or {})
-    key_fields = {**settings, "revision": info.get("revision"), "model_class": info.get("model_class"),
-                  "dtype": info.get("dtype"),
-                  "sentences_sha256": hashlib.sha256(json.dumps(sample).encode("utf-8")).hexdigest(),
-                  "versions": _versions()}
-    key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode("utf-8")).hexdigest()
-    use_cache = cache and bool(info.get("revision"))
-    path = _cache_path(key)
-    if use_cache and path.is_file():
-        try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
-            if stored.get("key") == key:
-                return {**stored["result"], "cached": True, "seconds": 0.0}
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
     t0 = time.perf_counter()
+    before = calls.TALLY.snapshot()
     prefixes, targets, skipped = [], [], 0
     for s in sample:
         ids = adapter.token_ids(s)
@@ -157,26 +141,14 @@ def memorisation_probe(adapter, sentences: Sequence[str], *, max_sentences: int 
         exact += int(list(cont) == list(target))
         overlaps.append(sum(int(a == b) for a, b in zip(cont, target)) / len(target))
     n = len(targets)
-    result = {
+    used = calls.Tally.since(before, calls.TALLY.snapshot())
+    return {
         **settings, "definition": DEFINITION.format(max_new_tokens=max_new_tokens),
         "n_distinct_sentences": n_distinct, "n_sampled": len(sample), "n_skipped_short": skipped, "n_probed": n,
         "exact_matches": exact, "exact_match_rate": (exact / n) if n else None,
         "token_overlap": (sum(overlaps) / n) if n else None,
         "mean_prefix_tokens": (sum(len(p) for p in prefixes) / n) if n else None,
         "mean_target_tokens": (sum(len(t) for t in targets) / n) if n else None,
+        "seconds": round(time.perf_counter() - t0, 3),
+        "model_calls": {"made": used["made"], "served": used["served"]},
     }
-    seconds = round(time.perf_counter() - t0, 3)
-    if use_cache:
-        from atlaslib.results import atomic_write_text
-
-        try:
-            atomic_write_text(path, json.dumps({"key": key, "fields": key_fields, "result": result}))
-        except OSError:
-            pass
-    return {**result, "cached": False, "seconds": seconds}
-
-
-def _versions() -> dict:
-    from atlaslib.results import package_versions
-
-    return package_versions(("torch", "transformers"))

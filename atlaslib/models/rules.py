@@ -128,15 +128,18 @@ class _RuleAssertion:
         self.last_evidence: list | None = None
         self.evidence_by_text: dict = {}   # marked text -> evidence, over every call (same text, same evidence)
 
-    def _docs(self, marked_texts):
-        from atlaslib.models.hf import progress_bar
+    def _docs(self, marked_texts, positions=None):
+        """The target entity of each marked text, after the rule pipeline ran; ``positions``: the texts' places
+        in the caller's list (named in errors; default 0, 1, ...)."""
+        from atlaslib.progress import progress_bar
 
         if isinstance(marked_texts, str) or not hasattr(marked_texts, "__iter__"):
             raise TypeError(f"marked_texts: expected a list of strings, got {type(marked_texts).__name__}")
         texts = list(marked_texts)
-        parsed = [split_marked(t, i) for i, t in enumerate(texts)]
+        positions = list(range(len(texts))) if positions is None else list(positions)
+        parsed = [split_marked(t, i) for i, t in zip(positions, texts)]
         bar = progress_bar(len(parsed), self.profile.name, self.progress)
-        for i, (sentence, start, end) in enumerate(parsed):
+        for i, (sentence, start, end) in zip(positions, parsed):
             doc = self.nlp.make_doc(sentence)
             for name, pipe in self.nlp.pipeline:
                 if name == self._first_rule_pipe:
@@ -152,17 +155,49 @@ class _RuleAssertion:
 
     def predict_assertion(self, marked_texts) -> list[str]:
         """Labels per marked text; :attr:`last_evidence` then holds, per text, the trigger behind the label
-        (:meth:`evidence`)."""
-        texts = list(marked_texts) if not isinstance(marked_texts, str) and hasattr(marked_texts, "__iter__") \
-            else marked_texts
+        (:meth:`evidence`). Each text's label and evidence are a model call of the store
+        (:mod:`atlaslib.models.calls`; the stored evidence is the trigger's category and span, never its text,
+        which is read back from the sentence)."""
+        if isinstance(marked_texts, str) or not hasattr(marked_texts, "__iter__"):
+            raise TypeError(f"marked_texts: expected a list of strings, got {type(marked_texts).__name__}")
+        texts = list(marked_texts)
+        parsed = [split_marked(t, i) for i, t in enumerate(texts)]
+
+        def compute(positions):
+            out = []
+            for ent in self._docs([texts[i] for i in positions], positions):
+                label = self._label(ent)
+                ev = self.evidence(ent, label)
+                out.append({"label": label, "evidence": None if ev is None else
+                            {"category": ev["category"], "span": list(ev["span"])}})
+            return out
+
+        values = self.calls.answer(texts, compute)
         labels, evidence = [], []
-        for ent in self._docs(texts):
-            label = self._label(ent)
-            labels.append(label)
-            evidence.append(self.evidence(ent, label))
+        for (sentence, _, _), v in zip(parsed, values):
+            labels.append(str(v["label"]))
+            ev = v["evidence"]
+            evidence.append(None if ev is None else {"trigger": sentence[ev["span"][0]:ev["span"][1]],
+                                                     "category": ev["category"], "span": list(ev["span"])})
         self.last_evidence = evidence
         self.evidence_by_text.update(zip(texts, evidence))
         return labels
+
+    @property
+    def calls(self):
+        """The store's space of this rule system's calls: its identity is its class, this module's code, the
+        profile's revision, its options and the versions of spaCy and the rule packages."""
+        from atlaslib.models import calls
+
+        if getattr(self, "_calls", None) is None:
+            identity = {"adapter": type(self).__name__, "code": calls.code_digest(__file__),
+                        "revision": self.profile.revision, "options": self._options(),
+                        "versions": calls.package_versions(("spacy", "medspacy", "negspacy", "PyRuSH"))}
+            self._calls = calls.CallSpace(identity, self.capability)
+        return self._calls
+
+    def _options(self) -> dict:
+        return {}
 
     @staticmethod
     def _trigger(doc, start: int, end: int, category: str) -> dict:
@@ -175,7 +210,7 @@ class _RuleAssertion:
                 "capability": self.capability, "adapter": f"atlaslib.models.rules.{type(self).__name__}",
                 "pipeline": list(self.nlp.pipe_names), "tokenizer": self._tokenizer_name,
                 "batch_size": 1, "device": "cpu", "dtype": None, "max_length": None, "pooling": None,
-                "torch_threads": None}
+                "torch_threads": None, "model_calls": {self.capability: self.calls.info}}
 
 
 class ConTextAssertion(_RuleAssertion):
@@ -203,6 +238,9 @@ class ConTextAssertion(_RuleAssertion):
             self.nlp.add_pipe("sentencizer", before="medspacy_context")
         self.sentences = sentences
         self.medspacy_version = medspacy.__version__
+
+    def _options(self) -> dict:
+        return {"sentences": self.sentences}
 
     @staticmethod
     def _label(ent) -> str:
@@ -272,6 +310,9 @@ class NegspacyAssertion(_RuleAssertion):
         from importlib.metadata import version
 
         self.negspacy_version = version("negspacy")
+
+    def _options(self) -> dict:
+        return {"triggers_sha256": self.triggers_sha256}
 
     @staticmethod
     def _label(ent) -> str:

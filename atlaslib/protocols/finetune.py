@@ -62,7 +62,7 @@ Weight cache
 
 Progress
     One bar over the epochs and one over the steps of each epoch, through
-    :func:`atlaslib.models.hf.progress_bar` (plain ASCII lines at most every 30 s in papermill logs,
+    :func:`atlaslib.progress.progress_bar` (plain ASCII lines at most every 30 s in papermill logs,
     ``ATLAS_PROGRESS=off`` silences them).
 """
 from __future__ import annotations
@@ -211,20 +211,21 @@ def deterministic(threads: int):
 
 # ------------------------------------------------------------------------------------------ batching
 
-def _pad(rows: Sequence[Sequence[int]], value: int) -> torch.Tensor:
-    width = max(len(r) for r in rows)
+def _pad(rows: Sequence[Sequence[int]], value: int, width: int | None = None) -> torch.Tensor:
+    width = width or max(len(r) for r in rows)
     a = np.full((len(rows), width), value, dtype=np.int64)
     for i, r in enumerate(rows):
         a[i, :len(r)] = r
     return torch.from_numpy(a)
 
 
-def _collate(examples: Sequence[dict], pad_id: int, keys: Sequence[str]) -> dict:
-    """Right-padded tensors of a batch: input ids (pad id), other id rows (0), attention mask."""
-    batch = {"input_ids": _pad([e["input_ids"] for e in examples], pad_id)}
+def _collate(examples: Sequence[dict], pad_id: int, keys: Sequence[str], width: int | None = None) -> dict:
+    """Right-padded tensors of a batch: input ids (pad id), other id rows (0), attention mask; ``width``: pad to
+    that many positions (default: the longest example)."""
+    batch = {"input_ids": _pad([e["input_ids"] for e in examples], pad_id, width)}
     for k in keys:
         if k != "input_ids":
-            batch[k] = _pad([e[k] for e in examples], 0)
+            batch[k] = _pad([e[k] for e in examples], 0, width)
     lens = np.array([len(e["input_ids"]) for e in examples])
     width = batch["input_ids"].shape[1]
     batch["attention_mask"] = torch.from_numpy((np.arange(width)[None, :] < lens[:, None]).astype(np.int64))
@@ -260,7 +261,7 @@ def train_loop(model: _Head, examples: Sequence[dict], targets: Sequence, recipe
     input ids, :data:`IGNORE_INDEX` on unlabelled sub-words (token-level)."""
     from transformers import get_linear_schedule_with_warmup
 
-    from ..models.hf import progress_bar
+    from ..progress import plain_mode, progress_bar
 
     n = len(examples)
     if n == 0:
@@ -282,7 +283,7 @@ def train_loop(model: _Head, examples: Sequence[dict], targets: Sequence, recipe
     history, epoch_of, lrs = [], [], []
     model.train()
     t0 = time.perf_counter()
-    nested = not _plain_progress()
+    nested = not plain_mode()
     ebar = progress_bar(epochs, f"{desc}: epochs", progress) if nested else None
     sbar = None if nested else progress_bar(total, f"{desc}: steps", progress)
     for epoch in range(epochs):
@@ -320,35 +321,39 @@ def train_loop(model: _Head, examples: Sequence[dict], targets: Sequence, recipe
             "steps_per_epoch": steps_per_epoch, "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def _plain_progress() -> bool:
-    """True where progress goes to a log (papermill kernels, CI): one bar over all steps, with the epoch
-    in its text, instead of nested epoch / step bars (whose cursor moves litter a log). Same test as
-    :func:`atlaslib.models.hf.progress_bar`."""
-    import sys
-
-    mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()
-    return mode == "plain" or not (sys.stderr.isatty() or "ipykernel" in sys.modules)
-
-
 def _predict_logits(model: _Head, examples: Sequence[dict], batch_size: int, pad_id: int, keys,
                     progress: bool, desc: str) -> list[torch.Tensor]:
-    """Logits per example, in input order; inference mode, batches of examples sorted by length (longest
-    first, stable: a fixed order, so predictions are reproducible, with little padding)."""
-    from ..models.hf import progress_bar
+    """Logits per example (its real positions, for a token head), in input order; inference mode, fixed-shape
+    batches (:func:`atlaslib.models.calls.fixed_batches`: ``batch_size`` rows, widths rounded up to a bucket, the
+    last batch filled with copies), so an example's logits never depend on the other examples of the call.
+    Each example's logits are a model call of the store when the model carries its identity
+    (``model.atlas_identity``: its weight key and weights' sha256, set when it was trained or loaded)."""
+    from ..models import calls
+    from ..progress import progress_bar
 
     model.eval()
-    out: list = [None] * len(examples)
-    order = sorted(range(len(examples)), key=lambda i: -len(examples[i]["input_ids"]))
-    bar = progress_bar(len(examples), desc, progress)
-    with torch.inference_mode():
-        for a in range(0, len(order), batch_size):
-            idx = order[a:a + batch_size]
-            logits = model(_collate([examples[i] for i in idx], pad_id, keys)).float()
-            for r, i in enumerate(idx):
-                out[i] = logits[r, :len(examples[i]["input_ids"])] if logits.ndim == 3 else logits[r]
-            bar.update(len(idx))
-    bar.close()
-    return out
+    rows = [{k: list(e[k]) for k in keys} for e in examples]
+
+    def compute(positions):
+        got = {}
+        bar = progress_bar(len(positions), desc, progress)
+        with torch.inference_mode():
+            for width, members in calls.fixed_batches([len(rows[p]["input_ids"]) for p in positions], batch_size):
+                idx = [positions[m] for m in members]
+                fill = [rows[p] for p in idx] + [rows[idx[0]]] * (batch_size - len(idx))
+                batch = _collate(fill, pad_id, keys, width=width)
+                logits = model(batch).float()
+                for r, i in enumerate(idx):
+                    got[i] = {"logits": (logits[r, :len(rows[i]["input_ids"])] if logits.ndim == 3
+                                         else logits[r]).numpy()}
+                bar.update(len(idx))
+        bar.close()
+        return [got[p] for p in positions]
+
+    identity = getattr(model, "atlas_identity", None)
+    space = calls.CallSpace(identity, "finetune.logits", {"batch": [batch_size, calls.WIDTH],
+                                                          "threads": torch.get_num_threads()})
+    return [torch.from_numpy(np.asarray(v["logits"], dtype=np.float32)) for v in space.answer(rows, compute)]
 
 
 # ------------------------------------------------------------------------------------------ cache
@@ -520,11 +525,23 @@ def _train_or_load(model: _Head, fields: dict, recipe: dict, retrain: bool, trai
     return meta, info
 
 
+def weights_identity(cache_info: Mapping) -> dict | None:
+    """A trained model's identity in the model-call store's keys: its weight key and its weights' sha256, with
+    the prediction code and the numeric packages' versions; None when its weights are not cached (an encoder
+    without a pinned revision)."""
+    from ..models import calls
+
+    if not cache_info.get("enabled") or not cache_info.get("weights_sha256"):
+        return None
+    return {"finetuned": cache_info["key"], "weights_sha256": cache_info["weights_sha256"],
+            "code": calls.code_digest(__file__), "versions": versions()}
+
+
 # ------------------------------------------------------------------------------------------ protocols
 
 def _details(adapter, recipe, seed, labels, record, cache_info, extra) -> dict:
     info = dict(getattr(adapter, "info", {}) or {})
-    info.pop("embed_cache", None)
+    info.pop("model_calls", None)
     info.pop("stats", None)
     info["max_length"] = recipe["max_length"]
     return {"capability": adapter.capability, "recipe": dict(recipe), "seed": int(seed), "labels": list(labels),
@@ -635,6 +652,7 @@ def _fit_one_seed(model, fields, one: Mapping, retrain, train_inputs, targets, t
         return {**rec, "n_train_examples": len(train_inputs), "labels": labels}
 
     record, cache_info = _train_or_load(model, fields, one, retrain, train_fn)
+    model.atlas_identity = weights_identity(cache_info)
     t0 = time.perf_counter()
     logits = _predict_logits(model, test_inputs, one["eval_batch_size"], pad_id, keys, progress,
                              f"finetune seed {one['seed']}: predict")

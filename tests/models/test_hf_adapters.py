@@ -342,7 +342,7 @@ def test_word_mean_with_a_byte_level_tokenizer_uses_prefix_spaces(models):
 
 
 def test_progress_bar_modes(monkeypatch, capsys):
-    from atlaslib.models.hf import progress_bar
+    from atlaslib.progress import progress_bar
 
     monkeypatch.setenv("ATLAS_PROGRESS", "off")
     assert progress_bar(5, "x").disable
