@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binom
 
+from . import fsio
 from .metrics import bootstrap
 from .metrics.intervals import clopper_pearson
 
@@ -649,7 +650,7 @@ def check_answers(lesson: str, answers_path, seed: int | None = None, data_dir=N
     path = Path(answers_path)
     spec = graded_spec(lesson)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(fsio.read_text(path, expected="a JSON answers file"))
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the answers file ({exc.strerror})") from None
     except json.JSONDecodeError as exc:
