@@ -144,3 +144,78 @@ def test_case01_a_second_build_in_the_same_build_dir_says_another_build_holds_it
     finally:
         first.stdin.close()
         first.wait()
+
+
+# ------------------------------------------------------------------------------------------------ 3
+
+
+def _matrix(tmp_path: Path) -> Path:
+    m3 = tmp_path / "m3.yml"
+    m3.write_text(f"- {{card: negex, version: {N100}, model: majority, protocol: zero_shot}}\n")
+    return m3
+
+
+@HANG_GUARD
+def test_case03_a_scheduler_that_accepts_but_never_answers_stops_the_book_naming_it(tmp_path, capsys, monkeypatch):
+    import socket
+
+    from atlaslib import executor
+    from atlaslib.pages import datastory
+
+    monkeypatch.setattr(executor, "SCHEDULER_DEADLINE", 2.0, raising=False)  # the promised 30 s, shortened
+    monkeypatch.setattr(datastory, "run_stories", lambda *a, **k: [])        # no kernel beside the matrix
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)                                                          # accepts, never answers
+    address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        line = refused(capsys, "book", "--matrix", _matrix(tmp_path), "--no-default", "--force", "--scheduler",
+                       address, "--build-dir", tmp_path / "b", "--results-dir", tmp_path / "r", "--runs-dir",
+                       tmp_path / "n")
+    finally:
+        silent.close()
+    assert f"the Dask scheduler at {address} (scheduler) did not complete the connection within 2 s" in line
+
+
+@HANG_GUARD
+def test_case03_a_scheduler_that_freezes_mid_build_fails_the_unfinished_runs_naming_it(tmp_path, monkeypatch):
+    import signal
+    import subprocess
+    import sys
+
+    from atlaslib import executor
+    from atlaslib.matrix import BuildPaths
+    from atlaslib.runner import RunRequest
+
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                  "--port", "0", "--no-dashboard"], stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        address = None
+        for line in scheduler.stderr:  # the scheduler says where it listens, then waits
+            if "Scheduler at:" in line:
+                address = line.split("Scheduler at:")[1].strip()
+                break
+        assert address, "the scheduler did not start"
+        opened = executor._open_client
+
+        def open_then_freeze(*a, **k):
+            client = opened(*a, **k)
+            scheduler.send_signal(signal.SIGSTOP)  # frozen after the connection: mid-build
+            return client
+
+        monkeypatch.setattr(executor, "_open_client", open_then_freeze)
+        monkeypatch.setattr(executor, "HEARTBEAT", 0.5, raising=False)
+        monkeypatch.setattr(executor, "SCHEDULER_DEADLINE", 2.0, raising=False)
+        reqs = [RunRequest("negex", N100, m, "zero_shot") for m in ("majority", "medspacy-context")]
+        lines = []
+        report = executor.run_requests(reqs, BuildPaths(results=tmp_path / "r", runs=tmp_path / "n",
+                                                        build=tmp_path / "b"),
+                                       executor="dask", scheduler=address, log=lines.append, timing=False,
+                                       task=lambda request, **kw: pytest.fail("no worker should run it"))
+    finally:
+        scheduler.send_signal(signal.SIGCONT)
+        scheduler.kill()
+        scheduler.wait()
+    assert [f.request for f in report.failures] == reqs
+    assert all(f"the Dask scheduler at {address} stopped answering" in str(f) for f in report.failures)
+    assert any(f"dask: the Dask scheduler at {address} stopped answering" in ln for ln in lines), lines
