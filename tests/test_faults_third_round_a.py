@@ -219,3 +219,145 @@ def test_case03_a_scheduler_that_freezes_mid_build_fails_the_unfinished_runs_nam
     assert [f.request for f in report.failures] == reqs
     assert all(f"the Dask scheduler at {address} stopped answering" in str(f) for f in report.failures)
     assert any(f"dask: the Dask scheduler at {address} stopped answering" in ln for ln in lines), lines
+
+
+# ------------------------------------------------------------------------------------------------ 5, 10
+
+
+class Scripted:
+    """An OpenAI-compatible server on a loopback port of its own that answers each POST with the next of
+    ``replies``, ``(status, headers, body)`` (the last one repeats); ``body`` bytes, or an iterable of byte
+    blocks sent without a length (the connection's end ends it). ``requests`` counts the POSTs."""
+
+    def __init__(self, replies):
+        import http.server
+        import threading
+
+        self.replies, self.requests = list(replies), 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                status, headers, body = outer.replies[min(outer.requests, len(outer.replies) - 1)]
+                outer.requests += 1
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                if isinstance(body, bytes):
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.close_connection = True
+                self.end_headers()
+                try:
+                    for block in body:
+                        self.wfile.write(block)
+                except (BrokenPipeError, ConnectionResetError):  # the client stopped reading
+                    pass
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+ANSWER = json.dumps({"choices": [{"message": {"role": "assistant", "content": "no"}}]}).encode()
+
+
+@pytest.fixture
+def llm(tmp_path, monkeypatch):
+    """``llm(base_url, **options)``: the predict.assertion adapter of an openai-compatible profile for
+    ``base_url`` (request cache under tmp_path; waits recorded in ``llm.waits``, never slept)."""
+    import yaml
+
+    from atlaslib.models import load_adapter
+    from atlaslib.models import openai_compat
+
+    monkeypatch.setenv("ATLAS_CACHE_DIR", str(tmp_path / "cache"))
+    waits = []
+    monkeypatch.setattr(openai_compat.time, "sleep", waits.append)
+
+    def make(base_url, **options):
+        entry = {"source": "openai-compatible", "location": base_url, "revision": None,
+                 "capabilities": ["predict.assertion"], "label_map": {}, "trained_on": [],
+                 "description": "A scripted server.", "options": {"model": "m", "timeout": 60, **options}}
+        (tmp_path / "p.yml").write_text(yaml.safe_dump({"scripted": entry}))
+        monkeypatch.setenv("ATLAS_PROFILES", str(tmp_path / "p.yml"))
+        return load_adapter("scripted", "predict.assertion")
+
+    make.waits, make.cache = waits, tmp_path / "cache" / "openai"
+    return make
+
+
+def test_case05_a_reply_past_the_size_limit_is_refused_naming_the_url_and_not_read_further(llm):
+    from atlaslib.models import openai_compat
+    from atlaslib.models.openai_compat import EndpointError
+
+    cap = getattr(openai_compat, "MAX_REPLY_BYTES", 16 * 2 ** 20)
+    big = ANSWER[:-1] + b', "padding": "' + b"x" * (cap + 2 ** 20) + b'"}'    # valid JSON, past the limit
+    assert json.loads(big)["choices"][0]["message"]["content"] == "no"
+    blocks = [big[i:i + 2 ** 20] for i in range(0, len(big), 2 ** 20)]
+    for body in (big, blocks):                                              # with and without Content-Length
+        with Scripted([(200, {"Content-Type": "application/json"}, body)]) as server:
+            adapter = llm(server.base_url, max_retries=2)
+            with pytest.raises(EndpointError) as caught:
+                adapter.predict_assertion(["No [entity] fever [entity]."])
+        line = str(caught.value)
+        assert f"{server.base_url}/chat/completions answered with a body of" in line and f"{cap:,}" in line
+        assert server.requests == 1 and not llm.cache.exists()               # not retried, nothing cached
+
+
+def test_case05_back_off_waits_are_capped_each_and_in_all(llm):
+    from atlaslib.models import openai_compat
+    from atlaslib.models.openai_compat import EndpointError
+
+    with Scripted([(503, {}, b'{"error": {"message": "overloaded"}}')]) as server:
+        adapter = llm(server.base_url, max_retries=20, backoff=1.0)        # 2**20 s on the old code: 12 days
+        with pytest.raises(EndpointError) as caught:
+            adapter.predict_assertion(["No [entity] fever [entity]."])
+    each, total = getattr(openai_compat, "MAX_WAIT", 60.0), getattr(openai_compat, "MAX_TOTAL_WAIT", 300.0)
+    assert llm.waits and max(llm.waits) <= each and sum(llm.waits) <= total, llm.waits
+    line = str(caught.value)
+    assert f"{server.base_url}/chat/completions could not be reached after" in line and "MAX_TOTAL_WAIT" in line
+    assert "HTTP 503 (overloaded)" in line
+
+
+def test_case10_a_redirect_is_refused_naming_url_and_location_and_nothing_is_cached(llm):
+    from atlaslib.models.openai_compat import EndpointError
+
+    elsewhere = "http://other-host.example:8080/v1/chat/completions"
+    with Scripted([(302, {"Location": elsewhere, "Content-Type": "application/json"}, ANSWER)]) as server:
+        adapter = llm(server.base_url)
+        with pytest.raises(EndpointError) as caught:
+            adapter.predict_assertion(["No [entity] fever [entity]."])
+        line = str(caught.value)
+        assert f"{server.base_url}/chat/completions answered HTTP 302, a redirect to {elsewhere}" in line
+        assert server.requests == 1 and not llm.cache.exists()
+    with Scripted([(200, {"Content-Type": "application/json"}, ANSWER)]) as healthy:
+        assert llm(healthy.base_url).predict_assertion(["No [entity] fever [entity]."]) == ["PRESENT"]
+
+
+@pytest.mark.parametrize("retry_after", ["-1", "nan", "inf", "Wed, 21 Oct 2015 07:28:00 GMT"])
+def test_case10_a_bad_or_past_retry_after_falls_back_to_the_back_off(llm, retry_after):
+    import math
+
+    script = [(503, {"Retry-After": retry_after}, b"busy"), (200, {"Content-Type": "application/json"}, ANSWER)]
+    with Scripted(script) as server:
+        adapter = llm(server.base_url, max_retries=3, backoff=0.5)
+        assert adapter.predict_assertion(["No [entity] fever [entity]."]) == ["PRESENT"]
+        assert server.requests == 2
+    assert len(llm.waits) == 1 and math.isfinite(llm.waits[0]) and llm.waits[0] >= 0
+    assert llm.waits[0] == (0.0 if "GMT" in retry_after else 0.5)        # a date in the past: no wait
