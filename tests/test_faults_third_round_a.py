@@ -361,3 +361,51 @@ def test_case10_a_bad_or_past_retry_after_falls_back_to_the_back_off(llm, retry_
         assert server.requests == 2
     assert len(llm.waits) == 1 and math.isfinite(llm.waits[0]) and llm.waits[0] >= 0
     assert llm.waits[0] == (0.0 if "GMT" in retry_after else 0.5)        # a date in the past: no wait
+
+
+# ------------------------------------------------------------------------------------------------ 12
+
+
+def test_case12_damaged_build_caches_are_computed_again_and_named_in_the_log(tmp_path, capsys, monkeypatch,
+                                                                             data_dir):
+    import nbformat
+
+    from atlaslib.cards.maccrobat import pages as maccrobat_pages
+    from atlaslib.metrics import intervals
+    from atlaslib.pages import comparisons, course
+    from atlaslib.pages.facts import FactContext
+
+    build = tmp_path / "_build"
+    # the MACCROBAT data facts: written once, then cut short as a killed build leaves them
+    ctx = FactContext(cells=[], data_dir=data_dir, cache_dir=build)
+    first = {k: f.value for k, f in maccrobat_pages._maccrobat(ctx).items()}
+    cache = build / "facts-maccrobat.json"
+    cache.write_bytes(cache.read_bytes()[:40])
+    capsys.readouterr()
+    again = {k: f.value for k, f in maccrobat_pages._maccrobat(ctx).items()}
+    assert again == first and json.loads(cache.read_text())["numbers"]            # computed again, rewritten whole
+    assert f"build cache {cache} is damaged" in capsys.readouterr().out
+
+    # the coverage simulation's entry holding [] (the simulation itself stood in for: the point is the cache)
+    monkeypatch.setattr(intervals, "simulate_coverage", lambda n, icc, n_resamples: {
+        "cluster": 0.95, "item": 0.9 - icc, "cluster_width": 0.1, "item_width": 0.05, "n_sims": n, "icc": icc})
+    src = build / "site-src"
+    (src / "book" / "methods").mkdir(parents=True)
+    entry = build / "_atlas_cache" / f"coverage-{'-'.join(map(str, comparisons.COVERAGE_ICC))}-" \
+                                     f"{comparisons.COVERAGE_SIMS}.json"
+    entry.parent.mkdir(parents=True)
+    entry.write_text("[]")
+    block = comparisons._coverage_block(src)
+    assert "the item interval in 40.0%" in block and len(json.loads(entry.read_text())) == len(comparisons.COVERAGE_ICC)
+    assert f"build cache {entry} is damaged" in capsys.readouterr().out
+
+    # an executed lesson in the course cache, cut short
+    lesson = build / "course-cache" / "intervals.ipynb"
+    lesson.parent.mkdir()
+    nb = nbformat.v4.new_notebook(metadata={"atlas_course_key": "k"})
+    lesson.write_text(nbformat.writes(nb)[:30])
+    assert getattr(course, "cached_lesson", None) is not None, "the course cache is read without a check"
+    assert course.cached_lesson(lesson, "k") is None                              # a miss: executed again
+    assert f"build cache {lesson} is damaged" in capsys.readouterr().out
+    lesson.write_text(nbformat.writes(nb))
+    assert course.cached_lesson(lesson, "k") is not None and course.cached_lesson(lesson, "other") is None
