@@ -143,7 +143,7 @@ def _attempt(task, request, kwargs: dict) -> tuple:
         return ("done", out)
     except RunFailed as exc:
         return ("run_failed", {"notebook": exc.notebook, "cell": exc.cell, "error": exc.error, "kept": exc.kept,
-                               "seconds": round(time.perf_counter() - start, 2)})
+                               "message": str(exc), "seconds": round(time.perf_counter() - start, 2)})
     except Exception as exc:  # anything else is still this run's failure, reported by name
         return ("error", {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
                           "seconds": round(time.perf_counter() - start, 2)})
@@ -151,7 +151,8 @@ def _attempt(task, request, kwargs: dict) -> tuple:
 
 def _to_failure(request, kind: str, payload: dict):
     if kind == "run_failed":
-        exc = RunFailed(request, payload["notebook"], payload["cell"], payload["error"], payload["kept"])
+        exc = RunFailed(request, payload["notebook"], payload["cell"], payload["error"], payload["kept"],
+                        payload.get("message"))
     else:
         exc = RunCrashed(request, payload["error"])
     return exc, RunOutcome(request, "failed", seconds=payload.get("seconds", 0.0), error=str(exc))

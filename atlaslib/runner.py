@@ -28,6 +28,7 @@ exists is not executed again (``force=True`` ignores the cache).
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -51,11 +52,36 @@ execute_notebook = notebook.execute
 class RunFailed(RuntimeError):
     """A notebook raised while executing; names the notebook and the cell."""
 
-    def __init__(self, request: "RunRequest", notebook: str, cell: int | None, error: str, kept: str | None):
+    def __init__(self, request: "RunRequest", notebook: str, cell: int | None, error: str, kept: str | None,
+                 message: str | None = None):
         self.request, self.notebook, self.cell, self.error, self.kept = request, notebook, cell, error, kept
         where = f"cell {cell}" if cell is not None else "an unknown cell"
-        super().__init__(f"{request.label}: {notebook} failed in {where}: {error}"
-                         + (f" (executed notebook kept at {kept})" if kept else ""))
+        super().__init__(message or (f"{request.label}: {notebook} failed in {where}: {error}"
+                                     + (f" (executed notebook kept at {kept})" if kept else "")))
+
+
+#: the errors of a write that found no room: disk full, file too large (RLIMIT_FSIZE, the file system's
+#: limit), quota exceeded
+NO_ROOM = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+_ERRNO_TEXT = re.compile(r"^\[Errno (\d+)\] ([^:]+)(?:: '(.*)')?")
+
+
+def no_room(request: "RunRequest", notebook: str, exc: BaseException | None = None, *, evalue: str = "",
+            writing=None) -> RunFailed | None:
+    """The run's failure when ``exc`` (or a kernel's ``OSError`` with text ``evalue``) is a write that found no
+    room (:data:`NO_ROOM`), naming the file being written (``writing`` when the error names none); None for
+    any other error. Such a run keeps no failed notebook: the one being written is cut short."""
+    if exc is not None:
+        code, why, path = getattr(exc, "errno", None), getattr(exc, "strerror", None), getattr(exc, "filename", None)
+    else:
+        m = _ERRNO_TEXT.match(evalue or "")
+        code, why, path = (int(m.group(1)), m.group(2), m.group(3)) if m else (None, None, None)
+    if code not in NO_ROOM:
+        return None
+    error = f"disk full / file too large while writing {path or writing} ({why or os.strerror(code)})"
+    return RunFailed(request, notebook, None, error, None,
+                     message=f"{request.label}: {error}; no failed notebook was kept, and the previous notebook and "
+                             f"cell are kept")
 
 
 @dataclass(frozen=True)
@@ -530,12 +556,18 @@ def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out
         try:
             execute_notebook(src_ipynb, out_ipynb, params, kernel_name=kernel_name, timeout=timeout)
         except PapermillExecutionError as exc:
+            full = no_room(request, card.notebook, evalue=exc.evalue) if exc.ename == "OSError" else None
+            if full is not None:  # the kernel found no room to write: not the notebook's fault
+                raise full from None
             kept = _keep_failed(out_ipynb, request, failed_dir)
             cell_no = notebook.source_cell_number(run_nb, exc.cell_index)
             if cell_no is not None:  # back to the numbering of the source notebook
                 cell_no = notebook.run_cell_indices(nb, request.version)[cell_no - 1] + 1
             raise RunFailed(request, card.notebook, cell_no, f"{exc.ename}: {exc.evalue}", kept) from None
         except Exception as exc:
+            full = no_room(request, card.notebook, exc, writing=out_ipynb)
+            if full is not None:  # papermill could not write the executed notebook: it is cut short, not kept
+                raise full from None
             kept = _keep_failed(out_ipynb, request, failed_dir)
             raise RunFailed(request, card.notebook, None, f"{type(exc).__name__}: {exc}", kept) from None
         seconds = time.perf_counter() - start
@@ -566,6 +598,8 @@ def _keep_failed(executed: Path, request: RunRequest, failed_dir: Path) -> str |
     if not executed.is_file():
         return None
     target = failed_dir / request.card / request.version / slug(request.model) / f"{request.protocol}.ipynb"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(executed, target)
+    try:  # whole or not at all: a copy cut short (a full disk) is never left where a reader looks
+        atomic_write_text(target, executed.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
     return str(target)

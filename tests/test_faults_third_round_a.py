@@ -409,3 +409,35 @@ def test_case12_damaged_build_caches_are_computed_again_and_named_in_the_log(tmp
     assert f"build cache {lesson} is damaged" in capsys.readouterr().out
     lesson.write_text(nbformat.writes(nb))
     assert course.cached_lesson(lesson, "k") is not None and course.cached_lesson(lesson, "other") is None
+
+
+# ------------------------------------------------------------------------------------------------ 13
+
+
+def test_case13_a_full_disk_is_said_as_such_and_keeps_no_truncated_notebook(tmp_path, capsys, monkeypatch):
+    import errno
+
+    from papermill.exceptions import PapermillExecutionError
+
+    from atlaslib import runner
+
+    def too_large(src, out, params, **kw):  # papermill's write of the executed notebook hits RLIMIT_FSIZE
+        Path(out).write_text('{"cells": [{"cell_type": "code", "sou')
+        raise OSError(errno.EFBIG, "File too large")
+
+    def kernel_full(src, out, params, **kw):  # the kernel's own write finds the disk full
+        Path(out).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+        raise PapermillExecutionError(4, 1, "write", "OSError", "[Errno 28] No space left on device: '/data/x.json'",
+                                      [])
+
+    out = {d: tmp_path / d for d in ("r", "n", "b")}
+    args = ("run", "--card", "negex", "--model", "majority", "--protocol", "zero_shot", "--version", N100,
+            "--results-dir", out["r"], "--runs-dir", out["n"], "--build-dir", out["b"])
+    work = str(out["n"] / "negex" / N100 / "majority" / "atlas-run-zero_shot-")
+    for fake, said in ((too_large, "/out.ipynb (File too large)"),
+                       (kernel_full, "/data/x.json (No space left on device)")):
+        monkeypatch.setattr(runner, "execute_notebook", fake)
+        line = refused(capsys, *args, code=1)
+        assert "disk full / file too large while writing " in line and said in line and "failed in" not in line
+        assert fake is kernel_full or f"while writing {work}" in line
+        assert not [p for p in tmp_path.rglob("*") if p.is_file()], "a file was left behind"
