@@ -75,26 +75,22 @@ class WorkerLost(RunFailed):
         return (WorkerLost, (self.request, self.attempts, self.error))
 
 
-class SchedulerLost(RunFailed):
-    """A run not finished when the Dask scheduler stopped answering (reported by name, never silently missing)."""
-
-    def __init__(self, request: RunRequest, error: str):
-        self.request, self.notebook, self.cell, self.kept, self.error = request, None, None, None, error
-        RuntimeError.__init__(self, f"{request.label}: not finished: {error}")
-
-    def __reduce__(self):
-        return (SchedulerLost, (self.request, self.error))
-
-
 class RunCrashed(RunFailed):
-    """A run that raised outside its notebook (e.g. a full disk): reported by name like a failed notebook."""
+    """A run that raised outside its notebook (e.g. an output folder it cannot write): reported by name like a
+    failed notebook."""
+    what = "the run raised outside its notebook"
 
     def __init__(self, request: RunRequest, error: str):
         self.request, self.notebook, self.cell, self.kept, self.error = request, None, None, None, error
-        RuntimeError.__init__(self, f"{request.label}: the run raised outside its notebook: {error}")
+        RuntimeError.__init__(self, f"{request.label}: {self.what}: {error}")
 
     def __reduce__(self):
-        return (RunCrashed, (self.request, self.error))
+        return (type(self), (self.request, self.error))
+
+
+class SchedulerLost(RunCrashed):
+    """A run not finished when the Dask scheduler stopped answering (reported by name, never silently missing)."""
+    what = "not finished"
 
 
 def check_requests(requests) -> list:

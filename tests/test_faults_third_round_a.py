@@ -21,19 +21,12 @@ import pytest
 
 from atlaslib import cli
 from tests.external.test_score import atlas  # atlas(capsys, *args) -> (exit code, stdout, stderr), in-process
+from tests.test_faults_second_round import refused  # one line on stderr, no traceback, the exit code
 from tests.test_faults_user import one_line
 
 N100 = "atlas-n100-v1"
 #: a guard for tests whose case hung on the old code: they fail there instead of waiting forever
 HANG_GUARD = pytest.mark.timeout(300)
-
-
-def refused(capsys, *args, code: int = 2) -> str:
-    """``atlas ARGS`` answers with one line on stderr (no traceback) and exit ``code``; returns the line."""
-    got, _, err = atlas(capsys, *args)
-    line = one_line(err)
-    assert got == code, err
-    return line
 
 
 @pytest.fixture(scope="module")
@@ -441,3 +434,111 @@ def test_case13_a_full_disk_is_said_as_such_and_keeps_no_truncated_notebook(tmp_
         assert "disk full / file too large while writing " in line and said in line and "failed in" not in line
         assert fake is kernel_full or f"while writing {work}" in line
         assert not [p for p in tmp_path.rglob("*") if p.is_file()], "a file was left behind"
+
+
+# ------------------------------------------------------------------------------------------------ smaller
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@HANG_GUARD
+def test_minor_sigterm_during_a_data_story_leaves_no_story_work_folder(tmp_path, capsys, monkeypatch):
+    import signal
+    import socket
+    import threading
+
+    from atlaslib import book, notebook
+
+    runs = tmp_path / "n"
+    story_dir = runs / "negex" / N100
+    story_dir.mkdir(parents=True)
+    killed = story_dir / "atlas-story-killed"                   # left by a build stopped before this change
+    killed.mkdir()
+    (killed / "owner").write_text(f"{socket.gethostname()} {_dead_pid()}\n")
+    started, release = threading.Event(), threading.Event()
+
+    def story_kernel(src, out, params, **kw):                   # the story's kernel, stopped by SIGTERM mid-way
+        started.set()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+        release.wait()
+        raise RuntimeError("the kernel went with its command")
+
+    def matrix(*a, **k):                                        # the run matrix, busy beside the story
+        threading.Event().wait()
+
+    def not_handled(signum, frame):
+        raise AssertionError("SIGTERM was not handled by atlas: the default action ends the process as it is")
+
+    monkeypatch.setattr(notebook, "execute", story_kernel)
+    monkeypatch.setattr(book, "run_matrix", matrix)
+    previous = signal.signal(signal.SIGTERM, not_handled)
+    try:
+        code, _, err = atlas(capsys, "book", "--matrix", _matrix(tmp_path), "--no-default", "--executor", "serial",
+                             "--build-dir", tmp_path / "b", "--results-dir", tmp_path / "r", "--runs-dir", runs)
+        left = sorted(p.name for p in story_dir.glob("atlas-story-*"))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        release.set()
+    assert started.is_set() and code == 128 + signal.SIGTERM
+    assert one_line(err) == "atlas book: stopped by SIGTERM; no partial output was kept"
+    assert left == [], left                                     # neither this build's story folder nor the old one
+
+
+def test_minor_a_run_killed_before_writing_leaves_no_empty_model_folder(tmp_path, capsys, monkeypatch):
+    import socket
+
+    from papermill.exceptions import PapermillExecutionError
+
+    from atlaslib import runner
+
+    results, runs = tmp_path / "r", tmp_path / "n"
+    left = results / "negex" / N100 / "majority"               # what a run killed with SIGKILL leaves
+    left.mkdir(parents=True)
+    work = runs / "negex" / N100 / "majority" / "atlas-run-zero_shot-killed"
+    work.mkdir(parents=True)
+    (work / "owner").write_text(f"{socket.gethostname()} {_dead_pid()}\n")
+
+    def raises(src, out, params, **kw):
+        Path(out).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+        raise PapermillExecutionError(3, 1, "x", "ValueError", "no", [])
+
+    monkeypatch.setattr(runner, "execute_notebook", raises)
+    refused(capsys, "run", "--card", "negex", "--model", "majority", "--protocol", "zero_shot", "--version", N100,
+            "--results-dir", results, "--runs-dir", runs, "--build-dir", tmp_path / "b", code=1)
+    assert not left.exists() and not work.parent.exists()      # the failed run wrote nothing: no empty folder
+
+
+def _run_args(tmp_path: Path, model: str) -> tuple:
+    return ("run", "--card", "negex", "--protocol", "zero_shot", "--version", N100, "--model", model,
+            "--results-dir", tmp_path / "r", "--runs-dir", tmp_path / "n", "--build-dir", tmp_path / "b")
+
+
+def test_minor_an_empty_model_name_is_refused_not_taken_for_the_current_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = refused(capsys, *_run_args(tmp_path, ""))
+    assert "the model name is empty ('')" in line and str(tmp_path) not in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_minor_a_path_that_leaves_its_folder_is_no_hub_id(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("a/..", "org/."):
+        line = refused(capsys, *_run_args(tmp_path, name))
+        assert f"model {name!r} is not a hub id: a hub id is 'org/name' with no '.' or '..' part" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_minor_a_lesson_name_that_is_a_path_is_refused_naming_the_lessons(tmp_path, capsys):
+    answers = tmp_path / "A.json"
+    answers.write_text('{"seed": 1, "answers": {}}')
+    line = refused(capsys, "course", "check", "../../../etc/passwd", answers)
+    assert "lesson '../../../etc/passwd' is not a lesson name" in line
+    known = line.split("expected one of ", 1)[1].split(", ")
+    assert "intervals" in known, line
