@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import yaml
 
-from . import linkcheck, plots, results
+from . import builddir, linkcheck, plots, results
 from .escape import md, md_code
 from .background import in_background
 from .pages import analysis as analysis_page
@@ -124,9 +124,7 @@ def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: 
 # -- rendering the site tree -----------------------------------------------------------------------------
 
 def _copy_sources(paths: BuildPaths, src: Path) -> None:
-    if src.exists():
-        shutil.rmtree(src)
-    src.mkdir(parents=True)
+    builddir.fresh_folder(src)  # only a folder the atlas made is deleted
     for name in ("_config.yml", "_toc.yml"):
         shutil.copyfile(paths.repo / name, src / name)
     shutil.copytree(paths.repo / "book", src / "book", ignore=shutil.ignore_patterns("runs", "_generated"))
@@ -967,8 +965,7 @@ def redact_local_paths(src: Path, roots: dict[str, str]) -> int:
 
 def jupyter_book_build(src: Path, out: Path, log=print) -> tuple[int, list[str]]:
     """``jupyter-book build`` with warnings as errors and --keep-going; returns (exit code, warnings)."""
-    if out.exists():
-        shutil.rmtree(out)
+    builddir.fresh_folder(out)  # only a folder the atlas made is deleted
     exe = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(src), "--path-output", str(out),
            "-W", "-n", "--keep-going", "--all"]
@@ -1005,6 +1002,15 @@ def build(*, paths: BuildPaths | None = None, publish: bool = False, force: bool
     ``executor``: "serial" or "dask" (a LocalCluster, or the scheduler named by ``scheduler`` /
     ``$ATLAS_DASK_SCHEDULER``); the `atlas book` command uses Dask by default."""
     paths = paths or BuildPaths()
+    with builddir.build_lock(paths.build):  # one build at a time in a build folder
+        for folder in (paths.src(publish), paths.html_out(publish)):  # refused before anything runs
+            builddir.check_replaceable(folder)
+        return _build(paths, publish, force, run_runs, data_dir, requests, cards, executor, scheduler, n_workers,
+                      memory_limit, log)
+
+
+def _build(paths: BuildPaths, publish: bool, force: bool, run_runs: bool, data_dir, requests, cards, executor,
+           scheduler, n_workers, memory_limit, log) -> int:
     report = None
     if run_runs:
         reqs = requests if requests is not None else default_requests(cards)

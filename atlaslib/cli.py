@@ -316,8 +316,15 @@ def main(argv=None) -> int:
         except DataSourceError as exc:  # a pinned data file missing or not the pinned one
             code = _fail(args.command, exc, 2)
         if code == 130 or interrupts.interrupted():  # also when a library swallowed the KeyboardInterrupt
-            print(f"atlas {args.command}: interrupted; no partial output was kept", file=sys.stderr)
-            return 130
+            from .notebook import remove_live_work_dirs
+
+            remove_live_work_dirs()  # work beside the command (a data story's thread) keeps nothing either
+            import signal
+
+            signum = interrupts.stopped_by() or signal.SIGINT
+            how = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+            print(f"atlas {args.command}: {how}; no partial output was kept", file=sys.stderr)
+            return 128 + signum
         return code
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
+import re
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binom
 
+from . import fsio
 from .metrics import bootstrap
 from .metrics.intervals import clopper_pearson
 
@@ -530,11 +532,15 @@ def graded_spec(lesson: str, root=None) -> dict:
 
     from .notebook import REPO
 
-    path = Path(root or REPO) / "book" / "course" / f"{lesson}.md"
-    if not path.is_file():
-        known = sorted(p.stem for p in path.parent.glob("*.md") if "graded" in
+    folder = Path(root or REPO) / "book" / "course"
+    path = folder / f"{lesson}.md"
+    named = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", str(lesson)) is not None  # a name, never a path
+    if not named or not path.is_file():
+        known = sorted(p.stem for p in folder.glob("*.md") if "graded" in
                        (jupytext.read(p).metadata.get("atlas") or {}))
-        raise ValueError(f"no lesson {lesson!r} with a graded exercise; expected one of {', '.join(known)}")
+        what = f"no lesson {lesson!r} with a graded exercise" if named else \
+            f"lesson {lesson!r} is not a lesson name (a name, not a path)"
+        raise ValueError(f"{what}; expected one of {', '.join(known)}")
     spec = dict((jupytext.read(path).metadata.get("atlas") or {}).get("graded") or {})
     if spec.get("kind") not in GRADED_QUESTIONS or not spec.get("card") or not spec.get("version"):
         raise ValueError(f"{path}: front matter atlas.graded must give kind (one of {', '.join(GRADED_QUESTIONS)}), "
@@ -649,7 +655,7 @@ def check_answers(lesson: str, answers_path, seed: int | None = None, data_dir=N
     path = Path(answers_path)
     spec = graded_spec(lesson)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(fsio.read_text(path, expected="a JSON answers file"))
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the answers file ({exc.strerror})") from None
     except json.JSONDecodeError as exc:

@@ -18,7 +18,12 @@ out of memory, node lost: Dask's ``KilledWorker`` or a closed connection) is a f
 again, ``retries`` times (default once), and if it still does not finish the run is reported by name as
 failed (:class:`WorkerLost`). Either way the failure is in ``MatrixReport.failures`` and the build fails
 loudly; a run never just goes missing. Because the runner writes outputs by temp file + rename, a killed
-run leaves no partial file and the next run resumes from the finished cells.
+run leaves no partial file and the next run resumes from the finished cells. An existing scheduler must
+complete the connection within :data:`SCHEDULER_DEADLINE` seconds (:class:`ExecutorError` naming it
+otherwise: a server that accepts the connection and never answers cannot hold the command); when no run has
+finished for :data:`HEARTBEAT` seconds the scheduler is asked whether it still answers, and one that does not
+within the deadline (frozen, its machine gone) fails the runs not yet finished by name
+(:class:`SchedulerLost`), keeping the finished ones.
 
 On Dask, the runs whose outputs are current are served from the cache on the client before anything is
 submitted (a build with nothing changed starts no cluster), and on the LocalCluster a run is handed out
@@ -46,6 +51,11 @@ SCHEDULER_ENV = "ATLAS_DASK_SCHEDULER"
 #: the smallest memory limit a LocalCluster worker is started with (below it the nanny stops it at once)
 MIN_WORKER_MEMORY = 256 * 2 ** 20
 _ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx)://[^\s/:]+(:\d+)?$")
+#: seconds an existing scheduler has to connect and answer, the whole handshake (book/methods/scale_out.md), and
+#: to answer a question asked during the build
+SCHEDULER_DEADLINE = 30.0
+#: seconds the matrix waits with no run finishing before it asks the scheduler whether it still answers
+HEARTBEAT = 15.0
 
 
 class ExecutorError(RuntimeError):
@@ -66,14 +76,21 @@ class WorkerLost(RunFailed):
 
 
 class RunCrashed(RunFailed):
-    """A run that raised outside its notebook (e.g. a full disk): reported by name like a failed notebook."""
+    """A run that raised outside its notebook (e.g. an output folder it cannot write): reported by name like a
+    failed notebook."""
+    what = "the run raised outside its notebook"
 
     def __init__(self, request: RunRequest, error: str):
         self.request, self.notebook, self.cell, self.kept, self.error = request, None, None, None, error
-        RuntimeError.__init__(self, f"{request.label}: the run raised outside its notebook: {error}")
+        RuntimeError.__init__(self, f"{request.label}: {self.what}: {error}")
 
     def __reduce__(self):
-        return (RunCrashed, (self.request, self.error))
+        return (type(self), (self.request, self.error))
+
+
+class SchedulerLost(RunCrashed):
+    """A run not finished when the Dask scheduler stopped answering (reported by name, never silently missing)."""
+    what = "not finished"
 
 
 def check_requests(requests) -> list:
@@ -122,7 +139,7 @@ def _attempt(task, request, kwargs: dict) -> tuple:
         return ("done", out)
     except RunFailed as exc:
         return ("run_failed", {"notebook": exc.notebook, "cell": exc.cell, "error": exc.error, "kept": exc.kept,
-                               "seconds": round(time.perf_counter() - start, 2)})
+                               "message": str(exc), "seconds": round(time.perf_counter() - start, 2)})
     except Exception as exc:  # anything else is still this run's failure, reported by name
         return ("error", {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
                           "seconds": round(time.perf_counter() - start, 2)})
@@ -130,7 +147,8 @@ def _attempt(task, request, kwargs: dict) -> tuple:
 
 def _to_failure(request, kind: str, payload: dict):
     if kind == "run_failed":
-        exc = RunFailed(request, payload["notebook"], payload["cell"], payload["error"], payload["kept"])
+        exc = RunFailed(request, payload["notebook"], payload["cell"], payload["error"], payload["kept"],
+                        payload.get("message"))
     else:
         exc = RunCrashed(request, payload["error"])
     return exc, RunOutcome(request, "failed", seconds=payload.get("seconds", 0.0), error=str(exc))
@@ -179,15 +197,17 @@ def check_options(executor: str | None = "serial", scheduler: str | None = None,
 
 def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, executor: str = "serial",
                  scheduler: str | None = None, n_workers: int | None = None, memory_limit=None,
-                 retries: int = 1, log=print, timing: bool = True, task=None, connect_timeout="30s"):
+                 retries: int = 1, log=print, timing: bool = True, task=None, connect_timeout=None):
     """Run every request (cached, see :func:`atlaslib.runner.run`) and collect a :class:`~atlaslib.matrix.MatrixReport`.
 
     ``executor``: ``"serial"``, ``"dask"``, or None for "dask when a scheduler is named (argument or
     ``$ATLAS_DASK_SCHEDULER``), else serial". For Dask, ``scheduler`` (or ``$ATLAS_DASK_SCHEDULER``) names an
     existing scheduler; otherwise a LocalCluster with ``n_workers`` processes (default ``os.cpu_count()``),
     one thread each, ``memory_limit`` per worker (e.g. ``"4GiB"``; default Dask's ``"auto"``: the machine's
-    memory shared equally), on 127.0.0.1 without dashboard. ``connect_timeout``: how long to try reaching
-    an existing scheduler. ``retries``: how many times a run whose worker died is submitted again.
+    memory shared equally), on 127.0.0.1 without dashboard. ``connect_timeout``: how long an existing
+    scheduler has to connect and answer (default :data:`SCHEDULER_DEADLINE`); one that stops answering
+    during the build (asked after :data:`HEARTBEAT` seconds without a finished run) fails the runs not yet
+    done, naming it, and the finished ones are kept. ``retries``: how many times a run whose worker died is submitted again.
     Outcomes and failures are listed in request order; ``timing`` prints the per-run timing table.
     ``task`` replaces :func:`atlaslib.runner.run` (same signature; tests use it to kill workers).
     """
@@ -261,18 +281,74 @@ def _serve_cached(reqs, kwargs, log) -> dict:
     return served
 
 
-def _open_client(address, from_env, n_workers, memory_limit, log, connect_timeout="30s"):
+def _scheduler_source(from_env: bool) -> str:
+    return f"${SCHEDULER_ENV}" if from_env else "scheduler"
+
+
+def _seconds(value) -> float:
+    """A timeout given as seconds or as Dask's text (``"30s"``); None is :data:`SCHEDULER_DEADLINE`."""
+    from dask.utils import parse_timedelta
+
+    return SCHEDULER_DEADLINE if value is None else float(parse_timedelta(value, "s"))
+
+
+def _connect(address: str, source: str, deadline: float):
+    """A Client of the scheduler at ``address``, or ExecutorError naming it within ``deadline`` seconds. Dask's
+    own timeout covers the TCP connection only: a server that accepts it and never completes the handshake
+    would hold ``Client()`` forever, so the client is made in a thread of its own and waited for at most
+    ``deadline`` seconds; one that comes later is closed, unused."""
+    import threading
+
+    from distributed import Client
+
+    box, done, lock = {}, threading.Event(), threading.Lock()
+
+    def connect():
+        try:  # Dask's timeout ends first for an address that refuses: its own message says why
+            client = Client(address, timeout=0.8 * deadline)
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller below)
+            box["error"] = exc
+        else:
+            with lock:
+                late = done.is_set()
+                box["client"] = client
+            if late:
+                client.close(timeout=deadline)
+        done.set()
+
+    threading.Thread(target=connect, name="atlas-dask-connect", daemon=True).start()
+    if not done.wait(deadline):
+        with lock:
+            done.set()  # from here on a client that comes is late: closed by its thread
+            client = box.get("client")
+        if client is None:
+            raise ExecutorError(f"the Dask scheduler at {address} ({source}) did not complete the connection "
+                                f"within {deadline:g} s (no Dask handshake); is a Dask scheduler running there?")
+    if "error" in box:
+        exc = box["error"]
+        if isinstance(exc, (OSError, TimeoutError)):
+            raise ExecutorError(f"cannot reach the Dask scheduler at {address} ({source}): {exc}") from None
+        raise exc
+    return box["client"]
+
+
+def _scheduler_answers(client, deadline: float) -> bool:
+    """Whether the client's scheduler answers a question (its identity) within ``deadline`` seconds."""
+    try:
+        client.sync(client.scheduler.identity, callback_timeout=deadline)
+        return True
+    except Exception:  # a timeout, a closed connection: no answer either way
+        return False
+
+
+def _open_client(address, from_env, n_workers, memory_limit, log, connect_timeout=None):
     """(client, cluster-or-None) for an existing scheduler or a new LocalCluster."""
     import logging
 
     from distributed import Client, LocalCluster
 
     if address:
-        try:
-            client = Client(address, timeout=connect_timeout)
-        except (OSError, TimeoutError) as exc:
-            raise ExecutorError(f"cannot reach the Dask scheduler at {address} "
-                                f"({'$' + SCHEDULER_ENV if from_env else 'scheduler'}): {exc}") from None
+        client = _connect(address, _scheduler_source(from_env), _seconds(connect_timeout))
         log(f"dask: submitting to the scheduler at {address}")
         return client, None
     n = n_workers or os.cpu_count() or 1
@@ -321,7 +397,7 @@ def longest_first(reqs) -> list[int]:
     return sorted(range(len(reqs)), key=lambda i: (-PROTOCOL_WEIGHT.get(reqs[i].protocol, 0), rank[i], i))
 
 
-def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_limit, retries, connect_timeout="30s",
+def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_limit, retries, connect_timeout=None,
               no_worker_timeout: float = 120.0, count_from: int = 0, count_of: int | None = None):
     from collections import deque
     from concurrent.futures import CancelledError
@@ -344,6 +420,7 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
     in_flight: dict = {}
     done, count_of = count_from, count_of or len(reqs)
     starved_since = None
+    deadline, heard = _seconds(connect_timeout), time.monotonic()  # when a run last finished or the scheduler answered
     try:
         while queue or in_flight:
             if queue:
@@ -366,9 +443,21 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
                     continue
                 starved_since = None
             try:
-                finished, _ = wait(list(in_flight), timeout=0.5 if queue else None, return_when="FIRST_COMPLETED")
+                finished, _ = wait(list(in_flight), timeout=0.5 if queue else HEARTBEAT, return_when="FIRST_COMPLETED")
             except TimeoutError:
-                continue
+                finished = ()
+            if finished:
+                heard = time.monotonic()
+            elif time.monotonic() - heard >= HEARTBEAT:  # nothing finished for a while: is the scheduler there?
+                if not _scheduler_answers(client, deadline):
+                    why = (f"the Dask scheduler at {client.scheduler.address} stopped answering (no answer within "
+                           f"{deadline:g} s, after {time.monotonic() - heard:.0f} s without a finished run); the "
+                           f"runs finished before are kept")
+                    log(f"dask: {why}; {len(reqs) - len(results)} run(s) not finished")
+                    for i in [j for j, _ in in_flight.values()] + [j for j, _ in queue]:
+                        results[i] = ("scheduler", {"error": why})
+                    break
+                heard = time.monotonic()
             for fut in finished:
                 i, attempt = in_flight.pop(fut)
                 req = reqs[i]
@@ -391,7 +480,7 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
                 done += 1
                 log(_status_line(done, count_of, _outcome(req, kind, payload)[1]))
     finally:
-        client.close()
+        client.close(timeout=deadline)  # a scheduler that stopped answering cannot hold the close either
         if cluster is not None:
             cluster.close()
     outcomes, failures = [], []
@@ -410,4 +499,7 @@ def _outcome(req, kind, payload):
     if kind == "lost":
         exc = WorkerLost(req, payload["attempts"], payload["error"])
         return exc, RunOutcome(req, "failed", error=str(exc), extra={"attempts": payload["attempts"]})
+    if kind == "scheduler":
+        exc = SchedulerLost(req, payload["error"])
+        return exc, RunOutcome(req, "failed", error=str(exc))
     return _to_failure(req, kind, payload)

@@ -29,22 +29,35 @@ def check() -> None:
         raise KeyboardInterrupt
 
 
+_SIGNAL: list = []  # the signal that stopped the command (SIGINT or SIGTERM)
+
+
+def stopped_by() -> int | None:
+    """The number of the signal that stopped the command (SIGINT or SIGTERM), None when none did."""
+    return _SIGNAL[-1] if _SIGNAL and _INTERRUPTED.is_set() else None
+
+
 def _on_sigint(signum, frame):
+    _SIGNAL.append(signum)
     _INTERRUPTED.set()
     raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def handling():
-    """Record SIGINT for :func:`interrupted` while the block runs (main thread only; elsewhere a no-op), then
-    restore the previous handler; the record starts empty and is emptied again at the end."""
+    """Record SIGINT (and SIGTERM, which stops the command the same way: the interrupted run's partial outputs
+    and work folders are removed, not left to the next command) for :func:`interrupted` while the block runs
+    (main thread only; elsewhere a no-op), then restore the previous handlers; the record starts empty and is
+    emptied again at the end."""
     _INTERRUPTED.clear()
+    _SIGNAL.clear()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, _on_sigint)
+    previous = {s: signal.signal(s, _on_sigint) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         _INTERRUPTED.clear()

@@ -167,6 +167,74 @@ def source_cell_number(nb, executed_index: int | None) -> int | None:
     return (executed_index - 1 if executed_index > at else executed_index) + 1
 
 
+# -- work folders ------------------------------------------------------------------------------------------
+
+#: the work folders this process is using (removed by :func:`remove_live_work_dirs` when the command is stopped)
+_LIVE: set = set()
+
+
+def make_work_dir(parent, prefix: str) -> Path:
+    """A new work folder ``<parent>/<prefix>XXXX`` (a run's or a data story's), with an ``owner`` file naming this
+    host and process, so that a later command can tell one left by a killed process
+    (:func:`remove_stale_work_dirs`). Remove it with :func:`remove_work_dir`."""
+    import socket
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    _LIVE.add(work)
+    (work / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    return work
+
+
+def remove_work_dir(work) -> None:
+    import shutil
+
+    _LIVE.discard(Path(work))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def remove_live_work_dirs() -> None:
+    """Remove every work folder this process is still using: the command was stopped (Ctrl-C, SIGTERM) while
+    work went on beside it (a data story in a background thread), and nothing of it is kept."""
+    for work in list(_LIVE):
+        remove_work_dir(work)
+
+
+def remove_stale_work_dirs(folder, pattern: str) -> list[Path]:
+    """Remove the work folders matching ``pattern`` in ``folder`` whose process is gone (killed): their ``owner``
+    file names a host and pid that no longer runs, or, without one, they are over 2 minutes old. Returns them."""
+    import shutil
+    import socket
+    import time
+
+    stale = []
+    for d in Path(folder).glob(pattern):
+        if not d.is_dir() or d in _LIVE:
+            continue
+        try:
+            host, pid = (d / "owner").read_text().split()
+            alive = host == socket.gethostname() and _pid_alive(int(pid))
+        except (OSError, ValueError):  # no owner yet (just made) or an older runner's folder: go by age
+            try:
+                alive = time.time() - d.stat().st_mtime < 120
+            except OSError:
+                alive = True
+        if not alive:
+            shutil.rmtree(d, ignore_errors=True)
+            stale.append(d)
+    return stale
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 # -- what cache keys hold ----------------------------------------------------------------------------------
 
 _DIGESTS: dict = {}  # root -> (the files' stat signature, their digest)

@@ -334,6 +334,26 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
+def read_cache_json(path: str | os.PathLike, fits=lambda value: True, log=print):
+    """A build cache entry written with :func:`atomic_write_text`: its JSON value, or None when there is none or it
+    is damaged (unreadable, not JSON, or a shape ``fits`` refuses). A damaged entry is a miss: the caller
+    computes it again, and the build's log says so, naming the file."""
+    from . import fsio
+
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        value = json.loads(fsio.read_text(path))
+        problem = None if fits(value) else "not the shape it is written in"
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem is None:
+        return value
+    log(f"build cache {path} is damaged ({' '.join(problem.split())[:120]}); computing it again")
+    return None
+
+
 #: the cell field holding the sha256 of the rest of the cell as written (:func:`content_digest`; cells that
 #: ``atlas score`` writes, which have no executed notebook beside them)
 DIGEST_FIELD = "content_sha256"

@@ -28,6 +28,7 @@ exists is not executed again (``force=True`` ignores the cache).
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -51,11 +52,36 @@ execute_notebook = notebook.execute
 class RunFailed(RuntimeError):
     """A notebook raised while executing; names the notebook and the cell."""
 
-    def __init__(self, request: "RunRequest", notebook: str, cell: int | None, error: str, kept: str | None):
+    def __init__(self, request: "RunRequest", notebook: str, cell: int | None, error: str, kept: str | None,
+                 message: str | None = None):
         self.request, self.notebook, self.cell, self.error, self.kept = request, notebook, cell, error, kept
         where = f"cell {cell}" if cell is not None else "an unknown cell"
-        super().__init__(f"{request.label}: {notebook} failed in {where}: {error}"
-                         + (f" (executed notebook kept at {kept})" if kept else ""))
+        super().__init__(message or (f"{request.label}: {notebook} failed in {where}: {error}"
+                                     + (f" (executed notebook kept at {kept})" if kept else "")))
+
+
+#: the errors of a write that found no room: disk full, file too large (RLIMIT_FSIZE, the file system's
+#: limit), quota exceeded
+NO_ROOM = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+_ERRNO_TEXT = re.compile(r"^\[Errno (\d+)\] ([^:]+)(?:: '(.*)')?")
+
+
+def no_room(request: "RunRequest", notebook: str, exc: BaseException | None = None, *, evalue: str = "",
+            writing=None) -> RunFailed | None:
+    """The run's failure when ``exc`` (or a kernel's ``OSError`` with text ``evalue``) is a write that found no
+    room (:data:`NO_ROOM`), naming the file being written (``writing`` when the error names none); None for
+    any other error. Such a run keeps no failed notebook: the one being written is cut short."""
+    if exc is not None:
+        code, why, path = getattr(exc, "errno", None), getattr(exc, "strerror", None), getattr(exc, "filename", None)
+    else:
+        m = _ERRNO_TEXT.match(evalue or "")
+        code, why, path = (int(m.group(1)), m.group(2), m.group(3)) if m else (None, None, None)
+    if code not in NO_ROOM:
+        return None
+    error = f"disk full / file too large while writing {path or writing} ({why or os.strerror(code)})"
+    return RunFailed(request, notebook, None, error, None,
+                     message=f"{request.label}: {error}; no failed notebook was kept, and the previous notebook and "
+                             f"cell are kept")
 
 
 @dataclass(frozen=True)
@@ -148,6 +174,7 @@ def check_request(request: RunRequest):
     """The request's card, after checking it has the request's split version and protocol (ValueError
     naming what was expected otherwise; KeyError for an unknown card)."""
     card = get_card(request.card)
+    check_model_name(request.model)
     if request.version not in card.versions:
         raise ValueError(f"card {card.name} has no split version {request.version!r}; "
                          f"expected one of {', '.join(card.versions)}")
@@ -164,7 +191,7 @@ def resolve_model(model: str) -> str:
     ``~``) becomes its absolute path; registry names, card baselines and hub ids are returned as given."""
     from .models import load_profiles
 
-    s = str(model).strip()
+    s = check_model_name(model)
     if s in load_profiles():
         return s
     p = Path(s).expanduser()
@@ -174,7 +201,25 @@ def resolve_model(model: str) -> str:
 
 
 def _looks_like_hub_id(s: str) -> bool:
-    return re.match(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", s) is not None
+    from .models.registry import is_hub_id
+
+    return is_hub_id(s)
+
+
+def check_model_name(model) -> str:
+    """``model`` stripped, after refusing what cannot name a model (ValueError saying why): an empty name (it
+    would be read as the current folder), and an ``org/name`` with a ``.`` or ``..`` part that is no existing
+    folder (a hub id has none: such a name is a path that leaves its folder)."""
+    from .models.registry import HUB_ID_SHAPE
+
+    s = str(model).strip()
+    if not s:
+        raise ValueError(f"the model name is empty ({str(model)!r}); expected a registry name (atlas list), a card "
+                         f"baseline, a local model folder or a hub id 'org/name'")
+    if HUB_ID_SHAPE.match(s) and not _looks_like_hub_id(s) and not Path(s).expanduser().is_dir():
+        raise ValueError(f"model {s!r} is not a hub id: a hub id is 'org/name' with no '.' or '..' part, and no "
+                         f"folder {s!r} exists")
+    return s
 
 
 def resolve_request(request: RunRequest) -> RunRequest:
@@ -315,38 +360,6 @@ def stub_notebook(request: RunRequest, reason: str):
     return nb
 
 
-def _stale_work_dirs(folder: Path) -> list[Path]:
-    """Work folders in a run's output folder whose process is gone (runs killed with SIGKILL): their
-    ``owner`` file names a host and pid that no longer runs, or, without one, they are over 2 minutes old."""
-    import socket
-
-    stale = []
-    for d in folder.glob("atlas-run-*"):
-        if not d.is_dir():
-            continue
-        try:
-            host, pid = (d / "owner").read_text().split()
-            alive = host == socket.gethostname() and _pid_alive(int(pid))
-        except (OSError, ValueError):  # no owner yet (just made) or an older runner's folder: go by age
-            try:
-                alive = time.time() - d.stat().st_mtime < 120
-            except OSError:
-                alive = True
-        if not alive:
-            stale.append(d)
-    return stale
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _prune_empty(folder: Path, root: Path) -> None:
     """Remove ``folder`` and its parents up to (not including) ``root`` while they are empty."""
     folder, root = Path(folder), Path(root)
@@ -445,8 +458,6 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
     "ran", ``extra["preflight"]`` True); a run that can gets the decision as its notebook parameter
     ``decision``. An invalid request raises ValueError / KeyError before anything is written; an output
     folder that cannot be written raises :class:`OutputError`."""
-    import socket
-
     request = resolve_request(request)
     card = check_request(request)
     decision = decide(request)
@@ -465,15 +476,15 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
     _refuse_clash(request, res_out)
     note = None if force else edited_note(request, key, results_dir, runs_dir)
 
-    made = [d for d in (nb_out.parent, res_out.parent) if not d.exists()]
+    if nb_out.parent.is_dir():  # work folders of killed runs go first: they are no output
+        notebook.remove_stale_work_dirs(nb_out.parent, "atlas-run-*")
+    # a folder this run makes, or one a killed run left empty, is removed again when this run writes nothing
+    made = [d for d in (nb_out.parent, res_out.parent) if not d.exists() or (d.is_dir() and not any(d.iterdir()))]
     work = None
     try:
         _check_writable(nb_out.parent, "executed-notebook")
         _check_writable(res_out.parent, "result-cell")
-        for d in _stale_work_dirs(nb_out.parent):
-            shutil.rmtree(d, ignore_errors=True)
-        work = Path(tempfile.mkdtemp(prefix=f"atlas-run-{request.protocol}-", dir=nb_out.parent))
-        (work / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
+        work = notebook.make_work_dir(nb_out.parent, f"atlas-run-{request.protocol}-")
         start = time.perf_counter()
         if not decision["run"]:
             _write_stub(request, decision, key, nb_out, res_out, work)
@@ -492,7 +503,7 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
         return outcome
     finally:
         if work is not None:
-            shutil.rmtree(work, ignore_errors=True)
+            notebook.remove_work_dir(work)
         for d in made:  # a run that wrote nothing leaves no empty folders behind
             _prune_empty(d, runs_dir if d == nb_out.parent else results_dir)
 
@@ -530,12 +541,18 @@ def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out
         try:
             execute_notebook(src_ipynb, out_ipynb, params, kernel_name=kernel_name, timeout=timeout)
         except PapermillExecutionError as exc:
+            full = no_room(request, card.notebook, evalue=exc.evalue) if exc.ename == "OSError" else None
+            if full is not None:  # the kernel found no room to write: not the notebook's fault
+                raise full from None
             kept = _keep_failed(out_ipynb, request, failed_dir)
             cell_no = notebook.source_cell_number(run_nb, exc.cell_index)
             if cell_no is not None:  # back to the numbering of the source notebook
                 cell_no = notebook.run_cell_indices(nb, request.version)[cell_no - 1] + 1
             raise RunFailed(request, card.notebook, cell_no, f"{exc.ename}: {exc.evalue}", kept) from None
         except Exception as exc:
+            full = no_room(request, card.notebook, exc, writing=out_ipynb)
+            if full is not None:  # papermill could not write the executed notebook: it is cut short, not kept
+                raise full from None
             kept = _keep_failed(out_ipynb, request, failed_dir)
             raise RunFailed(request, card.notebook, None, f"{type(exc).__name__}: {exc}", kept) from None
         seconds = time.perf_counter() - start
@@ -566,6 +583,8 @@ def _keep_failed(executed: Path, request: RunRequest, failed_dir: Path) -> str |
     if not executed.is_file():
         return None
     target = failed_dir / request.card / request.version / slug(request.model) / f"{request.protocol}.ipynb"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(executed, target)
+    try:  # whole or not at all: a copy cut short (a full disk) is never left where a reader looks
+        atomic_write_text(target, executed.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
     return str(target)

@@ -21,6 +21,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import fsio
+
 ENV_DATA_DIR = "ATLAS_DATA_DIR"
 ENV_CACHE_DIR = "ATLAS_CACHE_DIR"
 
@@ -42,8 +44,9 @@ class PinnedFile:
 
 
 def sha256_file(path: str | os.PathLike) -> str:
+    """sha256 of a regular file (:class:`atlaslib.fsio.NotAFile` for a pipe, device or folder: never read)."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with fsio.open_regular(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -68,6 +71,16 @@ def _manual_hint(pf: PinnedFile) -> str:
         f"To place it by hand, download {pf.url} and save it as "
         f"<data dir>/{pf.name} (point {ENV_DATA_DIR} at <data dir>) or as {cache_dir() / pf.name}."
     )
+
+
+def _present(pf: PinnedFile, path: Path, where: str) -> bool:
+    """Whether ``path`` is there to be checked: a regular file. Something else in its place (a named pipe, a
+    device, a folder) is refused as such, never taken for a missing file (which would be downloaded)."""
+    what = fsio.kind(path)
+    if what is not None:
+        raise DataSourceError(f"{where} file {path} for {pf.name} is {what}, not a file; expected the pinned file "
+                              f"(sha256 {pf.sha256}). {_manual_hint(pf)}")
+    return path.is_file()
 
 
 def _check(pf: PinnedFile, path: Path, where: str) -> Path:
@@ -109,10 +122,10 @@ def _download(pf: PinnedFile, target: Path, timeout: float = 60.0) -> None:
 def resolve(pf: PinnedFile, data_dir_: str | os.PathLike | None = None, *, download: bool = True) -> Path:
     """Return a local, sha256-verified path for ``pf`` (see module docstring for the order)."""
     local = data_dir(data_dir_)
-    if local is not None and (local / pf.name).is_file():
+    if local is not None and _present(pf, local / pf.name, "local"):
         return _check(pf, local / pf.name, "local")
     cached = cache_dir() / pf.name
-    if cached.is_file():
+    if _present(pf, cached, "cached"):
         return _check(pf, cached, "cached")
     looked = (f"{pf.name} was not found in the data folder (looked for {local / pf.name})" if local is not None
               else f"{pf.name} was not found: no data folder is set ({ENV_DATA_DIR} or --data-dir)")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import results
+from .. import fsio, results
 from ..cards.run import CardRun
 from .tasks import (EXTERNAL, Pred, PredictionsError, Split, check_ids, check_labels, check_spans, check_tags, fail,
                     iob2_notes, load_split, outside_module, sha256_path)
@@ -62,28 +62,13 @@ def _answer_key(card: str) -> str:
 EXTRA_ROWS = 10_000
 
 
-def _not_regular(path: Path) -> str | None:
-    """What ``path`` is when it exists but is not a regular file or folder (reading a pipe would block)."""
-    import stat
-
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return None
-    for test, what in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device (like /dev/null)"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return what
-    return None
-
-
 def check_path(path: Path, card: str) -> None:
     """A predictions path that can be read: PredictionsError naming what it is otherwise."""
     fmt = _format(card)
     expected = ("an Anafora folder" if fmt == "anafora" else
                 "a JSONL or CSV file" + (" or a CoNLL file" if fmt == "tags" else ""))
-    other = _not_regular(path)
-    if other is not None:
+    other = fsio.kind(path)
+    if other is not None and other != "a folder":  # a folder is refused below where the format wants a file
         raise PredictionsError(f"{path}: {other}, not a file; expected {expected}")
     if not path.exists():
         raise PredictionsError(f"{path}: no such file or folder; expected {expected}")
@@ -93,7 +78,11 @@ def _lines(path: Path):
     """``(row, text)`` of each line of a UTF-8 file (a byte-order mark at the start is dropped), read as a
     stream: the file is never held whole. A byte that is not UTF-8 raises PredictionsError with its offset."""
     offset = 0
-    with open(path, "rb") as fh:
+    try:
+        fh = fsio.open_regular(path, "rb")
+    except fsio.NotAFile as exc:
+        raise PredictionsError(str(exc)) from None
+    with fh:
         for row, raw in enumerate(fh, 1):
             if row == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw, offset = raw[3:], 3

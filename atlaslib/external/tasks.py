@@ -64,12 +64,17 @@ def sha256_path(path: Path) -> str:
     """sha256 of a file; for a folder, of every file's relative path and sha256 (sorted)."""
     from ..sources import sha256_file
 
+    from .. import fsio
+
     path = Path(path)
-    if path.is_file():
-        return sha256_file(path)
-    h = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(str(f.relative_to(path)).encode() + b"\0" + sha256_file(f).encode() + b"\n")
+    try:
+        if not path.is_dir():
+            return sha256_file(path)
+        h = hashlib.sha256()
+        for f in sorted(p for p in path.rglob("*") if p.exists() and not p.is_dir()):  # a pipe is refused, not skipped
+            h.update(str(f.relative_to(path)).encode() + b"\0" + sha256_file(f).encode() + b"\n")
+    except fsio.NotAFile as exc:
+        raise PredictionsError(str(exc)) from None
     return h.hexdigest()
 
 

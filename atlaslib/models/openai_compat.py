@@ -49,11 +49,14 @@ model name, the endpoint and the whole request body (prompt, decoding settings, 
 that parsed into an answer is cached, and a cached reply is parsed again when read (a bad one is asked
 again); with ``ATLAS_REQUEST_CACHE=refresh`` (what ``atlas run --force`` and ``atlas book --force`` set for
 their runs, :func:`refreshing_requests`) nothing is read from the cache and every reply is asked again.
-Retried with exponential back-off (waiting what a ``Retry-After`` header asks when there is one): connection
-refused or reset, a connection closed early (before or during the answer), a request that ran out of time,
-429 and 5xx. Not retried: other 4xx, and a 200 whose body is not an answer (not UTF-8, not JSON, an error
-object, a field missing or of the wrong type): these raise :class:`EndpointError` at once, naming the URL,
-what the server sent and where in the answer it is wrong. ``info["cost"]`` (:mod:`.cost`): wall seconds and
+Retried with exponential back-off (waiting what a ``Retry-After`` header asks when it is a number of seconds
+>= 0 or an HTTP-date; anything else is ignored), each wait at most :data:`MAX_WAIT` and all waits of one
+request at most :data:`MAX_TOTAL_WAIT` in all: connection refused or reset, a connection closed early (before
+or during the answer), a request that ran out of time, 429 and 5xx. Not retried: other 4xx, a redirect (3xx:
+never followed, the Location is named), a body longer than :data:`MAX_REPLY_BYTES` (not read past the limit),
+and a 2xx whose body is not an answer (not UTF-8, not JSON, an error object, a field missing or of the wrong
+type): these raise :class:`EndpointError` at once, naming the URL, what the server sent and where in the
+answer it is wrong. Only a 2xx is an answer. ``info["cost"]`` (:mod:`.cost`): wall seconds and
 items of the calls, with the ``usage`` token counts the server reported (cached replies count in
 ``cached``).
 """
@@ -92,6 +95,13 @@ OPTIONS = OPENAI_OPTIONS
 CACHE_ENV = "ATLAS_REQUEST_CACHE"
 #: the bias that makes a token the greedy choice (the OpenAI API's largest)
 FORCE_BIAS = 100
+#: the largest reply read, in bytes (an answer of a few tokens, or the token ids of a prompt, is a few KiB): a
+#: longer one is refused, and what is past the limit is never read
+MAX_REPLY_BYTES = 8 * 2 ** 20
+#: the longest wait before another attempt, in seconds (the back-off, or what a Retry-After header asks)
+MAX_WAIT = 60.0
+#: the most the waits of one request may add up to, in seconds; the attempt that would pass it is not made
+MAX_TOTAL_WAIT = 300.0
 
 
 class EndpointError(RuntimeError):
@@ -161,6 +171,50 @@ def _field(answer, path: str, url: str, expected: type | tuple, what: str):
     if not isinstance(node, expected) or (expected is not bool and isinstance(node, bool)):
         raise EndpointError(f"{url}: the answer's {path} is {_describe(node)}; expected {what}")
     return node
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """The wait a ``Retry-After`` header asks for, in seconds: a number of seconds (finite, >= 0) or an HTTP-date
+    (the time until then; 0 when it is past). None for anything else (``-1``, ``nan``, text): the back-off
+    decides then."""
+    import email.utils
+    import math
+    from datetime import datetime, timezone
+
+    text = (value or "").strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _read_capped(resp, url: str) -> bytes:
+    """The body of ``resp``, read in blocks; EndpointError naming ``url`` once it (or its declared length) passes
+    :data:`MAX_REPLY_BYTES`, with the rest never read."""
+    def too_large(size: str) -> EndpointError:
+        return EndpointError(f"{url} answered with a body of {size}; a reply may have at most {MAX_REPLY_BYTES:,} "
+                             f"bytes (MAX_REPLY_BYTES): not read further, not retried")
+
+    declared = (resp.getheader("content-length") or "").strip()
+    if declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
+        raise too_large(f"{int(declared):,} bytes (its Content-Length)")
+    raw = bytearray()
+    while block := resp.read(min(1 << 16, MAX_REPLY_BYTES + 1 - len(raw))):
+        raw += block
+        if len(raw) > MAX_REPLY_BYTES:
+            raise too_large(f"more than {MAX_REPLY_BYTES:,} bytes")
+    if resp.length:  # the connection ended before the declared length (a read in blocks does not raise it)
+        raise http.client.IncompleteRead(bytes(raw), resp.length)
+    return bytes(raw)
 
 
 class OpenAICompatible:
@@ -253,8 +307,8 @@ class OpenAICompatible:
         try:
             conn.request("POST", path, body=data, headers=headers)
             resp = conn.getresponse()
-            raw = resp.read()
             status, resp_headers = resp.status, {k.lower(): v for k, v in resp.getheaders()}
+            raw = _read_capped(resp, url)
         except http.client.IncompleteRead as exc:
             if expired.is_set():
                 raise _Transient(late) from None
@@ -284,28 +338,33 @@ class OpenAICompatible:
         """POST ``body``, retried as the module docstring says; the answer's JSON object."""
         data = json.dumps(body).encode()
         headers = self._headers()
-        last = ""
+        last, waited = "", 0.0
         for attempt in range(self.max_retries + 1):
-            wait = self.backoff * (2 ** attempt)
+            wait = min(self.backoff * 2 ** min(attempt, 60), MAX_WAIT)
             try:
                 self.requests_sent += 1
                 status, resp_headers, raw = self._send(url, data, headers)
                 if status == 429 or status >= 500:
-                    retry_after = resp_headers.get("retry-after")
-                    asked = None
-                    if retry_after:
-                        with contextlib.suppress(ValueError):
-                            asked = min(float(retry_after), 120.0)
-                    raise _Transient(f"HTTP {status}{self._server_message(raw)}", asked)
-                if status >= 400:
+                    raise _Transient(f"HTTP {status}{self._server_message(raw)}",
+                                     retry_after_seconds(resp_headers.get("retry-after")))
+                if 300 <= status < 400:  # never followed: the answer must come from the profile's own server
+                    raise EndpointError(f"{url} answered HTTP {status}, a redirect to "
+                                        f"{resp_headers.get('location') or '(no Location header)'}; redirects are not "
+                                        f"followed: set the profile's location to the API's own base URL")
+                if not 200 <= status < 300:
                     raise EndpointError(f"{url} answered HTTP {status}{self._server_message(raw)}; not retried")
                 return self._decode(url, status, raw)
             except _Transient as exc:
                 last = exc.reason
                 if exc.wait is not None:
-                    wait = exc.wait
+                    wait = min(exc.wait, MAX_WAIT)
             if attempt < self.max_retries:
+                if waited + wait > MAX_TOTAL_WAIT:
+                    raise EndpointError(f"{url} could not be reached after {attempt + 1} attempts (last: {last}); "
+                                        f"waiting {wait:g} s more would pass MAX_TOTAL_WAIT, {MAX_TOTAL_WAIT:g} s of "
+                                        f"waits for one request, so no more attempts are made")
                 time.sleep(wait)
+                waited += wait
         raise EndpointError(f"{url} could not be reached after {self.max_retries + 1} attempts (last: {last})")
 
     @staticmethod

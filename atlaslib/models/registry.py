@@ -49,7 +49,14 @@ TRAINING_DATA_KINDS = ("undisclosed", "web-crawl", "code-crawl", "none")
 OPENAI_OPTIONS = {"model", "api_key_env", "endpoint", "max_tokens", "timeout", "max_retries", "backoff", "cache"}
 OPENAI_CAPABILITIES = ("predict.assertion", "predict.nli", "score.options")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+#: the shape of ``org/name``; a hub id also has no ``.`` or ``..`` part (:func:`is_hub_id`)
+HUB_ID_SHAPE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether ``name`` is a Hugging Face hub id ``org/name``: of that shape, and no part ``.`` or ``..``
+    (``a/..`` is a path that leaves its folder, never a repository)."""
+    return HUB_ID_SHAPE.match(name) is not None and not any(p in (".", "..") for p in name.split("/"))
 
 
 def check_texts(texts, what: str) -> list[str]:
@@ -338,7 +345,7 @@ def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) 
         return Profile(name=key, source="path", location=str(p.resolve()), revision=_dir_revision(p),
                        capabilities=caps, label_map={}, trained_on=[],
                        description=f"local checkpoint ({', '.join(cfg.get('architectures') or ['?'])})")
-    if _HUB_ID.match(key) and not os.path.exists(key):
+    if is_hub_id(key) and not os.path.exists(key):
         caps = list(capabilities or [])
         bad = [c for c in caps if c not in CAPABILITIES]
         if bad:

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import plots
+from .. import plots, results
 from ..metrics import bootstrap
 from ..escape import md
 from ..metrics import compare as K
@@ -446,12 +446,11 @@ def _coverage_block(src: Path) -> str:
 
     key = f"coverage-{'-'.join(map(str, COVERAGE_ICC))}-{COVERAGE_SIMS}.json"
     cache = src.parent / "_atlas_cache" / key
-    if cache.is_file():
-        rows = json.loads(cache.read_text())
-    else:
+    rows = results.read_cache_json(cache, lambda v: isinstance(v, list) and len(v) == len(COVERAGE_ICC) and all(
+        isinstance(r, dict) and {"icc", "cluster", "item"} <= set(r) for r in v))  # a damaged entry: computed again
+    if rows is None:
         rows = [simulate_coverage(COVERAGE_SIMS, icc=icc, n_resamples=300) for icc in COVERAGE_ICC]
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(rows))
+        results.atomic_write_text(cache, json.dumps(rows))
     frame = pd.DataFrame(rows)
     fig_dir = src / "book" / "methods" / "_figures"
     fig_dir.mkdir(parents=True, exist_ok=True)

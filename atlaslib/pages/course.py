@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..notebook import REPO
+from ..results import atomic_write_text, read_cache_json
 
 LESSON_DIR = Path("book") / "course"
 DOWNLOAD_DIR = Path("book") / "downloads"
@@ -488,11 +489,7 @@ def start_course(src: Path, paths, publish: bool, cards=None) -> CoursePlan:
         refs = lesson.requires + (() if local_reason else lesson.requires_local)
         key = cache_key(_content(nb), refs, results_dir)
         cached = cache_dir / f"{lesson.name}.ipynb"
-        executed = None
-        if cached.is_file():
-            old = nbformat.read(cached, as_version=4)
-            if old.metadata.get("atlas_course_key") == key:
-                executed = old
+        executed = cached_lesson(cached, key)
         jobs.append((lesson, path, text, nb, key, cached, executed))
         done[lesson.name] = ("ran", lesson)
         docs.append(lesson.doc)
@@ -501,6 +498,22 @@ def start_course(src: Path, paths, publish: bool, cards=None) -> CoursePlan:
     plan.executed = in_background(lambda: execute_all(todo, results_dir=results_dir,
                                                       failed_dir=Path(paths.build) / "failed"), "atlas-lessons")
     return plan
+
+
+def cached_lesson(path: Path, key: str, log=print):
+    """The executed lesson cached at ``path`` when it carries ``key``; None otherwise. A damaged entry (cut short,
+    not a notebook) is a miss: the lesson is executed again, and the build's log says so, naming the file."""
+    import nbformat
+
+    if read_cache_json(path, lambda nb: isinstance(nb, dict)) is None:  # says so when damaged
+        return None
+    try:
+        nb = nbformat.read(path, as_version=4)
+        current = nb.metadata.get("atlas_course_key") == key
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        log(f"build cache {path} is damaged (not a notebook: {type(exc).__name__}); computing it again")
+        return None
+    return nb if current else None
 
 
 def finish_course(plan: CoursePlan, withheld: list | None = None) -> list[str]:
@@ -519,8 +532,7 @@ def finish_course(plan: CoursePlan, withheld: list | None = None) -> list[str]:
         if executed is None:
             executed = fresh[lesson.name]
             executed.metadata["atlas_course_key"] = key
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(executed, cached)
+            atomic_write_text(cached, nbformat.writes(executed))  # a killed build leaves the old entry or none
         _tidy(executed)
         files = _write_editions(src, text, lesson.name)
         box = lesson_take_home_block(path.parent, files, lesson_command(lesson.name))

@@ -23,8 +23,6 @@ import copy
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,7 +126,8 @@ def run_story(card_name: str, version: str, *, runs_dir, data_dir=None, force: b
     if not force and old is not None and old.get("story_key") == key:
         return StoryOutcome(card_name, version, "cached", notebook=str(nb_out), extra=old.get("extra", {}))
     nb_out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="atlas-story-", dir=nb_out.parent))
+    notebook.remove_stale_work_dirs(nb_out.parent, "atlas-story-*")  # left by a build that was killed
+    work = notebook.make_work_dir(nb_out.parent, "atlas-story-")
     start = time.perf_counter()
     try:
         nbformat.write(story, work / "in.ipynb")
@@ -151,7 +150,7 @@ def run_story(card_name: str, version: str, *, runs_dir, data_dir=None, force: b
         atomic_write_text(json_out, json.dumps(record, indent=1) + "\n")
         return StoryOutcome(card_name, version, "ran", seconds, str(nb_out), record["extra"])
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        notebook.remove_work_dir(work)
 
 
 def run_stories(pairs, runs_dir, *, data_dir=None, force: bool = False, log=print) -> list[StoryOutcome]:

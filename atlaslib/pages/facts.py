@@ -51,6 +51,8 @@ CONSTANTS: dict[str, str] = {
     "4.0": "the licence name CC BY 4.0",
     "30": "the scheduler connect timeout in seconds (atlaslib.executor); the cluster count under which the "
           "metrics chapter warns that a cluster bootstrap is too narrow",
+    "15": "seconds without a finished run before a build asks the Dask scheduler whether it still answers "
+          "(atlaslib.executor.HEARTBEAT)",
     "0.95": "the confidence level as a fraction",
     "2.5": "lower percentile of a 95 % interval",
     "97.5": "upper percentile of a 95 % interval",

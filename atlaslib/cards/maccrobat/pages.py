@@ -62,19 +62,21 @@ def _maccrobat(ctx: FactContext) -> dict[str, Fact]:
     import sys
 
     from .. import maccrobat as M
+    from ...results import atomic_write_text, read_cache_json
 
     key = (_source_key(M, sys.modules[__name__]) + M._SUMS_PATH.read_text()  # code and pinned checksums
            + str(ctx.data_dir or ""))
     cache = Path(ctx.cache_dir) / "facts-maccrobat.json" if ctx.cache_dir else None
     nums = None
-    if cache is not None and cache.is_file():
-        stored = json.loads(cache.read_text())
-        nums = stored["numbers"] if stored.get("key") == key else None
+    if cache is not None:  # a damaged entry is computed again (read_cache_json says so in the build's log)
+        stored = read_cache_json(cache, lambda v: isinstance(v, dict) and isinstance(v.get("numbers"), dict) and all(
+            isinstance(n, (int, float)) for n in v["numbers"].values()) and {"mentions", "cut_inside_word"} <= set(
+            v["numbers"]))
+        nums = stored["numbers"] if stored is not None and stored.get("key") == key else None
     if nums is None:
         nums = maccrobat_data_numbers(ctx.data_dir)
         if cache is not None:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps({"key": key, "numbers": nums}))
+            atomic_write_text(cache, json.dumps({"key": key, "numbers": nums}))
     src = "atlaslib.cards.maccrobat (converter, split, gold_cut_mentions)"
     f = {f"maccrobat.{k}": Fact(v, "count", src) for k, v in nums.items()}
     f["maccrobat.cut_inside_word_share"] = Fact(nums["cut_inside_word"] / nums["mentions"], "percent", src)

@@ -41,6 +41,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from ... import fsio
 from .errors import NliNegationInputError
 
 VERSION = "builtin-v1"
@@ -361,11 +362,13 @@ def load_nli_negation_cases(path) -> tuple[NliNegationCase, ...]:
     """
     p = Path(path)
     where = f"{p}"
-    if not p.is_file():
+    if not p.exists():
         raise NliNegationInputError(f"{where}: no such file")
     suffix = p.suffix.lower()
     try:
-        text = p.read_text(encoding="utf-8-sig")  # a UTF-8 byte-order mark (Windows editors) is accepted
+        text = fsio.read_text(p, encoding="utf-8-sig")  # a UTF-8 byte-order mark (Windows editors) is accepted
+    except fsio.NotAFile as exc:  # a pipe or a device is never read: it could block
+        raise NliNegationInputError(str(exc)) from None
     except UnicodeDecodeError:
         raise NliNegationInputError(f"{where}: not UTF-8 text") from None
     rows: list[tuple[int, Any]] = []

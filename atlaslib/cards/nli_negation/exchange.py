@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ... import fsio
 from .corpus import LABELS, PATTERNS, NliNegationCase, validate_cases
 from .errors import NliNegationInputError
 
@@ -233,10 +234,12 @@ def load_openmed_fixtures(path) -> tuple[NliNegationCase, ...]:
     (case ids lower-cased as openmed does); an atlas-written file gives back the atlas's depths and section
     titles. A bad file raises :class:`NliNegationInputError` naming the file and the row."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise NliNegationInputError(f"{p}: no such file")
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        text = fsio.read_text(p, encoding="utf-8-sig")
+    except fsio.NotAFile as exc:  # a pipe or a device is never read: it could block
+        raise NliNegationInputError(str(exc)) from None
     except UnicodeDecodeError:
         raise NliNegationInputError(f"{p}: not UTF-8 text") from None
     rows = _rows(p, text)

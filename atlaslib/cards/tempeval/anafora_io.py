@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ... import fsio
+
 #: THYME temporal schema (``temporal-schema.xml``) as far as Clinical TempEval uses it: entity and relation
 #: types with their allowed property values. Every value in the THYME Train/Dev annotations is in here
 #: (checked by tests/cards/test_tempeval.py against the real files).
@@ -159,7 +161,10 @@ def parse_root(path: str | os.PathLike) -> ET.Element:
 
 def _parse_root(path: Path) -> ET.Element:
     try:
-        return ET.parse(path).getroot()
+        with fsio.open_regular(path, "rb", expected="an Anafora XML file") as fh:  # never a pipe: it would block
+            return ET.parse(fh).getroot()
+    except fsio.NotAFile as exc:
+        raise AnaforaError(str(exc)) from None
     except ET.ParseError as exc:
         line, col = exc.position
         raise AnaforaError(f"{path}: malformed XML at line {line}, column {col + 1}: {exc.msg if hasattr(exc, 'msg') else exc}") from None
@@ -312,8 +317,11 @@ def find_text(doc_id: str, folder: Path, text_dir: str | os.PathLike | None) -> 
     if text_dir is not None:
         candidates += [Path(text_dir) / doc_id, Path(text_dir) / doc_id / doc_id]
     for c in candidates:
-        if c.is_file():
-            return c.read_text(encoding="utf-8")
+        if c.exists() and not c.is_dir():
+            try:
+                return fsio.read_text(c, expected="the note's text")
+            except fsio.NotAFile as exc:
+                raise AnaforaError(str(exc)) from None
     return None
 
 

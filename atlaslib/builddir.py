@@ -1,0 +1,100 @@
+"""What the atlas may delete in a build folder, and one build at a time in it.
+
+``atlas book`` renders the site tree into ``<build>/site-src`` (``publish-src``) and has Jupyter Book write
+the HTML into ``<build>/site`` (``publish``), each made afresh by every build. ``--build-dir`` may point
+anywhere, so a folder of those names may be someone else's: the atlas deletes only a folder it made itself,
+which carries its marker file :data:`MARKER` (written when it makes the folder). A folder without the marker
+is used only when it is empty; otherwise the build stops before anything is deleted, naming the folder
+(:class:`BuildDirError`). Folders made by an atlas from before the marker are recognised by their exact
+contents (:func:`_made_before_markers`).
+
+Two builds in one build folder would delete each other's trees: :func:`build_lock` holds an exclusive lock on
+``<build>/.atlas-build.lock`` (``flock``: released by the system when the process ends, however it ends) for
+the whole build, and a second build stops at once with :class:`BuildDirBusy`, naming the folder and the pid
+that holds it. It stops rather than waits: a build takes minutes to hours, a wait that long would look like a
+hang, and the second build would only redo what the first is doing; run it again when the first is done.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+from pathlib import Path
+
+#: the file in each folder the atlas made and may delete
+MARKER = ".atlas-made"
+MARKER_TEXT = ("This folder was made by `atlas book` (Clinical NLP Evaluation Atlas). Every build deletes it and\n"
+               "makes it again; the atlas deletes no folder without this file.\n")
+#: the build lock, in the build folder
+LOCK = ".atlas-build.lock"
+
+
+class BuildDirError(ValueError):
+    """A folder in the build folder that the atlas did not make and will not delete."""
+
+
+class BuildDirBusy(BuildDirError):
+    """Another build holds the build folder."""
+
+
+def _made_before_markers(folder: Path, entries: set[str]) -> bool:
+    """A folder an atlas from before the marker made: a site tree (``_config.yml``, ``_toc.yml`` and ``book/``
+    holding its build report, nothing else) or a Jupyter Book output folder (only ``_build``, with the
+    build's log beside it)."""
+    if entries == {"_config.yml", "_toc.yml", "book"}:
+        return (folder / "book" / "build_report.md").is_file()
+    if entries == {"_build"}:
+        return (folder.parent / f"{folder.name}-build.log").is_file()
+    return False
+
+
+def check_replaceable(folder: str | os.PathLike) -> None:
+    """:class:`BuildDirError` naming ``folder`` when a build may not delete it: it exists and is not a folder the
+    atlas made (its marker, or an atlas's from before the marker) nor an empty one."""
+    folder = Path(folder)
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise BuildDirError(f"{folder} is {'a symbolic link' if folder.is_symlink() else 'a file'}, not a folder the "
+                            f"atlas made; it is not replaced: move it away or give another --build-dir")
+    if folder.is_dir():
+        entries = set(os.listdir(folder))
+        if entries and MARKER not in entries and not _made_before_markers(folder, entries):
+            raise BuildDirError(f"{folder} is not empty and was not made by the atlas (it has no {MARKER} file); it "
+                                f"is not deleted: move it away or give another --build-dir")
+
+
+def fresh_folder(folder: str | os.PathLike) -> Path:
+    """``folder`` made empty for a new build output, with the atlas's marker in it: deleted first when the atlas
+    made it; :class:`BuildDirError` naming it otherwise, with nothing deleted (:func:`check_replaceable`)."""
+    folder = Path(folder)
+    check_replaceable(folder)
+    if folder.is_dir():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    (folder / MARKER).write_text(MARKER_TEXT, encoding="utf-8")
+    return folder
+
+
+@contextlib.contextmanager
+def build_lock(build: str | os.PathLike):
+    """Hold the build folder for one build (module docstring); :class:`BuildDirBusy` when another holds it."""
+    import fcntl
+
+    build = Path(build)
+    build.mkdir(parents=True, exist_ok=True)
+    path = build / LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").split()
+            who = (f"pid {holder[1]} on {holder[0]}" if len(holder) == 2 and holder[1].isdigit()
+                   else "a process that has not said its pid yet")
+            raise BuildDirBusy(f"another atlas book ({who}) is building in {build} (it holds {path}); wait for it "
+                               f"to finish, or give another --build-dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{socket.gethostname()} {os.getpid()}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # the lock goes with the descriptor
