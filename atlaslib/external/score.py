@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import results
+from .. import jsonio, results
 from ..cards.run import CardRun
 from .tasks import (EXTERNAL, Pred, PredictionsError, Split, check_ids, check_labels, check_spans, check_tags, fail,
                     iob2_notes, load_split, outside_module, sha256_path)
@@ -91,10 +91,15 @@ def check_path(path: Path, card: str) -> None:
 
 def _lines(path: Path):
     """``(row, text)`` of each line of a UTF-8 file (a byte-order mark at the start is dropped), read as a
-    stream: the file is never held whole. A byte that is not UTF-8 raises PredictionsError with its offset."""
+    stream: the file is never held whole. A byte that is not UTF-8 raises PredictionsError with its offset, a
+    row longer than :data:`atlaslib.jsonio.MAX_ROW_BYTES` PredictionsError naming the row."""
     offset = 0
+    limit = jsonio.MAX_ROW_BYTES
     with open(path, "rb") as fh:
-        for row, raw in enumerate(fh, 1):
+        for row, raw in enumerate(iter(lambda: fh.readline(limit + 1), b""), 1):
+            if len(raw) > limit:
+                raise PredictionsError(f"{path}: row {row} is longer than {limit:,} bytes; expected one prediction "
+                                       f"per row (a few hundred bytes)")
             if row == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw, offset = raw[3:], 3
             try:
@@ -146,10 +151,10 @@ def _read_jsonl(path: Path, lines, card: str, max_rows: int | None = None) -> li
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"row {row}: not valid JSON ({exc.msg} at column {exc.colno}); expected one object "
-                            f"per line like {{\"item_id\": ..., \"{key}\": ...}}")
+            obj = jsonio.loads(line, "", row=row, error=PredictionsError,
+                               expected=f"one object per line like {{\"item_id\": ..., \"{key}\": ...}}")
+        except PredictionsError as exc:
+            problems.append(str(exc))
             continue
         if not isinstance(obj, dict):
             problems.append(f"row {row}: a JSON {type(obj).__name__}, expected an object with item_id and {key}")
