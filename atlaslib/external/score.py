@@ -172,23 +172,77 @@ def _read_jsonl(path: Path, lines, card: str, max_rows: int | None = None) -> li
     return out
 
 
+class _Rows:
+    """The text of ``lines`` (``(row, text)`` pairs) for :mod:`csv`, remembering the row where the record being
+    read starts (``first``, its first row that is not blank) and the last row it took (``last``): a record that
+    took more than one row holds a quote that does not close on its row."""
+
+    def __init__(self, lines):
+        self.lines, self.first, self.last = lines, None, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        row, text = next(self.lines)
+        if self.first is None and text.strip():
+            self.first = row
+        self.last = row
+        return text
+
+    def record(self, reader, path: Path, expected: str):
+        """The next record of ``reader`` (StopIteration at the end); PredictionsError naming the row for a
+        quote left open (the rest of the file read as one field) or a record :mod:`csv` cannot read."""
+        self.first = None
+        try:
+            rec = next(reader)
+        except csv.Error as exc:
+            if self.first is not None and self.last > self.first:
+                raise PredictionsError(self._open_quote(path, expected)) from None
+            what = (f"a field longer than {csv.field_size_limit():,} characters" if "field larger" in str(exc)
+                    else f"not readable as CSV ({exc})")
+            raise PredictionsError(f"{path}: row {self.last}: {what}; expected {expected}") from None
+        if self.first is not None and self.last > self.first:
+            raise PredictionsError(self._open_quote(path, expected))
+        if self.first is None:
+            self.first = self.last
+        return rec
+
+    def _open_quote(self, path: Path, expected: str) -> str:
+        return (f"{path}: row {self.first}: a field opens a quote (\") that does not close on its row (rows "
+                f"{self.first}-{self.last} were read as one record); close the quote or drop it; expected "
+                f"{expected}")
+
+
 def _read_csv(path: Path, lines, card: str, max_rows: int | None = None) -> list[Pred]:
     key = _answer_key(card)
-    reader = csv.DictReader((text for _, text in lines))
-    if not reader.fieldnames:
-        return []
-    header = [h.strip() for h in reader.fieldnames]
+    columns = f"item_id,{key}" + ("[,score]" if key == "label" else "")
+    rows = _Rows(lines)
+    reader = csv.reader(rows)
+    header = []
+    while not header:  # blank rows before the header are skipped
+        try:
+            header = [h.strip() for h in rows.record(reader, path, f"a header row {columns}")]
+        except StopIteration:
+            return []
     if "item_id" not in header or key not in header:
-        raise PredictionsError(f"{path}: row 1: the header must name the columns item_id and {key}"
+        raise PredictionsError(f"{path}: row {rows.first}: the header must name the columns item_id and {key}"
                                + (" (and optionally score)" if key == "label" else "")
                                + f"; found {', '.join(header) or 'nothing'}")
-    reader.fieldnames = header
+    expected = f"one prediction per row: {columns}"
     out, problems = [], []
-    for rec in reader:
-        row = reader.line_num
-        if None in rec:
+    while True:
+        try:
+            rec = rows.record(reader, path, expected)
+        except StopIteration:
+            break
+        row = rows.first
+        if not rec:  # a blank row
+            continue
+        if len(rec) > len(header):
             problems.append(f"row {row}: more fields than the header has")
             continue
+        rec = dict(zip(header, rec))
         iid = (rec.get("item_id") or "").strip()
         if not iid:
             problems.append(f"row {row}: empty item_id")
