@@ -221,6 +221,7 @@ def decide(request: RunRequest) -> dict:
     unknown card) naming the bad value and the valid ones."""
     from .models import CapabilityMissing, ProfileError, WeightsUnavailable, check_weights, get_profile
     from .models import with_capabilities
+    from .models.registry import ModelConfigError
 
     declared = check_request(request)
     card, model, protocol = request.card, request.model, request.protocol
@@ -260,6 +261,8 @@ def decide(request: RunRequest) -> dict:
                          f"{', '.join(sorted(declared.capabilities))}")
     try:
         profile = get_profile(model)
+    except ModelConfigError:  # the model is there, its config.json is not usable: said as it is
+        raise
     except ProfileError as exc:
         raise _unknown_model(request, exc) from None
     decision["profile"] = profile.to_dict()

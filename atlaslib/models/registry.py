@@ -8,7 +8,6 @@ its sha256); every other module of :mod:`atlaslib.models` imports from here, nev
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -18,7 +17,7 @@ from typing import Any
 
 from atlaslib import sources
 from atlaslib.models import gguf as _gguf
-from atlaslib.models.hub_cache import cached_hub_config
+from atlaslib.models.hub_cache import cached_hub_file
 
 CAPABILITIES = (
     "predict.assertion",
@@ -268,10 +267,57 @@ def _dir_revision(d: Path) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def capabilities_from_config(config: dict) -> list[str]:
+class ModelConfigError(ProfileError):
+    """A checkpoint's ``config.json`` (a local folder's, or a hub model's in the local cache) cannot be read
+    or has a field of the wrong shape: one line naming the file and the field."""
+
+
+#: the fields of a ``config.json`` that the atlas reads, and the shape each must have when given (not null)
+CONFIG_FIELDS = {
+    "architectures": ("a list of model class names (text)",
+                      lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v)),
+    "id2label": ("an object of label id -> label name (text)",
+                 lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values())),
+    "label2id": ("an object of label name -> label id", lambda v: isinstance(v, dict)),
+    "is_encoder_decoder": ("true or false", lambda v: isinstance(v, bool)),
+}
+
+
+def check_config(config, where: str = "config.json") -> dict:
+    """``config`` (a checkpoint's ``config.json`` contents) when it is an object whose fields the atlas reads
+    (:data:`CONFIG_FIELDS`) have their shape; :class:`ModelConfigError` naming ``where`` (the file), the field
+    and what was expected otherwise."""
+    from atlaslib.jsonio import describe
+
+    if not isinstance(config, dict):
+        raise ModelConfigError(f"{where}: {describe(config)}; expected a JSON object (a Hugging Face model config, "
+                               f"as save_pretrained writes it)")
+    for key, (what, ok) in CONFIG_FIELDS.items():
+        value = config.get(key)
+        if value is not None and not ok(value):
+            got = describe(value)
+            if key == "architectures" and isinstance(value, list):
+                got = f"a list holding {describe(next(a for a in value if not isinstance(a, str)))}"
+            elif key == "id2label" and isinstance(value, dict):
+                got = f"an object holding {describe(next(x for x in value.values() if not isinstance(x, str)))}"
+            raise ModelConfigError(f"{where}: field {key!r} must be {what}, got {got}")
+    return config
+
+
+def read_config(path: str | os.PathLike) -> dict:
+    """A checkpoint's ``config.json`` read (:func:`atlaslib.jsonio.load`) and checked (:func:`check_config`)."""
+    from atlaslib import jsonio
+
+    return check_config(jsonio.load(path, what="a model config (config.json)", error=ModelConfigError,
+                                    max_bytes=16 * 2 ** 20), str(path))
+
+
+def capabilities_from_config(config: dict, where: str = "config.json") -> list[str]:
     """Capabilities of a Hugging Face checkpoint, inferred from its ``config.json`` contents: a sequence
     classifier's by its label names, a token classifier -> predict.ner, a causal LM ->
-    :data:`CAUSAL_LM_CAPABILITIES`, any other encoder -> the two embeddings."""
+    :data:`CAUSAL_LM_CAPABILITIES`, any other encoder -> the two embeddings. A config of another shape raises
+    :class:`ModelConfigError` naming ``where`` and the field."""
+    check_config(config, where)
     archs = config.get("architectures") or []
     caps: list[str] = []
     causal = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
@@ -291,14 +337,14 @@ def capabilities_from_config(config: dict) -> list[str]:
     return list(dict.fromkeys(caps))
 
 
-def with_config_capabilities(profile: Profile, config: dict | None) -> Profile:
+def with_config_capabilities(profile: Profile, config: dict | None, where: str = "config.json") -> Profile:
     """``profile`` with the capabilities its checkpoint's config implies (:func:`capabilities_from_config`),
     marked known; unchanged when ``config`` is None (not cached: they stay to be inferred at load time).
     The one place a hub id's capabilities are inferred, from the cached config (:func:`get_profile`) or
     from the config loaded with the weights (:func:`atlaslib.models.weights.with_capabilities`)."""
     if config is None:
         return profile
-    caps = capabilities_from_config(config)
+    caps = capabilities_from_config(config, where)
     options = {k: v for k, v in profile.options.items() if k != "_capabilities_unknown"}
     return Profile(**{**profile.to_dict(), "capabilities": caps, "options": options})
 
@@ -327,14 +373,11 @@ def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) 
     p = Path(key).expanduser()
     if p.is_dir():
         cfg_file = p / "config.json"
-        if not cfg_file.is_file():
+        if not cfg_file.exists():
             raise ProfileError(f"model directory {p} has no config.json: expected a Hugging Face checkpoint "
                                "saved with save_pretrained")
-        try:
-            cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ProfileError(f"{cfg_file}: not valid JSON ({exc})") from None
-        caps = list(capabilities) if capabilities else capabilities_from_config(cfg)
+        cfg = read_config(cfg_file)
+        caps = list(capabilities) if capabilities else capabilities_from_config(cfg, str(cfg_file))
         return Profile(name=key, source="path", location=str(p.resolve()), revision=_dir_revision(p),
                        capabilities=caps, label_map={}, trained_on=[],
                        description=f"local checkpoint ({', '.join(cfg.get('architectures') or ['?'])})")
@@ -347,7 +390,8 @@ def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) 
                        description="hub model not in the registry",
                        options={} if caps else {"_capabilities_unknown": True})
         # without given capabilities: inferred from the config in the local Hugging Face cache, when it is there
-        return prof if caps else with_config_capabilities(prof, cached_hub_config(key))
+        cached = None if caps else cached_hub_file(key, "config.json")
+        return prof if cached is None else with_config_capabilities(prof, read_config(cached), str(cached))
     raise ProfileError(
         f"unknown model {key!r}: not a registry name ({', '.join(sorted(registry))}), not an existing "
         "directory, and not a hub id of the form 'org/name'"
