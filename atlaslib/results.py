@@ -112,6 +112,24 @@ def folder_owner(folder: str | os.PathLike, model: str, external: bool) -> tuple
     return None
 
 
+def cell_names(results_dir: str | os.PathLike | None, card: str | None = None) -> set[str]:
+    """The model and system names of the result cells in ``results_dir`` (of ``card`` only when given; cells
+    that cannot be read are passed over)."""
+    from .jsonio import load
+
+    if results_dir is None:
+        return set()
+    out = set()
+    for f in Path(results_dir).glob(f"{card or '*'}/*/*/*.json"):
+        try:
+            cell = load(f, what="a result cell")
+        except ValueError:
+            continue
+        if isinstance(cell, dict) and isinstance(cell.get("model"), str):
+            out.add(cell["model"])
+    return out
+
+
 def cell_path(results_dir: str | os.PathLike, card: str, version: str, model: str, protocol: str) -> Path:
     """``<results>/<card>/<version>/<model-slug>/<protocol>.json``"""
     return Path(results_dir) / card / version / slug(model) / f"{protocol}.json"

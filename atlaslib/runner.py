@@ -174,7 +174,7 @@ def resolve_model(model: str) -> str:
 
 
 def _looks_like_hub_id(s: str) -> bool:
-    return re.match(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", s) is not None
+    return re.match(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", s, re.ASCII) is not None
 
 
 def resolve_request(request: RunRequest) -> RunRequest:
@@ -187,6 +187,37 @@ def resolve_request(request: RunRequest) -> RunRequest:
 
 # The models a card knows by itself (``Card.baselines``: baseline -> protocols) and the capabilities each
 # protocol asks of a registry, local or hub model (``Card.capabilities``) are declared on the card.
+
+
+def atlas_names(user_profiles: bool = True) -> dict[str, str]:
+    """The names of the atlas's own models -> what each is: registry profiles (without ``user_profiles``, the
+    built-in registry's only), the cards' baselines and the default matrix's models. A name that looks like
+    one of them without being it is refused (:func:`atlaslib.names.check_name`)."""
+    from .cards import available_cards
+    from .models import load_profiles
+    from .models.registry import PROFILES_FILE
+
+    out = {n: "a registry profile" for n in (load_profiles() if user_profiles else load_profiles(PROFILES_FILE))}
+    for c in available_cards():
+        for m in c.baselines:
+            out.setdefault(m, f"a baseline of the {c.name} card")
+        for _, m, _ in c.default_matrix:
+            out.setdefault(m, "a model of the default matrix")
+    return out
+
+
+def check_model_name(model: str, what: str = "--model") -> str:
+    """A model name that may reach a page (:func:`atlaslib.names.check_name`): a local folder's path without
+    ``{{``, control or filler characters; any other name (a profile of a profiles file, a hub id) also not
+    looking like one of the atlas's own names (:func:`atlas_names`) without being it. ValueError
+    (:class:`atlaslib.names.NameRefused`) naming the model and the character otherwise."""
+    from .names import check_name
+    from .results import is_local_model
+
+    if is_local_model(model):
+        return check_name(model, "model folder", path=True, kind="a model folder's path")
+    own = atlas_names(user_profiles=False)
+    return model if model in own else check_name(model, what, taken=own, kind="a model name")
 
 
 def _unknown_model(request: RunRequest, exc: Exception) -> ValueError:
@@ -224,6 +255,7 @@ def decide(request: RunRequest) -> dict:
     from .models.registry import ModelConfigError
 
     declared = check_request(request)
+    check_model_name(request.model)  # before anything of it is resolved, run or written
     card, model, protocol = request.card, request.model, request.protocol
     baselines = declared.baselines
     decision = {"run": True, "reason": None, "profile": None, "capability": None, "baseline": model in baselines}

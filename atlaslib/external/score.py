@@ -371,33 +371,20 @@ def _protocol(card: str, protocol: str | None) -> str:
 MAX_NAME = 100
 
 
-def _check_name(name: str) -> str:
+def _check_name(name: str, results_dir=None, card: str | None = None) -> str:
     """A system name: one line of visible text (NFC-normalised, spaces at the ends dropped), at most
-    :data:`MAX_NAME` characters, without ``{{`` or ``}}`` (pages read them as placeholders, also in the raw HTML
-    of the item explorer), not the name of one of the atlas's own models (registry profiles, card
-    baselines) nor sharing their folder. Any such name has a folder of its own (:func:`atlaslib.results.slug`)."""
-    import unicodedata
+    :data:`MAX_NAME` characters, without filler characters or ``{{`` / ``}}`` (pages read them as placeholders,
+    also in the raw HTML of the item explorer), not looking like a name the atlas has without being it
+    (:func:`atlaslib.names.check_name`: registry profiles, card baselines, and the names of the result cells
+    of ``card`` in ``results_dir``), not the name of one of the atlas's own models nor sharing their folder.
+    Any such name has a folder of its own (:func:`atlaslib.results.slug`)."""
+    from ..names import check_name
+    from ..runner import atlas_names
 
-    from ..cards import available_cards
-    from ..models import load_profiles
-
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError("--name: give the system a non-empty name (it names the result cell and the "
-                         "leaderboard row)")
-    name = unicodedata.normalize("NFC", name.strip())
-    if len(name) > MAX_NAME:
-        raise ValueError(f"--name is {len(name)} characters long; a system name is at most {MAX_NAME} "
-                         f"(it heads a leaderboard row)")
-    bad = next(((i, ch) for i, ch in enumerate(name, 1)
-                if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")), None)
-    if bad is not None:
-        raise ValueError(f"--name holds the invisible or control character U+{ord(bad[1]):04X} at position "
-                         f"{bad[0]}; a system name is one line of visible text")
-    if "{{" in name or "}}" in name:
-        raise ValueError(f"--name {name!r} holds '{{{{' or '}}}}', which the book's pages read as a placeholder "
-                         f"({{{{fact:...}}}}); choose a name without them")
-    own = set(load_profiles()) | {m for c in available_cards() for m in [*c.baselines, *(
-        m for _, m, _ in c.default_matrix)]}
+    own = atlas_names()
+    existing = {n: f"a result already in {results_dir}" for n in results.cell_names(results_dir, card)} \
+        if results_dir is not None else {}
+    name = check_name(name, "--name", taken={**existing, **own})
     if name in own:
         raise ValueError(f"--name {name!r} is a model the atlas runs itself; choose another name for the system")
     taken = {results.slug(m): m for m in own}.get(results.slug(name))
@@ -448,7 +435,7 @@ def score(card: str, version: str, predictions: str | Path, name: str, *, descri
     c = get_card(card)
     if version not in c.versions:
         raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
-    protocol, name = _protocol(c.name, protocol), _check_name(name)
+    protocol, name = _protocol(c.name, protocol), _check_name(name, results_dir, c.name)
     path = Path(predictions)
     check_path(path, c.name)  # before hashing it: a named pipe would block the reader
     card_run = CardRun(c.name, version, name, protocol)  # timed from here: reading and checking the file too
@@ -546,7 +533,7 @@ def evaluate(card: str, version: str, predict_fn=None, predictions=None, *, name
         raise ValueError(f"evaluate: {c.name} predictions are an Anafora folder; pass predictions=<folder>")
     if version not in c.versions:
         raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
-    protocol, name = _protocol(c.name, protocol), _check_name(name)
+    protocol, name = _protocol(c.name, protocol), _check_name(name, results_dir, c.name)
     card_run = CardRun(c.name, version, name, protocol)
     s = load_split(c.name, version, "test", data_dir, protocol)
     if predict_fn is not None:

@@ -48,7 +48,7 @@ TRAINING_DATA_KINDS = ("undisclosed", "web-crawl", "code-crawl", "none")
 OPENAI_OPTIONS = {"model", "api_key_env", "endpoint", "max_tokens", "timeout", "max_retries", "backoff", "cache"}
 OPENAI_CAPABILITIES = ("predict.assertion", "predict.nli", "score.options")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", re.ASCII)  # the hub's ids are ASCII: no look-alikes
 
 
 def check_texts(texts, what: str) -> list[str]:
@@ -224,9 +224,16 @@ def merge_profiles(base: dict[str, Profile], files) -> dict[str, Profile]:
     """``base`` plus the profiles of each file (same schema and validation as ``profiles.yml``); a name
     defined twice raises one :class:`ProfileError` naming both places. A relative ``location`` of a
     ``source: path`` profile is a folder relative to its file."""
+    from atlaslib.names import NameRefused, check_name
+
     out, origin = dict(base), {k: f"the built-in registry ({PROFILES_FILE.name})" for k in base}
     for f in files:
         for name, prof in _load_one(f).items():
+            try:  # a name reaches pages: visible text without placeholders, no look-alike of a name before it
+                check_name(name, f"{f}: profile name", kind="a profile name",
+                           taken={k: f"a profile of {where}" for k, where in origin.items()})
+            except NameRefused as exc:
+                raise ProfileError(str(exc)) from None
             relative = prof.source in ("path", "gguf") and not _gguf.is_package_location(prof.location)
             if relative and not os.path.isabs(os.path.expanduser(prof.location)):
                 prof.location = str((Path(f).resolve().parent / prof.location).resolve())
