@@ -7,10 +7,11 @@ its sha256); every other module of :mod:`atlaslib.models` imports from here, nev
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,13 @@ class Profile:
     training_data: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The profile as it is recorded and shown (a run's decision and cache key, a result cell's spec): its
+        ``location`` made public (:func:`atlaslib.escape.public_location`: a URL without user name, password
+        and query string). The profile itself keeps the whole location for its requests; copy a profile with
+        :func:`dataclasses.replace`, not through this."""
+        from atlaslib.escape import public_location
+
+        return {**asdict(self), "location": public_location(self.location)}
 
     @property
     def capabilities_known(self) -> bool:
@@ -159,8 +166,10 @@ def _check_openai_entry(name: str, entry: dict, where: str) -> None:
     """The schema of a ``source: openai-compatible`` profile (see :mod:`atlaslib.models.openai_compat`)."""
     loc = str(entry.get("location") or "")
     if not re.match(r"^https?://[^\s/]+", loc):
+        from atlaslib.escape import public_location
+
         raise ProfileError(f"{where}: profile {name!r} key 'location' must be the API's base URL "
-                           f"(http://host:port/v1), got {loc!r}")
+                           f"(http://host:port/v1), got {public_location(loc)!r}")
     opts = entry.get("options") or {}
     if not isinstance(opts, dict):
         raise ProfileError(f"{where}: profile {name!r} key 'options' must be a mapping")
@@ -251,7 +260,7 @@ def _load_one(path: str | os.PathLike | None) -> dict[str, Profile]:
         stamp = (st.st_mtime_ns, st.st_size)
     except OSError:
         stamp = None
-    return {k: Profile(**v.to_dict()) for k, v in _load_profiles_cached(p, stamp).items()}
+    return {k: copy.deepcopy(v) for k, v in _load_profiles_cached(p, stamp).items()}
 
 
 @lru_cache(maxsize=16)
@@ -353,7 +362,7 @@ def with_config_capabilities(profile: Profile, config: dict | None, where: str =
         return profile
     caps = capabilities_from_config(config, where)
     options = {k: v for k, v in profile.options.items() if k != "_capabilities_unknown"}
-    return Profile(**{**profile.to_dict(), "capabilities": caps, "options": options})
+    return replace(copy.deepcopy(profile), capabilities=caps, options=options)
 
 
 def _with_gguf_revision(profile: Profile) -> Profile:
