@@ -23,9 +23,7 @@ import json
 import math
 import os
 import re
-import stat
 import sys
-from pathlib import Path
 from typing import Any
 
 #: arrays and objects nested deeper than this are refused (the atlas's own files are a few levels deep)
@@ -128,35 +126,13 @@ def loads(text: str, where: str, *, row: int | None = None, error=JsonError, exp
     return data
 
 
-def read_text(path: str | os.PathLike, *, what: str = "JSON file", error=JsonError,
+def read_text(path: str | os.PathLike, *, what: str = "a JSON file", error=JsonError,
               max_bytes: int = MAX_BYTES) -> str:
-    """The text of the user file ``path``: a regular file of at most ``max_bytes`` bytes in UTF-8 (a
-    byte-order mark is dropped); one error naming the file and what it is otherwise."""
-    path = Path(path)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise error(f"{path}: no such file; expected {what}") from None
-    except OSError as exc:
-        raise error(f"{path}: cannot be read ({exc.strerror or type(exc).__name__}); expected {what}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise error(f"{path}: a folder; expected {what}")
-    if not stat.S_ISREG(st.st_mode):
-        raise error(f"{path}: not a regular file (a named pipe, socket or device); expected {what}")
-    if st.st_size > max_bytes:
-        raise error(f"{path}: {st.st_size:,} bytes; {what} is at most {max_bytes:,} bytes")
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise error(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
-    if len(data) > max_bytes:
-        raise error(f"{path}: more than {max_bytes:,} bytes; {what} is at most {max_bytes:,} bytes")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise error(f"{path}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x}); expected {what} "
-                    f"saved as UTF-8") from None
+    """The text of the user file ``path`` (:func:`atlaslib.userfile.read_text`: a regular UTF-8 file of at most
+    ``max_bytes`` bytes), one error naming the file otherwise."""
+    from .userfile import read_text as read
+
+    return read(path, what=what, error=error, max_bytes=max_bytes)
 
 
 def load(path: str | os.PathLike, *, what: str = "a JSON file", error=JsonError, max_bytes: int = MAX_BYTES,
