@@ -36,9 +36,8 @@ IGNORABLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x11
              (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
              (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
              (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
-#: characters that show as a blank without being ignorable: the braille blank and every space but U+0020
-BLANKS = frozenset("\u2800\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-                   "\u202f\u205f\u3000")
+#: characters that show as a blank without being ignorable or a space (every space but U+0020 is refused too)
+BLANKS = frozenset("\u2800")  # BRAILLE PATTERN BLANK
 
 #: prototype -> the characters that look like it (a vetted subset of TR39's confusables.txt: other scripts'
 #: letters and symbols that read as an ASCII letter, digit or name punctuation)
