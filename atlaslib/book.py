@@ -32,7 +32,7 @@ import pandas as pd
 import yaml
 
 from . import builddir, linkcheck, plots, results
-from .escape import md, md_code
+from .escape import md, md_code, public_location
 from .background import in_background
 from .pages import analysis as analysis_page
 from .pages import datastory
@@ -656,7 +656,7 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
         if prof is not None:
             lines += [md(prof.description.strip()), "",
                       "| field | value |", "|---|---|",
-                      f"| source | {md(prof.source)} ({md_code(prof.location)}) |",
+                      f"| source | {md(prof.source)} ({md_code(public_location(prof.location))}) |",
                       f"| revision | {md_code(prof.revision)} |" if prof.revision else "| revision | — |",
                       f"| capabilities | {', '.join(md_code(c) for c in prof.capabilities)} |",
                       f"| trained on | {', '.join(md(t) for t in prof.trained_on) or '—'} |",
@@ -909,7 +909,7 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
     facts.substitute_site(src, shown_cells, cache_dir=paths.build)  # {{fact:KEY}} placeholders, every page
     render_toc(src, card_docs, dropped, extra, model_docs)
     if publish:  # executed notebooks and result cells name this machine's folders: not in what is uploaded
-        redact_local_paths(src, local_roots(paths))
+        redact_local_paths(src, local_roots(paths, shown_cells))
     return src, withheld
 
 
@@ -917,12 +917,15 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
 REDACTED_SUFFIXES = (".ipynb", ".json", ".md", ".csv", ".txt")
 
 
-def local_roots(paths: BuildPaths) -> dict[str, str]:
+def local_roots(paths: BuildPaths, cells=()) -> dict[str, str]:
     """This machine's folders a build may have written into notebooks and cells -> what the publish build
-    says instead (paths in the checkout become relative to it)."""
+    says instead (paths in the checkout become relative to it). The folders of local models are private too:
+    a ``source: path`` (or GGUF file) profile's location, and the folder of every local model a cell of
+    ``cells`` ran become ``LOCAL_MODEL``."""
     import tempfile
 
     from . import sources
+    from .models import load_profiles
 
     roots = {str(paths.results): "RESULTS_DIR", str(paths.runs): "RUNS_DIR", str(paths.build): "BUILD_DIR",
              str(sources.cache_dir()): "CACHE_DIR", sys.prefix: "PYTHON_ENV", sys.base_prefix: "PYTHON",
@@ -930,6 +933,13 @@ def local_roots(paths: BuildPaths) -> dict[str, str]:
     data = sources.data_dir()
     if data is not None:
         roots[str(data)] = "DATA_DIR"
+    models = [p.location for p in load_profiles().values() if p.source in ("path", "gguf")]
+    models += [str((c.get("spec") or {}).get("profile", {}).get("location") or "") for c in cells
+               if (c.get("spec") or {}).get("profile", {}).get("source") == "path"]
+    models += [c["model"] for c in cells if results.is_local_model(c.get("model", ""))]
+    for m in models:
+        if os.path.isabs(m):
+            roots[m] = "LOCAL_MODEL"
     out = {}
     for root, name in roots.items():
         for r in {root, os.path.realpath(root)}:
@@ -944,7 +954,7 @@ def redact_local_paths(src: Path, roots: dict[str, str]) -> int:
     if not roots:
         return 0
     ordered = sorted(roots, key=len, reverse=True)
-    end = r"""(?=[/\\\s"'<>),;:]|$)"""  # a whole path component: what may follow a folder name
+    end = r"""(?=[/\\\s"'<>),;:`|\]&]|$)"""  # a whole path component: what may follow a folder name
     pattern = re.compile("|".join(re.escape(r) + end for r in ordered))
     changed = 0
     for f in src.rglob("*"):

@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binom
 
-from . import fsio
 from .metrics import bootstrap
 from .metrics.intervals import clopper_pearson
 
@@ -645,22 +644,21 @@ def graded_brief(lesson: str) -> str:
             f"```bash\n.venv/bin/atlas course check {lesson} answers.json\n```\n")
 
 
+#: an answers file larger than this is refused (it holds a seed and a few numbers)
+ANSWERS_MAX_BYTES = 1024 * 1024
+
+
 def check_answers(lesson: str, answers_path, seed: int | None = None, data_dir=None) -> list[dict]:
     """Right or wrong per question of ``lesson``'s graded exercise for the answers in ``answers_path``
     (JSON ``{"seed": S, "answers": {"q1": number, ...}}``; ``seed`` overrides the file's). One row per
     question: ``{question, given, right}`` (``given`` None: not answered). Bad input raises ValueError naming
     the file and what was expected."""
-    import json
+    from . import jsonio
 
     path = Path(answers_path)
     spec = graded_spec(lesson)
-    try:
-        data = json.loads(fsio.read_text(path, expected="a JSON answers file"))
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read the answers file ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); expected "
-                         f'{{"seed": SEED, "answers": {{"q1": number, ...}}}}') from None
+    data = jsonio.load(path, what="the answers file (JSON)", error=ValueError, max_bytes=ANSWERS_MAX_BYTES,
+                       expected='{"seed": SEED, "answers": {"q1": number, ...}}')
     if not isinstance(data, dict) or not isinstance(data.get("answers"), dict):
         raise ValueError(f'{path}: expected an object {{"seed": SEED, "answers": {{"q1": number, ...}}}}')
     seed = data.get("seed") if seed is None else seed
@@ -673,8 +671,8 @@ def check_answers(lesson: str, answers_path, seed: int | None = None, data_dir=N
         raise ValueError(f"{path}: unknown question(s) {', '.join(unknown)}; lesson {lesson} asks "
                          f"{', '.join(sorted(known))}")
     for q, v in data["answers"].items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ValueError(f"{path}: answer {q} must be a finite number, got {v!r}")
+        if jsonio.as_float(v) is None:  # text, NaN, infinity, an integer too large for a float
+            raise ValueError(f"{path}: answer {q} must be a finite number, got {jsonio.describe(v)}")
     truth = graded_answers(spec["kind"], graded_items(spec["card"], spec["version"], seed, spec["n"], data_dir), seed)
     rows = []
     for q, text, tol in questions:

@@ -98,16 +98,36 @@ def folder_owner(folder: str | os.PathLike, model: str, external: bool) -> tuple
     """A result cell in ``folder`` (a model's folder of one card version) that belongs to another name than
     ``model``, or to the same name of the other kind (a model run vs external predictions):
     ``(its path, its model, whether it is external)``; None when the folder is free for ``model``."""
+    from .jsonio import load
+
     for f in sorted(Path(folder).glob("*.json")):
         try:
-            other = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            other = load(f, what="a result cell")
+        except ValueError:  # unreadable, not JSON, nested too deeply: no owner to name
             continue
         if not isinstance(other, dict) or not isinstance(other.get("model"), str):
             continue
         if other["model"] != model or is_external(other) != external:
             return f, other["model"], is_external(other)
     return None
+
+
+def cell_names(results_dir: str | os.PathLike | None, card: str | None = None) -> set[str]:
+    """The model and system names of the result cells in ``results_dir`` (of ``card`` only when given; cells
+    that cannot be read are passed over)."""
+    from .jsonio import load
+
+    if results_dir is None:
+        return set()
+    out = set()
+    for f in Path(results_dir).glob(f"{card or '*'}/*/*/*.json"):
+        try:
+            cell = load(f, what="a result cell")
+        except ValueError:
+            continue
+        if isinstance(cell, dict) and isinstance(cell.get("model"), str):
+            out.add(cell["model"])
+    return out
 
 
 def cell_path(results_dir: str | os.PathLike, card: str, version: str, model: str, protocol: str) -> Path:
@@ -409,19 +429,19 @@ def write_cell(cell: dict, path: str | os.PathLike) -> Path:
 def read_cell(path: str | os.PathLike) -> dict:
     """A result cell read from ``path`` and checked against the schema (:func:`validate_cell`); any
     fault raises :class:`ResultCellError` naming the file and the field."""
-    try:
-        cell = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ResultCellError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultCellError(f"{path}: cannot read the result cell ({type(exc).__name__})") from None
+    from .jsonio import load
+
+    cell = load(path, what="a result cell", error=ResultCellError)  # not JSON, nested too deeply, not a file
     validate_cell(cell, path)
     cell["_path"] = str(path)
     return cell
 
 
 def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """A real number a float can hold (an integer too large for one would fail every page that shows it)."""
+    from .jsonio import as_float
+
+    return isinstance(x, float) or (isinstance(x, int) and not isinstance(x, bool) and as_float(x) is not None)
 
 
 def validate_cell(cell, path="result cell") -> dict:
@@ -429,8 +449,10 @@ def validate_cell(cell, path="result cell") -> dict:
     not_run, ``metrics`` maps names to ``{value, ci_low, ci_high[, reason]}`` with numbers or null (a null
     value needs a reason), ``predictions`` is a list of objects. Raises :class:`ResultCellError` naming the
     file and the field; returns the cell."""
+    from .jsonio import describe
+
     if not isinstance(cell, dict):
-        raise ResultCellError(f"{path}: expected a JSON object, got {type(cell).__name__}")
+        raise ResultCellError(f"{path}: expected a JSON object, got {describe(cell)}")
     for key in ("card", "version", "model", "protocol", "metrics", "status"):
         if key not in cell:
             raise ResultCellError(f"{path}: result cell lacks field {key!r}")
@@ -449,7 +471,7 @@ def validate_cell(cell, path="result cell") -> dict:
             raise ResultCellError(f"{where} must be an object {{value, ci_low, ci_high}}")
         for k in ("value", "ci_low", "ci_high"):
             if e.get(k) is not None and not _is_number(e[k]):
-                raise ResultCellError(f"{where}.{k} must be a number or null, got {type(e[k]).__name__}")
+                raise ResultCellError(f"{where}.{k} must be a number or null, got {describe(e[k])}")
         if e.get("value") is None and not isinstance(e.get("reason"), str):
             raise ResultCellError(f"{where}: a null value needs a 'reason' string")
         if e.get("reason") is not None and not isinstance(e["reason"], str):

@@ -206,22 +206,6 @@ def _looks_like_hub_id(s: str) -> bool:
     return is_hub_id(s)
 
 
-def check_model_name(model) -> str:
-    """``model`` stripped, after refusing what cannot name a model (ValueError saying why): an empty name (it
-    would be read as the current folder), and an ``org/name`` with a ``.`` or ``..`` part that is no existing
-    folder (a hub id has none: such a name is a path that leaves its folder)."""
-    from .models.registry import HUB_ID_SHAPE
-
-    s = str(model).strip()
-    if not s:
-        raise ValueError(f"the model name is empty ({str(model)!r}); expected a registry name (atlas list), a card "
-                         f"baseline, a local model folder or a hub id 'org/name'")
-    if HUB_ID_SHAPE.match(s) and not _looks_like_hub_id(s) and not Path(s).expanduser().is_dir():
-        raise ValueError(f"model {s!r} is not a hub id: a hub id is 'org/name' with no '.' or '..' part, and no "
-                         f"folder {s!r} exists")
-    return s
-
-
 def resolve_request(request: RunRequest) -> RunRequest:
     """The request with a local model folder made absolute (see :func:`resolve_model`)."""
     from dataclasses import replace
@@ -232,6 +216,47 @@ def resolve_request(request: RunRequest) -> RunRequest:
 
 # The models a card knows by itself (``Card.baselines``: baseline -> protocols) and the capabilities each
 # protocol asks of a registry, local or hub model (``Card.capabilities``) are declared on the card.
+
+
+def atlas_names(user_profiles: bool = True) -> dict[str, str]:
+    """The names of the atlas's own models -> what each is: registry profiles (without ``user_profiles``, the
+    built-in registry's only), the cards' baselines and the default matrix's models. A name that looks like
+    one of them without being it is refused (:func:`atlaslib.names.check_name`)."""
+    from .cards import available_cards
+    from .models import load_profiles
+    from .models.registry import PROFILES_FILE
+
+    out = {n: "a registry profile" for n in (load_profiles() if user_profiles else load_profiles(PROFILES_FILE))}
+    for c in available_cards():
+        for m in c.baselines:
+            out.setdefault(m, f"a baseline of the {c.name} card")
+        for _, m, _ in c.default_matrix:
+            out.setdefault(m, "a model of the default matrix")
+    return out
+
+
+def check_model_name(model, what: str = "--model") -> str:
+    """``model`` stripped, after refusing what cannot name a model (ValueError naming it and saying why): an
+    empty name (it would be read as the current folder); an ``org/name`` with a ``.`` or ``..`` part that is no
+    existing folder (a hub id has none: such a name is a path that leaves its folder); and a name that may reach
+    a page but should not (:func:`atlaslib.names.check_name`): a local folder's path with ``{{``, control or
+    filler characters, or any other name (a profile of a profiles file, a hub id) looking like one of the atlas's
+    own names (:func:`atlas_names`) without being it (:class:`atlaslib.names.NameRefused`)."""
+    from .models.registry import HUB_ID_SHAPE
+    from .names import check_name
+    from .results import is_local_model
+
+    s = str(model).strip()
+    if not s:
+        raise ValueError(f"the model name is empty ({str(model)!r}); expected a registry name (atlas list), a card "
+                         f"baseline, a local model folder or a hub id 'org/name'")
+    if HUB_ID_SHAPE.match(s) and not _looks_like_hub_id(s) and not Path(s).expanduser().is_dir():
+        raise ValueError(f"model {s!r} is not a hub id: a hub id is 'org/name' with no '.' or '..' part, and no "
+                         f"folder {s!r} exists")
+    if is_local_model(s):
+        return check_name(s, "model folder", path=True, kind="a model folder's path")
+    own = atlas_names(user_profiles=False)
+    return s if s in own else check_name(s, what, taken=own, kind="a model name")
 
 
 def _unknown_model(request: RunRequest, exc: Exception) -> ValueError:
@@ -266,8 +291,10 @@ def decide(request: RunRequest) -> dict:
     unknown card) naming the bad value and the valid ones."""
     from .models import CapabilityMissing, ProfileError, WeightsUnavailable, check_weights, get_profile
     from .models import with_capabilities
+    from .models.registry import ModelConfigError
 
     declared = check_request(request)
+    check_model_name(request.model)  # before anything of it is resolved, run or written
     card, model, protocol = request.card, request.model, request.protocol
     baselines = declared.baselines
     decision = {"run": True, "reason": None, "profile": None, "capability": None, "baseline": model in baselines}
@@ -305,6 +332,8 @@ def decide(request: RunRequest) -> dict:
                          f"{', '.join(sorted(declared.capabilities))}")
     try:
         profile = get_profile(model)
+    except ModelConfigError:  # the model is there, its config.json is not usable: said as it is
+        raise
     except ProfileError as exc:
         raise _unknown_model(request, exc) from None
     decision["profile"] = profile.to_dict()

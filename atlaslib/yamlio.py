@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import stat
 import types
 import typing
 from pathlib import Path
 
 import yaml
+
+from .userfile import read_text
 
 #: a user YAML file larger than this is refused (profile and matrix files are a few kilobytes)
 MAX_BYTES = 10 * 1024 * 1024
@@ -153,30 +154,6 @@ def _sizes(root) -> tuple[int, int]:
     return written, total
 
 
-def _read_text(path: Path, what: str, error) -> str:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise error(f"{what} {path} not found") from None
-    except OSError as exc:
-        raise error(f"{what} {path} cannot be read ({exc.strerror or type(exc).__name__})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise error(f"{what} {path} is a folder; expected a YAML file")
-    if not stat.S_ISREG(st.st_mode):
-        raise error(f"{what} {path} is not a regular file (a pipe or device); expected a YAML file")
-    if st.st_size > MAX_BYTES:
-        raise error(f"{what} {path} is {st.st_size:,} bytes; a {what} is at most {MAX_BYTES:,} bytes")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise error(f"{what} {path} cannot be read ({exc.strerror or type(exc).__name__})") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise error(f"{what} {path} is not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x}); save it as "
-                    f"UTF-8") from None
-
-
 def _yaml_problem(exc: yaml.YAMLError, where: str) -> str:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     at = f", line {mark.line + 1}" if mark is not None else ""
@@ -195,7 +172,7 @@ def load(path: str | os.PathLike, *, what: str = "YAML file", entries=None, erro
     top-level mapping must respect; ``error``: the exception class raised (one line, naming the file)."""
     path = Path(path)
     where = str(path)
-    text = _read_text(path, what, error)
+    text = read_text(path, what=f"a {what} (YAML)", error=error, max_bytes=MAX_BYTES)
     loader = _Loader(text, where, error)
     try:
         try:

@@ -780,7 +780,7 @@ def test_course_check_names_bad_input(tmp_path, capsys):
     bad = tmp_path / "answers.json"
     bad.write_text("{not json")
     assert cli.main(["course", "check", "edges", str(bad)]) == 2
-    assert f"{bad}: not JSON (line 1" in capsys.readouterr().err
+    assert f"{bad}: not valid JSON (line 1" in capsys.readouterr().err
     bad.write_text(json.dumps({"seed": 1, "answers": {"q9": 1}}))
     assert cli.main(["course", "check", "edges", str(bad)]) == 2
     assert "unknown question(s) q9; lesson edges asks q1, q2, q3" in capsys.readouterr().err

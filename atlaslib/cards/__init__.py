@@ -247,6 +247,14 @@ class Card:
     perturbations: tuple = ()
     prompt_set: object = None
 
+    def __post_init__(self):
+        # the flag decides what is published and the text is what pages say: a confirmed licence is never
+        # worded as unconfirmed (MACCROBAT once said both)
+        if self.licence_confirmed and self.licence.strip().lower().startswith(("unconfirmed", "not confirmed")):
+            raise ValueError(f"card {self.name}: licence_confirmed is True while its licence reads "
+                             f"{self.licence!r}; make the flag and the text agree (the note says where each licence "
+                             f"statement comes from)")
+
     @property
     def page(self) -> str:
         return f"book/cards/{self.name}.md"

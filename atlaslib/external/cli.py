@@ -250,7 +250,13 @@ def _prepared(fn, command: str):
 
         try:
             use_profiles(getattr(args, "profiles", []))
-            load_profiles()  # one clear error for a bad file or a name defined twice, before anything runs
+            from ..models.registry import PROFILES_FILE
+            from ..runner import check_model_name
+
+            builtin = load_profiles(PROFILES_FILE)
+            for name in load_profiles():  # one clear error for a bad file or name, before anything runs
+                if name not in builtin:
+                    check_model_name(name, "--profiles: profile name")  # also against the cards' baselines
             if command == "book":
                 args.matrix_requests = matrix_requests(args)
         except (ProfileError, PredictionsError, ValueError, KeyError) as exc:

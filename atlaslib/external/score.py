@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import fsio, results
+from .. import fsio, jsonio, results
 from ..cards.run import CardRun
 from .tasks import (EXTERNAL, Pred, PredictionsError, Split, check_ids, check_labels, check_spans, check_tags, fail,
                     iob2_notes, load_split, outside_module, sha256_path)
@@ -76,14 +76,19 @@ def check_path(path: Path, card: str) -> None:
 
 def _lines(path: Path):
     """``(row, text)`` of each line of a UTF-8 file (a byte-order mark at the start is dropped), read as a
-    stream: the file is never held whole. A byte that is not UTF-8 raises PredictionsError with its offset."""
+    stream: the file is never held whole. A byte that is not UTF-8 raises PredictionsError with its offset, a
+    row longer than :data:`atlaslib.jsonio.MAX_ROW_BYTES` PredictionsError naming the row."""
     offset = 0
+    limit = jsonio.MAX_ROW_BYTES
     try:
         fh = fsio.open_regular(path, "rb")
     except fsio.NotAFile as exc:
         raise PredictionsError(str(exc)) from None
     with fh:
-        for row, raw in enumerate(fh, 1):
+        for row, raw in enumerate(iter(lambda: fh.readline(limit + 1), b""), 1):
+            if len(raw) > limit:
+                raise PredictionsError(f"{path}: row {row} is longer than {limit:,} bytes; expected one prediction "
+                                       f"per row (a few hundred bytes)")
             if row == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw, offset = raw[3:], 3
             try:
@@ -135,10 +140,10 @@ def _read_jsonl(path: Path, lines, card: str, max_rows: int | None = None) -> li
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"row {row}: not valid JSON ({exc.msg} at column {exc.colno}); expected one object "
-                            f"per line like {{\"item_id\": ..., \"{key}\": ...}}")
+            obj = jsonio.loads(line, "", row=row, error=PredictionsError,
+                               expected=f"one object per line like {{\"item_id\": ..., \"{key}\": ...}}")
+        except PredictionsError as exc:
+            problems.append(str(exc))
             continue
         if not isinstance(obj, dict):
             problems.append(f"row {row}: a JSON {type(obj).__name__}, expected an object with item_id and {key}")
@@ -156,23 +161,77 @@ def _read_jsonl(path: Path, lines, card: str, max_rows: int | None = None) -> li
     return out
 
 
+class _Rows:
+    """The text of ``lines`` (``(row, text)`` pairs) for :mod:`csv`, remembering the row where the record being
+    read starts (``first``, its first row that is not blank) and the last row it took (``last``): a record that
+    took more than one row holds a quote that does not close on its row."""
+
+    def __init__(self, lines):
+        self.lines, self.first, self.last = lines, None, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        row, text = next(self.lines)
+        if self.first is None and text.strip():
+            self.first = row
+        self.last = row
+        return text
+
+    def record(self, reader, path: Path, expected: str):
+        """The next record of ``reader`` (StopIteration at the end); PredictionsError naming the row for a
+        quote left open (the rest of the file read as one field) or a record :mod:`csv` cannot read."""
+        self.first = None
+        try:
+            rec = next(reader)
+        except csv.Error as exc:
+            if self.first is not None and self.last > self.first:
+                raise PredictionsError(self._open_quote(path, expected)) from None
+            what = (f"a field longer than {csv.field_size_limit():,} characters" if "field larger" in str(exc)
+                    else f"not readable as CSV ({exc})")
+            raise PredictionsError(f"{path}: row {self.last}: {what}; expected {expected}") from None
+        if self.first is not None and self.last > self.first:
+            raise PredictionsError(self._open_quote(path, expected))
+        if self.first is None:
+            self.first = self.last
+        return rec
+
+    def _open_quote(self, path: Path, expected: str) -> str:
+        return (f"{path}: row {self.first}: a field opens a quote (\") that does not close on its row (rows "
+                f"{self.first}-{self.last} were read as one record); close the quote or drop it; expected "
+                f"{expected}")
+
+
 def _read_csv(path: Path, lines, card: str, max_rows: int | None = None) -> list[Pred]:
     key = _answer_key(card)
-    reader = csv.DictReader((text for _, text in lines))
-    if not reader.fieldnames:
-        return []
-    header = [h.strip() for h in reader.fieldnames]
+    columns = f"item_id,{key}" + ("[,score]" if key == "label" else "")
+    rows = _Rows(lines)
+    reader = csv.reader(rows)
+    header = []
+    while not header:  # blank rows before the header are skipped
+        try:
+            header = [h.strip() for h in rows.record(reader, path, f"a header row {columns}")]
+        except StopIteration:
+            return []
     if "item_id" not in header or key not in header:
-        raise PredictionsError(f"{path}: row 1: the header must name the columns item_id and {key}"
+        raise PredictionsError(f"{path}: row {rows.first}: the header must name the columns item_id and {key}"
                                + (" (and optionally score)" if key == "label" else "")
                                + f"; found {', '.join(header) or 'nothing'}")
-    reader.fieldnames = header
+    expected = f"one prediction per row: {columns}"
     out, problems = [], []
-    for rec in reader:
-        row = reader.line_num
-        if None in rec:
+    while True:
+        try:
+            rec = rows.record(reader, path, expected)
+        except StopIteration:
+            break
+        row = rows.first
+        if not rec:  # a blank row
+            continue
+        if len(rec) > len(header):
             problems.append(f"row {row}: more fields than the header has")
             continue
+        rec = dict(zip(header, rec))
         iid = (rec.get("item_id") or "").strip()
         if not iid:
             problems.append(f"row {row}: empty item_id")
@@ -301,33 +360,20 @@ def _protocol(card: str, protocol: str | None) -> str:
 MAX_NAME = 100
 
 
-def _check_name(name: str) -> str:
+def _check_name(name: str, results_dir=None, card: str | None = None) -> str:
     """A system name: one line of visible text (NFC-normalised, spaces at the ends dropped), at most
-    :data:`MAX_NAME` characters, without ``{{`` or ``}}`` (pages read them as placeholders, also in the raw HTML
-    of the item explorer), not the name of one of the atlas's own models (registry profiles, card
-    baselines) nor sharing their folder. Any such name has a folder of its own (:func:`atlaslib.results.slug`)."""
-    import unicodedata
+    :data:`MAX_NAME` characters, without filler characters or ``{{`` / ``}}`` (pages read them as placeholders,
+    also in the raw HTML of the item explorer), not looking like a name the atlas has without being it
+    (:func:`atlaslib.names.check_name`: registry profiles, card baselines, and the names of the result cells
+    of ``card`` in ``results_dir``), not the name of one of the atlas's own models nor sharing their folder.
+    Any such name has a folder of its own (:func:`atlaslib.results.slug`)."""
+    from ..names import check_name
+    from ..runner import atlas_names
 
-    from ..cards import available_cards
-    from ..models import load_profiles
-
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError("--name: give the system a non-empty name (it names the result cell and the "
-                         "leaderboard row)")
-    name = unicodedata.normalize("NFC", name.strip())
-    if len(name) > MAX_NAME:
-        raise ValueError(f"--name is {len(name)} characters long; a system name is at most {MAX_NAME} "
-                         f"(it heads a leaderboard row)")
-    bad = next(((i, ch) for i, ch in enumerate(name, 1)
-                if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")), None)
-    if bad is not None:
-        raise ValueError(f"--name holds the invisible or control character U+{ord(bad[1]):04X} at position "
-                         f"{bad[0]}; a system name is one line of visible text")
-    if "{{" in name or "}}" in name:
-        raise ValueError(f"--name {name!r} holds '{{{{' or '}}}}', which the book's pages read as a placeholder "
-                         f"({{{{fact:...}}}}); choose a name without them")
-    own = set(load_profiles()) | {m for c in available_cards() for m in [*c.baselines, *(
-        m for _, m, _ in c.default_matrix)]}
+    own = atlas_names()
+    existing = {n: f"a result already in {results_dir}" for n in results.cell_names(results_dir, card)} \
+        if results_dir is not None else {}
+    name = check_name(name, "--name", taken={**existing, **own})
     if name in own:
         raise ValueError(f"--name {name!r} is a model the atlas runs itself; choose another name for the system")
     taken = {results.slug(m): m for m in own}.get(results.slug(name))
@@ -378,7 +424,7 @@ def score(card: str, version: str, predictions: str | Path, name: str, *, descri
     c = get_card(card)
     if version not in c.versions:
         raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
-    protocol, name = _protocol(c.name, protocol), _check_name(name)
+    protocol, name = _protocol(c.name, protocol), _check_name(name, results_dir, c.name)
     path = Path(predictions)
     check_path(path, c.name)  # before hashing it: a named pipe would block the reader
     card_run = CardRun(c.name, version, name, protocol)  # timed from here: reading and checking the file too
@@ -476,7 +522,7 @@ def evaluate(card: str, version: str, predict_fn=None, predictions=None, *, name
         raise ValueError(f"evaluate: {c.name} predictions are an Anafora folder; pass predictions=<folder>")
     if version not in c.versions:
         raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
-    protocol, name = _protocol(c.name, protocol), _check_name(name)
+    protocol, name = _protocol(c.name, protocol), _check_name(name, results_dir, c.name)
     card_run = CardRun(c.name, version, name, protocol)
     s = load_split(c.name, version, "test", data_dir, protocol)
     if predict_fn is not None:

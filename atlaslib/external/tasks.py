@@ -10,11 +10,11 @@ here; what the answers mean lives with the card.
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..jsonio import as_float, long_integer
 from ..results import EXTERNAL, is_external  # noqa: F401  (the vocabulary lives a floor down)
 from ..splits import Split  # noqa: F401
 
@@ -55,7 +55,10 @@ def at(p: "Pred") -> str:
 
 
 def short(value, n: int = 40) -> str:
-    """A predicted value for an error message (never input text), cut to ``n`` characters."""
+    """A predicted value for an error message (never input text), cut to ``n`` characters (an integer too long
+    to write out is described by its number of digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * n:
+        return long_integer(value)
     s = repr(value)
     return s if len(s) <= n else s[: n - 1] + "…"
 
@@ -167,8 +170,10 @@ def check_labels(where: str, s: Split, preds: list[Pred]) -> None:
     positive = getattr(getattr(_card(s.card), "analysis", None), "positive", None)
     what = f"P({positive}), the probability of the positive class" if positive else "a probability"
     for p in with_score:
-        if isinstance(p.score, bool) or not isinstance(p.score, (int, float)) or not math.isfinite(p.score):
-            problems.append(f"{at(p)} (id {p.item_id!r}): score {short(p.score)} is not a finite number")
+        if as_float(p.score) is None:  # text, NaN, infinity, or an integer too large for a float
+            big = isinstance(p.score, int) and not isinstance(p.score, bool)
+            problems.append(f"{at(p)} (id {p.item_id!r}): score {short(p.score)} is "
+                            f"{'too large for a float' if big else 'not a finite number'}; expected {what} in [0, 1]")
         elif not 0.0 <= p.score <= 1.0:
             problems.append(f"{at(p)} (id {p.item_id!r}): score {short(p.score)} is not in [0, 1]; a score is "
                             f"{what} (rescale scores given in percent or as logits)")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -151,11 +150,14 @@ class _HFAdapter:
         loc, _ = resolve_weights(self.profile)
         st = Path(loc) / "sentence_bert_config.json"
         if st.is_file():
-            try:
-                v = json.loads(st.read_text()).get("max_seq_length")
+            from ..jsonio import load
+
+            try:  # a file that cannot be read, or of another shape, is passed over: the model's own limits follow
+                v = load(st, what="sentence_bert_config.json")
+                v = v.get("max_seq_length") if isinstance(v, dict) else None
                 if v:
                     return int(v)
-            except (ValueError, OSError):
+            except (ValueError, TypeError, OverflowError):
                 pass
         cands = [getattr(self.model.config, "max_position_embeddings", None),
                  getattr(self.model.config, "n_positions", None)]

@@ -73,6 +73,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from atlaslib.escape import public_location
 from atlaslib.models.cost import Cost
 from atlaslib.models.registry import OPENAI_CAPABILITIES, OPENAI_OPTIONS, check_texts
 
@@ -105,7 +106,13 @@ MAX_TOTAL_WAIT = 300.0
 
 
 class EndpointError(RuntimeError):
-    """The server could not be reached, or its answer is not one (names the URL and what was wrong)."""
+    """The server could not be reached, or its answer is not one (names the URL and what was wrong). URLs in the
+    message are shown without user name, password or query string (:func:`atlaslib.escape.public_urls`)."""
+
+    def __init__(self, message: str):
+        from atlaslib.escape import public_urls
+
+        super().__init__(public_urls(message))
 
 
 class _Transient(Exception):
@@ -246,7 +253,8 @@ class OpenAICompatible:
     def info(self) -> dict:
         cost = self.cost.to_dict()
         cost["cached"] = self._cached_calls
-        return {"profile": self.profile.name, "source": "openai-compatible", "base_url": self.base_url,
+        return {"profile": self.profile.name, "source": "openai-compatible",
+                "base_url": public_location(self.base_url),  # the cell records no credentials or keys
                 "model": self.model, "capability": self.capability, "endpoint": self.endpoint, "temperature": 0,
                 "max_tokens": self.max_tokens, "prompt_version": PROMPT_VERSION,
                 "api_key_env": self.api_key_env, "unparseable": self.unparseable,

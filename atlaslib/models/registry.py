@@ -7,18 +7,18 @@ its sha256); every other module of :mod:`atlaslib.models` imports from here, nev
 """
 from __future__ import annotations
 
+import copy
 import hashlib
-import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from atlaslib import sources
 from atlaslib.models import gguf as _gguf
-from atlaslib.models.hub_cache import cached_hub_config
+from atlaslib.models.hub_cache import cached_hub_file
 
 CAPABILITIES = (
     "predict.assertion",
@@ -50,7 +50,7 @@ OPENAI_OPTIONS = {"model", "api_key_env", "endpoint", "max_tokens", "timeout", "
 OPENAI_CAPABILITIES = ("predict.assertion", "predict.nli", "score.options")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: the shape of ``org/name``; a hub id also has no ``.`` or ``..`` part (:func:`is_hub_id`)
-HUB_ID_SHAPE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+HUB_ID_SHAPE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", re.ASCII)  # the hub's ids are ASCII: no look-alikes
 
 
 def is_hub_id(name: str) -> bool:
@@ -111,7 +111,13 @@ class Profile:
     training_data: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The profile as it is recorded and shown (a run's decision and cache key, a result cell's spec): its
+        ``location`` made public (:func:`atlaslib.escape.public_location`: a URL without user name, password
+        and query string). The profile itself keeps the whole location for its requests; copy a profile with
+        :func:`dataclasses.replace`, not through this."""
+        from atlaslib.escape import public_location
+
+        return {**asdict(self), "location": public_location(self.location)}
 
     @property
     def capabilities_known(self) -> bool:
@@ -167,8 +173,10 @@ def _check_openai_entry(name: str, entry: dict, where: str) -> None:
     """The schema of a ``source: openai-compatible`` profile (see :mod:`atlaslib.models.openai_compat`)."""
     loc = str(entry.get("location") or "")
     if not re.match(r"^https?://[^\s/]+", loc):
+        from atlaslib.escape import public_location
+
         raise ProfileError(f"{where}: profile {name!r} key 'location' must be the API's base URL "
-                           f"(http://host:port/v1), got {loc!r}")
+                           f"(http://host:port/v1), got {public_location(loc)!r}")
     opts = entry.get("options") or {}
     if not isinstance(opts, dict):
         raise ProfileError(f"{where}: profile {name!r} key 'options' must be a mapping")
@@ -232,9 +240,16 @@ def merge_profiles(base: dict[str, Profile], files) -> dict[str, Profile]:
     """``base`` plus the profiles of each file (same schema and validation as ``profiles.yml``); a name
     defined twice raises one :class:`ProfileError` naming both places. A relative ``location`` of a
     ``source: path`` profile is a folder relative to its file."""
+    from atlaslib.names import NameRefused, check_name
+
     out, origin = dict(base), {k: f"the built-in registry ({PROFILES_FILE.name})" for k in base}
     for f in files:
         for name, prof in _load_one(f).items():
+            try:  # a name reaches pages: visible text without placeholders, no look-alike of a name before it
+                check_name(name, f"{f}: profile name", kind="a profile name",
+                           taken={k: f"a profile of {where}" for k, where in origin.items()})
+            except NameRefused as exc:
+                raise ProfileError(str(exc)) from None
             relative = prof.source in ("path", "gguf") and not _gguf.is_package_location(prof.location)
             if relative and not os.path.isabs(os.path.expanduser(prof.location)):
                 prof.location = str((Path(f).resolve().parent / prof.location).resolve())
@@ -252,7 +267,7 @@ def _load_one(path: str | os.PathLike | None) -> dict[str, Profile]:
         stamp = (st.st_mtime_ns, st.st_size)
     except OSError:
         stamp = None
-    return {k: Profile(**v.to_dict()) for k, v in _load_profiles_cached(p, stamp).items()}
+    return {k: copy.deepcopy(v) for k, v in _load_profiles_cached(p, stamp).items()}
 
 
 @lru_cache(maxsize=16)
@@ -275,10 +290,57 @@ def _dir_revision(d: Path) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def capabilities_from_config(config: dict) -> list[str]:
+class ModelConfigError(ProfileError):
+    """A checkpoint's ``config.json`` (a local folder's, or a hub model's in the local cache) cannot be read
+    or has a field of the wrong shape: one line naming the file and the field."""
+
+
+#: the fields of a ``config.json`` that the atlas reads, and the shape each must have when given (not null)
+CONFIG_FIELDS = {
+    "architectures": ("a list of model class names (text)",
+                      lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v)),
+    "id2label": ("an object of label id -> label name (text)",
+                 lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values())),
+    "label2id": ("an object of label name -> label id", lambda v: isinstance(v, dict)),
+    "is_encoder_decoder": ("true or false", lambda v: isinstance(v, bool)),
+}
+
+
+def check_config(config, where: str = "config.json") -> dict:
+    """``config`` (a checkpoint's ``config.json`` contents) when it is an object whose fields the atlas reads
+    (:data:`CONFIG_FIELDS`) have their shape; :class:`ModelConfigError` naming ``where`` (the file), the field
+    and what was expected otherwise."""
+    from atlaslib.jsonio import describe
+
+    if not isinstance(config, dict):
+        raise ModelConfigError(f"{where}: {describe(config)}; expected a JSON object (a Hugging Face model config, "
+                               f"as save_pretrained writes it)")
+    for key, (what, ok) in CONFIG_FIELDS.items():
+        value = config.get(key)
+        if value is not None and not ok(value):
+            got = describe(value)
+            if key == "architectures" and isinstance(value, list):
+                got = f"a list holding {describe(next(a for a in value if not isinstance(a, str)))}"
+            elif key == "id2label" and isinstance(value, dict):
+                got = f"an object holding {describe(next(x for x in value.values() if not isinstance(x, str)))}"
+            raise ModelConfigError(f"{where}: field {key!r} must be {what}, got {got}")
+    return config
+
+
+def read_config(path: str | os.PathLike) -> dict:
+    """A checkpoint's ``config.json`` read (:func:`atlaslib.jsonio.load`) and checked (:func:`check_config`)."""
+    from atlaslib import jsonio
+
+    return check_config(jsonio.load(path, what="a model config (config.json)", error=ModelConfigError,
+                                    max_bytes=16 * 2 ** 20), str(path))
+
+
+def capabilities_from_config(config: dict, where: str = "config.json") -> list[str]:
     """Capabilities of a Hugging Face checkpoint, inferred from its ``config.json`` contents: a sequence
     classifier's by its label names, a token classifier -> predict.ner, a causal LM ->
-    :data:`CAUSAL_LM_CAPABILITIES`, any other encoder -> the two embeddings."""
+    :data:`CAUSAL_LM_CAPABILITIES`, any other encoder -> the two embeddings. A config of another shape raises
+    :class:`ModelConfigError` naming ``where`` and the field."""
+    check_config(config, where)
     archs = config.get("architectures") or []
     caps: list[str] = []
     causal = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
@@ -298,16 +360,16 @@ def capabilities_from_config(config: dict) -> list[str]:
     return list(dict.fromkeys(caps))
 
 
-def with_config_capabilities(profile: Profile, config: dict | None) -> Profile:
+def with_config_capabilities(profile: Profile, config: dict | None, where: str = "config.json") -> Profile:
     """``profile`` with the capabilities its checkpoint's config implies (:func:`capabilities_from_config`),
     marked known; unchanged when ``config`` is None (not cached: they stay to be inferred at load time).
     The one place a hub id's capabilities are inferred, from the cached config (:func:`get_profile`) or
     from the config loaded with the weights (:func:`atlaslib.models.weights.with_capabilities`)."""
     if config is None:
         return profile
-    caps = capabilities_from_config(config)
+    caps = capabilities_from_config(config, where)
     options = {k: v for k, v in profile.options.items() if k != "_capabilities_unknown"}
-    return Profile(**{**profile.to_dict(), "capabilities": caps, "options": options})
+    return replace(copy.deepcopy(profile), capabilities=caps, options=options)
 
 
 def _with_gguf_revision(profile: Profile) -> Profile:
@@ -334,14 +396,11 @@ def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) 
     p = Path(key).expanduser()
     if p.is_dir():
         cfg_file = p / "config.json"
-        if not cfg_file.is_file():
+        if not cfg_file.exists():
             raise ProfileError(f"model directory {p} has no config.json: expected a Hugging Face checkpoint "
                                "saved with save_pretrained")
-        try:
-            cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ProfileError(f"{cfg_file}: not valid JSON ({exc})") from None
-        caps = list(capabilities) if capabilities else capabilities_from_config(cfg)
+        cfg = read_config(cfg_file)
+        caps = list(capabilities) if capabilities else capabilities_from_config(cfg, str(cfg_file))
         return Profile(name=key, source="path", location=str(p.resolve()), revision=_dir_revision(p),
                        capabilities=caps, label_map={}, trained_on=[],
                        description=f"local checkpoint ({', '.join(cfg.get('architectures') or ['?'])})")
@@ -354,7 +413,8 @@ def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) 
                        description="hub model not in the registry",
                        options={} if caps else {"_capabilities_unknown": True})
         # without given capabilities: inferred from the config in the local Hugging Face cache, when it is there
-        return prof if caps else with_config_capabilities(prof, cached_hub_config(key))
+        cached = None if caps else cached_hub_file(key, "config.json")
+        return prof if cached is None else with_config_capabilities(prof, read_config(cached), str(cached))
     raise ProfileError(
         f"unknown model {key!r}: not a registry name ({', '.join(sorted(registry))}), not an existing "
         "directory, and not a hub id of the form 'org/name'"

@@ -104,6 +104,8 @@ def _card_facts(ctx: facts.FactContext) -> dict[str, facts.Fact]:
         src = f"atlaslib.cards.{card.name}: CARD.licence, licence_confirmed, gated"
         out[f"card.{card.name}.licence"] = facts.Fact(card.licence or "not declared", "text", src)
         out[f"card.{card.name}.publication"] = facts.Fact(publication(card), "text", src)
+        out[f"card.{card.name}.licence_note"] = facts.Fact(card.licence_note or "", "text",
+                                                           f"atlaslib.cards.{card.name}: CARD.licence_note")
     return out
 
 

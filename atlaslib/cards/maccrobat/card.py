@@ -124,14 +124,20 @@ CARD = Card(
         ("atlas-n100-v1", "smollm2-135m-instruct", "probe"),
     ),
     higher_is_better={m: True for m in METRIC_BASES},
+    # published under the licence its catalogued copy declares; where each statement comes from is the note
     licence_confirmed=True,
-    licence_note=("MACCROBAT2020's licence is stated on its figshare record (Caufield et al.), which is usually "
-                  "cited as CC BY 4.0 but could not be consulted here, so that licence is unconfirmed; the HF "
-                  "conversion used as reference is tagged MIT in its dataset card; the GitHub copy pinned here "
-                  "(Saieiei/NLP) states no licence."),
+    licence_note=("Where each licence statement comes from: MIT is declared by the dataset's catalogued copy, the "
+                  "Hugging Face conversion singh-aditya/MACCROBAT_biomedical_ner (its dataset card, 'License: mit', "
+                  "at the revision the card's catalogue pins, 1470ebf), whose counts this card reproduces; CC BY 4.0 "
+                  "is how the figshare original (Caufield et al., MACCROBAT2018, doi:10.6084/m9.figshare.9764942) "
+                  "is usually cited, a record not consulted here; the GitHub copy of the files pinned here "
+                  "(Saieiei/NLP, folder MACCROBAT2020) states no licence and has no licence file (the data "
+                  "folder's maccrobat/PROVENANCE.md). Both MIT and CC BY 4.0 allow publishing results with "
+                  "attribution: cite Caufield et al."),
     task="entity recognition with exact word boundaries (problem / treatment / test), IOB2 over words",
     data="MACCROBAT2020, 200 case reports, {{fact:maccrobat.sentences}} sentences (brat standoff)",
-    licence="unconfirmed (figshare record usually cited as CC BY 4.0; the pinned GitHub copy states none)",
+    licence=("MIT (declared by the catalogued copy, the HF conversion singh-aditya/MACCROBAT_biomedical_ner; the "
+             "figshare original is cited as CC BY 4.0; the pinned GitHub copy states none)"),
     test_sizes={v: s["n_test"] for v, s in VERSIONS.items()},
     pinned_files=tuple(FILES),
     resampling_unit="document (case report)",

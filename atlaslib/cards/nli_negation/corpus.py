@@ -41,7 +41,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from ... import fsio
 from .errors import NliNegationInputError
 
 VERSION = "builtin-v1"
@@ -360,31 +359,17 @@ def load_nli_negation_cases(path) -> tuple[NliNegationCase, ...]:
     unknown pattern or label, or a repeated case id raises :class:`NliNegationInputError` naming the
     file and the row (1-based), never a value. Other fields are ignored.
     """
+    from ... import jsonio
+
     p = Path(path)
     where = f"{p}"
-    if not p.exists():
-        raise NliNegationInputError(f"{where}: no such file")
     suffix = p.suffix.lower()
-    try:
-        text = fsio.read_text(p, encoding="utf-8-sig")  # a UTF-8 byte-order mark (Windows editors) is accepted
-    except fsio.NotAFile as exc:  # a pipe or a device is never read: it could block
-        raise NliNegationInputError(str(exc)) from None
-    except UnicodeDecodeError:
-        raise NliNegationInputError(f"{where}: not UTF-8 text") from None
+    what, row = "an NLI case file (.json or .jsonl)", "one case object per row"
     rows: list[tuple[int, Any]] = []
     if suffix == ".jsonl":
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append((lineno, json.loads(line)))
-            except json.JSONDecodeError:
-                raise NliNegationInputError(f"{where}, row {lineno}: not valid JSON") from None
+        rows = jsonio.load_lines(p, what=what, error=NliNegationInputError, expected=row)
     elif suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise NliNegationInputError(f"{where}: not valid JSON (line {exc.lineno})") from None
+        data = jsonio.load(p, what=what, error=NliNegationInputError, expected='a list of rows or {"cases": [...]}')
         if isinstance(data, dict):
             if "cases" not in data or not isinstance(data["cases"], list):
                 raise NliNegationInputError(f'{where}: expected a JSON list of rows or {{"cases": [...]}}')
@@ -392,6 +377,8 @@ def load_nli_negation_cases(path) -> tuple[NliNegationCase, ...]:
         if not isinstance(data, list):
             raise NliNegationInputError(f'{where}: expected a JSON list of rows or {{"cases": [...]}}')
         rows = list(enumerate(data, 1))
+    elif not p.is_file():
+        raise NliNegationInputError(f"{where}: no such file")
     else:
         raise NliNegationInputError(f"{where}: unsupported file type (expected .json or .jsonl)")
     if not rows:

@@ -35,7 +35,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ... import fsio
 from .corpus import LABELS, PATTERNS, NliNegationCase, validate_cases
 from .errors import NliNegationInputError
 
@@ -206,20 +205,14 @@ def from_openmed_row(row: Any, where: str) -> NliNegationCase:
     return NliNegationCase(case_id, pattern, premise, hypothesis, label, depth, section)
 
 
-def _rows(path: Path, text: str) -> list[tuple[int, Any]]:
+def _rows(path: Path) -> list[tuple[int, Any]]:
+    from ... import jsonio
+
+    what = "an openmed fixture file (.json or .jsonl)"
     if path.suffix.lower() == ".jsonl":
-        rows = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append((lineno, json.loads(line)))
-                except json.JSONDecodeError:
-                    raise NliNegationInputError(f"{path}, row {lineno}: not valid JSON") from None
-        return rows
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NliNegationInputError(f"{path}: not valid JSON (line {exc.lineno})") from None
+        return jsonio.load_lines(path, what=what, error=NliNegationInputError, expected="one case object per row")
+    data = jsonio.load(path, what=what, error=NliNegationInputError,
+                       expected='a list of rows or an object with a "cases" list')
     if isinstance(data, Mapping):
         data = data.get("cases", data.get("fixtures"))
     if not isinstance(data, list):
@@ -234,15 +227,7 @@ def load_openmed_fixtures(path) -> tuple[NliNegationCase, ...]:
     (case ids lower-cased as openmed does); an atlas-written file gives back the atlas's depths and section
     titles. A bad file raises :class:`NliNegationInputError` naming the file and the row."""
     p = Path(path)
-    if not p.exists():
-        raise NliNegationInputError(f"{p}: no such file")
-    try:
-        text = fsio.read_text(p, encoding="utf-8-sig")
-    except fsio.NotAFile as exc:  # a pipe or a device is never read: it could block
-        raise NliNegationInputError(str(exc)) from None
-    except UnicodeDecodeError:
-        raise NliNegationInputError(f"{p}: not UTF-8 text") from None
-    rows = _rows(p, text)
+    rows = _rows(p)
     if not rows:
         raise NliNegationInputError(f"{p}: holds no cases")
     if len(rows) > MAX_CASES:
