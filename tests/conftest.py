@@ -17,17 +17,10 @@ every kernel and subprocess a test starts inherits it):
 Tests change the environment only through ``monkeypatch`` and write only under ``tmp_path`` or the session's
 temporary folders.
 
-The books (each built once per session, by the first test that asks for it; tests that share one are in the
-same ``xdist_group`` so that pytest-xdist keeps them on one worker):
-
-- :func:`small_book`: NegEx atlas-n100-v1 with the majority baseline (its notebook executed) and a hub model
-  that cannot run offline (its not-run stub);
-- :func:`small_book_publish`: the publish build of a copy of the small book's results;
-- :func:`two_run_book`: two systems' predictions files scored with ``atlaslib.evaluate`` on atlas-n100-v1 (no
-  kernel), so the card page has a comparison, forest plots and explorer links;
-- :func:`reference_runs`: three small runs executed serially (NegEx n100 majority and negspaCy, the NLI
-  always-entailment baseline), the reference of the executor and fault tests;
-- :func:`smollm2`: SmolLM2-135M-Instruct's option scorer, loaded once.
+The books and run sets several modules read are built once per session, by the first test that asks for them
+(:mod:`tests.books`: the small book, its publish build, the two-run book, the reference runs; the course book of
+:mod:`tests.test_course`), and SmolLM2 is loaded once (:func:`smollm2`). Tests that share one carry
+``pytest.mark.xdist_group`` so that pytest-xdist (``--dist loadgroup``) keeps them on one worker.
 """
 from __future__ import annotations
 
