@@ -44,20 +44,26 @@ def write_nli_cells(results_dir: Path) -> None:
 
 def write_negex_cells(results_dir: Path, data_dir) -> None:
     """negspacy (the kit's own triggers) on both NegEx split versions, run in-process the way the card notebook
-    runs it (split, protocol, metrics, the card's cell), with 200 resamples to keep it quick."""
+    runs it (split, protocol, metrics, the whole-kit reproduction on atlas-full-v1, the card's cell), with 200
+    resamples to keep it quick."""
     from atlaslib.cards import negex
     from atlaslib.cards.run import CardRun
     from atlaslib.metrics.report import binary_metrics
 
-    items = negex.load_items(data_dir)
+    rows = negex.load_rows(data_dir)
+    items = negex.items_from_rows(rows)
+    model = "negspacy-negex-kit"
     for version in negex.VERSIONS:
         manifest = negex.split(items, version)
         train, test = negex.split_frames(items, manifest)
-        out = negex.run_protocol("negspacy-negex-kit", "zero_shot", train, test, data_dir=data_dir)
+        out = negex.run_protocol(model, "zero_shot", train, test, data_dir=data_dir)
         metrics = binary_metrics(test["label"], out["pred"], out["score"], "zero_shot", n_resamples=200)
-        run = CardRun("negex", version, "negspacy-negex-kit", "zero_shot", parameters={"n_resamples": 200},
-                      result_path=results.cell_path(results_dir, "negex", version, "negspacy-negex-kit", "zero_shot"))
-        run.finish(**negex.cell_parts("zero_shot", "negspacy-negex-kit", out=out, metrics=metrics, test=test,
+        repro = None
+        if negex.reproduces(out, version, model):
+            repro = negex.reproduction(out["adapter"], rows, items, known=dict(zip(test["item_id"], out["pred"])))
+        run = CardRun("negex", version, model, "zero_shot", parameters={"n_resamples": 200},
+                      result_path=results.cell_path(results_dir, "negex", version, model, "zero_shot"))
+        run.finish(**negex.cell_parts("zero_shot", model, out=out, metrics=metrics, test=test, repro=repro,
                                       split_cell=negex.split_summary(items, manifest)["cell"], data_dir=data_dir))
 
 
