@@ -11,8 +11,9 @@ every kernel and subprocess a test starts inherits it):
 - the hubs are offline, forced (``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1``), whatever the shell says;
 - the atlas's own switches a user may have exported (profiles files, a Dask scheduler, cache folders) are
   cleared; ``ATLAS_DATA_DIR`` stays: the pinned data is an input, not a cache;
-- Hypothesis keeps no example database and draws the same examples on every run (the profile ``atlas``;
-  ``HYPOTHESIS_PROFILE=explore`` draws at random, still without a database).
+- Hypothesis keeps no example database, writes its other files to the session folder (not ``./.hypothesis``)
+  and draws the same examples on every run (the profile ``atlas``; ``HYPOTHESIS_PROFILE=explore`` draws at
+  random, still without a database).
 
 Tests change the environment only through ``monkeypatch`` and write only under ``tmp_path`` or the session's
 temporary folders.
@@ -51,6 +52,7 @@ SEALED = {
     "TRANSFORMERS_OFFLINE": "1",
     "HF_DATASETS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
+    "HYPOTHESIS_STORAGE_DIRECTORY": str(SESSION_DIR / "hypothesis"),   # its constants cache: not ./.hypothesis
 }
 for _name in CLEARED:
     os.environ.pop(_name, None)

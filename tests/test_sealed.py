@@ -29,7 +29,9 @@ def test_a_subprocess_inherits_the_seal(session_dir):
     assert out == [str(session_dir / "atlas-cache"), str(session_dir / "hf-home" / "hub"), "1"]
 
 
-def test_hypothesis_is_derandomised_and_keeps_no_database():
+def test_hypothesis_is_derandomised_keeps_no_database_and_writes_to_the_session(session_dir):
     from hypothesis import settings
+    from hypothesis.configuration import storage_directory
 
     assert settings.default.derandomize is True and settings.default.database is None
+    assert storage_directory("constants", intent_to_write=False).path == session_dir / "hypothesis" / "constants"
