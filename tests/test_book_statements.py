@@ -17,18 +17,21 @@ it found wrong (empty: the statement holds):
 - a paired interval that ends on 0 because the two runs tie on many resamples says so, with the share;
 - every card page has the table "Where this page departs from the card", one row per declared departure.
 
-Two sites are checked in the suite: the course book of ``tests/test_course.py`` (real NLI and NegEx cells,
-every lesson executed, built with Jupyter Book) and a site rendered from runs made here (TempEval
-synthetic-v1 through the card's own run, two NegEx systems scored by ``atlaslib.evaluate``, a MACCROBAT cell
-whose tags are chosen by hand). ``ATLAS_BOOK_CHECK=<checkout>`` runs every check on that checkout's last
-build (its ``_build/site-src`` and ``results/``), e.g. the full default book.
+A check that finds no page or cell to read says so as a problem (it never passes for want of input). Three sites
+are checked in the suite, each with the checks whose pages and cells it has (:data:`SITES`; together they run
+every check): the course book (``tests/test_course.py``: real NLI and NegEx cells, every lesson executed, built
+with Jupyter Book), the session's small book (``tests/books.py``: NegEx atlas-n100-v1, a run and a not-run
+cell) and a site rendered from runs made here (TempEval synthetic-v1 through the card's own run, three NegEx
+systems scored by ``atlaslib.evaluate``, a MACCROBAT cell whose tags are chosen by hand).
+``python -m tests.test_book_statements <checkout>`` runs every check on that checkout's last build (its
+``_build/site-src`` and ``results/``), e.g. the full default book.
 """
 from __future__ import annotations
 
 import json
 import math
-import os
 import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -38,13 +41,17 @@ from scipy.stats import beta
 from atlaslib import book, results
 from atlaslib.cards import available_cards, get_card
 from atlaslib.pages import departures
-from tests.test_course import course_book  # noqa: F401 (fixture)
 from tests.test_prose_numbers import render_without_lessons
 
 LEVEL = 0.95
 
 
 # -- reading a rendered site ----------------------------------------------------------------------------------
+
+def missing(what: str) -> list[str]:
+    """The problem a check reports when what it reads is not in the site: it cannot pass for want of input."""
+    return [f"{what} is missing: nothing to check"]
+
 
 def md(src: Path, page: str) -> str:
     p = Path(src) / page
@@ -89,35 +96,37 @@ def check_false_entailment_bound(src: Path, cells) -> list[str]:
     out = []
     nli = ok_cells(cells, "nli_negation", "builtin-v1")
     gates = notebook_text(src, "book/course/gates.ipynb")
-    if nli and gates:
-        if "(two-sided 95 %)" in gates:
-            out.append("gates lesson: a two-sided bound is still given as the bound")
-        for c in nli:
-            fer = c["extra"]["report"]["false_entailment_rate"]
-            want = f"{one_sided_bound(fer['successes'], fer['trials']):.3f}"
-            if "FER upper bound (one-sided 95 %)" not in gates or want not in gates:
-                out.append(f"gates lesson: {c['model']}'s bound is not the one-sided {want}")
-        n = nli[0]["extra"]["report"]["false_entailment_rate"]["trials"]
-        zero = f"{one_sided_bound(0, n):.1%}"
-        if f"up to {zero} possible (the one-sided 95 % Clopper–Pearson upper bound)" not in gates:
-            out.append(f"gates lesson: 'zero observed' does not give the one-sided bound {zero}")
-        needed = next(m for m in range(1, 10_000) if one_sided_bound(0, m) <= 0.01)
-        if f"{needed} cases (the challenge has {n})" not in gates:
-            out.append(f"gates lesson: exercise 3's answer is not {needed} cases")
+    if not nli or not gates:
+        return missing("an ok NLI challenge cell or the executed gates lesson")
+    if "(two-sided 95 %)" in gates:
+        out.append("gates lesson: a two-sided bound is still given as the bound")
+    for c in nli:
+        fer = c["extra"]["report"]["false_entailment_rate"]
+        want = f"{one_sided_bound(fer['successes'], fer['trials']):.3f}"
+        if "FER upper bound (one-sided 95 %)" not in gates or want not in gates:
+            out.append(f"gates lesson: {c['model']}'s bound is not the one-sided {want}")
+    n = nli[0]["extra"]["report"]["false_entailment_rate"]["trials"]
+    zero = f"{one_sided_bound(0, n):.1%}"
+    if f"up to {zero} possible (the one-sided 95 % Clopper–Pearson upper bound)" not in gates:
+        out.append(f"gates lesson: 'zero observed' does not give the one-sided bound {zero}")
+    needed = next(m for m in range(1, 10_000) if one_sided_bound(0, m) <= 0.01)
+    if f"{needed} cases (the challenge has {n})" not in gates:
+        out.append(f"gates lesson: exercise 3's answer is not {needed} cases")
     edges = notebook_text(src, "book/course/edges.ipynb")
     abstain = ok_cells(cells, "nli_negation", "builtin-v1", "always-abstain")
-    if edges and abstain:
-        fer = abstain[0]["extra"]["report"]["false_entailment_rate"]
-        want = f"{one_sided_bound(fer['successes'], fer['trials']):.1%}"
-        if f"the one-sided 95 % Clopper–Pearson upper bound, is {want}" not in edges:
-            out.append(f"edges lesson: 'zero observed' does not give the card's bound {want}")
+    if not edges or not abstain:
+        return out + missing("the executed edges lesson or the always-abstain cell")
+    fer = abstain[0]["extra"]["report"]["false_entailment_rate"]
+    want = f"{one_sided_bound(fer['successes'], fer['trials']):.1%}"
+    if f"the one-sided 95 % Clopper–Pearson upper bound, is {want}" not in edges:
+        out.append(f"edges lesson: 'zero observed' does not give the card's bound {want}")
     return out
 
 
 def check_coverage_standard_errors(src: Path, cells) -> list[str]:
     text = notebook_text(src, "book/course/clusters.ipynb")
     if not text:
-        return []
+        return missing("the executed clusters lesson")
     m = re.search(r"over ([\d,]+) simulated test sets per row, the item interval covers the truth in "
                   r"([\d.]+) % \(± ([\d.]+) %\), (within two standard errors of 95 %|below 95 %[^,]*|above 95 %[^,.]*)",
                   text)
@@ -138,9 +147,10 @@ def check_coverage_standard_errors(src: Path, cells) -> list[str]:
 def check_licence_story(src: Path, cells) -> list[str]:
     out = []
     intro = md(src, "book/intro.md")
-    for card in available_cards():
-        if not (Path(src) / card.page).is_file():
-            continue
+    shown = [card for card in available_cards() if (Path(src) / card.page).is_file()]
+    if not intro or not shown:
+        return missing("the home page or a card page")
+    for card in shown:
         row = next((ln for ln in intro.split("| [") if ln.startswith(card.title.replace("|", "\\|"))), "")
         if card.licence not in row or departures.publication(card) not in row:
             out.append(f"intro: the licence of {card.name} is not its declared one ({card.licence!r})")
@@ -158,11 +168,11 @@ def check_negex_reproduction_gaps(src: Path, cells) -> list[str]:
     cell = ok_cells(cells, "negex", "atlas-full-v1", "negspacy-negex-kit")
     page = md(src, "book/cards/negex/reproduction.md")
     if not cell or not page:
-        return []
+        return missing("negspacy's atlas-full-v1 cell or the NegEx reproduction page")
     row = next((r for r in cell[0].get("extra", {}).get("reproduction") or [] if str(r["system"]).endswith("rows")),
                None)
-    if row is None:  # a run without the whole-kit reproduction: the page says n/a, nothing to compare
-        return []
+    if row is None:
+        return missing("the whole-kit reproduction row of negspacy's cell")
     gaps = [GENNEGEX[r] - row[r] for r in ("sensitivity", "specificity", "precision")]
     want = ", ".join(f"{g:.3f}" for g in gaps[:2]) + f" and {gaps[2]:.3f}, the largest {max(map(abs, gaps)):.3f}"
     out = [] if want in page else [f"NegEx reproduction: the gaps to GenNegEx are not named ({want})"]
@@ -175,7 +185,7 @@ def check_seqeval_modes(src: Path, cells) -> list[str]:
 
     text = md(src, "book/methods/metrics.md")
     if not text:
-        return []
+        return missing("the metrics chapter")
     out = []
     if "strict matching, as seqeval's default" in text or "seqeval's *default* mode" not in text:
         out.append("metrics chapter: the seqeval mode statement is not corrected")
@@ -192,13 +202,14 @@ def check_seqeval_modes(src: Path, cells) -> list[str]:
 
 
 def check_tempeval_disagreement(src: Path, cells) -> list[str]:
-    out = []
+    out, checked = [], 0
     for version in get_card("tempeval").versions:
         page = md(src, f"book/cards/tempeval/{version}/failures.md")
         closest = [c for c in ok_cells(cells, "tempeval", version, "closest")
                    if (c["metrics"].get(f"contains_f1_{c['protocol']}") or {}).get("value") is not None]
         if not page or not closest:
             continue
+        checked += 1
         rows = {r["row"]: r for r in closest[0]["extra"]["scorer_table"]["rows"]}
         m = re.search(r"\| contains \|((?: [^|]+ \|){5})", page)
         # the counts may be links into the item explorer: their text, without thousands separators
@@ -213,14 +224,16 @@ def check_tempeval_disagreement(src: Path, cells) -> list[str]:
         if runs == 1 and found_all != rows["contains"]["correct"]:
             out.append(f"TempEval {version}: disagreement finds {found_all} CONTAINS, the scorer "
                        f"{rows['contains']['correct']}")
-    return out
+    return out if checked else missing("a TempEval failures page with a closest-rule cell")
 
 
 def check_tempeval_event_counts(src: Path, cells) -> list[str]:
     """Table 1's EVENT items (with attributes) and the span score's reference (distinct spans) are both given,
     the difference explained by the spans annotated with two attribute sets."""
     page = md(src, "book/cards/tempeval/about.md")
-    if not page or "n/a (no audited TempEval run" in page:
+    if not page:
+        return missing("the TempEval about page")
+    if "n/a (no audited TempEval run" in page:   # no THYME audit in this build: the page says so, no counts to add up
         return []
     m = re.search(r"\(([\d,]+) such spans in Train, ([\d,]+) in Dev\) .*? holds the distinct spans: ([\d,]+) in Train "
                   r"and ([\d,]+) in Dev, against ([\d,]+) and ([\d,]+) items with attributes", page)
@@ -237,7 +250,7 @@ def check_ties_explained(src: Path, cells) -> list[str]:
     so, with the share of tied resamples computed from the comparison's own resamples."""
     from atlaslib.pages import comparisons
 
-    out = []
+    out, pairs = [], 0
     for card in available_cards():
         page = md(src, card.page)
         if not page:
@@ -247,21 +260,23 @@ def check_ties_explained(src: Path, cells) -> list[str]:
             if comp is None or isinstance(comp, str) or comp.pairs.empty:
                 continue
             for _, r in comp.pairs[comp.pairs["metric"] == card.metrics[0]].iterrows():
+                pairs += 1
                 if not (abs(r["ci_low"]) < 5e-7 or abs(r["ci_high"]) < 5e-7):
                     continue
                 ties, n = book.tied_resamples(comp, r["model_a"], r["model_b"], card.metrics[0])
                 if ties / n >= book.TIE_SHARE and f"{ties:,} of the {n:,} resamples" not in page:
                     out.append(f"{card.page}: {r['model_a']} − {r['model_b']} ends on 0 with {ties} tied resamples "
                                f"of {n}, and the page does not say so")
-    return out
+    return out if pairs else missing("a card page with a paired comparison")
 
 
 def check_departures_tables(src: Path, cells) -> list[str]:
     out = []
-    for card in available_cards():
+    shown = [card for card in available_cards() if (Path(src) / card.page).is_file()]
+    if not shown:
+        return missing("a card page")
+    for card in shown:
         page = Path(src) / card.page
-        if not page.is_file():
-            continue
         text = page.read_text(encoding="utf-8")
         if f"## {departures.HEADING}" not in text:
             out.append(f"{card.page}: no table 'Where this page departs from the card'")
@@ -281,7 +296,10 @@ def check_not_ranked_rows(src: Path, cells) -> list[str]:
     from atlaslib.metrics.framing import NOT_RANKED, RANK_FIELDS
 
     out = []
-    for path in sorted(Path(src).rglob("_downloads/leaderboard-*.json")):
+    downloads = sorted(Path(src).rglob("_downloads/leaderboard-*.json"))
+    if not downloads:
+        return missing("a leaderboard download")
+    for path in downloads:
         for r in json.loads(path.read_text(encoding="utf-8")):
             if r.get("overlap"):
                 held = [f for f in RANK_FIELDS if f in r]
@@ -299,8 +317,19 @@ CHECKS = (check_false_entailment_bound, check_coverage_standard_errors, check_li
           check_ties_explained, check_departures_tables, check_not_ranked_rows)
 
 
-def all_problems(src: Path, cells) -> list[str]:
-    return [p for check in CHECKS for p in check(src, cells)]
+#: the checks each of the suite's sites is held to (the pages and cells it has); together, every check
+SITES = {
+    "course book": (check_false_entailment_bound, check_coverage_standard_errors, check_licence_story,
+                    check_negex_reproduction_gaps, check_seqeval_modes, check_ties_explained, check_departures_tables,
+                    check_not_ranked_rows),
+    "small book": (check_licence_story, check_seqeval_modes, check_departures_tables, check_not_ranked_rows),
+    "mixed site": (check_licence_story, check_seqeval_modes, check_tempeval_disagreement, check_tempeval_event_counts,
+                   check_ties_explained, check_departures_tables, check_not_ranked_rows),
+}
+
+
+def all_problems(src: Path, cells, checks=CHECKS) -> list[str]:
+    return [p for check in checks for p in check(src, cells)]
 
 
 # -- the checks catch what they are meant to catch ----------------------------------------------------------------
@@ -328,8 +357,17 @@ def test_the_checks_see_the_old_statements(tmp_path):
         assert any(what in p for p in found), (what, found)
 
 
+def test_a_check_without_its_pages_and_cells_fails_and_every_check_runs_on_a_site_of_the_suite(tmp_path):
+    (tmp_path / "book").mkdir()
+    for check in CHECKS:
+        found = check(tmp_path, [])
+        assert found and all("is missing: nothing to check" in p for p in found), (check.__name__, found)
+    assert set(CHECKS) == {c for checks in SITES.values() for c in checks}
+
+
 # -- the books ----------------------------------------------------------------------------------------------------
 
+@pytest.mark.xdist_group("course_book")
 def test_the_course_book_holds_its_corrected_statements(course_book):
     src, cells = course_book["src"], results.read_cells(course_book["paths"].results)
     # the course book also holds rows only lessons read (MACCROBAT's memorize row for the span lesson, SmolLM2's
@@ -337,7 +375,7 @@ def test_the_course_book_holds_its_corrected_statements(course_book):
     # former, and the gates lesson reads the four offline NLI runs, not the latter
     cells = [c for c in cells if c["card"] != "maccrobat" and c["model"] != "smollm2-135m-instruct"]
     assert (src / "book/course/gates.ipynb").is_file() and (src / "book/course/clusters.ipynb").is_file()
-    assert all_problems(src, cells) == []
+    assert all_problems(src, cells, SITES["course book"]) == []
 
 
 @pytest.fixture(scope="module")
@@ -388,7 +426,7 @@ def mixed_site(tmp_path_factory, data_dir):
 
 def test_a_site_of_every_card_holds_its_corrected_statements(mixed_site):
     src, cells = mixed_site
-    assert all_problems(src, cells) == []
+    assert all_problems(src, cells, SITES["mixed site"]) == []
     # what the checks read is there: the TempEval table, both seqeval modes (which differ here), every card page
     assert "| contains |" in md(src, "book/cards/tempeval/synthetic-v1/failures.md")
     assert re.search(r"\| hand-tags \(zero_shot\) \| [\d.]+ \| [\d.]+ \| no \(", md(src, "book/methods/metrics.md"))
@@ -397,7 +435,17 @@ def test_a_site_of_every_card_holds_its_corrected_statements(mixed_site):
         src, "book/cards/negex.md")
 
 
-@pytest.mark.skipif(not os.environ.get("ATLAS_BOOK_CHECK"), reason="set ATLAS_BOOK_CHECK=<checkout> to check its build")
-def test_a_built_book_holds_its_corrected_statements():
-    root = Path(os.environ["ATLAS_BOOK_CHECK"])
-    assert all_problems(root / "_build" / "site-src", results.read_cells(root / "results")) == []
+@pytest.mark.xdist_group("books")
+def test_the_small_book_holds_its_corrected_statements(small_book):
+    """The session's small book (``tests/books.py``), as Jupyter Book rendered it: its ``_build/site-src`` and the
+    cells it was built from."""
+    _, results_dir = small_book
+    src = results_dir.parent / "_build" / "site-src"
+    assert all_problems(src, results.read_cells(results_dir), SITES["small book"]) == []
+
+
+if __name__ == "__main__":  # every check on a checkout's last build: python -m tests.test_book_statements <checkout>
+    root = Path(sys.argv[1])
+    found = all_problems(root / "_build" / "site-src", results.read_cells(root / "results"))
+    print("\n".join(found) or "every statement holds")
+    sys.exit(1 if found else 0)

@@ -1,9 +1,10 @@
 """The built book in a real browser: Debian's chromium, headless, against the HTML served on 127.0.0.1.
 
-A small book (NegEx atlas-n100-v1: the majority baseline, which runs, and the bvanaken hub profile, which
-cannot run offline) is built once per session. Four pages are opened: the home page, the NegEx card page
-(leaderboard), the majority run's executed notebook and the not-run notebook of the hub model. Each gets a screenshot, kept in
-``artifacts/screenshots/`` as a build artifact, and its DOM as chromium rendered it (``--dump-dom``), which
+The small book of ``tests/conftest.py`` (NegEx atlas-n100-v1: the majority baseline, which runs, and the bvanaken
+hub profile, which cannot run offline), built once per session. Four pages are opened: the home page, the NegEx
+card page (leaderboard), the majority run's executed notebook and the not-run notebook of the hub model. Each gets
+a screenshot, kept under the session's artifacts folder (pytest's temporary folder, never the checkout), and its
+DOM as chromium rendered it (``--dump-dom``), which
 is what the assertions read: the leaderboard table with the cell's CI text, the figures (and that the
 server really delivered them), the notebook's metrics table with the same numbers, and no Python
 traceback or error output anywhere.
@@ -27,11 +28,9 @@ from pathlib import Path
 
 import pytest
 
-from atlaslib import book, runner
 from atlaslib.cards import get_card
 
-REPO = Path(__file__).resolve().parent.parent
-SCREENSHOTS = REPO / "artifacts" / "screenshots"
+pytestmark = pytest.mark.xdist_group("books")  # shares the session's books (tests/conftest.py)
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 WINDOW = (1280, 2000)
@@ -39,31 +38,6 @@ CARD_PAGE = "book/cards/negex.html"
 RUN_PAGE = "book/runs/negex/atlas-n100-v1/majority/zero_shot.html"
 HOME_PAGE = "book/intro.html"
 NOT_RUN_PAGE = "book/runs/negex/atlas-n100-v1/bvanaken--clinical-assertion-negation-bert/zero_shot.html"
-
-
-# -- the small book, built once per session (test_linkcheck reuses it) -----------------------------------
-
-_BUILT: dict[str, tuple[Path, Path]] = {}
-
-
-def build_small_book(tmp_path_factory, data_dir: Path) -> tuple[Path, Path]:
-    """(html_dir, results_dir) of a NegEx atlas-n100-v1 book with a run and a not-run cell."""
-    if "book" not in _BUILT:
-        root = tmp_path_factory.mktemp("small-book")
-        paths = book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
-        reqs = [runner.RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot"),
-                runner.RunRequest("negex", "atlas-n100-v1", "bvanaken/clinical-assertion-negation-bert", "zero_shot")]
-        logs: list[str] = []
-        code = book.build(paths=paths, cards=[get_card("negex")], requests=reqs, data_dir=data_dir,
-                          log=lambda *a, **k: logs.append(" ".join(map(str, a))))
-        assert code == 0, "small book build failed:\n" + "\n".join(logs)
-        _BUILT["book"] = (paths.html_out(False) / "_build" / "html", paths.results)
-    return _BUILT["book"]
-
-
-@pytest.fixture(scope="session")
-def small_book(tmp_path_factory, data_dir):
-    return build_small_book(tmp_path_factory, data_dir)
 
 
 # -- serving and browsing ------------------------------------------------------------------------------
@@ -77,12 +51,25 @@ class _QuietHandler(SimpleHTTPRequestHandler):
     def log_request(self, code="-", size="-"):
         self.server.served.append((self.path.split("?")[0], int(code) if str(code).isdigit() else code))
 
+    def do_GET(self):
+        page = getattr(self.server, "extra", {}).get(self.path.split("?")[0].lstrip("/"))
+        if page is None:
+            return super().do_GET()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
 
 @contextlib.contextmanager
-def serve(html_dir: Path):
-    """Serve ``html_dir`` on 127.0.0.1 (a free port): the base URL and the list of served (path, status)."""
+def serve(html_dir: Path, extra: dict[str, bytes] | None = None):
+    """Serve ``html_dir`` on 127.0.0.1 (the server binds port 0 and reports the port it got): the base URL and the
+    list of served (path, status). ``extra``: pages served beside the folder's files (site-relative path ->
+    bytes), so a test adds a page to a shared book without writing into it."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(html_dir)))
     server.served = []
+    server.extra = dict(extra or {})
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     thread.start()
@@ -120,9 +107,9 @@ def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
     return proc
 
 
-def screenshot(url: str, name: str, profile: Path) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    png = SCREENSHOTS / f"{name}.png"
+def screenshot(url: str, name: str, profile: Path, where: Path) -> Path:
+    where.mkdir(parents=True, exist_ok=True)
+    png = where / f"{name}.png"
     png.unlink(missing_ok=True)
     _chromium([f"--screenshot={png}", f"--window-size={WINDOW[0]},{WINDOW[1]}", url], profile)
     data = png.read_bytes() if png.is_file() else b""
@@ -276,8 +263,13 @@ def test_chromium_is_installed():
 
 
 @pytest.fixture(scope="session")
-def pages(site, tmp_path_factory):
-    """Screenshot and rendered DOM of the three pages, and what the server delivered meanwhile."""
+def screenshots(artifacts_dir) -> Path:
+    return artifacts_dir / "screenshots"
+
+
+@pytest.fixture(scope="session")
+def pages(site, tmp_path_factory, screenshots):
+    """Screenshot and rendered DOM of the four pages, and what the server delivered meanwhile."""
     chromium()
     base, served = site
     profile = tmp_path_factory.mktemp("chromium-profile")
@@ -285,7 +277,7 @@ def pages(site, tmp_path_factory):
     for name, rel in [("home", HOME_PAGE), ("negex-card", CARD_PAGE), ("negex-majority-run", RUN_PAGE),
                       ("negex-bvanaken-not-run", NOT_RUN_PAGE)]:
         url = f"{base}/{rel}"
-        out[name] = {"png": screenshot(url, name, profile), "dom": dump_dom(url, profile), "rel": rel}
+        out[name] = {"png": screenshot(url, name, profile, screenshots), "dom": dump_dom(url, profile), "rel": rel}
     return out, served
 
 
@@ -367,7 +359,7 @@ def test_not_run_notebook_says_why(pages):
     assert "Not run: weights unavailable: bvanaken/clinical-assertion-negation-bert@" in text
 
 
-def test_screenshots_are_kept_as_artifacts(pages):
+def test_screenshots_are_kept_as_artifacts(pages, screenshots):
     got, _ = pages
     for name, p in got.items():
-        assert p["png"] == SCREENSHOTS / f"{name}.png" and p["png"].stat().st_size > 20_000, p["png"]
+        assert p["png"] == screenshots / f"{name}.png" and p["png"].stat().st_size > 20_000, p["png"]

@@ -1,6 +1,7 @@
 """The course in a real browser: Debian's headless chromium, driven over the DevTools protocol.
 
-The small course book of ``tests/test_course.py`` (built once per session) is served on 127.0.0.1. Chromium runs
+The session's course book (``tests/test_course.py``, built once per session by ``tests/conftest.py``) is served on
+127.0.0.1. Chromium runs
 with ``--remote-debugging-pipe`` (the protocol's JSON messages on its file descriptors 3 and 4, NUL-terminated;
 no WebDriver, no network), so the test can click: it opens the Start-here page, the syllabus and a lesson,
 checks that every solution (a sphinx-exercise dropdown) is closed when the page loads and its code not shown,
@@ -10,20 +11,18 @@ that is the notebook it claims to be (the student edition without a solution).
 """
 from __future__ import annotations
 
-import functools
 import json
 import re
 import subprocess
-import threading
 import time
 import urllib.request
-from http.server import ThreadingHTTPServer
 
 import nbformat
 import pytest
 
-from tests.test_browser import CHROMIUM_FLAGS, _QuietHandler, chromium
-from tests.test_course import build_course_book
+from tests.test_browser import CHROMIUM_FLAGS, chromium, serve
+
+pytestmark = pytest.mark.xdist_group("course_book")  # shares the session's course book with test_course
 
 LESSON_PAGE = "book/course/gates.html"
 START_PAGE = "book/start_here.html"
@@ -112,19 +111,9 @@ class DevTools:
 
 
 @pytest.fixture(scope="module")
-def course_site(tmp_path_factory, data_dir):
-    built = build_course_book(tmp_path_factory, data_dir)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(built["html"])))
-    server.served = []
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", built
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+def course_site(course_book):
+    with serve(course_book["html"]) as (base, _):
+        yield base, course_book
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +180,7 @@ def test_solutions_are_closed_until_clicked(browser, course_site):
         s.scrollIntoView({block: 'center'}); const r = s.getBoundingClientRect();
         return {x: r.left + r.width / 2, y: r.top + r.height / 2}; })()""")
     browser.click(box["x"], box["y"])
-    deadline = time.monotonic() + 5   # the toggle fades in (a 0.3 s opacity transition)
+    deadline = time.monotonic() + 60  # the toggle fades in (a 0.3 s opacity transition); a hang fails below
     while True:
         after = browser.js(SOLUTIONS)
         if (after[0]["open"] and after[0]["shown"]) or time.monotonic() > deadline:

@@ -14,9 +14,9 @@ frame, one after the other, and records after layout:
   smallest tick-label font size the PNG records (:data:`atlaslib.plots.TICK_KEY`), so the size on screen
   is ``font px × rendered width / image width`` (at least 8 px).
 
-The books: the two-run NegEx book of ``tests/test_browser_pages.py`` (a leaderboard with comparisons and
-their figure, sub-pages, run pages without notebooks) and the small book of ``tests/test_browser.py`` (run
-and data pages from executed notebooks). ``python -m tests.test_browser_layout HTML_DIR`` prints the same
+The books: the session's two-run NegEx book (``tests/books.py``: a leaderboard with comparisons and their
+figure, sub-pages, run pages without notebooks) and its small book (run and data pages from executed
+notebooks). ``python -m tests.test_browser_layout HTML_DIR`` prints the same
 report for any built book (e.g. the full default build).
 """
 from __future__ import annotations
@@ -29,8 +29,7 @@ from pathlib import Path
 import pytest
 
 from atlaslib import plots
-from tests.test_browser import _chromium, chromium, serve, small_book  # noqa: F401 (fixture)
-from tests.test_browser_pages import two_run_book  # noqa: F401 (fixture)
+from tests.test_browser import _chromium, chromium, serve
 
 WIDTH = 1280
 MIN_TICK_PX = 8.0
@@ -111,14 +110,10 @@ def site_pages(html_dir: Path) -> list[str]:
 def measure_site(html_dir: Path, profile: Path, pages: list[str] | None = None) -> list[dict]:
     """The layout of ``pages`` (default: every page) at 1,280 px, one dict per page (see the module docstring)."""
     pages = site_pages(html_dir) if pages is None else pages
-    harness = html_dir / HARNESS
-    harness.write_text(SCRIPT % {"width": WIDTH, "pages": json.dumps(pages)}, encoding="utf-8")
-    try:
-        with serve(html_dir) as (base, _):
-            dom = _chromium([f"--virtual-time-budget={max(20000, 1500 * len(pages))}",
-                             f"--window-size={WIDTH + 40},1700", "--dump-dom", f"{base}/{HARNESS}"], profile).stdout
-    finally:
-        harness.unlink(missing_ok=True)
+    harness = (SCRIPT % {"width": WIDTH, "pages": json.dumps(pages)}).encode("utf-8")
+    with serve(html_dir, extra={HARNESS: harness}) as (base, _):   # served beside the site, not written into it
+        dom = _chromium([f"--virtual-time-budget={max(20000, 1500 * len(pages))}",
+                         f"--window-size={WIDTH + 40},1700", "--dump-dom", f"{base}/{HARNESS}"], profile).stdout
     m = re.search(r'<pre id="atlas-layout">(.*?)</pre>', dom, flags=re.S)
     assert m and m.group(1).strip(), "the measuring page did not finish"
     return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
@@ -207,11 +202,11 @@ def test_tick_size_on_screen_comes_from_the_png_and_the_rendered_width(tmp_path)
 
 # -- the books ------------------------------------------------------------------------------------------------
 
+@pytest.mark.xdist_group("books")
 @pytest.mark.parametrize("which", ["two_run_book", "small_book"])
 def test_every_page_reads_at_1280_px(which, request, tmp_path):
     chromium()
-    built = request.getfixturevalue(which)
-    html_dir = built[0] if isinstance(built, tuple) else built
+    html_dir, _ = request.getfixturevalue(which)
     report = measure_site(html_dir, tmp_path / "profile")
     pages = {r["page"] for r in report}
     side = {p for p in pages if is_side_page(p)}
@@ -240,14 +235,14 @@ def _prev_next(html: str) -> dict:
     return out
 
 
+@pytest.mark.xdist_group("books")
 @pytest.mark.parametrize("which", ["two_run_book", "small_book"])
 def test_previous_and_next_walk_the_reading_pages_and_keep_runs_to_themselves(which, request):
     """A reading page's previous and next are reading pages (never a run, runs list or data page); a run page's
     lead to its neighbours among the runs of its version, or up to its runs list."""
     import posixpath
 
-    built = request.getfixturevalue(which)
-    html_dir = built[0] if isinstance(built, tuple) else built
+    html_dir, _ = request.getfixturevalue(which)
     seen_side = 0
     for rel in site_pages(html_dir):
         links = _prev_next((html_dir / rel).read_text(encoding="utf-8"))

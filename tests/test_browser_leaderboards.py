@@ -1,6 +1,6 @@
 """Leaderboards in a real browser (headless chromium at 1,200 px) and in the rendered HTML.
 
-Reuses the small book of ``tests/test_browser.py`` (NegEx atlas-n100-v1: the majority baseline and a
+Reuses the session's small book (``tests/books.py``: NegEx atlas-n100-v1: the majority baseline and a
 not-run hub model). A copy of the card page gets a script that measures every leaderboard table after
 layout; chromium's ``--dump-dom`` returns the measurements. Checked: no leaderboard is wider than the
 1,200 px window or its article column (it would slide under the page's table of contents) or needs
@@ -13,7 +13,11 @@ import json
 import re
 import shutil
 
-from tests.test_browser import CARD_PAGE, _chromium, chromium, read_dom, small_book  # noqa: F401 (fixture)
+import pytest
+
+from tests.test_browser import CARD_PAGE, _chromium, chromium, read_dom
+
+pytestmark = pytest.mark.xdist_group("books")  # shares the session's books (tests/conftest.py)
 
 WIDTH = 1200
 MEASURE = """<script>

@@ -1,5 +1,5 @@
-"""Pages read well in a real browser: a card version with two runs (two systems' predictions files scored
-with ``atlaslib.evaluate``, so no kernel is needed) and the small book's pages.
+"""Pages read well in a real browser: a card version with two runs (the session's two-run book: two systems'
+predictions files scored with ``atlaslib.evaluate``, so no kernel is needed) and the small book's pages.
 
 Checked in the DOM headless chromium renders: a leaderboard with two or more runs has its forest plots
 (delivered by the server); no page shows a Markdown table that failed to render (``|—|`` or ``|---|``
@@ -11,53 +11,20 @@ import re
 
 import pytest
 
-from atlaslib import book
-from atlaslib.cards import get_card, negex
-from atlaslib.external import evaluate
-from tests.test_browser import _QuietHandler, chromium, dump_dom, read_dom, small_book  # noqa: F401 (fixture)
+from tests.books import TWO_RUN_VERSION as VERSION
+from tests.test_browser import chromium, dump_dom, read_dom, serve
 
-VERSION = "atlas-n100-v1"
-
-
-@pytest.fixture(scope="module")
-def two_run_book(tmp_path_factory, data_dir):
-    root = tmp_path_factory.mktemp("two-run-book")
-    paths = book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
-    items = negex.load_items(data_dir)
-    _, test = negex.split_frames(items, negex.split(items, VERSION))
-    gold = dict(zip(test["item_id"], test["decision"]))
-    flip = {"negated": "affirmed", "affirmed": "negated"}
-    # two systems that err on different items (every 7th and every 11th item flipped)
-    for name, step in (("system-a", 7), ("system-b", 11)):
-        preds = {iid: (flip[g] if k % step == 0 else g) for k, (iid, g) in enumerate(gold.items())}
-        evaluate("negex", VERSION, predictions=preds, name=name, results_dir=paths.results, data_dir=data_dir)
-    logs: list[str] = []
-    code = book.build(paths=paths, cards=[get_card("negex")], run_runs=False,
-                      log=lambda *a, **k: logs.append(" ".join(map(str, a))))
-    assert code == 0, "\n".join(logs)
-    return paths.html_out(False) / "_build" / "html"
+pytestmark = pytest.mark.xdist_group("books")  # shares the session's books (tests/conftest.py)
 
 
 def _serve_and_dump(html_dir, pages, profile):
-    import functools
-    import threading
-    from http.server import ThreadingHTTPServer
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(html_dir)))
-    server.served = []
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-    thread.start()
-    try:
-        base = f"http://127.0.0.1:{server.server_address[1]}"
-        return {p: dump_dom(f"{base}/{p}", profile) for p in pages}, list(server.served)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(html_dir) as (base, served):
+        return {p: dump_dom(f"{base}/{p}", profile) for p in pages}, list(served)
 
 
 def test_a_leaderboard_with_two_runs_has_its_forest_plots(two_run_book, tmp_path):
     chromium()
-    doms, served = _serve_and_dump(two_run_book, ["book/cards/negex.html"], tmp_path / "profile")
+    doms, served = _serve_and_dump(two_run_book[0], ["book/cards/negex.html"], tmp_path / "profile")
     r = read_dom(doms["book/cards/negex.html"])
     forests = [s for s in r.images if f"forest-negex-{VERSION}" in s]
     assert forests, r.images
@@ -75,8 +42,7 @@ def _html_pages(html_dir):
 
 @pytest.mark.parametrize("which", ["two_run_book", "small_book"])
 def test_no_raw_markdown_table_and_no_cut_cell_without_the_whole_text(which, request):
-    built = request.getfixturevalue(which)
-    html_dir = built[0] if isinstance(built, tuple) else built
+    html_dir, _ = request.getfixturevalue(which)
     pages = _html_pages(html_dir)
     assert pages
     for page in pages:

@@ -3,7 +3,7 @@ a run that cannot happen is decided before any kernel; `atlas split` works on ev
 from __future__ import annotations
 
 import json
-import time
+import socket
 
 import pytest
 
@@ -44,6 +44,24 @@ def no_kernel(monkeypatch):
     monkeypatch.setattr(papermill, "execute_notebook", refuse)
 
 
+@pytest.fixture
+def no_model_and_no_network(monkeypatch):
+    """Loading any model's weights or opening any network connection fails the test (what made a refusal or a
+    not-run decision slow)."""
+    import atlaslib.models
+    import atlaslib.models.adapters
+
+    def refuse(what):
+        def fail(*a, **kw):
+            raise AssertionError(f"{what} while deciding a run that cannot happen")
+        return fail
+
+    monkeypatch.setattr(atlaslib.models, "load_adapter", refuse("a model was loaded"))
+    monkeypatch.setattr(atlaslib.models.adapters, "load_adapter", refuse("a model was loaded"))
+    monkeypatch.setattr(socket.socket, "connect", refuse("a network connection was opened"))
+    monkeypatch.setattr(socket, "create_connection", refuse("a network connection was opened"))
+
+
 def test_unknown_card(capsys, outdirs, no_kernel):
     line = bad(capsys, "run", "--card", "bogus", "--model", "majority", "--protocol", "zero_shot",
                "--version", N100, *outdirs)
@@ -62,11 +80,9 @@ def test_unknown_protocol(capsys, outdirs, no_kernel):
     assert "'few_shot'" in line and "zero_shot, probe" in line
 
 
-def test_unknown_model(capsys, outdirs, no_kernel, tmp_path):
-    start = time.perf_counter()
+def test_unknown_model(capsys, outdirs, no_kernel, no_model_and_no_network, tmp_path):
     line = bad(capsys, "run", "--card", "negex", "--model", "nonexistent-model", "--protocol", "zero_shot",
                "--version", N100, *outdirs)
-    assert time.perf_counter() - start < 5
     assert "'nonexistent-model'" in line and "majority" in line and "hub id" in line
     assert not (tmp_path / "results").exists() and not (tmp_path / "runs").exists()
 
@@ -126,15 +142,16 @@ def test_split_on_every_card_and_version(card, version, capsys, data_dir):
         assert (m["train"], m["test"]) == (docs["Train"], docs["Dev"])
 
 
-def test_a_run_that_cannot_happen_is_decided_without_a_kernel_in_under_a_second(tmp_path, no_kernel):
-    """Weights not in the local cache (offline): the not-run cell and a stub page, no kernel, < 1 s."""
+def test_a_run_that_cannot_happen_is_decided_without_a_kernel_or_a_model(tmp_path, no_kernel,
+                                                                          no_model_and_no_network):
+    """Weights not in the local cache (offline): the not-run cell and a stub page; no kernel is started, no model
+    loaded, no connection opened."""
     import nbformat
 
     from atlaslib import results
     from atlaslib.cards import maccrobat, negex
 
     kw = dict(results_dir=tmp_path / "results", runs_dir=tmp_path / "runs")
-    runner.run(RunRequest("negex", N100, "foo/warm-up", "zero_shot"), **kw)  # imports, source digest
     cases = [
         (RunRequest("negex", N100, "bvanaken/clinical-assertion-negation-bert", "zero_shot"),
          negex.metric_names("zero_shot"), "weights unavailable: bvanaken/clinical-assertion-negation-bert@f381df19"),
@@ -147,9 +164,7 @@ def test_a_run_that_cannot_happen_is_decided_without_a_kernel_in_under_a_second(
           "combined_gate_zero_shot"], "capability missing: zero_shot needs one of predict.nli; majority has "),
     ]
     for req, names, reason in cases:
-        start = time.perf_counter()
         out = runner.run(req, **kw)
-        assert time.perf_counter() - start < 1.0, req
         assert (out.status, out.cell_status) == ("ran", "not_run")
         cell = results.read_cell(out.result)
         assert cell["reason"].startswith(reason)

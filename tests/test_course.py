@@ -3,7 +3,8 @@ asserts its answer; a failing lesson stops the build; a publish build executes a
 (none reads a card it withholds); atlaslib.course against independent references (scipy, sklearn, hand-computed
 cases, atlaslib.metrics).
 
-A small book is built once per session (:func:`build_course_book`; ``tests/test_browser_course.py`` reuses it):
+A small book is built once per session (:func:`build_course_book`, by the fixture ``course_book`` of
+``tests/conftest.py``; ``tests/test_browser_course.py`` and ``tests/test_book_statements.py`` read it too):
 the four offline NLI challenge runs and SmolLM2's (the language-model and calibration lessons' row, with its
 label probabilities) are scored in-process into a results folder (no notebook, no kernel), negspacy's NegEx rows
 feed the interval lesson's local-only section, MACCROBAT's memorising baseline the span lesson's row, and
@@ -29,7 +30,7 @@ from atlaslib.metrics import compare, intervals
 from atlaslib.pages import course as pages
 
 NLI_MODELS = ("medspacy-context-nli", "minilm-similarity", "always-entailment", "always-abstain")
-_BUILT: dict = {}
+pytestmark = pytest.mark.xdist_group("course_book")  # shares the session's course book (test_browser_course too)
 
 
 def write_nli_cells(results_dir: Path) -> None:
@@ -43,29 +44,38 @@ def write_nli_cells(results_dir: Path) -> None:
 
 def write_negex_cells(results_dir: Path, data_dir) -> None:
     """negspacy (the kit's own triggers) on both NegEx split versions, run in-process the way the card notebook
-    runs it (split, protocol, metrics, the card's cell), with 200 resamples to keep it quick."""
+    runs it (split, protocol, metrics, the whole-kit reproduction on atlas-full-v1, the card's cell), with 200
+    resamples to keep it quick."""
     from atlaslib.cards import negex
     from atlaslib.cards.run import CardRun
     from atlaslib.metrics.report import binary_metrics
 
-    items = negex.load_items(data_dir)
+    rows = negex.load_rows(data_dir)
+    items = negex.items_from_rows(rows)
+    model = "negspacy-negex-kit"
     for version in negex.VERSIONS:
         manifest = negex.split(items, version)
         train, test = negex.split_frames(items, manifest)
-        out = negex.run_protocol("negspacy-negex-kit", "zero_shot", train, test, data_dir=data_dir)
+        out = negex.run_protocol(model, "zero_shot", train, test, data_dir=data_dir)
         metrics = binary_metrics(test["label"], out["pred"], out["score"], "zero_shot", n_resamples=200)
-        run = CardRun("negex", version, "negspacy-negex-kit", "zero_shot", parameters={"n_resamples": 200},
-                      result_path=results.cell_path(results_dir, "negex", version, "negspacy-negex-kit", "zero_shot"))
-        run.finish(**negex.cell_parts("zero_shot", "negspacy-negex-kit", out=out, metrics=metrics, test=test,
+        repro = None
+        if negex.reproduces(out, version, model):
+            repro = negex.reproduction(out["adapter"], rows, items, known=dict(zip(test["item_id"], out["pred"])))
+        run = CardRun("negex", version, model, "zero_shot", parameters={"n_resamples": 200},
+                      result_path=results.cell_path(results_dir, "negex", version, model, "zero_shot"))
+        run.finish(**negex.cell_parts("zero_shot", model, out=out, metrics=metrics, test=test, repro=repro,
                                       split_cell=negex.split_summary(items, manifest)["cell"], data_dir=data_dir))
 
 
-def write_language_model_cell(results_dir: Path) -> None:
-    """SmolLM2-135M-Instruct on the NLI challenge (the default matrix's language-model row), from its local weights;
-    the cell records each case's label probabilities (the calibration lesson reads them)."""
+def write_language_model_cell(results_dir: Path, smollm2) -> None:
+    """SmolLM2-135M-Instruct on the NLI challenge (the default matrix's language-model row), from its local weights
+    (the session's adapter, ``smollm2()``, as the card builds it); the cell records each case's label
+    probabilities (the calibration lesson reads them)."""
     from atlaslib.cards import nli_negation as nli
+    from atlaslib.cards.nli_negation.predictors import NliAdapterPredictor
 
-    cell = nli.run_card("smollm2-135m-instruct").cell()
+    model = "smollm2-135m-instruct"
+    cell = nli.run_card(model, predictor=NliAdapterPredictor(smollm2(), name=model)).cell()
     assert cell["status"] == "ok", cell.get("reason")
     assert all(set(r["scores"]) == set(nli.LABELS) for r in cell["predictions"])
     results.write_cell(cell, results.cell_path(results_dir, "nli_negation", "builtin-v1", "smollm2-135m-instruct",
@@ -89,28 +99,19 @@ def write_maccrobat_cells(results_dir: Path, data_dir) -> None:
 COURSE_CARDS = ("nli_negation", "negex", "maccrobat")
 
 
-def build_course_book(tmp_path_factory, data_dir) -> dict:
-    """Build (once per session) a local book of the NLI and NegEx cards with every lesson executed; return its
-    paths, html directory and the build log."""
-    if "book" not in _BUILT:
-        root = tmp_path_factory.mktemp("course-book")
-        paths = book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
-        write_nli_cells(paths.results)
-        write_negex_cells(paths.results, data_dir)
-        write_maccrobat_cells(paths.results, data_dir)
-        write_language_model_cell(paths.results)
-        logs: list[str] = []
-        code = book.build(paths=paths, cards=[get_card(c) for c in COURSE_CARDS], run_runs=False,
-                          data_dir=data_dir, log=lambda *a, **k: logs.append(" ".join(map(str, a))))
-        assert code == 0, "course book build failed:\n" + "\n".join(logs)
-        _BUILT["book"] = {"paths": paths, "html": paths.html_out(False) / "_build" / "html",
-                          "src": paths.src(False), "log": logs}
-    return _BUILT["book"]
-
-
-@pytest.fixture(scope="session")
-def course_book(tmp_path_factory, data_dir):
-    return build_course_book(tmp_path_factory, data_dir)
+def build_course_book(root: Path, data_dir, smollm2) -> dict:
+    """A local book of the NLI, NegEx and MACCROBAT cards with every lesson executed, in ``root``; its paths, html
+    directory and the build log. Built once per session by the fixture ``course_book`` (``tests/conftest.py``)."""
+    paths = book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
+    write_nli_cells(paths.results)
+    write_negex_cells(paths.results, data_dir)
+    write_maccrobat_cells(paths.results, data_dir)
+    write_language_model_cell(paths.results, smollm2)
+    logs: list[str] = []
+    code = book.build(paths=paths, cards=[get_card(c) for c in COURSE_CARDS], run_runs=False,
+                      data_dir=data_dir, log=lambda *a, **k: logs.append(" ".join(map(str, a))))
+    assert code == 0, "course book build failed:\n" + "\n".join(logs)
+    return {"paths": paths, "html": paths.html_out(False) / "_build" / "html", "src": paths.src(False), "log": logs}
 
 
 # -- every lesson, executed ------------------------------------------------------------------------------

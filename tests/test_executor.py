@@ -1,7 +1,8 @@
 """The matrix executor: Dask LocalCluster parity with a serial run, cache hit/miss rules, bad input.
 
 Real notebooks on real data (small runs: NegEx n100 majority and negspaCy, the NLI always-entailment
-baseline); Dask only on 127.0.0.1.
+baseline; the serial run is the session's reference runs, shared with ``tests/test_faults.py``); Dask only on
+127.0.0.1.
 """
 import dataclasses
 import json
@@ -11,31 +12,33 @@ import pytest
 
 from atlaslib import book, executor, runner
 from atlaslib.runner import RunOutcome, RunRequest
+from tests.books import REFERENCE_REQUESTS
 from tests.cells import build_paths, cells
 
 MAJORITY = RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot")
 NEGSPACY = RunRequest("negex", "atlas-n100-v1", "negspacy-negex-kit", "zero_shot")
 ENTAIL = RunRequest("nli_negation", "builtin-v1", "always-entailment", "zero_shot")
 REQS = [MAJORITY, NEGSPACY, ENTAIL]
+assert REQS == REFERENCE_REQUESTS
+
+
+pytestmark = pytest.mark.xdist_group("reference_runs")  # shares the session's reference runs with test_faults
 
 
 @pytest.fixture(scope="module")
-def frozen_source():
-    """Freeze atlaslib's source digest for this module's in-process runs, so that an edit to atlaslib made
-    while the tests run does not turn the cache checks into misses."""
-    digest = runner.source_digest()
+def frozen_source(source_digest_at_start):
+    """Freeze atlaslib's source digest for this module's in-process runs at the session's (the reference runs'
+    key), so that an edit to atlaslib made while the tests run does not turn the cache checks into misses."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB: digest)
-        yield digest
+        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB: source_digest_at_start)
+        yield source_digest_at_start
 
 
 @pytest.fixture(scope="module")
-def serial(tmp_path_factory, data_dir, frozen_source):
-    paths = build_paths(tmp_path_factory.mktemp("serial"))
-    lines = []
-    report = executor.run_requests(REQS, paths, data_dir=data_dir, log=lines.append)
-    assert [o.status for o in report.outcomes] == ["ran"] * 3, lines
-    assert not report.failures
+def serial(reference_runs, frozen_source):
+    """The session's reference runs (``tests/books.py``): REQS run serially (never written into)."""
+    paths, report, lines = reference_runs
+    assert [o.request for o in report.outcomes] == REQS
     return paths, report, lines
 
 

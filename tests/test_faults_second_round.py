@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -246,11 +245,10 @@ def test_case05_alias_bombs_are_refused_quickly(tmp_path, capsys, monkeypatch):
     for args in (["book", "--no-run", "--matrix", matrix, "--results-dir", tmp_path / "r"],
                  ["list", "--profiles", prof]):
         tracemalloc.start()
-        start = time.monotonic()
         line = refused(capsys, *args)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        assert time.monotonic() - start < 10 and peak < 50 * 2 ** 20
+        assert peak < 50 * 2 ** 20           # never expanded (9**8 = 43 million nodes if it were)
         assert "aliases" in line and "expand" in line and str(args[-1] if args[0] == "list" else matrix) in line
 
 
@@ -520,10 +518,15 @@ def test_case19_errors_in_a_matrix_predictions_entry_name_the_file_and_the_entry
 
 
 def test_case20_a_memory_limit_below_a_worker_is_refused_at_once(tmp_path, capsys, monkeypatch):
+    """At once: before the build, a cluster or a run starts (each would fail the test)."""
+    import distributed
+
+    from atlaslib import executor
+
     monkeypatch.setattr(book, "build", lambda **kw: pytest.fail("started despite a tiny memory limit"))
-    start = time.monotonic()
+    monkeypatch.setattr(distributed, "LocalCluster", lambda *a, **kw: pytest.fail("a Dask cluster was started"))
+    monkeypatch.setattr(executor, "run_requests", lambda *a, **kw: pytest.fail("the matrix was started"))
     line = refused(capsys, "book", "--card", "negex", "--memory-limit", "1KiB", "--results-dir", tmp_path / "r")
-    assert time.monotonic() - start < 20
     assert "memory_limit '1KiB'" in line and "below what a Dask worker needs" in line
 
 
@@ -633,7 +636,7 @@ NAMES = st.lists(st.one_of(st.text(max_size=40), st.text(alphabet="ab -_./!~", m
                  min_size=1, max_size=12)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
+@settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(names=NAMES)
 def test_property_a_name_is_refused_in_one_line_or_owns_one_folder(tmp_path_factory, names):

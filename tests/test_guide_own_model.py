@@ -1,8 +1,9 @@
 """book/guide/own_model.md, followed as written: every fenced block of the page, in order, in a fresh folder.
 
 Files the page shows (a block whose first line is ``# <file name>``) are written verbatim; every line of a
-``bash`` block is run as written, as its own process, with the folder as working directory and ``.venv``
-linked into it, and must exit 0. The page's model folder ``my-encoder`` is a tiny random encoder built here.
+``bash`` block is run as written, as its own process, with the folder as working directory, and must exit 0.
+The page's ``.venv/bin/<program>`` is the program of the environment running the tests (``sys.executable`` and
+its scripts folder), wherever that environment lives (a venv, conda). The page's model folder ``my-encoder`` is a tiny random encoder built here.
 The book of section 3 is really built (``--no-default``: the page's own runs only), and the test reads the
 built site: the card's leaderboard, the run page, the build report.
 """
@@ -12,7 +13,10 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
+import sys
+import sysconfig
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -75,10 +79,30 @@ def _rows(page: Path, section: str | None = None) -> dict[str, list[tuple[str, l
     return {row[0][0]: row for row in rows}
 
 
+def this_environment(args: list[str]) -> list[str]:
+    """``.venv/bin/<program> ...`` as the running environment's program: ``sys.executable`` for python, else the
+    program in its scripts folder."""
+    if not args or not args[0].startswith(".venv/bin/"):
+        return args
+    name = args[0].rsplit("/", 1)[1]
+    if name.startswith("python"):
+        return [sys.executable, *args[1:]]
+    scripts = Path(sysconfig.get_path("scripts"))
+    exe = scripts / name if (scripts / name).is_file() else shutil.which(name, path=str(Path(sys.executable).parent))
+    assert exe, f"{name} is not installed beside {sys.executable}"
+    return [str(exe), *args[1:]]
+
+
+def test_this_environment_replaces_the_pages_venv():
+    assert this_environment([".venv/bin/python", "x.py"]) == [sys.executable, "x.py"]
+    atlas = this_environment([".venv/bin/atlas", "list"])
+    assert Path(atlas[0]).name == "atlas" and Path(atlas[0]).is_file() and atlas[1:] == ["list"]
+    assert this_environment(["echo", "hi"]) == ["echo", "hi"]
+
+
 def test_the_guide_as_written(tmp_path, data_dir):
     work = tmp_path / "checkout"
     work.mkdir()
-    (work / ".venv").symlink_to(REPO / ".venv")
     tiny_encoder(work, name="my-encoder")
     env = {**os.environ, "ATLAS_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "ATLAS_PROFILES": ""}  # only the page's --profiles flags name profile files
@@ -100,7 +124,8 @@ def test_the_guide_as_written(tmp_path, data_dir):
             args = shlex.split(line)
             if args[:2] == [".venv/bin/atlas", "book"]:  # what the book must take from earlier steps as is
                 before_book = {p: p.read_bytes() for p in (run_nb, run_cell, kit_cell)}
-            proc = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+            proc = subprocess.run(this_environment(args), cwd=work, env=env, capture_output=True, text=True,
+                                  timeout=900)
             assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
             printed.append((line, proc.stdout))
 

@@ -1,12 +1,13 @@
-"""Offline link check: a hand-made site with one of each kind of link, and a real small build."""
+"""Offline link check: a hand-made site with one of each kind of link, and the session's small book with its
+publish build (``tests/books.py``)."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from atlaslib import linkcheck
-from tests.test_browser import build_small_book
 
 INDEX = """<!DOCTYPE html><html><head>
 <meta http-equiv="Refresh" content="0; url=book/intro.html" />
@@ -105,37 +106,28 @@ def test_command_line_exit_code(hand_made, capsys):
     assert linkcheck.main([]) == 2
 
 
-def test_small_real_build_has_no_broken_links(tmp_path_factory, data_dir):
-    html_dir, _ = build_small_book(tmp_path_factory, data_dir)
+@pytest.mark.xdist_group("books")
+def test_small_real_build_has_no_broken_links(small_book, tmp_path):
+    html_dir, _ = small_book
     report = linkcheck.scan(html_dir)
     assert report.problems == [], report.summary()
     # the check really walked the book: card page, both run pages, their anchors and downloads
     assert report.pages >= 8 and report.internal_links > 300
     pages = {p.relative_to(html_dir).as_posix() for p in html_dir.rglob("*.html")}
     assert {"book/cards/negex.html", "book/runs/negex/atlas-n100-v1/majority/zero_shot.html"} <= pages
-    # and it notices when the built site loses a page the leaderboard links to
-    run_page = html_dir / "book/runs/negex/atlas-n100-v1/majority/zero_shot.html"
-    moved = html_dir.parent / "moved-away.html"  # outside the site
-    run_page.rename(moved)
-    try:
-        broken = linkcheck.check(html_dir)
-        assert {p.page for p in broken} >= {"book/cards/negex.html"}
-        assert all(p.kind == "missing file" and p.url.endswith("majority/zero_shot.html") for p in broken)
-    finally:
-        moved.rename(run_page)
+    # and it notices when the built site loses a page the leaderboard links to (in a copy: the book is shared)
+    site = tmp_path / "html"
+    shutil.copytree(html_dir, site)
+    (site / "book/runs/negex/atlas-n100-v1/majority/zero_shot.html").unlink()
+    broken = linkcheck.check(site)
+    assert {p.page for p in broken} >= {"book/cards/negex.html"}
+    assert all(p.kind == "missing file" and p.url.endswith("majority/zero_shot.html") for p in broken)
 
 
-def test_publish_build_of_the_small_book_has_no_broken_links(tmp_path_factory, data_dir):
+@pytest.mark.xdist_group("books")
+def test_publish_build_of_the_small_book_has_no_broken_links(small_book_publish):
     """The publish build drops the NegEx card (licence unconfirmed): nothing may still link to its pages."""
-    from atlaslib import book
-    from atlaslib.cards import get_card
-
-    _, results_dir = build_small_book(tmp_path_factory, data_dir)
-    root = results_dir.parent
-    paths = book.BuildPaths(results=results_dir, runs=root / "runs", build=root / "_build")
-    assert book.build(paths=paths, cards=[get_card("negex")], publish=True, run_runs=False,
-                      log=lambda *a, **k: None) == 0
-    site = paths.html_out(True) / "_build" / "html"
+    site, _ = small_book_publish
     assert (site / "book" / "withheld.html").is_file() and not (site / "book" / "cards" / "negex.html").exists()
     report = linkcheck.scan(site)
     assert report.problems == [], report.summary()

@@ -1,12 +1,11 @@
-"""The run → result cell → page → HTML path, on real notebooks and a small book."""
+"""The run → result cell → page → HTML path, on real notebooks and the session's small book (``tests/books.py``)."""
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from atlaslib import book, cards, notebook, runner
-from atlaslib.cards import Card, get_card
+from atlaslib.cards import Card
 
 PARAMS_CELL = "```{code-cell} python\n:tags: [parameters]\nmodel = 'm'\nprotocol = 'p'\nversion = 'v'\n" \
               "data_dir = None\nresult_path = None\nrun_key = None\n```\n"
@@ -92,43 +91,57 @@ def test_the_run_is_decided_once_and_its_kernel_receives_the_decision(monkeypatc
                                  "score.options"}
 
 
-def test_small_book_shows_the_numbers_of_its_cells(tmp_path, data_dir):
-    p = _paths(tmp_path)
-    negex = get_card("negex")
-    reqs = [runner.RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot"),
-            runner.RunRequest("negex", "atlas-n100-v1", "bvanaken/clinical-assertion-negation-bert", "zero_shot")]
-    logs = []
-    code = book.build(paths=p, cards=[negex], requests=reqs, data_dir=data_dir, log=lambda *a, **k: logs.append(a))
-    assert code == 0, logs
-    cell = json.loads((p.results / "negex/atlas-n100-v1/majority/zero_shot.json").read_text())
+@pytest.mark.xdist_group("books")
+def test_small_book_shows_the_numbers_of_its_cells(small_book):
+    html_dir, results_dir = small_book
+    runs_dir = results_dir.parent / "runs"
+    cell = json.loads((results_dir / "negex/atlas-n100-v1/majority/zero_shot.json").read_text())
     assert cell["status"] == "ok" and cell["split"]["test_label_counts"] == {"negated": 21, "affirmed": 79}
     assert len(cell["predictions"]) == 100 and cell["data_sha256"]
     f1 = cell["metrics"]["macro_f1_zero_shot"]
-    html = (p.html_out(False) / "_build/html/book/cards/negex.html").read_text()
+    html = (html_dir / "book/cards/negex.html").read_text()
     text = re.sub(r"<[^>]+>", "", html)  # the page's text, as a reader sees it
     assert f"{f1['value']:.3f} [{f1['ci_low']:.3f}, {f1['ci_high']:.3f}]" in text
     assert "not run: weights unavailable" in html
     assert "Local evaluation only" in html
-    run_page = p.html_out(False) / "_build/html/book/runs/negex/atlas-n100-v1/majority/zero_shot.html"
+    run_page = html_dir / "book/runs/negex/atlas-n100-v1/majority/zero_shot.html"
     assert run_page.is_file() and "Traceback" not in run_page.read_text()
-    executed = json.loads((p.runs / "negex/atlas-n100-v1/majority/zero_shot.ipynb").read_text())
+    executed = json.loads((runs_dir / "negex/atlas-n100-v1/majority/zero_shot.ipynb").read_text())
     images = [o for c in executed["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) >= 2  # bootstrap distributions and confusion matrix are really shown
-    # the second build is served from the run cache
-    logs.clear()
-    assert book.build(paths=p, cards=[negex], requests=reqs, data_dir=data_dir, log=lambda *a, **k: logs.append(a)) == 0
-    report = (p.src(False) / "book/build_report.md").read_text()
-    assert "| cached |" in report and "| ran |" not in report
 
 
-def test_publish_build_withholds_unlicensed_card(tmp_path, data_dir):
-    p = _paths(tmp_path)
-    negex = get_card("negex")
-    reqs = [runner.RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot")]
-    assert book.build(paths=p, cards=[negex], requests=reqs, data_dir=data_dir, log=lambda *a, **k: None) == 0
-    f1 = json.loads((p.results / "negex/atlas-n100-v1/majority/zero_shot.json").read_text())["metrics"]["macro_f1_zero_shot"]
-    assert book.build(paths=p, cards=[negex], publish=True, run_runs=False, log=lambda *a, **k: None) == 0
-    site = p.html_out(True) / "_build/html"
+@pytest.mark.xdist_group("books")
+def test_the_runs_of_a_second_build_come_from_the_run_cache(small_book, tmp_path, data_dir, monkeypatch):
+    """The same requests again (on a copy of the small book's results and runs): every run and the data story
+    are served from the cache, no kernel is started, and the build report says so."""
+    import papermill
+
+    from tests.books import SMALL_BOOK_REQUESTS, copy_build
+
+    def no_kernel(*a, **k):
+        raise AssertionError("a kernel was started for a run the cache holds")
+
+    monkeypatch.setattr(papermill, "execute_notebook", no_kernel)
+    p = copy_build(small_book[1], tmp_path)
+    before = {f: f.read_bytes() for f in p.results.rglob("*.json")}
+    report = book._with_stories(SMALL_BOOK_REQUESTS, p, data_dir, False, lambda *a, **k: None,
+                                lambda: book.run_matrix(SMALL_BOOK_REQUESTS, p, data_dir=data_dir,
+                                                        log=lambda *a, **k: None))
+    assert [o.status for o in report.outcomes] == ["cached", "cached"] and not report.failures
+    assert [o.status for o in report.stories] == ["cached"]
+    assert {f: f.read_bytes() for f in p.results.rglob("*.json")} == before   # nothing rewritten
+    (tmp_path / "src" / "book").mkdir(parents=True)
+    book.render_build_report(tmp_path / "src", report)
+    text = (tmp_path / "src/book/build_report.md").read_text()
+    assert "| cached |" in text and "| ran |" not in text and "0 executed, 2 from the cache" in text
+
+
+@pytest.mark.xdist_group("books")
+def test_publish_build_withholds_unlicensed_card(small_book, small_book_publish, data_dir):
+    local, results_dir = small_book
+    site, _ = small_book_publish
+    f1 = json.loads((results_dir / "negex/atlas-n100-v1/majority/zero_shot.json").read_text())["metrics"]["macro_f1_zero_shot"]
     pages = {f: f.read_text(errors="ignore") for f in site.rglob("*.html")}
     assert not any("runs/negex" in str(f) or f.name == "negex.html" for f in pages)
     assert not any(f"{f1['value']:.3f} [" in t for t in pages.values())
@@ -138,9 +151,8 @@ def test_publish_build_withholds_unlicensed_card(tmp_path, data_dir):
     from atlaslib.cards import negex as negex_card
 
     items = negex_card.load_items(data_dir)
-    local = p.html_out(False) / "_build/html" / "book/runs/negex/atlas-n100-v1"
-    assert (local / "explorer.html").is_file() and any(
-        s in (local / "explorer.html").read_text() for s in items["concept"].str.upper())  # the local one has text
+    explorer = local / "book/runs/negex/atlas-n100-v1/explorer.html"
+    assert explorer.is_file() and any(s in explorer.read_text() for s in items["concept"].str.upper())  # the local one has text
     texts = [f.read_text(errors="ignore") for f in site.rglob("*")
              if f.is_file() and f.suffix in (".html", ".csv", ".js", ".json") and "_static" not in f.parts]
     sentences = [s for s in items["sentence"] if len(s) > 40]

@@ -4,6 +4,7 @@ models, a card's row mark (card data) and the seeded-row note are footnotes on t
 from __future__ import annotations
 
 import numpy as np
+from sklearn.metrics import f1_score
 
 from atlaslib.cards import get_card
 from atlaslib.metrics import seeds as S
@@ -39,8 +40,9 @@ def test_seeds_page_and_leaderboard_marks(tmp_path):
     body = seed_page.render(card, "atlas-n100-v1", [a], [a, b])
     assert "the same trained models as that row's" in body and "`atlas-full-v1`" in body
     assert "3 training seeds (1, 2, 3); the weights of 3 of them were trained" in body
-    f1 = a["metrics"]["macro_f1_finetune"]
-    assert f"{f1['value']:.3f}" in body and f"{f1['seeds']['seed_min']:.3f} – {f1['seeds']['seed_max']:.3f}" in body
+    # the row's macro F1 is the mean over the three seeds' models, its range theirs (sklearn on each seed's labels)
+    per_seed = [f1_score(y, p, average="macro") for p in preds]
+    assert f"{np.mean(per_seed):.3f}" in body and f"{min(per_seed):.3f} – {max(per_seed):.3f}" in body
     assert "this version has 1, so there is no pair to order" in body
     assert "same trained models" not in seed_page.render(card, "atlas-n100-v1", [a], [a, c])
     assert seed_page.render(card, "atlas-full-v1", [a], [a]) is None
@@ -50,9 +52,17 @@ def test_seeds_page_and_leaderboard_marks(tmp_path):
     assert "the mean over 3 trained models" in md
 
 
-def test_maccrobat_recipe_mark_is_card_data_on_the_finetune_cell():
-    from atlaslib.cards.maccrobat import card as mc
+def test_maccrobat_recipe_mark_is_card_data_on_the_finetune_cell(data_dir):
+    """The mark is on a fine-tuned row's cell (and no other protocol's), in the card's words."""
+    from atlaslib.cards import maccrobat as mc
+    from atlaslib.cards.maccrobat.runs import Outcome
 
-    assert mc.FINETUNE_ROW_MARK == "recipe chosen after a test score; see the protocols chapter"
+    items = mc.load_items(data_dir)
+    manifest = mc.split(items, "atlas-n100-v1")
+    marks = {protocol: mc.cell_parts(Outcome("enc", protocol, "atlas-n100-v1", "not_run", reason="test"), manifest,
+                                     items)["extra"].get("row_marks")
+             for protocol in ("finetune", "probe", "zero_shot")}
+    assert marks == {"finetune": ["recipe chosen after a test score; see the protocols chapter"], "probe": None,
+                     "zero_shot": None}
     assert "after a first recipe at 5e-05 had already been scored on the test items" in \
         mc.FINETUNE_RECIPE["validation"]

@@ -1,11 +1,10 @@
 """The rule adapters' evidence: every recorded trigger lies inside the sentence the rules saw and its text is
 the span's text; ABSENT/POSSIBLE always have one, PRESENT never. On the NegEx n100 items with both rule
-systems, and over the NegEx result cells of the default book when they hold evidence."""
+systems, and over a NegEx result cell written by the card's notebook (negspacy's run among the session's
+reference runs, ``tests/books.py``)."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,6 @@ from atlaslib.models import load_adapter
 from atlaslib.models.rules import split_marked
 
 from .cells import negex_cell
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -57,16 +54,20 @@ def test_checker_reports_a_wrong_span():
     assert len(problems) == 2 and problems[0].startswith("b: sentence[1:3] = 'o '") and "outside" in problems[1]
 
 
-def test_book_negex_cells_hold_valid_evidence(data_dir):
-    root = Path(os.environ.get("ATLAS_RESULTS_DIR") or REPO / "results")
-    cells = [json.loads(p.read_text()) for p in sorted((root / "negex").glob("*/*/zero_shot.json"))]
-    cells = [c for c in cells if c.get("status") == "ok" and any("evidence" in r for r in c["predictions"])]
-    if not cells:
-        pytest.skip("no NegEx result cells with rule evidence under the results directory (build the default book first)")
+@pytest.mark.xdist_group("reference_runs")
+def test_a_notebook_written_negex_cell_holds_valid_evidence(data_dir, reference_runs):
+    paths = reference_runs[0]
+    cell = json.loads((paths.results / "negex/atlas-n100-v1/negspacy-negex-kit/zero_shot.json").read_text())
+    assert cell["status"] == "ok"
+    with_evidence = [r for r in cell["predictions"] if r.get("evidence")]
+    assert len(with_evidence) >= 20                           # the rules fired on most of n100's negated items
     items = negex.load_items(data_dir)
     sentences = dict(zip(items["item_id"], items["sentence"]))
-    for c in cells:
-        assert check_evidence(c, sentences) == [], c["model"]
+    assert check_evidence(cell, sentences) == []
+    # and the checker reads this cell: one span moved by a character is reported
+    r = with_evidence[0]
+    moved = {**cell, "predictions": [{**r, "evidence": {**r["evidence"], "span": [s + 1 for s in r["evidence"]["span"]]}}]}
+    assert len(check_evidence(moved, sentences)) == 1
 
 
 def test_trigger_tables_count_false_positives_and_misses():

@@ -3,17 +3,19 @@
 predict.assertion and score.options on NegEx atlas-n100-v1, predict.nli on the NLI challenge, and the server's
 option log-probabilities against the in-process transformers run on the same file.
 
-One server for the whole session (started once, stopped at the end), bound to 127.0.0.1 on a free port.
+One server for the whole session (started once, stopped at the end), on a socket it binds itself to 127.0.0.1,
+port 0, and whose port it reports (``tests/external/llama_serve.py``). Its profiles are on ``$ATLAS_PROFILES``
+for each test that asks for them (``monkeypatch``), never for the rest of the session.
 Measured on this project's 2-core machine (see README, Performance): the agreement figures asserted here.
 """
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,12 +31,6 @@ LOGPROB_TOLERANCE = 0.5
 DECISION_AGREEMENT_MIN = 0.9
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def smollm2_file():
     from atlaslib.models import get_profile
@@ -45,15 +41,19 @@ def smollm2_file():
 
 @pytest.fixture(scope="session")
 def llama_server(smollm2_file, tmp_path_factory):
-    port = _free_port()
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    d = tmp_path_factory.mktemp("llama-server")
+    log, port_file = d / "server.log", d / "port"
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_file),
-                                 "--host", "127.0.0.1", "--port", str(port)], stdout=fh, stderr=subprocess.STDOUT)
-    root = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
+        proc = subprocess.Popen([sys.executable, "-m", "tests.external.llama_serve", str(smollm2_file), str(port_file)],
+                                cwd=Path(__file__).resolve().parents[2], stdout=fh, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300                   # a hang fails here, naming the log; no time is asserted
     try:
-        while True:
+        while not port_file.is_file():                  # the port the server bound
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"llama.cpp's server bound no port: {log.read_text()[-2000:]}")
+            time.sleep(0.2)
+        root = f"http://127.0.0.1:{int(port_file.read_text())}"
+        while True:                                     # and answers
             try:
                 with urllib.request.urlopen(root + "/v1/models", timeout=5) as r:
                     json.loads(r.read())
@@ -73,11 +73,9 @@ def llama_server(smollm2_file, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def server_profiles(llama_server, tmp_path_factory):
-    """Profiles of the served model, one per capability, on ``$ATLAS_PROFILES``; no request cache (every
-    answer comes from the server), the atlas cache as it is (SmolLM2's dequantised copy is made once)."""
-    import os
-
+def served_profiles_file(llama_server, tmp_path_factory):
+    """Profiles of the served model, one per capability; no request cache (every answer comes from the server),
+    the session's atlas cache (SmolLM2's dequantised copy is made once)."""
     d = tmp_path_factory.mktemp("llama-profiles")
     entry = {"source": "openai-compatible", "location": llama_server + "/v1", "revision": None, "label_map": {},
              "trained_on": [], "training_data": ["web-crawl", "code-crawl"],
@@ -87,13 +85,14 @@ def server_profiles(llama_server, tmp_path_factory):
     path.write_text(yaml.safe_dump({
         "served-scorer": {**entry, "capabilities": ["score.options"]},
         "served-chat": {**entry, "capabilities": ["predict.assertion", "predict.nli"]}}))
-    old = os.environ.get("ATLAS_PROFILES")
-    os.environ["ATLAS_PROFILES"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("ATLAS_PROFILES", None)
-    else:
-        os.environ["ATLAS_PROFILES"] = old
+    return path
+
+
+@pytest.fixture
+def server_profiles(served_profiles_file, monkeypatch):
+    """The served profiles on ``$ATLAS_PROFILES`` for this test only (``monkeypatch``)."""
+    monkeypatch.setenv("ATLAS_PROFILES", str(served_profiles_file))
+    return served_profiles_file
 
 
 @pytest.fixture(scope="session")
@@ -111,18 +110,16 @@ def _post(url, body):
 
 
 def test_score_options_through_the_server_agree_with_transformers_on_negex_n100(server_profiles, negex_n100,
-                                                                                 data_dir, capsys):
+                                                                                 data_dir, capsys, smollm2):
     from atlaslib.cards import negex
 
     from atlaslib.cards.negex.card import OPTIONS
-    from atlaslib.models import load_adapter
     from atlaslib.protocols import items as P
 
     train, test = negex_n100
     served = negex.run_protocol("served-scorer", "zero_shot", train, test, data_dir=data_dir)
     # in process: the card's own prompts and options through the protocol (the run's memorisation probe aside)
-    local = P.zero_shot_options(load_adapter("smollm2-135m-instruct", "score.options", progress=False),
-                                negex.option_prompts(test), OPTIONS)
+    local = P.zero_shot_options(smollm2(), negex.option_prompts(test), OPTIONS)   # the session's SmolLM2
     assert served["capability"] == local["details"]["capability"] == "score.options"
     assert served["details"]["option_token_ids"] == local["details"]["option_token_ids"]   # same tokens
     a, b = np.asarray(served["loglik"]), np.asarray(local["loglik"])

