@@ -35,6 +35,7 @@ only the timing and environment fields of a result cell differ.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -214,12 +215,13 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     executor, address = check_options(executor, scheduler, n_workers, memory_limit, retries)
     reqs = check_requests(requests)
     paths = paths or BuildPaths()
+    expected = expected_seconds(reqs, load_run_times(paths.build))
     kwargs = {"results_dir": Path(paths.results).resolve(), "runs_dir": Path(paths.runs).resolve(),
               "data_dir": str(Path(data_dir).resolve()) if data_dir else None,
               "failed_dir": (Path(paths.build) / "failed").resolve(), "force": force}
     start = time.perf_counter()
     if executor == "serial":
-        outcomes, failures = _run_serial(reqs, kwargs, task or runner.run, log)
+        outcomes, failures = _run_serial(reqs, kwargs, task or runner.run, log, expected)
     else:
         if kwargs["data_dir"] is None and os.environ.get("ATLAS_DATA_DIR"):
             kwargs["data_dir"] = os.environ["ATLAS_DATA_DIR"]  # workers elsewhere may lack the variable
@@ -232,13 +234,14 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
             outs, fails = _run_dask(todo, kwargs, runner.run if task is None else task, log, address=address,
                                     from_env=not scheduler, n_workers=n_workers, memory_limit=memory_limit,
                                     retries=retries, connect_timeout=connect_timeout, count_from=len(served),
-                                    count_of=len(reqs))
+                                    count_of=len(reqs), expected=expected)
             done, failed = dict(zip(todo, outs)), {f.request: f for f in fails}
         else:
             log(f"dask: all {len(reqs)} run(s) are current; no cluster needed")
         outcomes = [served[i] if i in served else done[r] for i, r in enumerate(reqs)]
         failures = [failed[r] for r in reqs if r in failed]
     report = MatrixReport(outcomes=outcomes, failures=failures, seconds=time.perf_counter() - start)
+    save_run_times(paths.build, outcomes, log)
     if timing:
         print_timing(report, log)
     if failures:
@@ -248,19 +251,26 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     return report
 
 
-def _run_serial(reqs, kwargs, task, log):
+def _run_serial(reqs, kwargs, task, log, expected=None):
+    from .progress import MatrixStatus
+
     outcomes, failures = [], []
-    for i, req in enumerate(reqs, 1):
-        kind, payload = _attempt(task, req, kwargs)
-        if kind == "done":
-            outcomes.append(payload)
-        else:
-            exc, out = _to_failure(req, kind, payload)
-            failures.append(exc)
-            outcomes.append(out)
-            if kind == "error":
-                log(payload["traceback"])
-        log(_status_line(i, len(reqs), outcomes[-1]))
+    status = MatrixStatus([r.label for r in reqs], expected or {}, workers=1, log=log)
+    try:
+        for i, req in enumerate(reqs, 1):
+            status.started(req.label)
+            kind, payload = _attempt(task, req, kwargs)
+            if kind == "done":
+                outcomes.append(payload)
+            else:
+                exc, out = _to_failure(req, kind, payload)
+                failures.append(exc)
+                outcomes.append(out)
+                if kind == "error":
+                    status.log(payload["traceback"])
+            status.finished(req.label, _status_line(i, len(reqs), outcomes[-1]))
+    finally:
+        status.close()
     return outcomes, failures
 
 
@@ -343,7 +353,6 @@ def _scheduler_answers(client, deadline: float) -> bool:
 
 def _open_client(address, from_env, n_workers, memory_limit, log, connect_timeout=None):
     """(client, cluster-or-None) for an existing scheduler or a new LocalCluster."""
-    import logging
 
     from distributed import Client, LocalCluster
 
@@ -353,22 +362,108 @@ def _open_client(address, from_env, n_workers, memory_limit, log, connect_timeou
         return client, None
     n = n_workers or os.cpu_count() or 1
     memory_limit = memory_limit or "auto"
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-                           host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
-                           # a dead worker surfaces at once as KilledWorker; the retry is ours (same rule
-                           # as for external clusters, whose allowed-failures we do not control)
-                           scheduler_kwargs={"allowed_failures": 0})
+    threads = worker_threads(n)
+    with _env(THREADS_ENV, str(threads)):  # the worker processes (and their kernels) start with it
+        cluster = _local_cluster(LocalCluster, n, memory_limit)
     log(f"dask: LocalCluster at {cluster.scheduler_address}, {n} worker process(es), 1 thread each, "
-        f"memory limit {memory_limit} per worker")
+        f"{threads} torch thread(s) per model, memory limit {memory_limit} per worker")
     return Client(cluster), cluster
 
 
-#: how a run's protocol ranks its expected length when the matrix is handed out (higher first; others 0)
-PROTOCOL_WEIGHT = {"finetune": 2, "probe": 1}
+def worker_threads(n_workers: int) -> int:
+    """Each worker's torch threads: its share of the machine's cores (``$ATLAS_TORCH_THREADS`` when set)."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if value:
+        return int(value) if value.isdigit() and int(value) >= 1 else 1
+    return max(1, (os.cpu_count() or 1) // max(1, n_workers))
+
+
+#: the variable the model adapters read for their torch thread count (atlaslib.models.hf.threads_from_env)
+THREADS_ENV = "ATLAS_TORCH_THREADS"
+
+
+class _env:
+    """``os.environ[name] = value`` inside the block (restored after)."""
+
+    def __init__(self, name: str, value: str):
+        self.name, self.value = name, value
+
+    def __enter__(self):
+        self.old = os.environ.get(self.name)
+        os.environ[self.name] = self.value
+
+    def __exit__(self, *exc):
+        if self.old is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = self.old
+
+
+def _local_cluster(LocalCluster, n, memory_limit):
+    import logging
+
+    return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
+                        host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
+                        # a dead worker surfaces at once as KilledWorker; the retry is ours (same rule
+                        # as for external clusters, whose allowed-failures we do not control)
+                        scheduler_kwargs={"allowed_failures": 0})
+
+
+#: the file, in the build folder, where each build records how long each run took (label -> seconds); the next
+#: build hands its runs out longest first by it and shows each running run's expected time
+RUN_TIMES = "run-times.json"
+#: a run's expected seconds when no build has recorded it: a card's own baseline (rules, a majority class) takes
+#: seconds; a model's run by protocol (fine-tunes train several seeds; probes embed the train split), any other
+#: protocol of a model (a language model reading every test item) MODEL_SECONDS
+PROTOCOL_SECONDS = {"finetune": 1500.0, "probe": 600.0}
+MODEL_SECONDS, BASELINE_SECONDS = 300.0, 30.0
 #: protocols whose runs use every core: on the atlas's own LocalCluster one of them at a time, the other workers
 #: take the rest of the matrix. None today: the fine-tune recipes train with one torch thread (one per worker
 #: process), so two fine-tunes side by side take one core each instead of four threads fighting over two cores.
 EXCLUSIVE_PROTOCOLS: tuple = ()
+
+
+def load_run_times(build_dir) -> dict:
+    """label -> seconds from the last builds' record (:data:`RUN_TIMES`); {} when there is none or it cannot be
+    read (a damaged record costs only the ordering: it is rewritten at the end of this build)."""
+    from .results import read_cache_json
+
+    data = read_cache_json(Path(build_dir) / RUN_TIMES)
+    if not isinstance(data, dict):
+        return {}
+    return {k: float(v) for k, v in data.items() if isinstance(k, str) and isinstance(v, (int, float))
+            and not isinstance(v, bool) and 0 <= v < 1e7}
+
+
+def save_run_times(build_dir, outcomes, log=print) -> None:
+    """Add the runs that executed in this build (served ones keep their earlier record) to :data:`RUN_TIMES`.
+    A record that cannot be written costs the next build its ordering, never this build: a warning says so."""
+    from .results import atomic_write_text
+
+    ran = {o.request.label: round(float(o.seconds), 1) for o in outcomes if o.status in ("ran", "failed")
+           and o.seconds}
+    if not ran:
+        return
+    path = Path(build_dir) / RUN_TIMES
+    try:
+        atomic_write_text(path, json.dumps({**load_run_times(build_dir), **ran}, indent=1, sort_keys=True))
+    except OSError as exc:
+        log(f"warning: the runs' times could not be recorded in {path} ({exc.strerror or exc}); the next build "
+            f"orders its runs by estimate")
+
+
+def expected_seconds(reqs, record: dict) -> dict:
+    """label -> expected seconds of each run: the recorded time of its last execution, else an estimate
+    (:data:`PROTOCOL_SECONDS`)."""
+    def estimate(r) -> float:
+        try:
+            if r.model in runner.get_card(r.card).baselines:
+                return BASELINE_SECONDS
+        except KeyError:
+            pass
+        return PROTOCOL_SECONDS.get(r.protocol, MODEL_SECONDS)
+
+    return {r.label: record[r.label] if r.label in record else estimate(r) for r in reqs}
 
 
 def next_run(queue, reqs, running, exclusive: bool = True) -> int | None:
@@ -383,22 +478,24 @@ def next_run(queue, reqs, running, exclusive: bool = True) -> int | None:
     return None
 
 
-def longest_first(reqs) -> list[int]:
-    """The order in which the runs are handed to the workers: the longest kinds first (fine-tuning, then
-    probes, then the rest), so that no long run starts last and keeps one worker busy while the others idle
-    (longest-processing-time-first scheduling). Within a kind, a card's second run of the protocol comes
-    after every card's first: runs of one card and protocol share caches (fine-tuned weights trained on the
-    same train split, embeddings of the same sentences), so the second should start when the first has
-    filled them, not beside it, waiting on the cache's lock. Outcomes keep the matrix order."""
+def longest_first(reqs, expected: dict | None = None) -> list[int]:
+    """The order in which the runs are handed to the workers: the longest expected first (``expected``: label
+    -> seconds, :func:`expected_seconds`; by default the protocols' estimates), so that no long run starts last
+    and keeps one worker busy while the others idle (longest-processing-time-first scheduling). Among equal
+    expectations, a card's second run of a protocol comes after every card's first: runs of one card and
+    protocol share caches (fine-tuned weights trained on the same train split, embeddings of the same
+    sentences), so the second should start when the first has filled them. Outcomes keep the matrix order."""
+    expected = expected or expected_seconds(reqs, {})
     rank, seen = {}, {}
     for i, r in enumerate(reqs):
         rank[i] = seen.get((r.card, r.protocol), 0)
         seen[(r.card, r.protocol)] = rank[i] + 1
-    return sorted(range(len(reqs)), key=lambda i: (-PROTOCOL_WEIGHT.get(reqs[i].protocol, 0), rank[i], i))
+    return sorted(range(len(reqs)), key=lambda i: (-expected[reqs[i].label], rank[i], i))
 
 
 def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_limit, retries, connect_timeout=None,
-              no_worker_timeout: float = 120.0, count_from: int = 0, count_of: int | None = None):
+              no_worker_timeout: float = 120.0, count_from: int = 0, count_of: int | None = None,
+              expected: dict | None = None):
     from collections import deque
     from concurrent.futures import CancelledError
 
@@ -415,8 +512,15 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
         # gets every run at once and schedules them itself).
         return sum(client.nthreads().values()) if cluster is not None else float("inf")
 
+    from .progress import MatrixStatus
+
+    expected = expected or expected_seconds(reqs, {})
+    workers = capacity()
+    status = MatrixStatus([r.label for r in reqs], expected, workers=len(reqs) if workers == float("inf") else
+                          int(workers), log=log)
+    log = status.log
     results: dict[int, tuple] = {}
-    queue = deque((i, 0) for i in longest_first(reqs))
+    queue = deque((i, 0) for i in longest_first(reqs, expected))
     in_flight: dict = {}
     done, count_of = count_from, count_of or len(reqs)
     starved_since = None
@@ -434,6 +538,7 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
                     key = f"atlas-run-{reqs[i].label}-{attempt}-{uuid.uuid4().hex[:8]}"
                     fut = client.submit(_attempt, task, reqs[i], kwargs, key=key, pure=False, retries=0)
                     in_flight[fut] = (i, attempt)
+                    status.started(reqs[i].label)
                 if not in_flight:  # every worker is (re)starting
                     starved_since = starved_since or time.monotonic()
                     if time.monotonic() - starved_since > no_worker_timeout:
@@ -478,8 +583,9 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
                     payload.extra = {**(payload.extra or {}), "attempts": attempt + 1}
                 results[i] = (kind, payload)
                 done += 1
-                log(_status_line(done, count_of, _outcome(req, kind, payload)[1]))
+                status.finished(req.label, _status_line(done, count_of, _outcome(req, kind, payload)[1]))
     finally:
+        status.close()
         client.close(timeout=deadline)  # a scheduler that stopped answering cannot hold the close either
         if cluster is not None:
             cluster.close()

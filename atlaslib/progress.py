@@ -39,3 +39,115 @@ def progress_bar(total: int, desc: str, enabled: bool = True):
             return std.tqdm(total=total, desc=desc, mininterval=30.0, ascii=True, file=sys.stderr, ncols=80)
         return nb_tqdm(total=total, desc=desc)
     return std.tqdm(total=total, desc=desc, file=sys.stderr)
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    h, rest = divmod(seconds, 3600)
+    return f"{h}h{rest // 60:02d}m" if h else f"{rest // 60}m{rest % 60:02d}s"
+
+
+class MatrixStatus:
+    """What a build is doing while its runs execute: runs done of total, each running run with its elapsed and
+    expected time, and the expected end.
+
+    ``expected``: label -> seconds (the last build's record, else an estimate); ``workers``: how many runs go at
+    once. In a terminal (``stream`` a TTY) the status is one line redrawn in place about once a second, and the
+    executor's own lines (:meth:`log`) are printed above it; elsewhere (a log file, CI, a notebook) one line is
+    logged per change (a run started or finished), never a line per second. ``ATLAS_PROGRESS=off`` shows
+    nothing but the executor's lines; ``plain`` forces the one-line-per-change form."""
+
+    def __init__(self, labels, expected: dict, workers: int, log=print, stream=None, clock=None):
+        import threading
+        import time
+
+        self.labels, self.expected, self.workers = list(labels), dict(expected), max(1, int(workers))
+        self._log, self.stream = log, stream if stream is not None else sys.stderr
+        self.clock = clock or time.monotonic
+        self.running: dict[str, float] = {}
+        self.done: set[str] = set()
+        mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()
+        self.off = mode in ("0", "off", "false", "no", "none")
+        self.in_place = not self.off and mode != "plain" and bool(getattr(self.stream, "isatty", lambda: False)())
+        self._lock, self._stop = threading.RLock(), threading.Event()
+        self._drawn = False
+        if self.in_place:
+            threading.Thread(target=self._ticker, name="atlas-matrix-status", daemon=True).start()
+
+    # -- what the line says
+    def remaining(self) -> float:
+        """Expected seconds until every run is done: the work left (each running run's expected time less its
+        elapsed, never below zero; every queued run's expected time) shared by the workers."""
+        now = self.clock()
+        left = sum(max(self.expected.get(k, 0.0) - (now - t0), 0.0) for k, t0 in self.running.items())
+        left += sum(self.expected.get(k, 0.0) for k in self.labels if k not in self.done and k not in self.running)
+        return left / min(self.workers, max(1, len(self.labels) - len(self.done)))
+
+    def line(self) -> str:
+        now = self.clock()
+        parts = [f"runs {len(self.done)}/{len(self.labels)} done"]
+        for k, t0 in self.running.items():
+            exp = self.expected.get(k)
+            parts.append(f"{k} {_clock(now - t0)}" + (f" of ~{_clock(exp)}" if exp else ""))
+        parts.append(self.end())
+        return " | ".join(parts)
+
+    def end(self) -> str:
+        import time
+
+        left = self.remaining()
+        return f"expected end {time.strftime('%H:%M', time.localtime(time.time() + left))} (in ~{_clock(left)})"
+
+    # -- changes
+    def started(self, label: str) -> None:
+        with self._lock:
+            self.running[label] = self.clock()
+            if not self.off and not self.in_place:
+                self._log(self.line())
+            self._draw()
+
+    def finished(self, label: str, message: str | None = None) -> None:
+        with self._lock:
+            self.running.pop(label, None)
+            self.done.add(label)
+            if message and not self.in_place and not self.off and len(self.done) < len(self.labels):
+                message = f"{message} | {self.end()}"
+            if message:
+                self.log(message)
+            elif not self.off and not self.in_place:
+                self._log(self.line())
+            self._draw()
+
+    def log(self, message: str) -> None:
+        """An executor line: above the status line in a terminal, as it is elsewhere."""
+        with self._lock:
+            self._clear()
+            self._log(message)
+            self._draw()
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            self._clear()
+
+    # -- the terminal line
+    def _clear(self) -> None:
+        if self.in_place and self._drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._drawn = False
+
+    def _draw(self) -> None:
+        if not self.in_place or self._stop.is_set():
+            return
+        import shutil
+
+        width = shutil.get_terminal_size((120, 24)).columns - 1
+        self.stream.write("\r\x1b[K" + self.line()[:width])
+        self.stream.flush()
+        self._drawn = True
+
+    def _ticker(self) -> None:
+        while not self._stop.wait(1.0):
+            with self._lock:
+                self._draw()

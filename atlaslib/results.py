@@ -16,7 +16,7 @@ Schema (``schema_version`` 1)::
       "seeds": {split, bootstrap, ...},
       "environment": {python, packages: {name: version}, atlaslib_version, atlaslib_commit,
                       torch_threads, device (when the run used torch), ...},
-      "timing": {wall_seconds, peak_rss_mb},
+      "timing": {wall_seconds, peak_rss_mb, model_calls: {made, served, corrupt, write_errors}},
       "overlap": [datasets the model saw that overlap this card] ,
       "predictions": [{item_id, gold, pred, score, ...}]
     }

@@ -253,8 +253,9 @@ def check_model_name(model, what: str = "--model") -> str:
     if HUB_ID_SHAPE.match(s) and not _looks_like_hub_id(s) and not Path(s).expanduser().is_dir():
         raise ValueError(f"model {s!r} is not a hub id: a hub id is 'org/name' with no '.' or '..' part, and no "
                          f"folder {s!r} exists")
-    if is_local_model(s):
-        return check_name(s, "model folder", path=True, kind="a model folder's path")
+    if is_local_model(s):  # named by its absolute path, as the run will know it
+        check_name(os.path.abspath(os.path.expanduser(s)), "model folder", path=True, kind="a model folder's path")
+        return s
     own = atlas_names(user_profiles=False)
     return s if s in own else check_name(s, what, taken=own, kind="a model name")
 
@@ -602,7 +603,8 @@ def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out
         staged.unlink(missing_ok=True)
     return RunOutcome(request, "ran", seconds=round(seconds, 2), cell_status=cell["status"],
                       peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
-                      notebook=str(nb_out), result=str(res_out))
+                      notebook=str(nb_out), result=str(res_out),
+                      extra={"model_calls": cell.get("timing", {}).get("model_calls")})
 
 
 def _keep_failed(executed: Path, request: RunRequest, failed_dir: Path) -> str | None:

@@ -26,8 +26,8 @@ def read_text(path: str | os.PathLike, *, what: str, error=ValueError, max_bytes
         raise error(f"{path} cannot be read ({exc.strerror or type(exc).__name__}); expected {what}") from None
     if stat.S_ISDIR(st.st_mode):
         raise error(f"{path} is a folder; expected {what}")
-    if not stat.S_ISREG(st.st_mode):
-        raise error(f"{path} is not a regular file (a named pipe, socket or device); expected {what}")
+    if not stat.S_ISREG(st.st_mode):  # a named pipe would block the reader, a device never end
+        raise error(f"{fsio.NotAFile(path, fsio.kind_of(st.st_mode), what)}")
     if st.st_size > max_bytes:
         raise error(f"{path} is {st.st_size:,} bytes; {what} is at most {max_bytes:,} bytes")
     try:

@@ -231,8 +231,28 @@ def test_the_longest_kinds_of_run_are_handed_out_first_a_cards_second_after_ever
             RunRequest("maccrobat", "n100", "m", "finetune"), RunRequest("negex", "n100", "m", "probe"),
             RunRequest("tempeval", "dev", "closest", "phase2"), RunRequest("maccrobat", "n100", "m", "probe"),
             RunRequest("negex", "full", "m", "probe"), RunRequest("negex", "n100", "majority", "zero_shot")]
-    # fine-tuning (negex, maccrobat, then negex's second), probes likewise, then the rest in matrix order
-    assert executor.longest_first(reqs) == [0, 2, 1, 3, 5, 6, 4, 7]
+    # no record: fine-tuning (negex, maccrobat, then negex's second), probes likewise, a model's other run (the
+    # 300 s estimate), then a card's own baseline (TempEval's closest: 30 s)
+    assert executor.longest_first(reqs) == [0, 2, 1, 3, 5, 6, 7, 4]
+    expected = executor.expected_seconds(reqs, {})
+    assert [expected[r.label] for r in reqs] == [1500, 1500, 1500, 600, 30, 600, 600, 300]
+    # the last build's record wins over the estimate: a recorded long zero-shot goes first, a fast fine-tune last
+    record = {reqs[7].label: 4000.0, reqs[1].label: 5.0}
+    assert executor.longest_first(reqs, executor.expected_seconds(reqs, record)) == [7, 0, 2, 3, 5, 6, 4, 1]
+
+
+def test_a_build_records_its_runs_times_for_the_next_and_a_damaged_record_costs_only_the_order(tmp_path):
+    reqs = [RunRequest("negex", "n100", "m", "finetune"), RunRequest("negex", "n100", "majority", "zero_shot")]
+    outs = [runner.RunOutcome(reqs[0], "ran", seconds=812.34), runner.RunOutcome(reqs[1], "cached", seconds=0.2)]
+    executor.save_run_times(tmp_path, outs)
+    assert executor.load_run_times(tmp_path) == {reqs[0].label: 812.3}  # a cached run keeps its earlier record
+    executor.save_run_times(tmp_path, [runner.RunOutcome(reqs[1], "ran", seconds=3.0)])
+    assert executor.load_run_times(tmp_path) == {reqs[0].label: 812.3, reqs[1].label: 3.0}
+    (tmp_path / executor.RUN_TIMES).write_text("{not json", encoding="utf-8")
+    assert executor.load_run_times(tmp_path) == {}
+    lines = []
+    executor.save_run_times(tmp_path / executor.RUN_TIMES / "x", outs, log=lines.append)  # a file in the way
+    assert len(lines) == 1 and "could not be recorded" in lines[0]
 
 
 def test_data_stories_run_beside_the_matrix_not_before_it(tmp_path, monkeypatch):
@@ -318,3 +338,57 @@ def test_work_in_background_gives_its_result_or_raises_in_the_caller():
             raise exc
         with pytest.raises(type(exc)):
             in_background(boom, "t").result(timeout=30)
+
+
+def test_the_status_says_what_runs_for_how_long_and_when_the_matrix_should_end(monkeypatch):
+    """Not a terminal: one line per change, each with the expected end; the arithmetic by hand."""
+    from atlaslib.progress import MatrixStatus
+
+    monkeypatch.setenv("ATLAS_PROGRESS", "auto")
+    now = [100.0]
+    lines: list[str] = []
+
+    class Pipe:  # a log file: no terminal
+        def isatty(self):
+            return False
+
+    status = MatrixStatus(["a", "b", "c"], {"a": 600.0, "b": 300.0, "c": 60.0}, workers=2, log=lines.append,
+                          stream=Pipe(), clock=lambda: now[0])
+    assert not status.in_place
+    status.started("a")
+    now[0] = 160.0
+    status.started("b")
+    now[0] = 400.0  # a: 300 s in, 300 left; b: 240 s in, 60 left; c queued 60 -> 420 s of work on 2 workers
+    assert status.remaining() == 210.0
+    assert status.line().startswith("runs 0/3 done | a 5m00s of ~10m00s | b 4m00s of ~5m00s | expected end ")
+    assert status.line().endswith("(in ~3m30s)")
+    status.finished("b", "[1/3] b: ran")
+    assert lines[-1].startswith("[1/3] b: ran | expected end ") and len(lines) == 3  # one line per change
+    now[0] = 1000.0  # a overran its record: nothing left of it counts, c's 60 s on min(2 workers, 2 runs left)
+    assert status.remaining() == 30.0
+    status.finished("a", "[2/3] a: ran")
+    status.started("c")
+    status.finished("c", "[3/3] c: ran")
+    assert lines[-1] == "[3/3] c: ran"  # the last line has no end to expect
+    status.close()
+
+
+def test_in_a_terminal_the_status_is_one_line_redrawn_in_place_with_the_logs_above_it(monkeypatch):
+    import io
+
+    from atlaslib.progress import MatrixStatus
+
+    monkeypatch.setenv("ATLAS_PROGRESS", "auto")
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty, lines = Tty(), []
+    status = MatrixStatus(["a"], {"a": 10.0}, workers=2, log=lines.append, stream=tty, clock=lambda: 0.0)
+    status.started("a")
+    assert lines == [] and tty.getvalue().startswith("\r\x1b[Kruns 0/1 done | a 0m00s of ~0m10s")
+    status.finished("a", "[1/1] a: ran")
+    assert lines == ["[1/1] a: ran"]  # the run's line is logged (the status line cleared before it)
+    status.close()
+    assert tty.getvalue().endswith("\r\x1b[K")  # nothing of the status is left on the terminal

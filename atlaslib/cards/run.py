@@ -19,6 +19,7 @@ import copy
 from contextlib import contextmanager
 
 from .. import results
+from ..models import calls
 from . import NotRun, get_card
 
 
@@ -45,6 +46,7 @@ class CardRun:
         self.not_run_reason: str | None = None
         self.cell: dict | None = None
         self._timer = results.Timer().__enter__()
+        self._calls = calls.TALLY.snapshot()  # the model calls this run makes and is served (timing.model_calls)
 
     @property
     def ok(self) -> bool:
@@ -94,7 +96,9 @@ class CardRun:
 
     @property
     def timing(self) -> dict:
-        return self._timer.timing
+        """Wall seconds and peak memory since construction, and the model calls made and served from the
+        model-call store (:mod:`atlaslib.models.calls`) in that time, with any damaged entry met."""
+        return {**self._timer.timing, "model_calls": calls.Tally.since(self._calls, calls.TALLY.snapshot())}
 
     def finish(self, *, metrics: dict | None = None, predictions: list | None = None, split: dict | None = None,
                data_sha256: dict | None = None, seeds: dict | None = None, extra: dict | None = None,
@@ -120,8 +124,8 @@ class CardRun:
             spec.parameters.setdefault(k, v)
         if details is not None:
             spec.parameters["details"] = details
-        common = dict(split=split, data_sha256=data_sha256, seeds=seeds, timing=timing or self.timing, overlap=overlap,
-                      env=env)
+        timing = {"model_calls": self.timing["model_calls"], **timing} if timing else self.timing
+        common = dict(split=split, data_sha256=data_sha256, seeds=seeds, timing=timing, overlap=overlap, env=env)
         if self.ok:
             if metrics is None:
                 raise ValueError(f"CardRun.finish ({spec.card} {spec.model} {spec.protocol}): an ok run needs "

@@ -315,8 +315,14 @@ class CallSpace:
         return out
 
     @property
+    def spec(self) -> dict:
+        """What a run spec records of the store: on or off, and why off. Not the counts (they depend on what
+        earlier runs stored: the cell's ``timing.model_calls`` has them) nor the folder (a path of the machine)."""
+        return {"enabled": self.enabled} if self.enabled else {"enabled": False, "reason": self.reason}
+
+    @property
     def info(self) -> dict:
-        """What the run spec records: on/off (and why off), the store's folder and the counts."""
+        """On/off (and why off), the store's folder and this space's counts (benchmarks, tests, a live look)."""
         out = {"enabled": self.enabled, "dir": str(self.root), "made": self.made, "served": self.served,
                "corrupt": self.corrupt, "write_errors": self.write_errors}
         if not self.enabled:

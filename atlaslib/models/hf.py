@@ -187,7 +187,7 @@ class _HFAdapter:
             "stats": dict(self.stats),
             "cost": self.cost.to_dict(),
             "batches": f"fixed shape: {self.batch_size} rows, widths rounded up to a multiple of {calls.WIDTH} tokens",
-            "model_calls": {k[0]: sp.info for k, sp in self._spaces.items()},
+            "model_calls": {k[0]: sp.spec for k, sp in self._spaces.items()},
         }
 
     # -- model calls: the store (atlaslib.models.calls), fixed-shape batches
@@ -655,7 +655,7 @@ class PooledEmbedder(_HFAdapter):
     Each text's vector is a model call of the store (:mod:`atlaslib.models.calls`; its input: the text's token
     ids): a text this model already embedded is read back instead of run again, and a text repeated within one
     call is embedded once. Option ``embed_cache=False`` or ``ATLAS_EMBED_CACHE=off`` (or ``ATLAS_MODEL_CALLS=off``)
-    computes every text and stores nothing. ``info["model_calls"]`` records the calls made and served."""
+    computes every text and stores nothing. ``info["model_calls"]`` says whether the store is on; the run's cell counts the calls made and served."""
 
     capability = "embed.text.pooled"
     pooling = "mean"

@@ -210,7 +210,7 @@ class _RuleAssertion:
                 "capability": self.capability, "adapter": f"atlaslib.models.rules.{type(self).__name__}",
                 "pipeline": list(self.nlp.pipe_names), "tokenizer": self._tokenizer_name,
                 "batch_size": 1, "device": "cpu", "dtype": None, "max_length": None, "pooling": None,
-                "torch_threads": None, "model_calls": {self.capability: self.calls.info}}
+                "torch_threads": None, "model_calls": {self.capability: self.calls.spec}}
 
 
 class ConTextAssertion(_RuleAssertion):
