@@ -864,6 +864,7 @@ def _doc_exists(src: Path, doc: str) -> bool:
 def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixReport | None = None,
                 cards: list[Card] | None = None) -> tuple[Path, list[tuple[str, str]]]:
     src = paths.src(publish)
+    before = builddir.snapshot(src)  # what the last build rendered: unchanged files keep their times below
     _copy_sources(paths, src)
     cards = cards if cards is not None else available_cards()
     # the cards this build shows (a publish build leaves out those whose licence is unconfirmed)
@@ -910,6 +911,7 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
     render_toc(src, card_docs, dropped, extra, model_docs)
     if publish:  # executed notebooks and result cells name this machine's folders: not in what is uploaded
         redact_local_paths(src, local_roots(paths, shown_cells))
+    builddir.keep_unchanged(src, before)
     return src, withheld
 
 
@@ -973,12 +975,19 @@ def redact_local_paths(src: Path, roots: dict[str, str]) -> int:
 
 # -- building ---------------------------------------------------------------------------------------------
 
-def jupyter_book_build(src: Path, out: Path, log=print) -> tuple[int, list[str]]:
-    """``jupyter-book build`` with warnings as errors and --keep-going; returns (exit code, warnings)."""
-    builddir.fresh_folder(out)  # only a folder the atlas made is deleted
+def jupyter_book_build(src: Path, out: Path, log=print, incremental: bool = False) -> tuple[int, list[str]]:
+    """``jupyter-book build`` with warnings as errors and --keep-going; returns (exit code, warnings).
+    ``incremental``: keep the last build's output and Sphinx environment, so that Sphinx reads again only the
+    pages whose files changed (:func:`atlaslib.builddir.keep_unchanged` keeps the others' times); otherwise
+    (or when the last build left no output or failed) the output folder is made afresh and every page read."""
+    last_ok = (out / "_build" / "html" / "index.html").is_file() and (out / builddir.MARKER).is_file() and \
+        (out / "_build" / ".doctrees" / "environment.pickle").is_file()
+    if not (incremental and last_ok):
+        builddir.fresh_folder(out)  # only a folder the atlas made is deleted
+        incremental = False
     exe = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(src), "--path-output", str(out),
-           "-W", "-n", "--keep-going", "--all"]
+           "-W", "-n", "--keep-going"] + ([] if incremental else ["--all"])
     proc = subprocess.run(cmd, capture_output=True, text=True)
     text = proc.stdout + proc.stderr
     warnings = [ln for ln in text.splitlines() if re.search(r"WARNING|ERROR", ln)]
@@ -1027,9 +1036,13 @@ def _build(paths: BuildPaths, publish: bool, force: bool, run_runs: bool, data_d
         report = _with_stories(reqs, paths, data_dir, force, log, lambda: run_matrix(
             reqs, paths, data_dir=data_dir, force=force, executor=executor, scheduler=scheduler,
             n_workers=n_workers, memory_limit=memory_limit, log=log))
+    pages_before = builddir.snapshot(paths.src(publish))
     src, withheld = render_site(paths, publish=publish, report=report, cards=cards)
     out = paths.html_out(publish)
-    code, warnings = jupyter_book_build(src, out, log)
+    # Sphinx reads again only what changed when the site has the same files as last time; a publish build, a
+    # page added or removed (its old HTML would stay), or a failed last build is built afresh
+    same_files = bool(pages_before) and set(pages_before) == set(builddir.snapshot(src))
+    code, warnings = jupyter_book_build(src, out, log, incremental=not publish and same_files)
     html_dir = out / "_build" / "html"
     for w in warnings:
         log(w)

@@ -1,7 +1,9 @@
 """What the atlas may delete in a build folder, and one build at a time in it.
 
-``atlas book`` renders the site tree into ``<build>/site-src`` (``publish-src``) and has Jupyter Book write
-the HTML into ``<build>/site`` (``publish``), each made afresh by every build. ``--build-dir`` may point
+``atlas book`` renders the site tree into ``<build>/site-src`` (``publish-src``), made afresh by every build
+(a file whose bytes did not change gets its old time back: :func:`keep_unchanged`), and has Jupyter Book
+write the HTML into ``<build>/site`` (``publish``): made afresh for a publish build, or when pages were added
+or removed; otherwise kept, so that Sphinx reads again only the pages that changed. ``--build-dir`` may point
 anywhere, so a folder of those names may be someone else's: the atlas deletes only a folder it made itself,
 which carries its marker file :data:`MARKER` (written when it makes the folder). A folder without the marker
 is used only when it is empty; otherwise the build stops before anything is deleted, naming the folder
@@ -73,6 +75,52 @@ def fresh_folder(folder: str | os.PathLike) -> Path:
     folder.mkdir(parents=True)
     (folder / MARKER).write_text(MARKER_TEXT, encoding="utf-8")
     return folder
+
+
+def snapshot(folder: str | os.PathLike) -> dict:
+    """relative path -> (size, sha256, mtime_ns) of every file under ``folder`` ({} when there is none)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    found = {str(p.relative_to(folder)): snapshot_one(p) for p in folder.rglob("*") if not p.is_symlink()}
+    return {rel: v for rel, v in found.items() if v is not None}
+
+
+def keep_unchanged(folder: str | os.PathLike, before: dict) -> int:
+    """Give every file under ``folder`` whose bytes equal those it had in ``before`` (:func:`snapshot` of the
+    last build's tree) its old modification time back, so that Sphinx, which decides what to read again by
+    the files' times, rebuilds only the pages that changed. Returns how many files kept their time."""
+    folder, kept = Path(folder), 0
+    for rel, (size, digest, mtime_ns) in before.items():
+        now = snapshot_one(folder / rel)
+        if now is not None and now[:2] == (size, digest) and now[2] != mtime_ns:
+            os.utime(folder / rel, ns=(mtime_ns, mtime_ns))
+            kept += 1
+    return kept
+
+
+def snapshot_one(path: Path):
+    """(size, sha256, mtime_ns) of a regular file; None for anything else or a file that cannot be read. A
+    notebook's digest leaves out its cells' ``id`` fields: nbformat gives every cell a build inserts (a note, a
+    download link) a random one, which changes no page."""
+    import hashlib
+    import json
+
+    try:
+        if not path.is_file():
+            return None
+        st, data = path.stat(), path.read_bytes()
+        if path.suffix == ".ipynb":
+            try:
+                nb = json.loads(data)
+                for cell in nb.get("cells") or []:
+                    cell.pop("id", None)
+                return -1, hashlib.sha256(json.dumps(nb, sort_keys=True).encode()).hexdigest(), st.st_mtime_ns
+            except (ValueError, AttributeError, TypeError):
+                pass
+        return st.st_size, hashlib.sha256(data).hexdigest(), st.st_mtime_ns
+    except OSError:
+        return None
 
 
 @contextlib.contextmanager

@@ -191,6 +191,35 @@ def cmd_book(args) -> int:
             os.environ[sources.ENV_DATA_DIR] = saved
 
 
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1024
+
+
+def cmd_cache(args) -> int:
+    """The model-call store (and the cache folder around it): list, size, clear."""
+    from .models import calls
+    from .sources import cache_dir
+
+    use = calls.usage()
+    if args.action == "clear":
+        n = calls.clear()
+        print(f"model-call store {use['dir']}: {n:,} entr{'y' if n == 1 else 'ies'} removed ({_size(use['bytes'])})")
+        return 0
+    print(f"model-call store {use['dir']}: {use['entries']:,} entries, {_size(use['bytes'])}")
+    if args.action == "list":
+        for g in calls.listing():
+            print(f"  {g['model']:48s} {g['capability']:22s} {g['entries']:>9,} entries {_size(g['bytes']):>12s}")
+        root = cache_dir()
+        others = sorted(p for p in root.iterdir() if p.is_dir() and p.name != "calls") if root.is_dir() else []
+        for p in others:  # model copies, fine-tuned weights, data downloads: not cleared by `atlas cache clear`
+            size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file() and not f.is_symlink())
+            print(f"  {p.name + '/':71s} {_size(size):>20s} (not model calls: kept by clear)")
+    return 0
+
+
 def cmd_list(args) -> int:
     from .models import load_profiles
 
@@ -248,6 +277,9 @@ def cmd_course(args) -> int:
 
 
 def main(argv=None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a log file or a pipe sees each line when it is written (progress)
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
     parser = _Parser(prog="atlas", description="Clinical NLP Evaluation Atlas")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -292,6 +324,12 @@ def main(argv=None) -> int:
     q.add_argument("--seed", type=int, default=None, help="the instructor's seed (default: the file's \"seed\")")
     _add_data_dir(q)
     q.set_defaults(func=cmd_course)
+
+    p = sub.add_parser("cache", help="the model-call store: list what it holds, its size, clear it")
+    p.add_argument("action", nargs="?", default="size", choices=("list", "size", "clear"),
+                   help="list: entries and bytes per model and capability (and the cache folder's other parts); "
+                        "size (default): entries and bytes in all; clear: remove every stored model call")
+    p.set_defaults(func=cmd_cache)
 
     p = sub.add_parser("list", help="cards, versions, default runs and model profiles")
     p.set_defaults(func=cmd_list)

@@ -121,8 +121,9 @@ def package_versions(names=("torch", "transformers", "tokenizers")) -> dict:
 
 # ------------------------------------------------------------------------------------------------ entries
 
-def encode_entry(key: str, value: dict) -> bytes:
-    """The bytes of one entry: ``value`` maps names to numpy arrays or JSON-able fields."""
+def encode_entry(key: str, value: dict, space: dict | None = None) -> bytes:
+    """The bytes of one entry: ``value`` maps names to numpy arrays or JSON-able fields; ``space`` (the model's
+    short name and the capability, never an input) is what ``atlas cache list`` groups entries by."""
     arrays, fields = [], {}
     for name, v in value.items():
         if isinstance(v, np.ndarray):
@@ -132,7 +133,8 @@ def encode_entry(key: str, value: dict) -> bytes:
             arrays.append((name, a.dtype.newbyteorder("<").str, list(a.shape), a.astype(a.dtype.newbyteorder("<"))))
         else:
             fields[name] = v
-    header = json.dumps({"key": key, "arrays": [[n, d, s] for n, d, s, _ in arrays], "fields": fields},
+    header = json.dumps({"key": key, "arrays": [[n, d, s] for n, d, s, _ in arrays], "fields": fields,
+                         "space": space or {}},
                         sort_keys=True, separators=(",", ":"), default=_json_default).encode("utf-8")
     body = MAGIC + struct.pack("<I", len(header)) + header + b"".join(a.tobytes() for *_, a in arrays)
     return body + hashlib.sha256(body).digest()
@@ -228,6 +230,14 @@ class CallSpace:
     def root(self) -> Path:
         return self._root if self._root is not None else root_dir()
 
+    @property
+    def label(self) -> dict:
+        """The model's short name and the capability (what ``atlas cache list`` shows; no input)."""
+        m = self.model or {}
+        name = m.get("repo") or m.get("name") or m.get("source") or "model"
+        pin = str(m.get("revision") or m.get("weights") or "")[:12]
+        return {"model": f"{name}@{pin}" if pin else str(name), "capability": self.capability}
+
     def key(self, input_digest: str) -> str:
         """The key of one call: this space's model, capability and settings with the input's sha256."""
         return hashlib.sha256(f"{self._base}:{input_digest}".encode()).hexdigest()
@@ -262,7 +272,7 @@ class CallSpace:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{key[:12]}.", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
-                f.write(encode_entry(key, value))
+                f.write(encode_entry(key, value, self.label))
             os.replace(tmp, target)
             tmp = None
         except OSError as exc:
@@ -365,6 +375,34 @@ def entries(root: Path | None = None):
             for f in sub.iterdir():
                 if f.name.endswith(SUFFIX):
                     yield f
+
+
+def read_label(path: Path) -> dict:
+    """The ``space`` of an entry's header (model, capability); {} when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(MAGIC) + 4)
+            if head[:len(MAGIC)] != MAGIC:
+                return {}
+            (n,) = struct.unpack_from("<I", head, len(MAGIC))
+            return json.loads(f.read(min(n, 1 << 20)).decode("utf-8")).get("space") or {}
+    except (OSError, ValueError, struct.error):
+        return {}
+
+
+def listing(root: Path | None = None) -> list[dict]:
+    """``[{"model", "capability", "entries", "bytes"}]`` of the store, largest first."""
+    groups: dict = {}
+    for f in entries(root):
+        lab = read_label(f)
+        k = (lab.get("model", "?"), lab.get("capability", "?"))
+        g = groups.setdefault(k, {"model": k[0], "capability": k[1], "entries": 0, "bytes": 0})
+        g["entries"] += 1
+        try:
+            g["bytes"] += f.stat().st_size
+        except OSError:
+            pass
+    return sorted(groups.values(), key=lambda g: -g["bytes"])
 
 
 def usage(root: Path | None = None) -> dict:
