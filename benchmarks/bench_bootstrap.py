@@ -2,8 +2,8 @@
 
 NegEx (item level, stratified resamples)
     Test set of ``atlas-full-v1`` (1,432 items). Predictions from a real run: by default the
-    all-MiniLM-L6-v2 probe (``negex.run_protocol``; its embeddings come from the embedding cache when
-    it is warm), or ``--cell results/negex/atlas-full-v1/<model>/<protocol>.json`` (a result cell's
+    all-MiniLM-L6-v2 probe (``negex.run_protocol``; its embeddings are served by the model-call store
+    when it holds them), or ``--cell results/negex/atlas-full-v1/<model>/<protocol>.json`` (a result cell's
     predictions). 1,000 stratified resamples, every NegEx metric (macro F1, sensitivity, specificity,
     precision, ROC-AUC).
 
@@ -92,8 +92,9 @@ def negex_predictions(cell: str | None, model: str, protocol: str):
     t = time.perf_counter()
     out = negex.run_protocol(model, protocol, train, test)
     took = time.perf_counter() - t
-    cache = (out["details"].get("adapter") or {}).get("embed_cache") or {}
-    note = f", embedding cache hits {cache['hits']} misses {cache['misses']}" if cache else ""
+    spaces = ((out["details"].get("adapter") or {}).get("model_calls") or {}).values()
+    note = (f", model calls made {sum(sp['made'] for sp in spaces)} served {sum(sp['served'] for sp in spaces)}"
+            if spaces else "")
     score = None if out["score"] is None else np.asarray(out["score"], dtype=float)
     return y, np.asarray(out["pred"], dtype=int), score, f"run {model} {protocol} ({took:.1f} s{note})"
 

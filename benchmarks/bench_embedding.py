@@ -1,10 +1,10 @@
-"""Embedding throughput: the atlas' pooled embedder against sentence-transformers, and the cache.
+"""Embedding throughput: the atlas' pooled embedder against sentence-transformers, and the model-call store.
 
 Texts: the NegEx marked sentences (``atlaslib.cards.negex.load_items()["text"]``, 2,365 items).
 Model: all-MiniLM-L6-v2 from its PyPI wheel (atlas profile ``all-minilm-l6-v2``), CPU float32.
 
-- ours: ``load_adapter("all-minilm-l6-v2", "embed.text.pooled").embed(texts)`` with the embedding cache
-  off (``ATLAS_EMBED_CACHE=off``): every text is run through the model, repeats included.
+- ours: ``load_adapter("all-minilm-l6-v2", "embed.text.pooled").embed(texts)`` with the model-call store
+  off for embeddings (``ATLAS_EMBED_CACHE=off``): every text is run through the model, repeats included.
 - reference: ``SentenceTransformer(<the extracted model folder>)`` with its Normalize module removed,
   ``encode(texts, batch_size=..., normalize_embeddings=False)``. This model's pipeline is
   Transformer -> Pooling(mean) -> Normalize; without Normalize its output is the masked mean that the
@@ -16,9 +16,11 @@ Model: all-MiniLM-L6-v2 from its PyPI wheel (atlas profile ``all-minilm-l6-v2``)
   it would for the whole list. Times are summed per side (wall, and the process CPU time of all
   threads). ``--chunks 1`` gives one full call per side. Both models stay loaded during this
   measurement (the atlas itself loads one model at a time); one untimed warm-up batch each first.
-- Then the cache: a fresh embedding cache folder (temporary unless ``--cache-dir``); a first pass with
-  the cache on (empty: repeats embedded once, every vector written), then a warm pass by a newly
-  loaded adapter (a re-run: nothing embedded, every vector read back), checked equal bit for bit.
+- Then the store (:mod:`atlaslib.models.calls`): a fresh atlas cache folder (``ATLAS_CACHE_DIR``, temporary
+  unless ``--cache-dir``; the model's weights are extracted into it again, outside the timed passes) holding
+  the store (``<folder>/calls``); a first pass with the store on (empty: repeats embedded once, every vector
+  stored), then a warm pass by a newly loaded adapter (a re-run: nothing embedded, every vector served),
+  checked equal bit for bit. The counts are the adapter's ``info["model_calls"]["embed.text.pooled"]``.
 
 Run: ``.venv/bin/python benchmarks/bench_embedding.py [--batch-size 32] [--limit N] [--repeats 2]``
 (a few minutes for all 2,365 texts on 2 cores; more when the machine is busy).
@@ -111,23 +113,29 @@ def interleaved(texts, batch_size, chunks, rounds, seed=0):
     return tot, vo, vs, per_chunk, info, pipeline
 
 
+def _store_info(adapter) -> dict:
+    """The adapter's model-call counts for its embeddings (``enabled``, ``dir``, ``made``, ``served``, ...)."""
+    return dict(adapter.info["model_calls"].get("embed.text.pooled") or {})
+
+
 def cache_passes(texts, batch_size, cache_dir):
     from atlaslib.models import load_adapter
 
     os.environ["ATLAS_EMBED_CACHE"] = "on"
-    os.environ["ATLAS_EMBED_CACHE_DIR"] = cache_dir
+    os.environ["ATLAS_MODEL_CALLS"] = "on"
+    os.environ["ATLAS_CACHE_DIR"] = cache_dir                   # the store is <cache_dir>/calls
     emb = load_adapter(PROFILE, "embed.text.pooled", progress=False, batch_size=batch_size)
     t = time.perf_counter()
     first = emb.embed(texts)
     t_fill = time.perf_counter() - t
-    fill_info = dict(emb.info["embed_cache"])
+    fill_info = _store_info(emb)
     del emb
     gc.collect()
     emb = load_adapter(PROFILE, "embed.text.pooled", progress=False, batch_size=batch_size)   # a re-run
     t = time.perf_counter()
     again = emb.embed(texts)
     t_warm = time.perf_counter() - t
-    warm_info = dict(emb.info["embed_cache"])
+    warm_info = _store_info(emb)
     del emb
     gc.collect()
     return t_fill, fill_info, t_warm, warm_info, bool(np.array_equal(first, again)), first
@@ -142,7 +150,7 @@ def main(argv=None) -> int:
                          "sides in turn (1 = one full call each)")
     ap.add_argument("--repeats", type=int, default=1, help="rounds over all chunks; the fastest round counts")
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--cache-dir", default=None, help="embedding cache folder for the cache passes "
+    ap.add_argument("--cache-dir", default=None, help="atlas cache folder (ATLAS_CACHE_DIR) for the store passes "
                     "(default: a temporary folder, removed afterwards)")
     ap.add_argument("--no-cache-passes", action="store_true")
     args = ap.parse_args(argv)
@@ -165,9 +173,9 @@ def main(argv=None) -> int:
 
     tot, ours, ref, per_chunk, our_info, pipeline = interleaved(texts, args.batch_size, args.chunks, args.repeats)
     (t_ours, c_ours), (t_st, c_st) = tot["ours"], tot["st"]
-    print(f"ours (embedding cache off): {t_ours:.2f} s  ({len(texts) / t_ours:.1f} texts/s), CPU {c_ours:.2f} s; "
+    print(f"ours (model-call store off): {t_ours:.2f} s  ({len(texts) / t_ours:.1f} texts/s), CPU {c_ours:.2f} s; "
           f"max_length {our_info['max_length']}, dtype {our_info['dtype']}, "
-          f"cache {our_info['embed_cache'].get('reason')}")
+          f"store {(our_info['model_calls'].get('embed.text.pooled') or {}).get('reason')}")
     print(f"sentence-transformers encode: {t_st:.2f} s  ({len(texts) / t_st:.1f} texts/s), CPU {c_st:.2f} s; "
           f"{pipeline}")
     ratio = t_st / t_ours
@@ -179,19 +187,19 @@ def main(argv=None) -> int:
 
     ok = ratio >= 1.0 and diff <= 1e-5
     if not args.no_cache_passes:
-        tmp = args.cache_dir or tempfile.mkdtemp(prefix="atlas-embed-cache-")
+        tmp = args.cache_dir or tempfile.mkdtemp(prefix="atlas-model-calls-")
         try:
             t_fill, fi, t_warm, wi, same, first = cache_passes(texts, args.batch_size, tmp)
         finally:
             if not args.cache_dir:
                 shutil.rmtree(tmp, ignore_errors=True)
-        print(f"cache on, empty cache: {t_fill:.2f} s  (embedded {fi['misses']} distinct texts, "
-              f"wrote {fi['writes']}, hits {fi['hits']})")
-        print(f"cache on, warm (re-run by a new adapter): {t_warm:.3f} s  (hits {wi['hits']}, misses "
-              f"{wi['misses']}, corrupt {wi['corrupt']}); speed-up over cold {t_ours / t_warm:.0f}x; "
+        print(f"store on, empty store ({fi['dir']}): {t_fill:.2f} s  (embedded {fi['made']} distinct texts, "
+              f"stored {fi['made'] - fi['write_errors']}, served {fi['served']})")
+        print(f"store on, warm (re-run by a new adapter): {t_warm:.3f} s  (served {wi['served']}, made "
+              f"{wi['made']}, corrupt {wi['corrupt']}); speed-up over cold {t_ours / t_warm:.0f}x; "
               f"vectors equal to the first pass bit for bit: {same}")
-        print(f"cache-filled vectors vs ours cold: max abs difference {float(np.abs(first - ours).max()):.3g}")
-        ok = ok and same and wi["misses"] == 0
+        print(f"store-filled vectors vs ours cold: max abs difference {float(np.abs(first - ours).max()):.3g}")
+        ok = ok and same and fi["enabled"] and wi["made"] == 0 and wi["served"] == fi["made"]
     return 0 if ok else 1
 
 

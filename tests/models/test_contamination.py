@@ -73,13 +73,12 @@ def test_probe_counts_exact_continuations_and_token_overlap(tmp_path, monkeypatc
     target = h[len(h) // 2:]
     hits = sum(t == "x" for t in target) / len(target)
     assert out["token_overlap"] == pytest.approx((1.0 + hits + 0.0) / 3)
-    assert out["cached"] is False and model.calls == 1
+    assert "cached" not in out and out["seconds"] >= 0 and model.calls == 1
+    # the probe keeps no cache of its own (the model-call store is the adapters'): a fake adapter that does not
+    # use the store is asked again, and the probe counts no store calls for it
+    assert out["model_calls"] == {"made": 0, "served": 0}
     again = memorisation_probe(model, [seen, half_x, other, short], min_tokens=4, max_new_tokens=32)
-    assert again["cached"] is True and model.calls == 1 and again["exact_matches"] == 1
-    nocache = _Parrot([seen], revision=None)                          # no revision: nothing to key a cache on
-    memorisation_probe(nocache, [seen], min_tokens=4)
-    memorisation_probe(nocache, [seen], min_tokens=4)
-    assert nocache.calls == 2
+    assert model.calls == 2 and again["exact_matches"] == 1 and again["token_overlap"] == out["token_overlap"]
 
 
 def test_probe_caps_the_continuation_and_samples_by_seeded_hash(tmp_path, monkeypatch):
@@ -95,3 +94,41 @@ def test_probe_caps_the_continuation_and_samples_by_seeded_hash(tmp_path, monkey
         memorisation_probe(model, sentences, max_new_tokens=0)
     with pytest.raises(TypeError, match="cannot continue text"):
         memorisation_probe(object(), sentences)
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory):
+    from tests import tiny_models as tm
+
+    return tm.tiny_causal_lm(tmp_path_factory.mktemp("tiny-lm"))
+
+
+SENTENCES = ["Denies shortness of breath, stridor, or air hunger.",
+             "There is no evidence of pneumonia. Fever and cough were present.",
+             "Blood pressure and heart rate were normal; lungs clear.",
+             "The patient has chest pain and fever with cough today."]
+
+
+def test_a_second_probe_of_the_same_model_is_served_by_the_call_store(tiny_gpt2, tmp_path, monkeypatch):
+    """The continuations are model calls of the store keyed by the model, not the adapter: a second adapter of
+    the same causal LM (another capability, as another protocol would load) probes the same sentences without
+    running the model, and reports the same figures; another store folder computes them again."""
+    from atlaslib.models import load_adapter
+
+    monkeypatch.setenv("ATLAS_CACHE_DIR", str(tmp_path / "a"))
+    monkeypatch.delenv("ATLAS_MODEL_CALLS", raising=False)
+    first = memorisation_probe(load_adapter(str(tiny_gpt2), "score.options", progress=False), SENTENCES,
+                               min_tokens=4, max_new_tokens=8)
+    assert first["n_probed"] == 4 and first["model_calls"] == {"made": 4, "served": 0}
+    other = load_adapter(str(tiny_gpt2), "embed.text.pooled", progress=False)
+    generate = other.model.generate
+    asked = []
+    other.model.generate = lambda *a, **kw: asked.append(1) or generate(*a, **kw)
+    second = memorisation_probe(other, SENTENCES, min_tokens=4, max_new_tokens=8)
+    assert second["model_calls"] == {"made": 0, "served": 4} and asked == []
+    figures = ("n_probed", "exact_matches", "token_overlap", "mean_prefix_tokens", "mean_target_tokens")
+    assert {k: second[k] for k in figures} == {k: first[k] for k in figures}
+    monkeypatch.setenv("ATLAS_CACHE_DIR", str(tmp_path / "b"))        # an empty store: asked again
+    third = memorisation_probe(other, SENTENCES, min_tokens=4, max_new_tokens=8)
+    assert third["model_calls"] == {"made": 4, "served": 0} and asked
+    assert {k: third[k] for k in figures} == {k: first[k] for k in figures}

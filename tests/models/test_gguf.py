@@ -238,7 +238,10 @@ def test_a_gguf_file_from_profiles_runs_every_protocol_its_capabilities_allow(ti
     assert 0 <= mem["test"]["token_overlap"] <= 1 and mem["reference"]["n_probed"] > 20
     pr = negex.run_protocol(name, "probe", train, test, data_dir=data_dir)
     assert pr["capability"] == "embed.text.pooled" and pr["details"]["feature_dim"] == 32
-    assert pr["llm"]["memorisation"]["test"]["cached"] is True           # the same sentences, probed once
+    mem2 = pr["llm"]["memorisation"]["test"]                             # the same sentences, probed once:
+    assert mem2["model_calls"]["made"] == 0 and mem2["model_calls"]["served"] > 0   # served by the call store
+    same = ("n_probed", "exact_matches", "exact_match_rate", "token_overlap", "mean_prefix_tokens")
+    assert {k: mem2[k] for k in same} == {k: mem["test"][k] for k in same}
     run = nli_negation.run_card(name)
     assert run.ok and set(run.labels) <= {"entailment", "neutral", "contradiction"}
     parts = run.cell_parts()
