@@ -197,6 +197,8 @@ def _store_copy(profile: Profile, target: Path, make, check, *, what: str) -> Pa
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name[:24]}."))
         make(tmp)
+        if (target.exists() or target.is_symlink()) and check() is None:
+            return target                 # another process put a good copy in place meanwhile: keep it
         if target.exists() or target.is_symlink():
             old = target.parent / f".{target.name[:24]}.old.{os.getpid()}"
             os.replace(target, old)
