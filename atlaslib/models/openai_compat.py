@@ -44,11 +44,19 @@ An answer that does not parse is never mapped to a label: :meth:`predict_asserti
 counts as wrong and never as a false entailment); every such answer is kept verbatim, with its position, in
 ``info["unparseable"]``, which the run spec records.
 
-Requests: temperature 0; cached on disk (``<atlas cache>/openai/<sha256>.json``) keyed by the base URL, the
-model name, the endpoint and the whole request body (prompt, decoding settings, prompt version). Only a reply
-that parsed into an answer is cached, and a cached reply is parsed again when read (a bad one is asked
-again); with ``ATLAS_REQUEST_CACHE=refresh`` (what ``atlas run --force`` and ``atlas book --force`` set for
-their runs, :func:`refreshing_requests`) nothing is read from the cache and every reply is asked again.
+Requests: temperature 0; sent to ``<base URL's path><path>`` (``/chat/completions``, ...; a query string in the
+base URL, where a hosted API may want its ``api-version``, follows the joined path). Replies are kept in the
+model-call store (:mod:`.calls`, ``<atlas cache>/calls/``): the model's identity is the base URL without user
+name, password and query string, the model name, the profile's revision and the ``endpoint`` option; a
+reply's input is the sha256 of the canonical JSON of the request's path and body (prompt, decoding
+settings), under :data:`PROMPT_VERSION`. Only a reply that parsed into an answer is stored, and a stored
+reply is parsed again when read (a bad one is asked again and replaced); with ``ATLAS_REQUEST_CACHE=refresh``
+(what ``atlas run --force`` and ``atlas book --force`` set for their runs, :func:`refreshing_requests`)
+nothing is read from the store and every reply is asked again (and stored). ``cache: off`` (or
+``ATLAS_MODEL_CALLS=off``) reads and stores nothing. A store that cannot be written (``ATLAS_CACHE_DIR`` a
+file, a read-only or full disk) costs the store, never the run: the replies are used, one warning says so,
+and ``info["request_cache"]`` counts the failed writes. Reply bodies are read by :func:`atlaslib.jsonio.loads`
+(bounded nesting and number length).
 Retried with exponential back-off (waiting what a ``Retry-After`` header asks when it is a number of seconds
 >= 0 or an HTTP-date; anything else is ignored), each wait at most :data:`MAX_WAIT` and all waits of one
 request at most :data:`MAX_TOTAL_WAIT` in all: connection refused or reset, a connection closed early (before
@@ -63,17 +71,17 @@ items of the calls, with the ``usage`` token counts the server reported (cached 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import http.client
 import json
 import os
 import socket
 import threading
 import time
-from pathlib import Path
 from urllib.parse import urlsplit
 
+from atlaslib import jsonio
 from atlaslib.escape import public_location
+from atlaslib.models import calls
 from atlaslib.models.cost import Cost
 from atlaslib.models.registry import OPENAI_CAPABILITIES, OPENAI_OPTIONS, check_texts
 
@@ -233,13 +241,18 @@ class OpenAICompatible:
         if unused:
             raise TypeError(f"OpenAICompatible: unknown option(s) {sorted(unused)}")
         self.profile, self.capability = profile, capability
-        self.base_url = profile.location.rstrip("/")
-        u = urlsplit(self.base_url)
+        u = urlsplit(profile.location)
+        #: the whole location without its query string and trailing "/" (paths are joined onto it)
+        self.base_url = f"{u.scheme}://{u.netloc}{u.path.rstrip('/')}"
         self.root_url = f"{u.scheme}://{u.netloc}"
+        self._query = f"?{u.query}" if u.query else ""
         self.model, self.api_key_env, self.endpoint = model, api_key_env, endpoint
         self.max_tokens, self.timeout = int(max_tokens), float(timeout)
         self.max_retries, self.backoff = int(max_retries), float(backoff)
         self.cache = str(cache).lower() not in ("off", "false", "0", "no")
+        self.calls = calls.CallSpace(
+            {"base_url": public_location(self.base_url), "model": self.model, "revision": profile.revision,
+             "endpoint": self.endpoint}, "openai.reply", {"prompt_version": PROMPT_VERSION}, enabled=self.cache)
         self.requests_sent = 0
         self.cache_hits = 0
         self.cache_rejected = 0
@@ -259,18 +272,14 @@ class OpenAICompatible:
                 "max_tokens": self.max_tokens, "prompt_version": PROMPT_VERSION,
                 "api_key_env": self.api_key_env, "unparseable": self.unparseable,
                 "revision": self.profile.revision, "requests_sent": self.requests_sent,
-                "cache_hits": self.cache_hits, "cost": cost,
+                "cache_hits": self.cache_hits, "request_cache": self.calls.info, "cost": cost,
                 **({"scoring": "forced tokens: logit_bias +100, max_tokens 1, logprobs 1 per option token"}
                    if self.capability == "score.options" else {})}
 
     # -- transport -----------------------------------------------------------------------------------
-    def _cache_path(self, url: str, body: dict) -> Path:
-        from ..sources import cache_dir
-
-        key = json.dumps({"base_url": self.base_url, "model": self.model, "url": url, "body": body,
-                          "prompt_version": PROMPT_VERSION},
-                         sort_keys=True)
-        return cache_dir() / "openai" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+    def _call_key(self, path: str, body: dict, root: bool = False) -> str:
+        """The model-call store's key of the request ``body`` to ``path`` (at the server's root with ``root``)."""
+        return self.calls.key(calls.digest({"path": path, "root": bool(root), "body": body}))
 
     def _headers(self) -> dict:
         h = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -379,7 +388,7 @@ class OpenAICompatible:
     def _server_message(raw: bytes) -> str:
         """`` (the server's error message)`` when the body is JSON with one, else ``""``."""
         try:
-            obj = json.loads(raw.decode("utf-8"))
+            obj = jsonio.loads(raw.decode("utf-8"), "reply")
         except (UnicodeDecodeError, ValueError):
             return ""
         err = obj.get("error") if isinstance(obj, dict) else None
@@ -394,10 +403,10 @@ class OpenAICompatible:
             raise EndpointError(f"{url} answered HTTP {status} with a body that is not UTF-8 text (byte "
                                 f"0x{raw[exc.start]:02x} at offset {exc.start} of {len(raw)})") from None
         try:
-            answer = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise EndpointError(f"{url} answered HTTP {status} with a body that is not JSON ({exc.msg} at "
-                                f"character {exc.pos}; it starts {text[:60]!r})") from None
+            answer = jsonio.loads(text, "")
+        except jsonio.JsonError as exc:
+            raise EndpointError(f"{url} answered HTTP {status} with a body that is not JSON the atlas reads "
+                                f"({str(exc).removeprefix(': ')}; it starts {text[:60]!r})") from None
         if not isinstance(answer, dict):
             raise EndpointError(f"{url} answered HTTP {status} with {_describe(answer)}; expected a JSON object")
         if "error" in answer and "choices" not in answer and "tokens" not in answer:
@@ -409,30 +418,32 @@ class OpenAICompatible:
         """POST ``body`` to ``<base URL><path>`` (``root``: to the server's root) and ``parse(answer, url)``
         the reply (which raises EndpointError for a reply that is not an answer); ``(parsed, answer)``. A
         cached reply is used when it still parses; only a reply that parsed is stored."""
-        url = (self.root_url if root else self.base_url) + path
-        cached = self._cache_path(url, body)
+        url = (self.root_url if root else self.base_url) + path + self._query
+        key = self._call_key(path, body, root)
         refresh = os.environ.get(CACHE_ENV, "").strip().lower() == "refresh"
-        if self.cache and not refresh and cached.is_file():
+        stored = None if refresh else self.calls.get(key)
+        if stored is not None:
             try:
-                answer = json.loads(cached.read_text(encoding="utf-8"))
+                answer = stored["reply"]
                 value = parse(answer, url)
-            except (OSError, ValueError, EndpointError):
+            except (KeyError, TypeError, ValueError, EndpointError):
                 self.cache_rejected += 1            # a reply stored before replies were checked: ask again
             else:
                 self.cache_hits += 1
+                self.calls.served += 1
+                calls.TALLY.served += 1
                 return value, answer
         answer = self._post_json(url, body)
         value = parse(answer, url)
-        if self.cache:
-            from ..results import atomic_write_text
-
-            atomic_write_text(cached, json.dumps(answer))
+        self.calls.made += 1
+        calls.TALLY.made += 1
+        self.calls.put(key, {"reply": answer})
         return value, answer
 
     def post(self, path: str, body: dict) -> dict:
         """POST ``body`` to ``<base URL><path>`` (not cached: a caller that caches checks the reply first,
         see :meth:`request`); the decoded JSON answer."""
-        return self._post_json(self.base_url + path, body)
+        return self._post_json(self.base_url + path + self._query, body)
 
     def _usage(self, answer: dict) -> tuple[int, int]:
         usage = answer.get("usage") if isinstance(answer, dict) else None
@@ -558,7 +569,7 @@ class OpenAICompatible:
         options = check_texts(options, "score_options(options)")
         ll = np.zeros((len(prompts), len(options)))
         token_ids = [[None] * len(options) for _ in prompts]
-        url = self.base_url + "/completions"
+        url = self.base_url + "/completions" + self._query
         with self._timed(len(prompts)):
             for i, p in enumerate(prompts):
                 p_ids = self.tokenize(p)

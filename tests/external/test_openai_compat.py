@@ -200,8 +200,8 @@ def test_case03_atlas_run_prints_and_keeps_no_key(model_dir, tmp_path, monkeypat
 
 
 def test_case07_only_parsed_replies_are_cached_and_force_bypasses_the_cache(model_dir, profiles, tmp_path):
+    from atlaslib.models import calls
     from atlaslib.models.openai_compat import refreshing_requests
-    from atlaslib.sources import cache_dir
 
     with TinyLLMServer(model_dir, answers=("no",)) as server:
         name = profiles(server.base_url, max_retries=0)
@@ -216,22 +216,22 @@ def test_case07_only_parsed_replies_are_cached_and_force_bypasses_the_cache(mode
         with pytest.raises(EndpointError, match="chat/completions answered HTTP 200 with an error instead of an "
                                                 "answer: .*model not loaded"):
             nli.predict_nli(["No fever."], ["Fever."])
-        cached = list((cache_dir() / "openai").glob("*.json"))
+        cached = list(calls.entries())
         # only the tokenizer's replies (which parsed) were kept; neither bad reply was
-        assert len(cached) == 2 and all('"tokens"' in p.read_text() for p in cached)
+        assert len(cached) == 2 and all(b'"tokens"' in p.read_bytes() for p in cached)
         before = server.requests
         again = load_adapter(name, "score.options").score_options(["Answer:"], [" no"])   # asks the server again
         assert server.requests > before and again["loglik"][0, 0] < 0
         # a bad reply stored by an older version is not used: it is asked again and replaced
         bad = load_adapter(name, "predict.nli")
-        path = bad._cache_path(server.base_url + "/chat/completions", {
+        key = bad._call_key("/chat/completions", {
             "model": "tiny-gpt2", "messages": [{"role": "user", "content": NLI_PROMPT.format(
                 premise="No cough.", hypothesis="Cough.")}], "temperature": 0, "max_tokens": 8})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text('{"error": {"message": "overloaded"}}')
+        bad.calls.put(key, {"reply": {"error": {"message": "overloaded"}}})
+        path = bad.calls.path(key)
         n = server.requests
         assert bad.predict_nli(["No cough."], ["Cough."]) == [None] and server.requests == n + 1
-        assert "overloaded" not in path.read_text()
+        assert b"overloaded" not in path.read_bytes()
         # a good reply is served from the cache, except under --force (refreshing_requests)
         n = server.requests
         load_adapter(name, "predict.nli").predict_nli(["No cough."], ["Cough."])
