@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from atlaslib import cli
+from atlaslib.models import calls
 from tests.external.test_score import atlas  # atlas(capsys, *args) -> (exit code, stdout, stderr), in-process
 from tests.test_faults_second_round import refused  # one line on stderr, no traceback, the exit code
 from tests.test_faults_user import one_line
@@ -291,7 +292,7 @@ def llm(tmp_path, monkeypatch):
         monkeypatch.setenv("ATLAS_PROFILES", str(tmp_path / "p.yml"))
         return load_adapter("scripted", "predict.assertion")
 
-    make.waits, make.cache = waits, tmp_path / "cache" / "openai"
+    make.waits = waits
     return make
 
 
@@ -310,7 +311,7 @@ def test_case05_a_reply_past_the_size_limit_is_refused_naming_the_url_and_not_re
                 adapter.predict_assertion(["No [entity] fever [entity]."])
         line = str(caught.value)
         assert f"{server.base_url}/chat/completions answered with a body of" in line and f"{cap:,}" in line
-        assert server.requests == 1 and not llm.cache.exists()               # not retried, nothing cached
+        assert server.requests == 1 and not list(calls.entries())  # not retried, nothing stored
 
 
 def test_case05_back_off_waits_are_capped_each_and_in_all(llm):
@@ -338,7 +339,7 @@ def test_case10_a_redirect_is_refused_naming_url_and_location_and_nothing_is_cac
             adapter.predict_assertion(["No [entity] fever [entity]."])
         line = str(caught.value)
         assert f"{server.base_url}/chat/completions answered HTTP 302, a redirect to {elsewhere}" in line
-        assert server.requests == 1 and not llm.cache.exists()
+        assert server.requests == 1 and not list(calls.entries())
     with Scripted([(200, {"Content-Type": "application/json"}, ANSWER)]) as healthy:
         assert llm(healthy.base_url).predict_assertion(["No [entity] fever [entity]."]) == ["PRESENT"]
 

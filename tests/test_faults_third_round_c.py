@@ -92,9 +92,12 @@ def test_case02_minilm_outputs_come_only_from_a_checked_copy(tmp_path, monkeypat
     monkeypatch.setenv("ATLAS_MODEL_CALLS", "on")                     # the store keys by the true model's pin
     with pytest.warns(UserWarning, match="model.safetensors does not match its sha256"):
         emb = load_adapter("all-minilm-l6-v2", "embed.text.pooled", progress=False)
+    from atlaslib.models import calls
+
+    before = calls.TALLY.snapshot()
     got = emb.embed(texts)
     assert np.isfinite(got).all() and np.array_equal(got, want)
-    assert emb.info["model_calls"]["embed.text.pooled"]["made"] == 2   # what the store now holds is the model's
+    assert calls.Tally.since(before, calls.TALLY.snapshot())["made"] == 2  # what the store now holds is the model's
 
 
 # -- case 11: a cache that cannot be written ----------------------------------------------------------------

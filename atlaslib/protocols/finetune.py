@@ -410,6 +410,7 @@ class WeightCache:
         self.key = _sha256_json(fields)
         self.path = cache_root() / self.key
         self.corrupt: str | None = None   # why the stored entry was refused, after a failed load
+        self.unwritable: str | None = None  # why trained weights could not be stored (the run goes on)
 
     def exists(self) -> bool:
         return self.enabled and (self.path / "model.safetensors").is_file() and (self.path / "meta.json").is_file()
@@ -459,6 +460,18 @@ class WeightCache:
         meta = {**meta, "weights_sha256": hashlib.sha256(data).hexdigest()}
         if not self.enabled:
             return meta
+        try:
+            self._write(data, meta)
+        except OSError as exc:  # a cache that cannot be written costs the next run its training, never this run
+            import warnings
+
+            self.unwritable = f"{type(exc).__name__}: {exc.strerror or exc}"
+            warnings.warn(f"fine-tune weight cache {self.path.parent}: the trained weights cannot be stored "
+                          f"({self.unwritable}); this run uses them, the next one trains again", RuntimeWarning,
+                          stacklevel=3)
+        return meta
+
+    def _write(self, data: bytes, meta: dict) -> None:
         root = self.path.parent
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{self.key[:12]}."))
@@ -476,7 +489,6 @@ class WeightCache:
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
-        return meta
 
     @contextlib.contextmanager
     def lock(self):
@@ -484,13 +496,18 @@ class WeightCache:
         if not self.enabled:
             yield
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             import fcntl
         except ImportError:  # pragma: no cover - non-POSIX
             yield
             return
-        with open(self.path.parent / f"{self.key}.lock", "a+") as fh:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(self.path.parent / f"{self.key}.lock", "a+")
+        except OSError:  # a cache that cannot be written: no lock to take (save() says what is lost)
+            yield
+            return
+        with fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
                 yield
@@ -520,6 +537,7 @@ def _train_or_load(model: _Head, fields: dict, recipe: dict, retrain: bool, trai
             meta = cache.save(model, train_fn())
     info = {"key": cache.key, "enabled": cache.enabled, "hit": hit, "retrain_requested": bool(retrain),
             "dir": str(cache.path) if cache.enabled else None, "corrupt": cache.corrupt,
+            "unwritable": cache.unwritable,
             "weights_sha256": meta.get("weights_sha256"),
             "note": None if cache.enabled else "encoder without a pinned revision: weights not cached"}
     return meta, info

@@ -192,6 +192,22 @@ def test_case24_08_a_corrupt_cached_weights_file_is_trained_again_and_said(encod
         assert repaired["details"]["weight_cache"]["hit"] and repaired["details"]["weight_cache"]["corrupt"] is None
 
 
+def test_a_weight_cache_that_cannot_be_written_costs_the_cache_never_the_run(encoder_dir, weight_cache, tmp_path,
+                                                                          monkeypatch):
+    """The cache folder is a regular file: the run trains, predicts what a writable cache gives, and says once
+    that the weights are not stored."""
+    first, _ = run_seq(encoder_dir)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder", encoding="utf-8")
+    monkeypatch.setenv(ft.CACHE_ENV, str(blocked))
+    with pytest.warns(RuntimeWarning, match="cannot be stored .*this run uses them, the next one trains again"):
+        out, _ = run_seq(encoder_dir)
+    cache = out["details"]["weight_cache"]
+    assert not cache["hit"] and "FileExistsError" in cache["unwritable"]  # mkdir of a path that is a file
+    assert np.array_equal(out["proba"], first["proba"])
+    assert blocked.read_text(encoding="utf-8") == "not a folder"
+
+
 def test_token_targets_sit_on_first_subwords_and_long_sentences_are_chunked(encoder_dir):
     tags = ["O", "B-problem", "I-problem"]
     ad = models.load_adapter(encoder_dir, "embed.text.tokens", embed_cache=False, progress=False, max_length=12)
