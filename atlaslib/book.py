@@ -975,6 +975,48 @@ def redact_local_paths(src: Path, roots: dict[str, str]) -> int:
 
 # -- building ---------------------------------------------------------------------------------------------
 
+#: the file in the site tree that records what its pages were rendered from (:func:`render_key`)
+RENDER_KEY = ".atlas-render-key"
+
+
+def render_key(paths: BuildPaths, cards, report: MatrixReport | None) -> str:
+    """sha256 over everything a site build's pages are rendered from: atlaslib's source, the book's own pages
+    and configuration, every result cell and executed notebook (runs, data stories), the cards shown, the runs
+    that failed in this build, the data folder and a user's profiles file. Equal keys render equal pages (the
+    build report apart), so a build whose key is the last one's keeps the pages it has."""
+    import hashlib
+    import json
+
+    from . import sources
+    from .notebook import source_digest
+
+    h = hashlib.sha256(json.dumps({
+        "atlaslib": source_digest(), "cards": None if cards is None else sorted(c.name for c in cards),
+        "failed": sorted(f.request.label for f in report.failures) if report else [],
+        "data": str(sources.data_dir()), "profiles": os.environ.get("ATLAS_PROFILES"),
+    }, sort_keys=True).encode())
+    roots = [paths.repo / "_config.yml", paths.repo / "_toc.yml", paths.repo / "book", Path(paths.results),
+             Path(paths.runs)]
+    profiles = os.environ.get("ATLAS_PROFILES")
+    if profiles:
+        roots += [Path(p) for p in profiles.split(os.pathsep) if p]
+    for root in roots:
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+        for f in files:
+            try:
+                h.update(f"{f}\0".encode() + hashlib.sha256(f.read_bytes()).digest())
+            except OSError:
+                h.update(f"{f}\0unreadable".encode())
+    return h.hexdigest()
+
+
+def rendered_with(src: Path) -> str | None:
+    """The render key recorded in the site tree ``src`` by its last complete render; None when there is none."""
+    try:
+        return (Path(src) / RENDER_KEY).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
 def jupyter_book_build(src: Path, out: Path, log=print, incremental: bool = False) -> tuple[int, list[str]]:
     """``jupyter-book build`` with warnings as errors and --keep-going; returns (exit code, warnings).
     ``incremental``: keep the last build's output and Sphinx environment, so that Sphinx reads again only the
@@ -1037,7 +1079,15 @@ def _build(paths: BuildPaths, publish: bool, force: bool, run_runs: bool, data_d
             reqs, paths, data_dir=data_dir, force=force, executor=executor, scheduler=scheduler,
             n_workers=n_workers, memory_limit=memory_limit, log=log))
     pages_before = builddir.snapshot(paths.src(publish))
-    src, withheld = render_site(paths, publish=publish, report=report, cards=cards)
+    key = None if publish else render_key(paths, cards, report)  # a publish build always renders afresh
+    if key is not None and rendered_with(paths.src(publish)) == key:
+        src, withheld = paths.src(publish), []
+        render_build_report(src, report)  # the one page that tells this build apart
+        log("pages: nothing they read has changed since the last build; only the build report is written again")
+    else:
+        src, withheld = render_site(paths, publish=publish, report=report, cards=cards)
+        if key is not None:
+            results.atomic_write_text(src / RENDER_KEY, key + "\n")
     out = paths.html_out(publish)
     # Sphinx reads again only what changed when the site has the same files as last time; a publish build, a
     # page added or removed (its old HTML would stay), or a failed last build is built afresh
