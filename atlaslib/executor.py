@@ -452,9 +452,21 @@ def save_run_times(build_dir, outcomes, log=print) -> None:
             f"orders its runs by estimate")
 
 
+#: the runs' wall seconds in a cold build of the default matrix on the atlas's 2-core machine (the build of
+#: commit 712934a, 2026-12-02, beside other work: what matters is how the runs compare): the expected times of a
+#: machine's first build, before it has a record of its own
+REFERENCE_TIMES = Path(__file__).with_name("run_times_reference.json")
+
+
 def expected_seconds(reqs, record: dict) -> dict:
-    """label -> expected seconds of each run: the recorded time of its last execution, else an estimate
-    (:data:`PROTOCOL_SECONDS`)."""
+    """label -> expected seconds of each run: the recorded time of its last execution here, else its time in the
+    reference build (:data:`REFERENCE_TIMES`), else an estimate (:data:`PROTOCOL_SECONDS`)."""
+    try:
+        reference = json.loads(REFERENCE_TIMES.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        reference = {}
+    record = {**reference, **record}
+
     def estimate(r) -> float:
         try:
             if r.model in runner.get_card(r.card).baselines:

@@ -241,6 +241,17 @@ def test_the_longest_kinds_of_run_are_handed_out_first_a_cards_second_after_ever
     assert executor.longest_first(reqs, executor.expected_seconds(reqs, record)) == [7, 0, 2, 3, 5, 6, 4, 1]
 
 
+def test_a_first_build_orders_the_default_matrix_by_the_reference_build_so_the_longest_starts_first():
+    reqs = book.default_requests()
+    reference = json.loads(executor.REFERENCE_TIMES.read_text(encoding="utf-8"))
+    assert set(reference) == {r.label for r in reqs}  # every default run has a reference time
+    order = [reqs[i].label for i in executor.longest_first(reqs, executor.expected_seconds(reqs, {}))]
+    times = [reference[label] for label in order]
+    assert times == sorted(times, reverse=True)
+    # SmolLM2 on all 1,432 NegEx items starts among the first, not last beside an idle worker
+    assert order.index("negex/atlas-full-v1/smollm2-135m-instruct/zero_shot") < 3
+
+
 def test_a_build_records_its_runs_times_for_the_next_and_a_damaged_record_costs_only_the_order(tmp_path):
     reqs = [RunRequest("negex", "n100", "m", "finetune"), RunRequest("negex", "n100", "majority", "zero_shot")]
     outs = [runner.RunOutcome(reqs[0], "ran", seconds=812.34), runner.RunOutcome(reqs[1], "cached", seconds=0.2)]
