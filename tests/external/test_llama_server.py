@@ -23,6 +23,9 @@ import yaml
 
 pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is part of the pinned test environment")
 
+# one server for the module's tests: on one xdist worker (two workers would each start a server on two cores)
+pytestmark = pytest.mark.xdist_group("llama-server")
+
 #: |server - transformers| per option log-probability, in nats: llama.cpp computes with the 4-bit weights and
 #: 8-bit activations, transformers with the same weights dequantised to float32 (measured on atlas-n100-v1:
 #: max 0.385, mean 0.093 nats; decisions agree on 97 of 100 items)
