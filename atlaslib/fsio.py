@@ -71,6 +71,7 @@ def open_regular(path, mode: str = "rb", *, encoding: str | None = None, errors:
             raise NotAFile(path, what, expected)
         os.set_blocking(fd, True)
         raw = io.FileIO(fd, "r", closefd=True)
+        raw.name = os.fspath(path)                  # the path, not the descriptor, in reprs and parsers' errors
     except BaseException:
         os.close(fd)
         raise

@@ -16,12 +16,13 @@ from atlaslib.cards.tempeval.anafora_io import parse_once, parse_root, write_cor
 
 @pytest.fixture
 def parses(monkeypatch):
-    """Every ``xml.etree.ElementTree.parse`` call (the reader's and anaforatools'), counted per file."""
+    """Every ``xml.etree.ElementTree.parse`` call (the reader's and anaforatools'), counted per file (a path,
+    or a file object opened from one: its ``name``)."""
     counts = collections.Counter()
     real = ET.parse
 
     def counting(source, *a, **k):
-        counts[str(Path(source).resolve())] += 1
+        counts[str(Path(getattr(source, "name", source)).resolve())] += 1
         return real(source, *a, **k)
 
     monkeypatch.setattr(ET, "parse", counting)

@@ -102,7 +102,7 @@ def _load(path, capability, **kw):
 
 
 def _calls_info(ad, kind):
-    return ad.info["model_calls"][kind]
+    return ad.call_counts[kind]
 
 
 def _entries(root):
