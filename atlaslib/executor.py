@@ -220,8 +220,12 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
               "data_dir": str(Path(data_dir).resolve()) if data_dir else None,
               "failed_dir": (Path(paths.build) / "failed").resolve(), "force": force}
     start = time.perf_counter()
+
+    def record(outcome) -> None:  # each run's time as it finishes: an interrupted build keeps what it measured
+        save_run_times(paths.build, [outcome], log)
+
     if executor == "serial":
-        outcomes, failures = _run_serial(reqs, kwargs, task or runner.run, log, expected)
+        outcomes, failures = _run_serial(reqs, kwargs, task or runner.run, log, expected, record)
     else:
         if kwargs["data_dir"] is None and os.environ.get("ATLAS_DATA_DIR"):
             kwargs["data_dir"] = os.environ["ATLAS_DATA_DIR"]  # workers elsewhere may lack the variable
@@ -234,7 +238,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
             outs, fails = _run_dask(todo, kwargs, runner.run if task is None else task, log, address=address,
                                     from_env=not scheduler, n_workers=n_workers, memory_limit=memory_limit,
                                     retries=retries, connect_timeout=connect_timeout, count_from=len(served),
-                                    count_of=len(reqs), expected=expected)
+                                    count_of=len(reqs), expected=expected, record=record)
             done, failed = dict(zip(todo, outs)), {f.request: f for f in fails}
         else:
             log(f"dask: all {len(reqs)} run(s) are current; no cluster needed")
@@ -251,7 +255,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     return report
 
 
-def _run_serial(reqs, kwargs, task, log, expected=None):
+def _run_serial(reqs, kwargs, task, log, expected=None, record=None):
     from .progress import MatrixStatus
 
     outcomes, failures = [], []
@@ -269,6 +273,8 @@ def _run_serial(reqs, kwargs, task, log, expected=None):
                 if kind == "error":
                     status.log(payload["traceback"])
             status.finished(req.label, _status_line(i, len(reqs), outcomes[-1]))
+            if record:
+                record(outcomes[-1])
     finally:
         status.close()
     return outcomes, failures
@@ -507,7 +513,7 @@ def longest_first(reqs, expected: dict | None = None) -> list[int]:
 
 def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_limit, retries, connect_timeout=None,
               no_worker_timeout: float = 120.0, count_from: int = 0, count_of: int | None = None,
-              expected: dict | None = None):
+              expected: dict | None = None, record=None):
     from collections import deque
     from concurrent.futures import CancelledError
 
@@ -595,7 +601,10 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
                     payload.extra = {**(payload.extra or {}), "attempts": attempt + 1}
                 results[i] = (kind, payload)
                 done += 1
-                status.finished(req.label, _status_line(done, count_of, _outcome(req, kind, payload)[1]))
+                outcome = _outcome(req, kind, payload)[1]
+                status.finished(req.label, _status_line(done, count_of, outcome))
+                if record:
+                    record(outcome)
     finally:
         status.close()
         client.close(timeout=deadline)  # a scheduler that stopped answering cannot hold the close either

@@ -266,6 +266,18 @@ def test_a_build_records_its_runs_times_for_the_next_and_a_damaged_record_costs_
     assert len(lines) == 1 and "could not be recorded" in lines[0]
 
 
+def test_an_interrupted_build_keeps_the_times_of_the_runs_it_finished(tmp_path):
+    def first_then_interrupt(req, **kw):
+        if req == MAJORITY:
+            return RunOutcome(req, "ran", seconds=41.5, cell_status="ok")
+        raise KeyboardInterrupt  # the user stops the build while the second run is going
+
+    paths = build_paths(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        executor.run_requests([MAJORITY, NEGSPACY], paths, task=first_then_interrupt, log=lambda *a: None)
+    assert executor.load_run_times(paths.build) == {MAJORITY.label: 41.5}
+
+
 def test_data_stories_run_beside_the_matrix_not_before_it(tmp_path, monkeypatch):
     """The matrix waits for a signal the stories give when they start: run one after the other, it would time
     out; a failing story is raised in the caller."""
