@@ -7,8 +7,8 @@ outputs). :func:`run_requests` hands the jobs to one of two executors:
     one after the other in this process (what ``atlas book`` has always done).
 ``"dask"``
     one Dask task per request. By default on a :class:`distributed.LocalCluster` started for the
-    occasion: ``n_workers`` worker processes (default: the number of cores), one thread each, a memory
-    limit per worker, bound to 127.0.0.1, no dashboard. With ``scheduler="tcp://HOST:PORT"`` (or the
+    occasion: ``n_workers`` worker processes (default: the number of cores, at most one per run to
+    execute), one thread each, a memory limit per worker, bound to 127.0.0.1, no dashboard. With ``scheduler="tcp://HOST:PORT"`` (or the
     environment variable ``ATLAS_DASK_SCHEDULER``) the tasks go to an existing cluster instead, e.g. one
     that dask-jobqueue started on SLURM (see ``book/methods/scale_out.md``).
 
@@ -203,7 +203,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
 
     ``executor``: ``"serial"``, ``"dask"``, or None for "dask when a scheduler is named (argument or
     ``$ATLAS_DASK_SCHEDULER``), else serial". For Dask, ``scheduler`` (or ``$ATLAS_DASK_SCHEDULER``) names an
-    existing scheduler; otherwise a LocalCluster with ``n_workers`` processes (default ``os.cpu_count()``),
+    existing scheduler; otherwise a LocalCluster with ``n_workers`` processes (default ``os.cpu_count()``, at most one per run to execute),
     one thread each, ``memory_limit`` per worker (e.g. ``"4GiB"``; default Dask's ``"auto"``: the machine's
     memory shared equally), on 127.0.0.1 without dashboard. ``connect_timeout``: how long an existing
     scheduler has to connect and answer (default :data:`SCHEDULER_DEADLINE`); one that stops answering
@@ -357,7 +357,16 @@ def _scheduler_answers(client, deadline: float) -> bool:
         return False
 
 
-def _open_client(address, from_env, n_workers, memory_limit, log, connect_timeout=None):
+def cluster_size(n_workers: int | None, n_runs: int) -> int:
+    """A LocalCluster's worker processes: ``n_workers`` when given, else one per core but no more than the runs
+    to execute (a rebuild that re-executes one run gives it every core's torch threads, not an idle worker's
+    share)."""
+    if n_workers:
+        return n_workers
+    return max(1, min(os.cpu_count() or 1, n_runs))
+
+
+def _open_client(address, from_env, n_workers, memory_limit, log, connect_timeout=None, n_runs: int = 1 << 30):
     """(client, cluster-or-None) for an existing scheduler or a new LocalCluster."""
 
     from distributed import Client, LocalCluster
@@ -366,7 +375,7 @@ def _open_client(address, from_env, n_workers, memory_limit, log, connect_timeou
         client = _connect(address, _scheduler_source(from_env), _seconds(connect_timeout))
         log(f"dask: submitting to the scheduler at {address}")
         return client, None
-    n = n_workers or os.cpu_count() or 1
+    n = cluster_size(n_workers, n_runs)
     memory_limit = memory_limit or "auto"
     threads = worker_threads(n)
     with _env(THREADS_ENV, str(threads)):  # the worker processes (and their kernels) start with it
@@ -522,7 +531,7 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
     from distributed.scheduler import KilledWorker
 
     lost_errors = (KilledWorker, CommClosedError, OSError, TimeoutError, CancelledError)
-    client, cluster = _open_client(address, from_env, n_workers, memory_limit, log, connect_timeout)
+    client, cluster = _open_client(address, from_env, n_workers, memory_limit, log, connect_timeout, len(reqs))
 
     def capacity() -> float:
         # On our own LocalCluster a run is handed out only when a worker thread is free, so a worker that

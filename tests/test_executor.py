@@ -266,6 +266,14 @@ def test_a_build_records_its_runs_times_for_the_next_and_a_damaged_record_costs_
     assert len(lines) == 1 and "could not be recorded" in lines[0]
 
 
+def test_a_local_cluster_has_no_more_workers_than_runs_so_one_run_gets_every_core(monkeypatch):
+    monkeypatch.setattr(executor.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv(executor.THREADS_ENV, raising=False)
+    assert [executor.cluster_size(None, n) for n in (1, 2, 38)] == [1, 2, 2]
+    assert executor.cluster_size(3, 1) == 3                       # asked for: given
+    assert [executor.worker_threads(executor.cluster_size(None, n)) for n in (1, 38)] == [2, 1]
+
+
 def test_an_interrupted_build_keeps_the_times_of_the_runs_it_finished(tmp_path):
     def first_then_interrupt(req, **kw):
         if req == MAJORITY:
