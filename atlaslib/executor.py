@@ -9,8 +9,8 @@ outputs). :func:`run_requests` hands the jobs to one of two executors:
     one Dask task per request. By default on a :class:`distributed.LocalCluster` started for the
     occasion: ``n_workers`` worker processes (default: the number of cores, at most one per run to
     execute), one thread each, a memory limit per worker, bound to 127.0.0.1, no dashboard. With
-    ``scheduler="tcp://HOST:PORT"`` (or the environment variable ``ATLAS_DASK_SCHEDULER``) the tasks go to an existing cluster instead, e.g. one
-    that dask-jobqueue started on SLURM (see ``book/methods/scale_out.md``).
+    ``scheduler="tcp://HOST:PORT"`` (or the environment variable ``ATLAS_DASK_SCHEDULER``) the tasks go to
+    an existing cluster instead, e.g. one that dask-jobqueue started on SLURM (see ``book/methods/scale_out.md``).
 
 Faults. A notebook that raises is a *result*, not a fault: :class:`~atlaslib.runner.RunFailed` comes back
 as data and is never retried (a notebook error is deterministic). A worker that dies under a task (killed,
@@ -204,8 +204,8 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     ``executor``: ``"serial"``, ``"dask"``, or None for "dask when a scheduler is named (argument or
     ``$ATLAS_DASK_SCHEDULER``), else serial". For Dask, ``scheduler`` (or ``$ATLAS_DASK_SCHEDULER``) names an
     existing scheduler; otherwise a LocalCluster with ``n_workers`` processes (default ``os.cpu_count()``, at
-    most one per run to execute), one thread each, ``memory_limit`` per worker (e.g. ``"4GiB"``; default Dask's ``"auto"``: the machine's
-    memory shared equally), on 127.0.0.1 without dashboard. ``connect_timeout``: how long an existing
+    most one per run to execute), one thread each, ``memory_limit`` per worker (e.g. ``"4GiB"``; default
+    Dask's ``"auto"``: the machine's memory shared equally), on 127.0.0.1 without dashboard. ``connect_timeout``: how long an existing
     scheduler has to connect and answer (default :data:`SCHEDULER_DEADLINE`); one that stops answering
     during the build (asked after :data:`HEARTBEAT` seconds without a finished run) fails the runs not yet
     done, naming it, and the finished ones are kept. ``retries``: how many times a run whose worker died is submitted again.
