@@ -190,12 +190,6 @@ class _HFAdapter:
             "model_calls": {k[0]: sp.spec for k, sp in self._spaces.items()},
         }
 
-    @property
-    def call_counts(self) -> dict:
-        """Per capability: the store on or off (and why), its folder, and the calls made, served, found damaged
-        and not written by this adapter (``info`` keeps only on/off: it goes into run specs)."""
-        return {k[0]: sp.info for k, sp in self._spaces.items()}
-
     # -- model calls: the store (atlaslib.models.calls), fixed-shape batches
     def call_identity(self) -> dict | None:
         """The model's identity in the model-call store's keys: the weights' pin (hub commit with the repo id,

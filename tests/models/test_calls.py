@@ -102,7 +102,9 @@ def _load(path, capability, **kw):
 
 
 def _calls_info(ad, kind):
-    return ad.call_counts[kind]
+    """The adapter's store space for ``kind``: on/off, and the calls made, served, found damaged, not written
+    (``ad.info`` keeps only on/off: it goes into run specs)."""
+    return {k[0]: sp.info for k, sp in ad._spaces.items()}[kind]
 
 
 def _entries(root):
