@@ -264,19 +264,30 @@ def peak_rss_mb() -> float:
 
 
 class Timer:
-    """Context manager measuring wall time; ``.timing`` gives ``{wall_seconds, peak_rss_mb}``."""
+    """Context manager measuring wall time; ``.timing`` gives ``{wall_seconds, peak_rss_mb, model_calls}``: the
+    model calls made and served from the model-call store in the block, with any damaged entry met
+    (:mod:`atlaslib.calltally`)."""
 
     def __enter__(self):
+        from .calltally import TALLY
+
         self.start = time.perf_counter()
+        self._calls = TALLY.snapshot()
         return self
 
     def __exit__(self, *exc):
+        from .calltally import TALLY
+
         self.seconds = time.perf_counter() - self.start
+        self._calls_after = TALLY.snapshot()
 
     @property
     def timing(self) -> dict:
+        from .calltally import TALLY, Tally
+
         secs = getattr(self, "seconds", time.perf_counter() - self.start)
-        return {"wall_seconds": round(secs, 3), "peak_rss_mb": round(peak_rss_mb(), 1)}
+        return {"wall_seconds": round(secs, 3), "peak_rss_mb": round(peak_rss_mb(), 1),
+                "model_calls": Tally.since(self._calls, getattr(self, "_calls_after", None) or TALLY.snapshot())}
 
 
 def make_cell(spec: RunSpec, *, metrics: dict, predictions: list[dict], split: dict | None = None,

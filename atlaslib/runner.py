@@ -604,7 +604,31 @@ def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out
     return RunOutcome(request, "ran", seconds=round(seconds, 2), cell_status=cell["status"],
                       peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
                       notebook=str(nb_out), result=str(res_out),
-                      extra={"model_calls": cell.get("timing", {}).get("model_calls")})
+                      extra={"model_calls": run_model_calls(cell, res_out, request.protocol)})
+
+
+def run_model_calls(cell: dict, res_out: Path, protocol: str) -> dict | None:
+    """The model calls a run's notebook made and was served: its cell's and those of the variant cells it wrote
+    beside it (``variants/PROTOCOL/``, their ``parent_run_key`` its run key). None when its cell counts none."""
+    own = (cell.get("timing") or {}).get("model_calls")
+    if not own:
+        return None
+    total = {"made": own.get("made", 0), "served": own.get("served", 0), "corrupt": list(own.get("corrupt") or []),
+             "write_errors": own.get("write_errors", 0)}
+    folder = Path(res_out).parent / "variants" / protocol
+    for path in sorted(folder.glob("*.json")):
+        try:
+            v = read_cell(path)
+        except (OSError, ValueError):  # a variant file that cannot be read costs its count, never the run
+            continue
+        mc = (v.get("timing") or {}).get("model_calls") or {}
+        if v.get("parent_run_key") != cell.get("run_key") or not mc:
+            continue
+        total["made"] += mc.get("made", 0)
+        total["served"] += mc.get("served", 0)
+        total["corrupt"] += list(mc.get("corrupt") or [])
+        total["write_errors"] += mc.get("write_errors", 0)
+    return total
 
 
 def _keep_failed(executed: Path, request: RunRequest, failed_dir: Path) -> str | None:

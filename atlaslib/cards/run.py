@@ -19,7 +19,6 @@ import copy
 from contextlib import contextmanager
 
 from .. import results
-from ..models import calls
 from . import NotRun, get_card
 
 
@@ -45,8 +44,7 @@ class CardRun:
         self.result_path = result_path
         self.not_run_reason: str | None = None
         self.cell: dict | None = None
-        self._timer = results.Timer().__enter__()
-        self._calls = calls.TALLY.snapshot()  # the model calls this run makes and is served (timing.model_calls)
+        self._timer = results.Timer().__enter__()  # wall time, memory and the model calls of this run
 
     @property
     def ok(self) -> bool:
@@ -98,7 +96,7 @@ class CardRun:
     def timing(self) -> dict:
         """Wall seconds and peak memory since construction, and the model calls made and served from the
         model-call store (:mod:`atlaslib.models.calls`) in that time, with any damaged entry met."""
-        return {**self._timer.timing, "model_calls": calls.Tally.since(self._calls, calls.TALLY.snapshot())}
+        return self._timer.timing
 
     def finish(self, *, metrics: dict | None = None, predictions: list | None = None, split: dict | None = None,
                data_sha256: dict | None = None, seeds: dict | None = None, extra: dict | None = None,

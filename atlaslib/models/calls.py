@@ -61,6 +61,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from atlaslib import sources
+from atlaslib.calltally import TALLY, Tally  # noqa: F401  (the process's tally: results.Timer reads it too)
 
 FORMAT = 1
 MAGIC = b"ATLCALL1"
@@ -163,28 +164,6 @@ def decode_entry(data: bytes, key: str) -> dict | None:
         return out if pos == len(data) - 32 else None
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
-
-
-class Tally:
-    """Model calls made and served in this process (a run's kernel), and the damaged entries met: what the
-    run's cell records (``timing.model_calls``) and the build report prints."""
-
-    def __init__(self):
-        self.made = self.served = self.write_errors = 0
-        self.corrupt: list[str] = []
-
-    def snapshot(self) -> dict:
-        return {"made": self.made, "served": self.served, "corrupt": list(self.corrupt),
-                "write_errors": self.write_errors}
-
-    @staticmethod
-    def since(before: dict, after: dict) -> dict:
-        return {"made": after["made"] - before["made"], "served": after["served"] - before["served"],
-                "corrupt": after["corrupt"][len(before["corrupt"]):],
-                "write_errors": after["write_errors"] - before["write_errors"]}
-
-
-TALLY = Tally()
 
 
 class CallSpace:

@@ -83,3 +83,30 @@ def test_paired_numbers_equal_a_direct_computation():
 
     w = worst(table)
     assert len(w) == 1 and w["difference"].iloc[0] == table["difference"].min()
+
+
+def test_a_runs_model_calls_add_its_variant_runs_and_leave_out_an_older_runs(tmp_path):
+    """The timing table's calls of a run: its cell's, plus each variant cell it wrote (timed blocks count the
+    store's calls); a variant left from an older run (another parent run key) and a damaged file add nothing."""
+    from atlaslib import results, runner
+    from atlaslib.models import calls
+    from atlaslib.variants import write_variant_cells
+
+    base = base_cell()
+    with results.Timer() as t:
+        calls.TALLY.made += 2
+        calls.TALLY.served += 5
+    base["timing"] = t.timing
+    assert base["timing"]["model_calls"] == {"made": 2, "served": 5, "corrupt": [], "write_errors": 0}
+    ids = [r["item_id"] for r in base["predictions"]][:10]
+    mine, older = perturbed(base, "a", ids, 3), perturbed(base, "b", ids, 4)
+    with results.Timer() as t:
+        calls.TALLY.made += 3
+        calls.TALLY.served += 1
+    mine["timing"] = t.timing
+    older["parent_run_key"], older["timing"] = "k0", {"model_calls": {"made": 100, "served": 0}}
+    res_out = tmp_path / "m" / "zero_shot.json"
+    write_variant_cells([mine, older], res_out, "zero_shot")
+    (tmp_path / "m" / "variants" / "zero_shot" / "c-v1.json").write_text("{not json")
+    assert runner.run_model_calls(base, res_out, "zero_shot") == {"made": 5, "served": 6, "corrupt": [],
+                                                                  "write_errors": 0}
