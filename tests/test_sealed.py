@@ -35,3 +35,23 @@ def test_hypothesis_is_derandomised_keeps_no_database_and_writes_to_the_session(
 
     assert settings.default.derandomize is True and settings.default.database is None
     assert storage_directory("constants", intent_to_write=False).path == session_dir / "hypothesis" / "constants"
+
+
+def test_xdist_groups_keep_a_groups_tests_on_one_worker(tmp_path):
+    """Tests that share a session-built book are marked ``xdist_group``; ``make test``'s ``--dist loadgroup`` must
+    put each group on one worker (on pytest 9.2 it silently did not, and both workers built every book)."""
+    (tmp_path / "test_grouped.py").write_text(
+        "import os, pytest\n"
+        "pytestmark = pytest.mark.xdist_group('shared')\n"
+        "@pytest.mark.parametrize('i', range(6))\n"
+        "def test_member(i):\n"
+        "    with open(os.environ['GROUP_LOG'], 'a') as f:\n"
+        "        f.write(os.environ['PYTEST_XDIST_WORKER'] + '\\n')\n")
+    (tmp_path / "test_loose.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    log = tmp_path / "workers.txt"
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
+                          "loadgroup", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+                         cwd=tmp_path, env={**os.environ, "GROUP_LOG": str(log)}, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    workers = log.read_text().split()
+    assert len(workers) == 6 and len(set(workers)) == 1, workers
