@@ -659,7 +659,9 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
                       f"| source | {md(prof.source)} ({md_code(public_location(prof.location))}) |",
                       f"| revision | {md_code(prof.revision)} |" if prof.revision else "| revision | — |",
                       f"| capabilities | {', '.join(md_code(c) for c in prof.capabilities)} |",
-                      f"| trained on | {', '.join(md(t) for t in prof.trained_on) or '—'} |",
+                      f"| training data (declared by its maker) | "
+                      f"{', '.join(md(t) for t in prof.training_data) or 'not declared'} |",
+                      f"| trained on a card's data | {', '.join(md(t) for t in prof.trained_on) or 'none declared'} |",
                       f"| label map | {md(', '.join(f'{k} → {v}' for k, v in prof.label_map.items())) or '—'} |",
                       ""]
             source, caps = prof.source, ", ".join(prof.capabilities)

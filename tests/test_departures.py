@@ -47,3 +47,18 @@ def test_example_items_are_placed_by_the_cards_split(data_dir):
 def test_negex_split_departure_quotes_computed_counts(key):
     atlas = negex.CARD.departures[0].atlas
     assert f"{{{{fact:{key}}}}}" in atlas
+
+
+def test_a_model_page_shows_what_the_model_learnt_from_as_the_rows_notes_read_it(tmp_path):
+    """The model page shows the profile's declared training data (what the contamination note reads) beside its
+    training on a card's data: SmolLM2's page said 'trained on —' while each of its rows named web and code crawls."""
+    from atlaslib import book
+    from atlaslib.cards import available_cards
+    from atlaslib.models import get_profile
+
+    book.render_models(tmp_path, available_cards(), [])
+    page = (tmp_path / "book" / "models" / "smollm2-135m-instruct.md").read_text(encoding="utf-8")
+    declared = get_profile("smollm2-135m-instruct").training_data
+    assert "web-crawl" in declared
+    assert f"| training data (declared by its maker) | {', '.join(declared)} |" in page
+    assert "| trained on a card's data | none declared |" in page
