@@ -54,3 +54,59 @@ def test_atlas_cache_lists_sizes_and_clears_the_store(tmp_path, monkeypatch, cap
     assert "2 entries removed" in capsys.readouterr().out
     assert list(calls.entries()) == [] and (tmp_path / "cache" / "models" / "w.bin").exists()
     assert cli.main(["cache"]) == 0 and "0 entries, 0 bytes" in capsys.readouterr().out
+
+
+def test_a_build_with_nothing_run_and_the_same_pages_keeps_the_last_good_site_and_nothing_else_does(tmp_path,
+                                                                                                   monkeypatch):
+    """The no-op build's shortcut: no run or story executed, the render key equal to the one of the site tree and
+    of the last build that passed its checks -> nothing rendered, Jupyter Book not started. A run executed, a
+    changed key, or a last build that failed -> rendered (or its build report) and built as before."""
+    from atlaslib import book, linkcheck
+    from atlaslib.matrix import MatrixReport
+    from atlaslib.runner import RunOutcome, RunRequest
+
+    paths = book.BuildPaths(results=tmp_path / "results", runs=tmp_path / "runs", build=tmp_path / "_build")
+    did, key, jb_code = [], ["K1"], [0]
+
+    def render_site(paths, publish, report, cards):
+        did.append("render")
+        src = paths.src(publish)
+        (src / "book").mkdir(parents=True, exist_ok=True)
+        (src / "book" / "intro.md").write_text("# intro\n")
+        return src, []
+
+    def jupyter_book_build(src, out, log, incremental=False):
+        did.append("jupyter-book")
+        (out / "_build" / "html").mkdir(parents=True, exist_ok=True)
+        (out / "_build" / "html" / "index.html").write_text("<html></html>")
+        return jb_code[0], []
+
+    report = [None]
+    monkeypatch.setattr(book, "render_key", lambda paths, cards, rep: key[0])
+    monkeypatch.setattr(book, "render_site", render_site)
+    monkeypatch.setattr(book, "render_build_report", lambda src, rep: did.append("report"))
+    monkeypatch.setattr(book, "jupyter_book_build", jupyter_book_build)
+    monkeypatch.setattr(book, "_with_stories", lambda reqs, paths, data_dir, force, log, run: report[0])
+    monkeypatch.setattr(linkcheck, "check", lambda html: [])
+
+    def build():
+        did.clear()
+        lines = []
+        code = book._build(paths, False, False, True, None, [], [], "serial", None, None, None, lines.append)
+        return code, list(did), lines
+
+    req = RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot")
+    served = MatrixReport(outcomes=[RunOutcome(req, "cached")])
+    report[0] = served
+    assert build()[:2] == (0, ["render", "jupyter-book"])                 # first build
+    code, done, lines = build()                                             # nothing changed
+    assert (code, done) == (0, []) and any("kept as it was" in ln for ln in lines)
+    report[0] = MatrixReport(outcomes=[RunOutcome(req, "ran", seconds=3.0)])
+    assert build()[:2] == (0, ["report", "jupyter-book"])                  # a run executed: its report is built
+    report[0], key[0] = served, "K2"
+    assert build()[:2] == (0, ["render", "jupyter-book"])                  # a page would change
+    key[0], jb_code[0] = "K3", 1
+    assert build()[:2] == (1, ["render", "jupyter-book"])                  # the site build fails ...
+    jb_code[0] = 0
+    assert build()[:2] == (0, ["report", "jupyter-book"])                  # ... so the next one is not skipped
+    assert build()[:2] == (0, [])
