@@ -44,8 +44,9 @@ WHEEL_CACHE      ?= $(if $(XDG_CACHE_HOME),$(XDG_CACHE_HOME),$(HOME)/.cache)/cli
 LLAMA_WHEEL_DIR  := $(WHEEL_CACHE)/llama-cpp-python-$(LLAMA_VERSION)-$(LLAMA_BUILD_KEY)
 
 # The test command README gives (`make test`): every test, two workers (tests that share a built book run on one
-# worker: --dist loadgroup), a test that hangs fails with its name after 15 minutes, the 25 slowest listed.
-PYTEST_ARGS ?= -q -n 2 --dist loadgroup --timeout 900 --durations 25
+# worker: --dist loadgroup), a test that hangs fails with its name after 30 minutes (a session book's build, or
+# the llama.cpp server's 100 prompts, took up to 15 minutes on a loaded 2-core machine), the 25 slowest listed.
+PYTEST_ARGS ?= -q -n 2 --dist loadgroup --timeout 1800 --durations 25
 
 .PHONY: book publish test env test-env browser clean
 env: $(VENV)/.installed

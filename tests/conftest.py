@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -61,6 +62,11 @@ for _name in ("ATLAS_CACHE_DIR", "HF_HUB_CACHE", "XDG_CACHE_HOME"):
     Path(os.environ[_name]).mkdir(parents=True, exist_ok=True)
 if "ATLAS_DATA_DIR" not in os.environ and SHARED_DATA.is_dir():
     os.environ["ATLAS_DATA_DIR"] = str(SHARED_DATA)
+
+# Ctrl-C reaches the tests as it reaches a user's terminal even when the suite was started with SIGINT ignored (a
+# background job of a non-interactive shell, `nohup`, some CI runners): the atlas's Ctrl-C tests need Python's own
+# handler in place, as every `atlas` command finds it
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from hypothesis import settings  # noqa: E402  (after the environment is sealed)
 
