@@ -1083,11 +1083,10 @@ def _build(paths: BuildPaths, publish: bool, force: bool, run_runs: bool, data_d
     pages_before = builddir.snapshot(paths.src(publish))
     key = None if publish else render_key(paths, cards, report)  # a publish build always renders afresh
     out = paths.html_out(publish)
-    if key is not None and nothing_ran(report) and built_with(out) == key and rendered_with(paths.src(publish)) == key:
-        html_dir = out / "_build" / "html"
+    if key is not None and nothing_ran(report) and site_built_with(out) == key == rendered_with(paths.src(publish)):
         log("site: nothing changed since the last build (no run or data story executed, every page the same); "
             "kept as it was (its build report describes the build that made it)")
-        log(f"book built: {html_dir / 'index.html'}")
+        log(f"book built: {out / '_build' / 'html' / 'index.html'}")
         return 0
     if key is not None and rendered_with(paths.src(publish)) == key:
         src, withheld = paths.src(publish), []
@@ -1097,7 +1096,7 @@ def _build(paths: BuildPaths, publish: bool, force: bool, run_runs: bool, data_d
         src, withheld = render_site(paths, publish=publish, report=report, cards=cards)
         if key is not None:
             results.atomic_write_text(src / RENDER_KEY, key + "\n")
-    built_with(out, None)  # until this build succeeds, the site it leaves is not one to keep as is
+    mark_site_built(out, None)  # until this build succeeds, the site it leaves is not one to keep as is
     # Sphinx reads again only what changed when the site has the same files as last time; a publish build, a
     # page added or removed (its old HTML would stay), or a failed last build is built afresh
     same_files = bool(pages_before) and set(pages_before) == set(builddir.snapshot(src))
@@ -1128,7 +1127,7 @@ def _build(paths: BuildPaths, publish: bool, force: bool, run_runs: bool, data_d
         log(f"publish build: withheld {len(withheld)} item(s): " + "; ".join(w for w, _ in withheld))
     if status == 0:
         if key is not None:
-            built_with(out, key)
+            mark_site_built(out, key)
         log(f"book built: {html_dir / 'index.html'}")
     return status
 
@@ -1145,22 +1144,25 @@ def nothing_ran(report: MatrixReport | None) -> bool:
         all(o.status in ("cached", "none") for o in (report.stories or []))
 
 
-def built_with(out: Path, key: str | None | bool = False) -> str | None:
-    """The render key of the last build that made the HTML under ``out`` and passed every check; with ``key``
-    given, record it (None: forget it, before a build that may fail)."""
+def site_built_with(out: Path) -> str | None:
+    """The render key of the last build that made the HTML under ``out`` and passed every check; None when there
+    is none (or its HTML is gone)."""
+    try:
+        if (Path(out) / "_build" / "html" / "index.html").is_file():
+            return (Path(out) / SITE_OK).read_text(encoding="utf-8").strip()
+    except OSError:
+        pass
+    return None
+
+
+def mark_site_built(out: Path, key: str | None) -> None:
+    """Record ``key`` as the render key of the HTML under ``out`` (None: forget it, before a build that may fail).
+    A marker that cannot be written costs the next build its shortcut, never this build."""
     marker = Path(out) / SITE_OK
-    if key is False:
-        try:
-            return marker.read_text(encoding="utf-8").strip() if (Path(out) / "_build" / "html" / "index.html"
-                                                                   ).is_file() else None
-        except OSError:
-            return None
     try:
         if key is None:
             marker.unlink(missing_ok=True)
         else:
             results.atomic_write_text(marker, key + "\n")
-    except OSError:  # an unwritable marker costs the next build its shortcut, never this build
+    except OSError:
         pass
-    return None
-

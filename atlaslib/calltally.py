@@ -23,5 +23,13 @@ class Tally:
                 "corrupt": after["corrupt"][len(before["corrupt"]):],
                 "write_errors": after["write_errors"] - before["write_errors"]}
 
+    @staticmethod
+    def total(parts) -> dict:
+        """The counts of several blocks (``since`` results, a run's and its variant runs') added up."""
+        parts = list(parts)
+        return {"made": sum(p.get("made", 0) for p in parts), "served": sum(p.get("served", 0) for p in parts),
+                "corrupt": [c for p in parts for c in p.get("corrupt") or []],
+                "write_errors": sum(p.get("write_errors", 0) for p in parts)}
+
 
 TALLY = Tally()

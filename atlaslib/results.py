@@ -40,6 +40,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from .calltally import TALLY, Tally
+
 SCHEMA_VERSION = 1
 RESULTS_DIR_ENV = "ATLAS_RESULTS_DIR"
 
@@ -269,22 +271,16 @@ class Timer:
     (:mod:`atlaslib.calltally`)."""
 
     def __enter__(self):
-        from .calltally import TALLY
-
         self.start = time.perf_counter()
         self._calls = TALLY.snapshot()
         return self
 
     def __exit__(self, *exc):
-        from .calltally import TALLY
-
         self.seconds = time.perf_counter() - self.start
         self._calls_after = TALLY.snapshot()
 
     @property
     def timing(self) -> dict:
-        from .calltally import TALLY, Tally
-
         secs = getattr(self, "seconds", time.perf_counter() - self.start)
         return {"wall_seconds": round(secs, 3), "peak_rss_mb": round(peak_rss_mb(), 1),
                 "model_calls": Tally.since(self._calls, getattr(self, "_calls_after", None) or TALLY.snapshot())}

@@ -609,26 +609,23 @@ def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out
 
 def run_model_calls(cell: dict, res_out: Path, protocol: str) -> dict | None:
     """The model calls a run's notebook made and was served: its cell's and those of the variant cells it wrote
-    beside it (``variants/PROTOCOL/``, their ``parent_run_key`` its run key). None when its cell counts none."""
+    beside it (``variants/PROTOCOL/``; :func:`atlaslib.variants.parents` decides which belong to it). None when its
+    cell counts none."""
+    from .calltally import Tally
+    from .variants import parents
+
     own = (cell.get("timing") or {}).get("model_calls")
     if not own:
         return None
-    total = {"made": own.get("made", 0), "served": own.get("served", 0), "corrupt": list(own.get("corrupt") or []),
-             "write_errors": own.get("write_errors", 0)}
-    folder = Path(res_out).parent / "variants" / protocol
-    for path in sorted(folder.glob("*.json")):
+    parts = [own]
+    for path in sorted((Path(res_out).parent / "variants" / protocol).glob("*.json")):
         try:
             v = read_cell(path)
         except (OSError, ValueError):  # a variant file that cannot be read costs its count, never the run
             continue
-        mc = (v.get("timing") or {}).get("model_calls") or {}
-        if v.get("parent_run_key") != cell.get("run_key") or not mc:
-            continue
-        total["made"] += mc.get("made", 0)
-        total["served"] += mc.get("served", 0)
-        total["corrupt"] += list(mc.get("corrupt") or [])
-        total["write_errors"] += mc.get("write_errors", 0)
-    return total
+        if parents([v], [cell]) and (v.get("timing") or {}).get("model_calls"):
+            parts.append(v["timing"]["model_calls"])
+    return Tally.total(parts)
 
 
 def _keep_failed(executed: Path, request: RunRequest, failed_dir: Path) -> str | None:
