@@ -21,6 +21,8 @@ needs no change here.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 
 def analysis_of(card: str):
     """The card's :class:`atlaslib.cards.Analysis` declaration (a default one for a card not registered)."""
@@ -41,6 +43,40 @@ def ok_cells(cells) -> list[dict]:
 def run_label(cell: dict) -> str:
     """``model (protocol)``: how a run is named in the analysis tables."""
     return f"{cell['spec']['model']} ({cell['spec']['protocol']})"
+
+
+#: a seeded run's answer when no answer is given by more than half of its seeds' models (counted wrong)
+NO_MAJORITY = "no majority"
+
+
+def seed_runs_of(cell: dict) -> list[dict]:
+    """The ``extra.seed_runs`` of a row trained with several seeds (two or more, each with its ``predictions``),
+    else ``[]`` (a run of one model, or seeds that do not give their answers)."""
+    runs = (cell.get("extra") or {}).get("seed_runs") or []
+    if len(runs) < 2 or not all(isinstance(r.get("predictions"), list) for r in runs):
+        return []
+    return runs
+
+
+def majority(answers, n: int):
+    """The answer given by more than half of ``n`` models (``answers``: theirs, None for a model without one),
+    else :data:`NO_MAJORITY`."""
+    counts = Counter(a for a in answers if a is not None)
+    if counts:
+        a, k = counts.most_common(1)[0]
+        if 2 * k > n:
+            return a
+    return NO_MAJORITY
+
+
+def one_model_label(cell: dict) -> str:
+    """:func:`run_label` of a table that reads the cell's own predictions: a row over several training seeds
+    (``extra.seed_runs``) names the one seed whose model those predictions are (the cell keeps its first seed's),
+    so the figure is never read as the row's mean over seeds."""
+    runs = (cell.get("extra") or {}).get("seed_runs") or []
+    if len(runs) < 2:
+        return run_label(cell)
+    return f"{run_label(cell)[:-1]}, seed {runs[0]['seed']}'s model of {len(runs)})"
 
 
 def addresses(cell: dict, metrics) -> bool:

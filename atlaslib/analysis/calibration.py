@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import analysis_of, n_resamples_of, ok_cells, run_label
+from . import analysis_of, n_resamples_of, ok_cells, one_model_label as run_label
 
 N_BINS = 10
 N_CONSISTENCY = 200

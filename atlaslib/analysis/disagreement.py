@@ -12,14 +12,19 @@ and *hard* when every run's prediction differs from gold. Span cards (MACCROBAT)
 (the card's strict match). Relation card (TempEval): the records' ``found`` strings mark, per gold item of
 each kind, whether the run's prediction holds it (the scorer's match); only runs that address the kind's
 leaderboard metric (its value is not null) count.
+
+A row trained with several seeds (``extra.seed_runs`` with each seed's predictions) answers an item with the
+label more than half of its seeds' models give (else ``no majority``, counted wrong) and finds a gold mention
+when more than half of its seeds find it: the card's paired comparisons and the item explorer count it so.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import addresses, analysis_of, ok_cells, run_label
+from . import addresses, analysis_of, majority, ok_cells, run_label, seed_runs_of
 
 #: the kinds of card (:class:`atlaslib.cards.Analysis`) whose runs answer items one label each
 ITEM_KINDS = ("binary", "labels")
@@ -48,13 +53,30 @@ class Disagreement:
             self.items[self.items["status"] == "found by none"]
 
 
+def run_answers(cell: dict) -> dict:
+    """``{item_id: pred}`` of a run: its records' ``pred``; a row over training seeds (:func:`seed_runs_of`):
+    per item the answer of more than half of its seeds' models, else :data:`atlaslib.analysis.NO_MAJORITY` (never gold, so
+    counted wrong: the card's paired comparisons count a seeded row's decisions so). Span and relation records
+    keep their own ``pred`` here (see :func:`_mentions_found`)."""
+    runs = seed_runs_of(cell)
+    own = {p["item_id"]: p.get("pred") for p in cell["predictions"]}
+    if not runs or not all(isinstance(v, str) for v in own.values()):
+        return own
+    by_seed = [{x["item_id"]: x.get("pred") for x in r["predictions"]} for r in runs]
+    return {i: majority([s.get(i) for s in by_seed], len(by_seed)) for i in own}
+
+
 def _is_constant(cell: dict) -> bool:
     """True when every record has the same ``pred`` (records without ``pred``, as TempEval's per-document
-    ones, are never constant)."""
+    ones, are never constant); a row over training seeds: its majority answers (:func:`run_answers`) are all the
+    same on an item card, every seed's model is constant on a span card."""
     recs = cell["predictions"]
     if not all("pred" in p for p in recs):
         return False
-    return len({repr(p["pred"]) for p in recs}) <= 1
+    runs = seed_runs_of(cell)
+    if runs and not all(isinstance(p["pred"], str) for p in recs):
+        return all(len({repr(x.get("pred")) for x in r["predictions"]}) <= 1 for r in runs)
+    return len({repr(p) for p in run_answers(cell).values()}) <= 1
 
 
 def compared_runs(cells) -> tuple[list[dict], list[str]]:
@@ -71,10 +93,9 @@ def item_disagreement(cells) -> Disagreement:
     labels = [run_label(c) for c in runs]
     gold, preds = {}, {}
     for lab, c in zip(labels, runs):
-        preds[lab] = {}
+        preds[lab] = run_answers(c)
         for p in c["predictions"]:
             gold.setdefault(p["item_id"], p["gold"])
-            preds[lab][p["item_id"]] = p["pred"]
     ids = [i for i in gold if all(i in preds[lab] for lab in labels)]
     frame = pd.DataFrame({"item_id": ids, "gold": [gold[i] for i in ids],
                           **{lab: [preds[lab][i] for i in ids] for lab in labels}})
@@ -104,11 +125,19 @@ def _mentions_found(runs, labels) -> pd.DataFrame:
 
     gold, found = {}, {lab: set() for lab in labels}
     for lab, c in zip(labels, runs):
+        seeds = seed_runs_of(c)        # a row over training seeds finds a mention more than half of its seeds find
+        by_seed = [{x["item_id"]: x.get("pred") for x in r["predictions"]} for r in seeds]
         for p in c["predictions"]:
             g = set(mentions(p["gold"]))
             for m in g:
                 gold[(p["item_id"], *m)] = None
-            for m in g & set(mentions(p["pred"])):
+            if seeds:
+                k = Counter(m for s in by_seed if s.get(p["item_id"]) is not None
+                            for m in g & set(mentions(s[p["item_id"]])))
+                hit = {m for m, n in k.items() if 2 * n > len(seeds)}
+            else:
+                hit = g & set(mentions(p["pred"]))
+            for m in hit:
                 found[lab].add((p["item_id"], *m))
     keys = sorted(gold)
     return pd.DataFrame({"item_id": [k[0] for k in keys], "type": [k[1] for k in keys],

@@ -14,24 +14,57 @@ Columns, in order: the unit's key (``item_id``; for mentions ``type``, ``first_w
 relations ``kind``, ``index``), the item's input (the fields the card declares in
 ``CARD.analysis.inputs``, taken from what an outside system sees of the item, when ``inputs`` are given),
 ``gold``, then per run ``<model> · <protocol>`` (its prediction: the label; for a mention the run's tags on
-its words; for a relation "found" / "missed"), ``… · score`` (runs that give scores), ``… · right``
+its words; for a relation "found" / "missed"; for a run trained with several seeds its seeds' majority,
+below), ``… · score`` (runs that give scores; ``… · mean score`` for a seeded run), ``… · right``
 (``right`` / ``wrong``; for mentions and relations ``found`` / ``missed``, and empty when the run does not
-address the unit), ``… · trigger`` and ``… · category`` (rule evidence, for runs that record it), then one
-column per declared slice (the slice's group, as :mod:`atlaslib.analysis.slices` groups it), and
-``runs right`` (how many compared runs get the unit right), ``every run wrong`` and ``runs disagree``
-(``yes`` / ``no``, over the compared runs: constant runs are left out, as in
-:mod:`atlaslib.analysis.disagreement`, so the counts are that table's).
+address the unit), ``… · seed <s>`` (a seeded run's seeds, one column each), ``… · trigger`` and
+``… · category`` (rule evidence, for runs that record it), then one column per declared slice (the slice's
+group, as :mod:`atlaslib.analysis.slices` groups it), and ``runs right`` (how many compared runs get the unit
+right), ``every run wrong`` and ``runs disagree`` (``yes`` / ``no``, over the compared runs: constant runs are
+left out, as in :mod:`atlaslib.analysis.disagreement`, so the counts are that table's when no compared run is
+seeded).
 
 What a card contributes comes from its declaration (:class:`atlaslib.cards.Analysis`: ``kind``, ``slices``,
 ``rule_evidence``, ``inputs``), never from its name.
+
+**Rows trained with several seeds.** A cell whose ``extra.seed_runs`` holds two or more seeds, each with its
+``predictions`` (a fine-tuned row: one trained model per seed; the cell's own ``predictions`` are the first
+seed's), is one run of the explorer whose answer is its seeds' *majority*, the rule the card page's paired
+comparisons count it by (:func:`atlaslib.metrics.compare._with_seed_runs`: a unit is right for the row when
+more than half of its seeds' models are right, ties wrong):
+
+- item cards: the run's column shows the label more than half of the seeds' models predict; when no label has
+  more than half (an even number of seeds split evenly, or more than two labels) it shows ``no majority``
+  (:data:`NO_MAJORITY`), which is never the gold label, so ``… · right`` is ``right`` exactly when more than
+  half of the seeds are right: the comparison's McNemar decision, and :meth:`Explorer.right_wrong` of two runs
+  is the comparison's *b*. The run's score column is ``… · mean score``: per item the mean of its seeds'
+  scores (empty when a seed gives none), not one model's score, and not what decides the majority answer. A
+  seeded run shows no rule evidence (its cell's evidence would be the first seed's alone).
+- span cards: the run has found a gold mention when more than half of its seeds' models predict exactly that
+  mention; its column shows the tags more than half of the seeds put on the mention's words, else
+  ``no majority``; in ``predicted_only`` a seeded run predicts a non-gold mention when more than half of its
+  seeds' models do (the rows are the mentions some run predicts, as for other runs).
+
+Each seed's own answer is in one more column per seed, ``<model> · <protocol> · seed <s>`` (item cards: its
+label; span cards: its tags on the mention's words, and in ``predicted_only`` ``yes`` / ``no``), after the
+run's own columns; :attr:`Explorer.seeds` names them. They are shown only: ``runs right``, ``every run
+wrong``, ``runs disagree`` and the pair filters read the runs' majority answers (``no majority`` is one
+answer there: two runs both showing it agree). A seeded run is a constant run (left out of those counts) when
+its majority answers are all the same (item cards) or every seed's model is constant (span cards). When a seed
+of a cell gives no ``predictions`` the explorer shows the cell's own (first-seed) answers for that run, as for
+a run of one model (those are then not the comparisons' decisions). Span cards declare no McNemar decision, so
+their majority rule is the item cards' rule carried over, not a comparison's count. Relation cards are
+unchanged (their records carry no per-seed answers). :mod:`atlaslib.analysis.disagreement` reads a seeded row
+by the same rule, so its counts equal ``every run wrong`` / ``runs disagree`` here.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import analysis_of, ok_cells
+from . import NO_MAJORITY, analysis_of, majority, ok_cells, seed_runs_of
 from .disagreement import ITEM_KINDS, _is_constant
 from .slices import _top_values, group_of, mention_value
 
@@ -39,6 +72,8 @@ SEP = " · "
 YES, NO = "yes", "no"
 #: what the right/wrong column of a run says, per unit
 VERDICTS = {"item": ("right", "wrong"), "mention": ("found", "missed"), "relation": ("found", "missed")}
+#: a seeded run's score column: the mean of its seeds' scores
+MEAN_SCORE = "mean score"
 
 
 def explorer_run_label(cell: dict) -> str:
@@ -46,12 +81,18 @@ def explorer_run_label(cell: dict) -> str:
     return f"{cell['model']}{SEP}{cell['protocol']}"
 
 
+def seed_column(run: str, seed) -> str:
+    """``<model> · <protocol> · seed <s>``: the column of one seed's answer of a seeded run."""
+    return f"{run}{SEP}seed {seed}"
+
+
 @dataclass
 class Explorer:
     """``table``: one row per unit (module docstring); ``runs``: the ok runs, in table order;
     ``compared``: the runs ``every run wrong`` and ``runs disagree`` are computed over (constant runs left
     out, named in ``excluded``); ``slices``: the slice columns; ``inputs``: the input columns;
-    ``predicted_only``: span cards' predicted mentions that are not gold (None for other cards)."""
+    ``predicted_only``: span cards' predicted mentions that are not gold (None for other cards); ``scores``: the
+    score columns; ``seeds``: per seeded run its seed columns (shown only, never counted)."""
 
     card: str
     version: str
@@ -65,6 +106,8 @@ class Explorer:
     scores: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
     predicted_only: pd.DataFrame | None = None
+    #: ``{run: [its seed columns]}`` of the runs trained with several seeds (module docstring)
+    seeds: dict = field(default_factory=dict)
 
     @property
     def verdicts(self) -> tuple[str, str]:
@@ -75,7 +118,8 @@ class Explorer:
         return f"{run}{SEP}right"
 
     def right_wrong(self, a: str, b: str) -> pd.DataFrame:
-        """The units run ``a`` gets right and run ``b`` wrong (on item cards, McNemar's b of the pair)."""
+        """The units run ``a`` gets right and run ``b`` wrong (on item cards, McNemar's b of the pair; a seeded
+        run is right when more than half of its seeds' models are, as the comparison counts it)."""
         right, wrong = self.verdicts
         t = self.table
         return t[(t[self.right_column(a)] == right) & (t[self.right_column(b)] == wrong)]
@@ -151,10 +195,31 @@ def _aligned(cells, labels, analysis, inputs, slices):
     return by_run, ids, _inputs_for(analysis, inputs), _record_slices(first, slices)
 
 
-def _items(cells, labels, analysis, inputs, slices, evidence_runs):
+def _seed_records(seeded: dict) -> dict:
+    """``{run: [(seed column, {item_id: that seed's record}), ...]}`` of the seeded runs."""
+    return {lab: [(seed_column(lab, r["seed"]), {x["item_id"]: x for x in r["predictions"]}) for r in runs]
+            for lab, runs in seeded.items()}
+
+
+def _mean_score(recs: list) -> float | None:
+    """The mean of the seeds' scores of one item; None when a seed gives none."""
+    s = [None if r is None else r.get("score") for r in recs]
+    if not s or any(v is None for v in s):
+        return None
+    return float(sum(float(v) for v in s) / len(s))
+
+
+def _items(cells, labels, analysis, inputs, slices, evidence_runs, seeded):
     right, wrong = VERDICTS["item"]
     by_run, ids, in_cols, rec_slices = _aligned(cells, labels, analysis, inputs, slices)
-    scored = [lab for lab, c in zip(labels, cells) if any(r.get("score") is not None for r in c["predictions"])]
+    by_seed = _seed_records(seeded)
+    score_col = {}
+    for lab, c in zip(labels, cells):
+        if lab in seeded:
+            if all(any(x.get("score") is not None for x in r["predictions"]) for r in seeded[lab]):
+                score_col[lab] = f"{lab}{SEP}{MEAN_SCORE}"
+        elif any(r.get("score") is not None for r in c["predictions"]):
+            score_col[lab] = f"{lab}{SEP}score"
     rows = []
     for i in ids:
         row = {"item_id": i}
@@ -163,25 +228,49 @@ def _items(cells, labels, analysis, inputs, slices, evidence_runs):
         row["gold"] = by_run[labels[0]][i]["gold"]
         for lab in labels:
             rec = by_run[lab][i]
-            row[lab] = rec["pred"]
-            if lab in scored:
-                row[f"{lab}{SEP}score"] = rec.get("score")
-            row[f"{lab}{SEP}right"] = right if rec["pred"] == rec["gold"] else wrong
+            if lab in seeded:
+                seeds = [recs.get(i) for _, recs in by_seed[lab]]
+                pred = majority([None if r is None else r.get("pred") for r in seeds], len(seeds))
+                score = _mean_score(seeds)
+            else:
+                pred, score = rec["pred"], rec.get("score")
+            row[lab] = pred
+            if lab in score_col:
+                row[score_col[lab]] = score
+            row[f"{lab}{SEP}right"] = right if pred != NO_MAJORITY and pred == rec["gold"] else wrong
+            for col, recs in by_seed.get(lab, []):
+                row[col] = (recs.get(i) or {}).get("pred", "")
             if lab in evidence_runs:
                 _evidence_columns(row, lab, rec)
         for name, groups in rec_slices.items():
             row[name] = groups[i]
         rows.append(row)
-    return pd.DataFrame(rows), in_cols, list(rec_slices), scored
+    return pd.DataFrame(rows), in_cols, list(rec_slices), list(score_col.values())
 
 
-def _mentions(cells, labels, analysis, inputs, slices):
+def _mentions(cells, labels, analysis, inputs, slices, seeded):
     from ..metrics.spans import mentions
 
     right, wrong = VERDICTS["mention"]
     recs, ids, in_cols, rec_slices = _aligned(cells, labels, analysis, inputs, slices)
     mention_slices = {n: s for n, s in slices.items() if s.get("unit") == "mention"}
-    pred_m = {lab: {i: set(mentions(recs[lab][i]["pred"])) for i in ids} for lab in labels}
+    by_seed = _seed_records(seeded)
+    # each seed's tags per item (None: the seed has no record of the item) and its predicted mentions
+    seed_tags = {lab: [(col, {i: (r[i].get("pred") if i in r else None) for i in ids}) for col, r in by_seed[lab]]
+                 for lab in by_seed}
+    seed_m = {lab: [(col, {i: set(mentions(t[i])) if t[i] is not None else set() for i in ids})
+                    for col, t in seed_tags[lab]] for lab in seed_tags}
+
+    def run_mentions(lab, i):
+        if lab not in seed_m:
+            return set(mentions(recs[lab][i]["pred"]))
+        n = Counter(m for _, ms in seed_m[lab] for m in ms[i])
+        return {m for m, k in n.items() if 2 * k > len(seed_m[lab])}
+
+    def words(tags, a, b):
+        return None if tags is None else " ".join(tags[a:b + 1])
+
+    pred_m = {lab: {i: run_mentions(lab, i) for i in ids} for lab in labels}
     rows, extra = [], {}
     for i in ids:
         gold_tags = recs[labels[0]][i]["gold"]
@@ -192,8 +281,14 @@ def _mentions(cells, labels, analysis, inputs, slices):
             _mention_inputs(row, text, a, b)
             row["gold"] = " ".join(gold_tags[a:b + 1])
             for lab in labels:
-                row[lab] = " ".join(recs[lab][i]["pred"][a:b + 1])
+                if lab in seed_tags:
+                    got = [words(tags[i], a, b) for _, tags in seed_tags[lab]]
+                    row[lab] = majority(got, len(got))
+                else:
+                    row[lab] = " ".join(recs[lab][i]["pred"][a:b + 1])
                 row[f"{lab}{SEP}right"] = right if (t, a, b) in pred_m[lab][i] else wrong
+                for col, tags in seed_tags.get(lab, []):
+                    row[col] = words(tags[i], a, b) or ""
             for name, spec in mention_slices.items():
                 row[name] = group_of(mention_value((t, a, b), spec), spec)
             for name, groups in rec_slices.items():
@@ -211,9 +306,12 @@ def _mentions(cells, labels, analysis, inputs, slices):
         row["gold"] = " ".join(recs[labels[0]][i]["gold"][a:b + 1])
         for lab in labels:
             row[lab] = YES if lab in who else NO
+            for col, ms in seed_m.get(lab, []):
+                row[col] = YES if (t, a, b) in ms[i] else NO
         row["runs predicting it"] = len(who)
         only.append(row)
-    cols = ["item_id", "type", "first_word", "last_word", *_mention_input_names(in_cols), "gold", *labels,
+    run_cols = [c for lab in labels for c in (lab, *(col for col, _ in seed_m.get(lab, [])))]
+    cols = ["item_id", "type", "first_word", "last_word", *_mention_input_names(in_cols), "gold", *run_cols,
             "runs predicting it"]
     mention_cols = [*mention_slices, *rec_slices]
     return pd.DataFrame(rows), _mention_input_names(in_cols), mention_cols, pd.DataFrame(only, columns=cols)
@@ -278,31 +376,47 @@ def explorer(cells, card: str | None = None, *, inputs: dict | None = None) -> E
     ok = ok_cells(cells)
     version = ok[0]["version"] if ok else (cells[0]["version"] if cells else "")
     labels = [explorer_run_label(c) for c in ok]
-    constant = [lab for lab, c in zip(labels, ok) if _is_constant(c)]
-    compared = [lab for lab in labels if lab not in constant]
+    seeded = {lab: seed_runs_of(c) for lab, c in zip(labels, ok)}
+    seeded = {lab: runs for lab, runs in seeded.items() if runs}
     slices = dict(analysis.slices)
-    evidence_runs = [lab for lab, c in zip(labels, ok)
-                     if analysis.rule_evidence and c["predictions"] and all("evidence" in r for r in c["predictions"])]
+    evidence_runs = [lab for lab, c in zip(labels, ok) if lab not in seeded and
+                     analysis.rule_evidence and c["predictions"] and all("evidence" in r for r in c["predictions"])]
     if not ok:
         return Explorer(card or "", version, "item" if analysis.kind in ITEM_KINDS else
                         ("mention" if analysis.kind == "spans" else "relation"), [], [], pd.DataFrame())
     scores, predicted_only = [], None
     if analysis.kind in ITEM_KINDS:
         unit = "item"
-        table, in_cols, slice_cols, scores = _items(ok, labels, analysis, inputs or {}, slices, evidence_runs)
+        table, in_cols, slice_cols, scores = _items(ok, labels, analysis, inputs or {}, slices, evidence_runs,
+                                                    seeded)
     elif analysis.kind == "spans":
         unit = "mention"
-        table, in_cols, slice_cols, predicted_only = _mentions(ok, labels, analysis, inputs or {}, slices)
+        table, in_cols, slice_cols, predicted_only = _mentions(ok, labels, analysis, inputs or {}, slices, seeded)
         evidence_runs = []
     else:
-        unit = "relation"
+        unit, seeded = "relation", {}
         table, in_cols = _relations(ok, labels, analysis), []
         slice_cols = _relation_slices(ok, table, slices)
         evidence_runs = []
+    constant = [lab for lab, c in zip(labels, ok) if _constant(c, lab, seeded, table, unit)]
+    compared = [lab for lab in labels if lab not in constant]
+    if unit == "relation":
         compared = [lab for lab in compared if (table[f"{lab}{SEP}right"] != "").any()]
     table = _verdict_columns(table, unit, labels, compared)
+    seed_cols = {lab: [seed_column(lab, r["seed"]) for r in runs] for lab, runs in seeded.items()}
     return Explorer(card, version, unit, labels, compared, table.reset_index(drop=True), slice_cols, in_cols,
-                    constant, [f"{lab}{SEP}score" for lab in scores], evidence_runs, predicted_only)
+                    constant, scores, evidence_runs, predicted_only, seed_cols)
+
+
+def _constant(cell: dict, lab: str, seeded: dict, table: pd.DataFrame, unit: str) -> bool:
+    """A run that gives the same answer to every unit (left out of the counts over runs, as
+    :mod:`atlaslib.analysis.disagreement` leaves it out). A seeded run: on item cards its majority answers are
+    all the same; on span cards every seed's model is constant."""
+    if lab not in seeded:
+        return _is_constant(cell)
+    if unit == "item":
+        return len(table) > 0 and table[lab].nunique(dropna=False) <= 1
+    return all(_is_constant({"predictions": r["predictions"]}) for r in seeded[lab])
 
 
 def card_inputs(card: str, version: str, data_dir=None) -> dict:

@@ -22,7 +22,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from . import analysis_of, n_resamples_of, ok_cells, run_label
+from . import analysis_of, n_resamples_of, ok_cells, one_model_label as run_label
 
 #: the fewest units a group needs for an interval under the cards' bootstrap slice rules
 #: (:class:`atlaslib.metrics.engine.SliceRule`'s default ``min_units``)

@@ -10,6 +10,10 @@ run's errors, every run wrong, runs disagree, one slice) and the filters a link 
 (:func:`explorer_link`), applied as DataTables fixed column searches beside the table's own search box,
 sorting and column filters.
 
+A run trained with several seeds is shown as its seeds' majority, the rule of :mod:`atlaslib.analysis.explorer`
+that the page states in prose (:func:`_seeds_prose`); its per-seed columns are shown only, never offered to the
+filters.
+
 A publish build (and any gated cell) shows item ids only: no input text, no rule trigger phrase.
 """
 from __future__ import annotations
@@ -118,8 +122,14 @@ def linked_summary(d, card: str, version: str, page_dir: Path, src: Path) -> pd.
 def errors_markdown(cell: dict, page_dir: Path, src: Path) -> str:
     """The line under a run page's error table: the run's errors in the item explorer, beside every other run."""
     url = explorer_link(cell["card"], cell["version"], page_dir, src, wrong=EX.explorer_run_label(cell))
-    return ("These errors beside every other run's answer on the same items: "
+    text = ("These errors beside every other run's answer on the same items: "
             + link_html("the item explorer, filtered to this run's errors", url) + ".")
+    if EX.seed_runs_of(cell):
+        text += (" This row was trained with several seeds: the explorer counts a unit as its error when the "
+                 "majority of its seeds' models (more than half) gets it wrong, as the card page's paired "
+                 "comparisons do, and shows each seed's answer in a column of its own; the row's own records are "
+                 "its first seed's, whose errors may differ.")
+    return text
 
 
 # -- the static assets ---------------------------------------------------------------------------------------
@@ -248,7 +258,7 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
     """The table as shown: scores rounded, missing values empty."""
     out = frame.copy()
     for c in out.columns:
-        if c.endswith(f"{EX.SEP}score"):
+        if c.endswith(f"{EX.SEP}score") or c.endswith(f"{EX.SEP}{EX.MEAN_SCORE}"):
             out[c] = out[c].map(lambda v: "" if v is None or v != v else f"{float(v):.3f}")
     return out.astype(object).where(out.notna(), "")
 
@@ -278,6 +288,8 @@ def page_markdown(card, version: str, ex: EX.Explorer, page_dir: Path, src: Path
     elif ex.unit == "relation":
         lines += ["", "A run has found a gold item when the official scorer counts the run's prediction of it as "
                       "correct; a run that does not address a kind of item leaves its cells empty."]
+    if ex.seeds:
+        lines += ["", _seeds_prose(ex)]
     lines += ["", "Sort by any column, search every column at once, filter one column in the boxes under the table, "
                   "or use the buttons: one run right and another wrong (on item cards the count is McNemar's *b* "
                   "of the card page's paired comparison), every run wrong, runs disagree, one slice. The filters "
@@ -299,6 +311,31 @@ def page_markdown(card, version: str, ex: EX.Explorer, page_dir: Path, src: Path
     head = ["```{raw} html", f'<link rel="stylesheet" href="{css}">', f'<script src="{bundle}"></script>',
             f'<script src="{glue}"></script>', "```", ""]
     return "\n".join(lines[:2] + head + lines[2:]) + "\n"
+
+
+def _seeds_prose(ex: EX.Explorer) -> str:
+    """How a run trained with several seeds is shown (the rule of :mod:`atlaslib.analysis.explorer`)."""
+    runs = ", ".join(md_code(r) for r in ex.seeds)   # run names are user text
+    many = len(ex.seeds) > 1
+    nm = f"*{EX.NO_MAJORITY}*"
+    if ex.unit == "item":
+        text = (f"A row trained with several seeds ({runs}) shows the answer of the majority of its seeds' models "
+                f"(the label more than half of them predict; otherwise {nm}, counted {ex.verdicts[1]}), as the "
+                f"card page's paired comparisons count it: it is {ex.verdicts[0]} exactly when more than half of "
+                f"its seeds' models are.")
+        mean = [c for c in ex.scores if c.endswith(f"{EX.SEP}{EX.MEAN_SCORE}")]
+        if mean:
+            one = len(mean) == 1
+            text += (f" {'Its score column' if one else 'Their score columns'} ({', '.join(md_code(c) for c in mean)}) "
+                     f"{'holds' if one else 'hold'} the mean of the seeds' scores, not one model's.")
+    else:
+        text = (f"A row trained with several seeds ({runs}) has found a gold mention when more than half of its "
+                f"seeds' models predict exactly that mention; its column shows the tags more than half of them put "
+                f"on the mention's words (otherwise {nm}), and in the second table it predicts a mention when more "
+                f"than half of its seeds' models do.")
+    return text + (f" Each seed's answer is in its own column (`… · seed <s>`), which no count and no filter "
+                   f"reads: *runs right*, *{ex.verdicts[1]} for every run*, *runs disagree* and the pair filter read "
+                   f"{'each such row' if many else 'the row'}'s majority answer.")
 
 
 def _raw(block: str) -> list[str]:
