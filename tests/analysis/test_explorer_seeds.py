@@ -292,3 +292,20 @@ def test_a_seeded_runs_error_note_says_the_explorer_counts_its_seeds_majority(tm
     assert "several seeds" not in P.errors_markdown(plain, tmp_path, tmp_path)
     note = P.errors_markdown(enc3, tmp_path, tmp_path)
     assert "majority of its seeds' models (more than half)" in note and "wrong=enc3+%C2%B7+finetune" in note
+
+
+def test_the_disagreement_table_counts_a_seeded_row_as_the_explorer_does():
+    """The analysis page's disagreement table (hard items, disputed items; found by none / some) reads a seeded row
+    by the same majority rule: its counts are the explorer's (hand counts above: i02 and i03 defeat every run; the
+    runs agree on i04 and i11 only; on the span card the last gold mention is found by one run of three)."""
+    from atlaslib.analysis.disagreement import disagreement
+
+    d = disagreement(negex_cells(), "negex")
+    assert sorted(d.hard["item_id"]) == ["i02", "i03"]
+    # a disputed item every run gets wrong counts as hard there; the rest agree: the explorer's "runs disagree" no
+    assert sorted(set(IDS) - set(d.disputed["item_id"]) - set(d.hard["item_id"])) == ["i04", "i11"]
+    assert d.items.set_index("item_id")["n_correct"].tolist() == [2, 2, 0, 0, 3, 1, 2, 1, 2, 2, 2, 3]
+    m = disagreement(mention_cells(), "maccrobat").items
+    found = dict(zip(m[["item_id", "type", "first_word", "last_word"]].itertuples(index=False, name=None), m["n_found"]))
+    assert found == {("s0", "problem", 0, 1): 2, ("s0", "test", 3, 3): 2, ("s1", "treatment", 0, 0): 2,
+                     ("s1", "problem", 2, 2): 1}
