@@ -383,3 +383,26 @@ def counted(cell: dict):
             uc = card_module(cell["card"]).counts(cell)
         cell["_unit_counts"] = uc
     return cell["_unit_counts"]
+
+
+def seed_counted(cell: dict) -> list[tuple]:
+    """``[(seed, UnitCounts)]`` of a row over several training seeds (``extra.seed_runs``, two or more): each
+    seed's kept ``unit_counts``, else its card's ``counts`` over the cell's records with that seed's
+    predictions; ``[]`` for a row of one model. Computed once per cell object."""
+    from ..metrics.engine import UnitCounts
+
+    runs = (cell.get("extra") or {}).get("seed_runs") or []
+    if len(runs) < 2:
+        return []
+    if "_seed_counts" not in cell:
+        own = {r["item_id"]: r for r in cell.get("predictions") or []}
+        out = []
+        for r in runs:
+            if r.get("unit_counts") is not None:
+                uc = UnitCounts.from_cell(r["unit_counts"])
+            else:
+                preds = [{**own[x["item_id"]], **x} for x in r.get("predictions") or []]
+                uc = card_module(cell["card"]).counts({**cell, "predictions": preds})
+            out.append((r["seed"], uc))
+        cell["_seed_counts"] = out
+    return cell["_seed_counts"]

@@ -150,52 +150,53 @@ def paired(cells: list[dict], n_resamples: int = bootstrap.DEFAULT_RESAMPLES) ->
 @dataclass
 class SeededPaired(engine.Paired):
     """:class:`~atlaslib.metrics.engine.Paired` with rows over several training seeds: ``seeded[label][base] =
-    (points (S,), V (B, S))``, each seed's point and its values on the shared resamples ``mult``. Such a row's
-    point is the mean over its seeds and its resamples also draw its seeds (:mod:`atlaslib.metrics.seeds`)."""
+    (points (S,), V (B, S))``, each seed's point and its values on the shared resamples ``mult``; ``seed_counts[label]``
+    each seed's per-unit counts. Such a row's point is the mean over its seeds and its resamples also draw its
+    seeds (:mod:`atlaslib.metrics.seeds`): :meth:`over_seeds` is that draw, the same for every resampling of the
+    row (the declared one here, a cluster resampling beside it in :func:`atlaslib.metrics.framing.cluster_paired`)."""
     seeded: dict = field(default_factory=dict)
+    seed_counts: dict = field(default_factory=dict)
 
     def point(self, label: str, base: str) -> float:
         if base in self.seeded.get(label, {}):
             return float(np.mean(self.seeded[label][base][0]))
         return super().point(label, base)
 
+    def over_seeds(self, label: str, values: np.ndarray) -> np.ndarray:
+        """``(B,)``: per resample the mean of ``values`` (``(B, S)``, each seed's value on that resample) over the
+        seeds drawn with replacement for ``label`` (its own seed stream, so two rows draw independently)."""
+        from .seeds import seed_multiplicities
+
+        v = np.asarray(values, dtype=float)
+        w = seed_multiplicities(v.shape[1], v.shape[0], bootstrap.DEFAULT_SEED + 1 + self.labels.index(label))
+        return (w * v).sum(1) / w.sum(1)
+
     def resampled(self, label: str, base: str) -> np.ndarray:
         if base in self.seeded.get(label, {}):
-            from .seeds import seed_multiplicities
-
-            v = self.seeded[label][base][1]
-            w = seed_multiplicities(v.shape[1], v.shape[0], bootstrap.DEFAULT_SEED + 1 + self.labels.index(label))
-            return (w * v).sum(1) / w.sum(1)
+            return self.over_seeds(label, self.seeded[label][base][1])
         return super().resampled(label, base)
 
 
 def _with_seed_runs(p: engine.Paired, cells: list[dict], labels: list, seed, n_resamples) -> engine.Paired:
     """A cell with ``extra.seed_runs`` (several trained models) becomes a seeded row: each seed's per-unit counts
-    (its ``unit_counts``, else the card's ``counts`` over the cell's records with that seed's predictions) are
-    paired with the first run under the same resamples; the row's McNemar decision per unit is right when more
-    than half of its seeds' models are right."""
+    (:func:`atlaslib.cards.seed_counted`) are paired with the first run under the same resamples; the row's
+    McNemar decision per unit is right when more than half of its seeds' models are right."""
     from dataclasses import fields
 
-    from ..cards import card_module
+    from ..cards import seed_counted
 
-    seeded = {}
+    seeded, seed_counts = {}, {}
     for lab, c in zip(labels, cells):
-        runs = (c.get("extra") or {}).get("seed_runs") or []
-        if len(runs) < 2:
+        runs = seed_counted(c)
+        if not runs:
             continue
-        own = {r["item_id"]: r for r in c["predictions"]}
-        ucs = {}
-        for r in runs:
-            if r.get("unit_counts") is not None:
-                ucs[f"seed {r['seed']}"] = engine.UnitCounts.from_cell(r["unit_counts"])
-            else:
-                preds = [{**own[x["item_id"]], **x} for x in r.get("predictions") or []]
-                ucs[f"seed {r['seed']}"] = card_module(c["card"]).counts({**c, "predictions": preds})
+        ucs = {f"seed {s}": uc for s, uc in runs}
         sp = engine.paired(p.scoring, p.card, p.version, {labels[0]: p.counts[labels[0]], **ucs}, seed, n_resamples)
         if not np.array_equal(sp.mult, p.mult):
             raise AssertionError(f"compare: the seeds of {lab} were resampled differently")
         names = list(ucs)
         seeded[lab] = {}
+        seed_counts[lab] = list(ucs.values())
         for base in p.bases:
             pts = np.array([sp.point(n, base) for n in names])
             if np.isfinite(pts).all():
@@ -204,7 +205,7 @@ def _with_seed_runs(p: engine.Paired, cells: list[dict], labels: list, seed, n_r
             p.decisions.setdefault(dec, {})[lab] = np.mean([by_label[n] for n in names], axis=0) > 0.5
     if not seeded:
         return p
-    return SeededPaired(**{f.name: getattr(p, f.name) for f in fields(p)}, seeded=seeded)
+    return SeededPaired(**{f.name: getattr(p, f.name) for f in fields(p)}, seeded=seeded, seed_counts=seed_counts)
 
 
 # -- the tables -----------------------------------------------------------------------------------------------

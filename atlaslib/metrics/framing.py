@@ -189,15 +189,30 @@ def cluster_paired(p, a: str, b: str, base: str, clusters, *, seed: int, n_resam
     from . import engine
 
     n_resamples = n_resamples or p.mult.shape[0]
-    ua, ub = p.counts[a], p.counts[b]
-    if not hasattr(clusters, "rule"):                   # one cluster label per unit
+    ua = p.counts[a]
+    labelled = not hasattr(clusters, "rule")
+    if labelled:                                        # one cluster label per unit
         groups = list(clusters)
         if len(groups) != ua.n:
             raise ValueError(f"cluster_paired: {len(groups)} cluster labels for {ua.n} units")
-        ua, ub = (replace(u, groups={**u.groups, "_clusters": groups}) for u in (ua, ub))
         clusters = engine.Resampling("clusters", "clusters", seed, by="_clusters")
+
+    def counts_of(label):
+        """The row's per-unit counts: its one model's, or each training seed's (a seeded row)."""
+        ucs = (getattr(p, "seed_counts", {}) or {}).get(label) or [p.counts[label]]
+        return [replace(u, groups={**u.groups, "_clusters": groups}) for u in ucs] if labelled else ucs
+
+    def row(label, w):
+        """Per cluster resample the row's value: a seeded row's mean over its seeds drawn as its declared
+        resamples draw them (:meth:`atlaslib.metrics.compare.SeededPaired.over_seeds`)."""
+        ucs = counts_of(label)
+        if len(ucs) == 1:
+            return engine.resampled(p.scoring, ucs[0], base, w)
+        return p.over_seeds(label, np.stack([engine.resampled(p.scoring, u, base, w) for u in ucs], axis=1))
+
+    ua = counts_of(a)[0]
     w = engine.weights(ua, clusters, n_resamples, seed)
-    d = engine.resampled(p.scoring, ua, base, w) - engine.resampled(p.scoring, ub, base, w)
+    d = row(a, w) - row(b, w)
     g = len(set(map(str, ua.groups[clusters.by])))
     lo, hi = bootstrap.percentile_ci(d, level)
     return {"difference": p.point(a, base) - p.point(b, base), "ci_low": lo, "ci_high": hi,

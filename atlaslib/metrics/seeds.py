@@ -180,6 +180,31 @@ def score_seeds(module, records_by_seed: Sequence[list], seed_list: Sequence[int
     return metrics, [{"seed": s, "metrics": m, "unit_counts": uc.to_cell()} for s, m, uc in zip(seed_list, per_m, ucs)]
 
 
+def extra_interval(scoring, counts: Sequence, rs, name: str, *, seed: int = DEFAULT_SEED, level: float = 0.95) -> dict:
+    """A seeded row's interval under a resampling beside the declared one (``rs``, e.g. whole sentences): each
+    seed's per-unit counts (``counts``: ``[(seed, UnitCounts)]``, the same units for every seed) resampled by
+    ``rs`` with the same draws, the two-level interval over seeds and those draws (:func:`two_level`, seeds drawn
+    with ``seed``) around the mean over seeds. Returns ``{value, ci_low, ci_high, n_seeds[, n_clusters]}`` (the
+    units ``rs.among`` keeps, when it names a sub-population), as
+    :func:`atlaslib.metrics.engine.extra_interval` does for one model."""
+    from . import engine
+
+    subs = [(s, uc.take(rs.among(uc.cols())) if rs.among is not None else uc) for s, uc in counts]
+    if not subs:
+        raise SeedError("extra_interval: no seed's counts")
+    first = subs[0][1]
+    if any(list(map(str, u.ids)) != list(map(str, first.ids)) for _, u in subs):
+        raise SeedError(f"extra_interval: the seeds of {name!r} were not scored on the same units")
+    w = engine.weights(first, rs, seed=seed)
+    points = [engine.point(scoring, u, name) for _, u in subs]
+    values = np.stack([engine.resampled(scoring, u, name, w) for _, u in subs], axis=1)
+    tl = two_level(points, values, seeds=[s for s, _ in subs], seed=seed, level=level)
+    out = {"value": tl["value"], "ci_low": tl["ci_low"], "ci_high": tl["ci_high"], "n_seeds": tl["n_seeds"]}
+    if rs.rule == "clusters":
+        out["n_clusters"] = int(len(set(map(str, first.groups[rs.by]))))
+    return out
+
+
 def paired_difference(values_a: np.ndarray, values_b: np.ndarray, *, seed: int = DEFAULT_SEED,
                       level: float = 0.95) -> dict:
     """Two-level paired difference of rows A and B on the same item resamples: ``V_a (B, S_a)``,

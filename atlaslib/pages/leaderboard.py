@@ -141,7 +141,11 @@ def metric_cell(cell: dict, base: str, notes: Footnotes) -> str:
     ci = fmt_interval(entry.get("ci_low"), entry.get("ci_high"))
     if ci:
         text += f' <span class="atlas-ci">{ci}</span>'
-    exact = exact_beside(cell, base, entry)
+    runs = (cell.get("extra") or {}).get("seed_runs") or []
+    exact = None if len(runs) > 1 else exact_beside(cell, base, entry)   # one seed's counts: not the row's
+    if len(runs) > 1 and ci and entry.get("ci_low") == entry.get("ci_high"):
+        text += notes.mark(f"each of the {len(runs)} seeds' models gives this value on every resample: the "
+                           "interval has no width to show")
     if exact:
         text += (' <span class="atlas-ci atlas-exact">exact</span> '
                  f'<span class="atlas-ci atlas-exact">{fmt_interval(*exact)}</span>')
@@ -153,21 +157,25 @@ def metric_cell(cell: dict, base: str, notes: Footnotes) -> str:
 def cluster_intervals(cell: dict) -> dict:
     """The card's additional intervals of one ok run (its scoring's ``extra`` resamplings): ``{label: {value,
     ci_low, ci_high, n_clusters, few_clusters}}`` or ``{label: {"reason": ...}}`` when the cell's records lack
-    the grouping."""
-    from ..metrics import engine
+    the grouping. A row over several training seeds is shown as its headline is: the mean over its seeds with
+    the two-level interval (:func:`atlaslib.metrics.seeds.extra_interval`), never its first seed alone."""
+    from ..cards import seed_counted
+    from ..metrics import engine, seeds as S
 
     found = _counted(cell)
     if found is None:
         return {}
     scoring, uc = found
     seed = int((cell.get("seeds") or {}).get("bootstrap") or bootstrap.DEFAULT_SEED)
+    per_seed = seed_counted(cell)
     out = {}
     for rs in scoring.extra:
-        if rs.by and rs.by not in uc.groups:
+        if rs.by and any(rs.by not in u.groups for u in [uc] + [u for _, u in per_seed]):
             out[rs.label] = {"reason": f"this cell's predictions carry no {rs.by}"}
             continue
         for name in rs.metrics:
-            d = engine.extra_interval(scoring, uc, rs, name, seed=seed)
+            d = (S.extra_interval(scoring, per_seed, rs, name, seed=seed) if per_seed
+                 else engine.extra_interval(scoring, uc, rs, name, seed=seed))
             if "n_clusters" in d:
                 d["few_clusters"] = bool(d["n_clusters"] < intervals.FEW_CLUSTERS)
             out[rs.label] = d

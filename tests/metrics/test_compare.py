@@ -233,3 +233,66 @@ def test_two_seeded_rows_get_almost_stochastic_order_beside_the_paired_interval(
     text = comparisons.pairs_markdown(comp)
     assert "ASO ε_min (better row)" in text and f"{eps:.3f} (A (finetune); below 0.2)" in text
     assert "majority of their seeds' models" in text
+
+
+def _with_sentences(cell, n_sentences=30):
+    for i, r in enumerate(cell["predictions"]):
+        r["sentence_key"] = f"s{i % n_sentences}"
+    return cell
+
+
+def _macro_f1(y, p):
+    """Macro F1 of binary labels by hand: the mean of the two classes' F1, 2·tp / (2·tp + fp + fn)."""
+    out = []
+    for pos in (1, 0):
+        tp, fp, fn = np.sum((y == pos) & (p == pos)), np.sum((y != pos) & (p == pos)), np.sum((y == pos) & (p != pos))
+        out.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+    return float(np.mean(out))
+
+
+def _macro_f1_loop(y, pred_by_seed, draws, seed_draws):
+    """Per resample: the mean over the drawn seeds of the hand macro F1 on the drawn items (an index loop)."""
+    return np.array([np.mean([_macro_f1(y[idx], pred_by_seed[s][idx]) for s in sd])
+                     for idx, sd in zip(draws, seed_draws)])
+
+
+def test_a_seeded_rows_sentence_cluster_columns_are_over_its_seeds_not_its_first(negex_data):
+    """The leaderboard's sentence-cluster column and the comparisons' paired sentence-cluster column of a row over
+    five training seeds: the value is the mean of the seeds' macro F1 (sklearn) and the interval the two-level one
+    (whole sentences drawn, seeds drawn with replacement), recomputed here by an index loop; the first seed alone
+    would give another centre."""
+    from sklearn.metrics import f1_score
+
+    from atlaslib.cards import get_card
+    from atlaslib.pages import comparisons
+    from atlaslib.pages.leaderboard import cluster_intervals
+
+    y, a, b, _ = negex_data
+    rng = np.random.default_rng(21)
+    flips = [a if k == 0 else np.where(rng.random(len(y)) < 0.15, 1 - a, a) for k in range(5)]
+    cell = _with_sentences(seeded(negex_cell("A", y, a), flips))
+    cell["seeds"] = {"bootstrap": B.DEFAULT_SEED}
+    for r in cell["extra"]["seed_runs"]:             # each seed's records carry the sentence, as the card writes them
+        for x, own in zip(r["predictions"], cell["predictions"]):
+            x["sentence_key"] = own["sentence_key"]
+    groups = [r["sentence_key"] for r in cell["predictions"]]
+    d = cluster_intervals(cell)["macro F1, sentence-cluster"]
+    per_seed = [f1_score(y, f, average="macro") for f in flips]
+    assert per_seed == pytest.approx([_macro_f1(y, f) for f in flips])          # the hand formula is sklearn's
+    assert d["value"] == pytest.approx(np.mean(per_seed)) and d["value"] != pytest.approx(per_seed[0])
+    draws = B.cluster_indices(groups, B.DEFAULT_RESAMPLES, B.DEFAULT_SEED)
+    seed_draws = np.random.default_rng(B.DEFAULT_SEED).integers(0, 5, size=(B.DEFAULT_RESAMPLES, 5))
+    lo, hi = np.quantile(_macro_f1_loop(y, flips, draws, seed_draws), [0.025, 0.975])
+    assert (d["ci_low"], d["ci_high"]) == (pytest.approx(lo, abs=1e-12), pytest.approx(hi, abs=1e-12))
+    assert d["n_clusters"] == 30 and d["n_seeds"] == 5
+
+    base = _with_sentences(negex_cell("B", y, b))
+    base["seeds"] = {"bootstrap": B.DEFAULT_SEED}
+    comp = K.compare_paired(K.paired([cell, base]))
+    col = comparisons.cluster_columns(get_card("negex"), comp, [cell, base])
+    (name, vals), = col.items()
+    text = vals[("A (finetune)", "B (zero_shot)")]
+    seed_a = np.random.default_rng(B.DEFAULT_SEED + 1).integers(0, 5, size=(B.DEFAULT_RESAMPLES, 5))
+    diff = _macro_f1_loop(y, flips, draws, seed_a) - _macro_f1_loop(y, [b], draws, np.zeros((len(draws), 1), int))
+    lo, hi = np.quantile(diff, [0.025, 0.975])
+    assert text.startswith(f"{np.mean(per_seed) - f1_score(y, b, average='macro'):+.3f} [{lo:.3f}, {hi:.3f}]")
