@@ -9,11 +9,21 @@ applied to:
   (:func:`atlaslib.metrics.compare.paired`: the card's resampling unit, seed and stratification), the
   difference taken on each shared resample;
 - McNemar's ``b`` (items the default run got right and the variant wrong: what the variant broke) and ``c``
-  (the reverse), an item being right when its prediction equals its gold, and the exact two-sided p
+  (the reverse), an item being right when its prediction equals its gold (a row over training seeds: when more
+  than half of its seeds' models are right, as the card's paired comparisons count it), and the exact two-sided p
   (:func:`atlaslib.metrics.compare.mcnemar_exact`), Holm-adjusted (:func:`atlaslib.metrics.compare.holm`) over
   the table of one (card, version) and kind (the perturbations; the prompt variants);
+- a row over training seeds (``n_seeds`` > 1) whose variant ran every seed's model is compared as a row over
+  those seeds: its value the mean over seeds, its interval the two-level one (seeds and items drawn,
+  :class:`atlaslib.metrics.compare.SeededPaired`); a variant cell of its first seed's model alone (written before
+  variants ran every seed) is compared with that seed's model (``n_seeds`` 1);
 - the number of items the variant read (``n_read``: its predictions; a declared ``max_items`` samples them by
   seed-hash rank), of those it applies to (``n_applicable``) and of the test items (``n_items``).
+
+:func:`with_strata` adds, per row, the smallest stratum of the card's resampling among the items read and
+whether it is under the card's minimum for an interval (:func:`stratum_minimum`, the slice tables' minimum):
+such an interval cannot show its uncertainty. :func:`worst` picks a run's worst perturbation by the declared
+:data:`WORST_RULE` (the Holm-adjusted exact McNemar test decides; the largest loss among those it shows worse).
 """
 from __future__ import annotations
 
@@ -23,26 +33,47 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-COLUMNS = ["card", "version", "model", "protocol", "kind", "variant", "variant_version", "n_read", "n_applicable",
-           "n_items",
+COLUMNS = ["card", "version", "model", "protocol", "n_seeds", "kind", "variant", "variant_version", "n_read",
+           "n_applicable", "n_items",
            "unit", "metric", "default", "variant_value", "difference", "ci_low", "ci_high", "b", "c", "p_mcnemar",
            "p_holm", "significant"]
 
 
-def _restricted(cell: dict, ids: set, name: str) -> dict:
+def _restricted(cell: dict, ids: set, name: str, seeds: bool = False) -> dict:
     """A copy of ``cell`` named ``name`` holding only the predictions of ``ids`` (its per-unit counts are
-    counted again from them by the card's scoring)."""
-    out = {k: v for k, v in cell.items() if k not in ("predictions", "unit_counts", "_unit_counts")}
+    counted again from them by the card's scoring); ``seeds``: a row over training seeds stays one, each seed's
+    predictions restricted alike (else its first seed's model alone is kept)."""
+    out = {k: v for k, v in cell.items() if k not in ("predictions", "unit_counts") and not k.startswith("_")}
     out = copy.deepcopy(out)
     out["model"], out["status"] = name, "ok"
     out["predictions"] = [r for r in cell["predictions"] if r["item_id"] in ids]
-    # a row over several training seeds is compared as its first seed's model, the one its variants ran
-    (out.get("extra") or {}).pop("seed_runs", None)
+    if seeds:    # a row over training seeds keeps each seed's predictions of those items (counted again)
+        out["extra"]["seed_runs"] = [{"seed": r["seed"], "predictions": [x for x in r.get("predictions") or []
+                                                                           if x["item_id"] in ids]}
+                                     for r in out["extra"]["seed_runs"]]
+    else:        # compared as its first seed's model (a variant cell written before variants ran every seed)
+        (out.get("extra") or {}).pop("seed_runs", None)
     return out
 
 
+def n_seeds(cell: dict) -> int:
+    """How many trained models the cell's row is (``extra.seed_runs``; 1 for a row of one model)."""
+    return max(1, len((cell.get("extra") or {}).get("seed_runs") or []))
+
+
 def _correct(cell: dict) -> dict:
-    return {r["item_id"]: r["gold"] == r["pred"] for r in cell["predictions"]}
+    """Per item: right. A row over training seeds is right on an item when more than half of its seeds' models
+    are (the card's paired comparisons count a seeded row's McNemar decisions so)."""
+    runs = (cell.get("extra") or {}).get("seed_runs") or []
+    if len(runs) < 2:
+        return {r["item_id"]: r["gold"] == r["pred"] for r in cell["predictions"]}
+    gold = {r["item_id"]: r["gold"] for r in cell["predictions"]}
+    right = {i: 0 for i in gold}
+    for run in runs:
+        for x in run.get("predictions") or []:
+            if x["item_id"] in right:
+                right[x["item_id"]] += int(x["pred"] == gold[x["item_id"]])
+    return {i: right[i] > len(runs) / 2 for i in gold}
 
 
 def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
@@ -58,7 +89,10 @@ def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
     if missing:
         raise ValueError(f"robustness: variant {v['key']} of {run_label(base)} holds items the default run has not "
                          f"scored, e.g. {sorted(missing)[:3]}")
-    a, b_ = _restricted(base, idset, "default run"), _restricted(variant, idset, "variant")
+    # a row over training seeds is compared over its seeds when its variant ran them all (the same seeds)
+    seeds = n_seeds(base) > 1 and ([r["seed"] for r in base["extra"]["seed_runs"]]
+                                   == [r["seed"] for r in (variant.get("extra") or {}).get("seed_runs") or []])
+    a, b_ = _restricted(base, idset, "default run", seeds), _restricted(variant, idset, "variant", seeds)
     n = n_resamples or int(base.get("spec", {}).get("parameters", {}).get("n_resamples") or bootstrap.DEFAULT_RESAMPLES)
     p = paired([a, b_], n)
     la, lb = p.labels
@@ -73,7 +107,8 @@ def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
             "n_read": len(ids), "n_applicable": int(v.get("n_applicable") or len(ids)),
             "n_items": int(v.get("n_items") or len(base["predictions"])), "unit": p.unit,
             "metric": p.primary, "default": base_v, "variant_value": var_v, "difference": var_v - base_v,
-            "ci_low": lo, "ci_high": hi, "b": int(nb), "c": int(nc), "p_mcnemar": mcnemar_exact(nb, nc)}
+            "ci_low": lo, "ci_high": hi, "b": int(nb), "c": int(nc), "p_mcnemar": mcnemar_exact(nb, nc),
+            "n_seeds": n_seeds(a)}
 
 
 def robustness(cells: Iterable[dict], n_resamples: int | None = None) -> pd.DataFrame:
@@ -97,15 +132,98 @@ def robustness(cells: Iterable[dict], n_resamples: int | None = None) -> pd.Data
     return table.sort_values(order).reset_index(drop=True)[COLUMNS]
 
 
+#: The declared rule of a run's "worst perturbation" (the leaderboard's column, :func:`worst`): one procedure,
+#: the exact McNemar test Holm-adjusted over the version's perturbation table, both picks and qualifies it.
+WORST_RULE = ("among the run's perturbations whose exact McNemar test, Holm-adjusted over the version's "
+              "perturbation table (every run and perturbation of the card's version), rejects at 5 % with more "
+              "items broken than fixed (b > c) and that lower the primary metric on the items read (raise it where "
+              "lower is better), the one with the largest loss (ties: the smaller Holm p, then the name); when "
+              "none does, the run has no worst perturbation: none is shown worse")
+
+RUN = ["card", "version", "model", "protocol"]
+
+
 def worst(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFrame:
-    """Per (card, version, model, protocol), the perturbation row with the largest loss of the primary metric
-    (the lowest difference; the highest when lower is better); prompt variants are not perturbations."""
+    """Per (card, version, model, protocol), the worst perturbation under :data:`WORST_RULE`: among the
+    perturbation rows that are ``significant`` (Holm-adjusted exact McNemar, ``p_holm`` < 0.05) with ``b`` > ``c``
+    and a finite loss of the primary metric (difference < 0; > 0 when lower is better), the largest loss, ties
+    broken by the smaller ``p_holm`` and then the variant name. A run none of whose perturbations qualifies has
+    no row: none of its perturbations is shown worse (not the same as shown harmless). Prompt variants are not
+    perturbations."""
     t = table[table["kind"] == "perturbation"].dropna(subset=["difference"])
+    loss = -t["difference"] if higher_is_better else t["difference"]
+    t = t[t["significant"].astype(bool) & (t["b"] > t["c"]) & (loss > 0)]
     if t.empty:
         return t
-    key = t["difference"] if higher_is_better else -t["difference"]
-    t = t.assign(_loss=key).sort_values(["_loss", "variant"])
-    return t.groupby(["card", "version", "model", "protocol"], sort=False).head(1).drop(columns="_loss")
+    t = t.assign(_loss=loss.loc[t.index]).sort_values(["_loss", "p_holm", "variant"],
+                                                       ascending=[False, True, True], kind="mergesort")
+    return t.groupby(RUN, sort=False).head(1).drop(columns="_loss")
+
+
+# -- strata of the card's resampling among the items a variant read ------------------------------------------
+
+#: the columns :func:`with_strata` adds to the robustness table
+STRATUM_COLUMNS = ["smallest_stratum", "stratum_minimum", "small_stratum"]
+
+
+def stratum_minimum(card: str) -> int:
+    """The fewest units the card's slice tables give an interval for (its ``Scoring.slices.min_units``; without
+    a slice rule, :class:`atlaslib.metrics.engine.SliceRule`'s default, the slice tables' minimum): a stratum
+    with fewer is too small to show its resampling uncertainty."""
+    from dataclasses import fields
+
+    from ..cards import scoring_of
+    from ..metrics.engine import SliceRule
+
+    rule = scoring_of(card).slices
+    if rule is not None:
+        return int(rule.min_units)
+    return int(next(f.default for f in fields(SliceRule) if f.name == "min_units"))
+
+
+def strata(base: dict, variant: dict) -> dict | None:
+    """``{stratum: units}``: how many of the units ``variant`` read fall in each stratum of the card's declared
+    resampling (``Resampling.by``, e.g. the gold label), counted from ``base``'s records of those items by the
+    card's scoring; None when the card's resampling does not stratify."""
+    from collections import Counter
+
+    from ..cards import counted, scoring_of
+
+    rs = scoring_of(base["card"]).resampling
+    if rs.rule != "stratified":
+        return None
+    ids = {r["item_id"] for r in variant["predictions"]}
+    uc = counted(_restricted(base, ids, "default run"))
+    return dict(Counter(map(str, uc.groups[rs.by])))
+
+
+def with_strata(table: pd.DataFrame, cells: Iterable[dict]) -> pd.DataFrame:
+    """``table`` (:func:`robustness` of ``cells``) with :data:`STRATUM_COLUMNS`: per row the size of the smallest
+    stratum of the card's resampling among the items the variant read (``smallest_stratum``, NaN when the card
+    does not stratify), the card's minimum (:func:`stratum_minimum`) and ``small_stratum``: the smallest stratum
+    holds fewer units than that minimum. The stratified resampling keeps each stratum's size, so a stratum that
+    small has few distinct draws (a stratum of one: the same unit in every resample) and the paired interval
+    cannot show its uncertainty; the exact McNemar p does not resample and is unaffected."""
+    from ..variants import is_variant, parents, variant_of
+
+    cells = list(cells)
+    sizes = {}
+    for b, v in parents([c for c in cells if is_variant(c)], [c for c in cells if not is_variant(c)]):
+        if not (b.get("status") == "ok" and v.get("status") == "ok" and b.get("predictions") and v.get("predictions")):
+            continue
+        meta = variant_of(v)
+        s = strata(b, v)
+        sizes[(b["card"], b["version"], b["model"], b["protocol"], meta.get("kind", "perturbation"), meta["name"],
+               meta.get("version"))] = min(s.values()) if s else None
+    out = table.copy()
+    keys = ["card", "version", "model", "protocol", "kind", "variant", "variant_version"]
+    smallest = [sizes.get(tuple(r)) for r in out[keys].itertuples(index=False, name=None)]
+    minimum = {c: stratum_minimum(c) for c in set(out["card"])}
+    out["smallest_stratum"] = pd.Series([np.nan if s is None else float(s) for s in smallest], index=out.index,
+                                        dtype=float)
+    out["stratum_minimum"] = pd.Series([minimum[c] for c in out["card"]], index=out.index, dtype=int)
+    out["small_stratum"] = out["smallest_stratum"] < out["stratum_minimum"]
+    return out
 
 
 def prompt_spread(cells: Iterable[dict], table: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -376,7 +376,7 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
         return vals
 
     tail = extra_cols + [f"{k}, one-sided 95 % upper bound" for k in bound_cols] + [speed_col] + (
-        ["worst perturbation [95 %]"] if worst else [])
+        ["worst perturbation (exact McNemar, Holm)"] if worst else [])
     primary = card.metrics[0].replace("_", " ")
     blocks = []
     by_band = F.bands(card, ok)
@@ -419,9 +419,17 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
              "the 2.5–97.5 % range of the row's rank in its band over the paired resamples, P(rank 1) the share of "
              f"resamples where it ranks first. Items per second: {rowinfo.speed_note(ok)}")
     if worst:
-        intro += (" The worst perturbation is the card's declared input perturbation that costs the run most on "
-                  f"{primary} (the paired difference on the items it read, \\* when significant after Holm; every "
-                  "perturbation is on the version's robustness page).")
+        from ..analysis.perturbed import WORST_RULE
+
+        intro += (f" The worst perturbation is, {WORST_RULE.replace('the primary metric', primary)}. One "
+                  "procedure decides and is shown: the difference in "
+                  f"{primary} (perturbed − default run), McNemar's b (items the run got right and the perturbed run "
+                  "wrong) and c (the reverse) of the items the perturbation read, and the Holm-adjusted exact p; "
+                  "where no perturbation qualifies the cell says \"none shown worse\" with how many perturbations "
+                  "and items were read, which is not the same as robust. A row trained with several seeds ran "
+                  "every seed's model under each perturbation: its difference is the mean over its seeds' models and "
+                  "an item counts as right when more than half of them are, as in the paired comparisons. Every "
+                  "perturbation, with its paired bootstrap interval, is on the version's robustness page.")
     if extra_cols:
         intro += (" The interval columns assume something different from the declared one: they resample whole "
                   "clusters (sentences, templates) instead of items.")

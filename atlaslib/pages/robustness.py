@@ -4,14 +4,17 @@
 - the card's perturbations: name, version, why each keeps the gold label, its parameters and seed;
 - the robustness table, model × perturbation: the paired difference of the primary metric (perturbed −
   default run) with its paired interval over the card's resampling unit, McNemar's b and c, the exact p with
-  Holm over the table, and how many items the perturbation read, of those it applies to; as the CSV download
-  ``robustness-<card>-<version>.csv``;
+  Holm over the table (its star), and how many items the perturbation read, of those it applies to; an interval
+  whose items read hold a stratum of the card's resampling smaller than the card's minimum (the slice tables'
+  minimum for an interval) is marked † (:func:`atlaslib.analysis.perturbed.with_strata`); as the CSV download
+  ``robustness-<card>-<version>.csv`` (with ``smallest_stratum``, ``stratum_minimum``, ``small_stratum``);
 - 20 perturbed inputs per perturbation (from the data, by seed-hash rank; ids only in a publish build or on a
   gated card, as in the item explorer);
 - for runs with a prompt set: each prompt variant's paired comparison with the card's prompt, and the spread
   of the primary metric across prompts beside its spread across models.
 
-The leaderboard's "worst perturbation" column (:func:`worst_text`) reads the same table.
+The leaderboard's "worst perturbation" column (:func:`worst_text`) reads the same table, under the declared
+rule :data:`atlaslib.analysis.perturbed.WORST_RULE`: one procedure (exact McNemar, Holm) picks and qualifies it.
 """
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ from ..escape import md
 #: perturbed inputs shown per perturbation
 N_SAMPLES = 20
 MISSING = "—"
+#: the mark of a paired interval from a stratum smaller than the card's minimum
+SMALL_STRATUM_MARK = "†"
 
 _CACHE: dict = {}
 
@@ -41,16 +46,18 @@ def _variant_cells(cells: list[dict]) -> list[dict]:
 
 
 def table_for(card, version: str, cells: list[dict]) -> pd.DataFrame:
-    """:func:`atlaslib.analysis.robustness` of the version's ok cells and the variant cells beside them
-    (computed once per build for the same cells)."""
+    """:func:`atlaslib.analysis.robustness` of the version's ok cells and the variant cells beside them, with
+    the strata columns of :func:`atlaslib.analysis.perturbed.with_strata` (computed once per build for the same
+    cells)."""
     from ..analysis import robustness
+    from ..analysis.perturbed import with_strata
 
     base = [c for c in cells if c["card"] == card.name and c["version"] == version and c.get("status") == "ok"]
     variants = _variant_cells(base)
     key = (card.name, version, tuple(sorted((c.get("_path") or "", c.get("run_key") or "") for c in base + variants)))
     if key not in _CACHE:
         _CACHE.clear() if len(_CACHE) > 32 else None
-        _CACHE[key] = robustness(base + variants)
+        _CACHE[key] = with_strata(robustness(base + variants), base + variants)
     return _CACHE[key]
 
 
@@ -66,43 +73,109 @@ def _p(v) -> str:
     return "< 0.001" if v < 0.001 else f"{v:.3f}"
 
 
-def difference_text(row) -> str:
-    """``−0.052 [−0.071, −0.030]``: the paired difference and its interval."""
+def _stratum_unit(card) -> str:
+    """What the card's minimum counts (its slice rule's unit, e.g. "items"), for the small-stratum mark."""
+    from ..cards import scoring_of
+
+    rule = scoring_of(card).slices
+    return rule.unit if rule is not None else "units"
+
+
+def _small(row) -> bool:
+    v = row.get("small_stratum") if hasattr(row, "get") else None
+    return bool(v) if v is not None and not (isinstance(v, float) and math.isnan(v)) else False
+
+
+def difference_text(row, unit: str = "items") -> str:
+    """``−0.052 [−0.071, −0.030]``: the paired difference and its interval; ``… † too few items in a stratum
+    (1 < 20)`` when the items read hold a stratum of the card's resampling under the card's minimum (the
+    interval cannot show its uncertainty: see :func:`small_stratum_note`)."""
     ci = "" if any(isinstance(x, float) and math.isnan(x) for x in (row["ci_low"], row["ci_high"])) else \
         f" [{_num(row['ci_low'], signed=True)}, {_num(row['ci_high'], signed=True)}]"
-    return _num(row["difference"], signed=True) + ci
+    mark = ""
+    if _small(row):
+        mark = (f" {SMALL_STRATUM_MARK} too few {unit} in a stratum ({int(row['smallest_stratum'])} < "
+                f"{int(row['stratum_minimum'])})")
+    return _num(row["difference"], signed=True) + ci + mark
+
+
+def small_stratum_note(rows: pd.DataFrame, card) -> str:
+    """The sentence under a table with a † row, else ""."""
+    if rows.empty or "small_stratum" not in rows or not rows["small_stratum"].astype(bool).any():
+        return ""
+    from ..cards import scoring_of
+
+    rs = scoring_of(card).resampling
+    minimum = int(rows["stratum_minimum"].iloc[0])
+    unit = _stratum_unit(card)
+    return (f"{SMALL_STRATUM_MARK} Among the items read, a stratum of the card's resampling ({md(rs.unit)}) holds "
+            f"fewer than {minimum} {unit}, the card's minimum for an interval (a slice table gives a group that small "
+            "no interval): the resampling keeps each stratum's size, so a stratum that small has few distinct "
+            "draws (a stratum of one is the same item in every resample) and the interval cannot show its "
+            "uncertainty. Read the exact McNemar p beside it, which does not resample.")
+
+
+def _range(values) -> str:
+    lo, hi = int(min(values)), int(max(values))
+    return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
+
+
+def read_text(r) -> str:
+    """``100 items read (of 1,432 applicable)``: the items a perturbation read, of those it applies to."""
+    out = f"{int(r['n_read']):,} items read"
+    return out + (f" (of {int(r['n_applicable']):,} applicable)" if int(r["n_read"]) < int(r["n_applicable"]) else "")
 
 
 def worst_text(card, version: str, cells: list[dict], cell: dict) -> str:
-    """The leaderboard's "worst perturbation" of ``cell``'s run: the perturbation that costs its primary
-    metric most, with the paired difference and interval (``*`` when significant after Holm), or "—"."""
+    """The leaderboard's "worst perturbation (exact McNemar, Holm)" of ``cell``'s run, under the declared rule
+    :data:`atlaslib.analysis.perturbed.WORST_RULE`, from that one procedure: ``scope-distractor -0.123 · b 10 /
+    c 0 of 100 items read · Holm p 0.002`` (the point difference of the primary metric, McNemar's b and c on the
+    items read, the Holm-adjusted exact p over the version's perturbation table); "none shown worse (3
+    perturbations, 18–100 items read each)" when none qualifies; "—" for a run without perturbation rows. The
+    bootstrap intervals stay on the robustness page."""
     from ..analysis.perturbed import worst
 
     table = table_for(card, version, cells)
     if table.empty:
         return MISSING
-    w = worst(table, card.higher_is_better.get(card.primary_metric, True))
-    w = w[(w["model"] == cell["model"]) & (w["protocol"] == cell["protocol"])]
-    if w.empty:
+    mine = table[(table["kind"] == "perturbation") & (table["model"] == cell["model"])
+                 & (table["protocol"] == cell["protocol"])]
+    if mine.empty:
         return MISSING
+    w = worst(mine, card.higher_is_better.get(card.primary_metric, True))
+    if w.empty:
+        k = len(mine)
+        each = " each" if k > 1 else ""
+        applicable = ""
+        if (mine["n_read"] < mine["n_applicable"]).any():
+            applicable = f" of {_range(mine['n_applicable'])} applicable"
+        return (f"none shown worse ({k} perturbation{'s' if k != 1 else ''}, {_range(mine['n_read'])} items "
+                f"read{applicable}{each})")
     r = w.iloc[0]
-    return f"{md(r['variant'])} {difference_text(r)}" + ("\\*" if bool(r["significant"]) else "")
+    return (f"{md(r['variant'])} {_num(r['difference'], signed=True)} · b {int(r['b'])} / c {int(r['c'])} of "
+            f"{read_text(r)} · Holm p {_p(r['p_holm'])}")
 
 
 def run_frame(cells: list[dict]) -> pd.DataFrame:
     """A run page's table of its own variants (``cells``: the run's cell and its variant cells): per variant the
-    items read, the primary metric of the run and of the variant on them, the paired difference with its
-    interval, McNemar's b and c and the exact p (Holm over the run's variants of one kind)."""
+    items read, the smallest stratum of the card's resampling among them, the primary metric of the run and of
+    the variant on them, the paired difference with its interval (marked † under the card's minimum stratum:
+    :func:`difference_text`), McNemar's b and c and the exact p (Holm over the run's variants of one kind)."""
     from ..analysis import robustness
+    from ..analysis.perturbed import with_strata
 
+    cells = list(cells)
     t = robustness(cells)
     if t.empty:
         return t
+    t = with_strata(t, cells)
+    unit = _stratum_unit(t["card"].iloc[0])
     metric = t["metric"].iloc[0]
     return pd.DataFrame({"variant": t["variant"] + " (" + t["kind"] + ")", "items read": t["n_read"],
-                         "of applicable": t["n_applicable"], f"{metric} (this run)": t["default"].round(3),
+                         "of applicable": t["n_applicable"], "smallest stratum": t["smallest_stratum"],
+                         f"{metric} (this run)": t["default"].round(3),
                          f"{metric} (variant)": t["variant_value"].round(3),
-                         "difference [95 %]": [difference_text(r) for _, r in t.iterrows()],
+                         "difference [95 %]": [difference_text(r, unit) for _, r in t.iterrows()],
                          "b": t["b"], "c": t["c"], "p": t["p_mcnemar"].map(_p),
                          "p (Holm)": t["p_holm"].map(_p)}).set_index("variant")
 
@@ -139,6 +212,8 @@ def _samples(card, version: str, publish: bool) -> str:
 
 def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, publish: bool = False) -> str | None:
     """The page body, or None when the version has no variant cells."""
+    from ..analysis.perturbed import WORST_RULE
+
     table = table_for(card, version, cells)
     if table.empty:
         return None
@@ -159,17 +234,29 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, pub
                 f"Per run and perturbation: {metric} on the items the perturbation read, default run and perturbed, "
                 f"the paired difference (perturbed − default) with its 95 % paired percentile interval (both runs "
                 f"resampled together: {md(unit)}), McNemar's b (items the default run got right and the perturbed "
-                "run wrong) and c (the reverse), the exact p and Holm's adjustment over this table. \\* = "
-                "significant at 5 % after Holm.", ""]
+                "run wrong) and c (the reverse), the exact McNemar p and Holm's adjustment over this table. \\* "
+                "beside the Holm p = significant at 5 % after Holm: the star is the test's, the interval the "
+                "bootstrap's, and the two can disagree near the edge. The leaderboard's worst perturbation of a run "
+                f"is, {WORST_RULE.replace('the primary metric', metric)}."
+                + (" A run trained with several seeds (their number beside the model) ran every seed's model under "
+                   "each perturbation and is compared as the leaderboard shows it: its value is the mean over its "
+                   "seeds' models, its interval draws seeds and items (two-level), and an item counts as right for "
+                   "McNemar when more than half of its seeds' models are right, as in the card's paired comparisons."
+                   if (pert.get("n_seeds", pd.Series(dtype=int)) > 1).any() else ""), ""]
         rows = []
+        unit_word = _stratum_unit(card)
         for _, r in pert.iterrows():
-            rows.append([md(r["model"]), r["protocol"].replace("_", "_<wbr>"), f"`{r['variant']}`",
+            seeds = f" ({int(r['n_seeds'])} seeds)" if int(r.get("n_seeds") or 1) > 1 else ""
+            rows.append([md(r["model"]) + seeds, r["protocol"].replace("_", "_<wbr>"), f"`{r['variant']}`",
                          f"{r['n_read']:,} of {r['n_applicable']:,}", _num(r["default"]), _num(r["variant_value"]),
-                         difference_text(r) + ("\\*" if r["significant"] else ""), str(r["b"]), str(r["c"]),
-                         _p(r["p_mcnemar"]), _p(r["p_holm"])])
+                         difference_text(r, unit_word), str(r["b"]), str(r["c"]),
+                         _p(r["p_mcnemar"]), _p(r["p_holm"]) + ("\\*" if r["significant"] else "")])
         out.append(":::{container} atlas-leaderboard\n" + _md_table(
             ["model", "protocol", "perturbation", "items read (applicable)", "default", "perturbed",
              "difference [95 %]", "b", "c", "p", "p (Holm)"], rows) + "\n:::\n")
+        note = small_stratum_note(pert, card)
+        if note:
+            out += [note, ""]
         dl = page_dir / "_downloads"
         dl.mkdir(parents=True, exist_ok=True)
         csv = dl / f"robustness-{card.name}-{version}.csv"
@@ -195,7 +282,7 @@ def prompt_section(card, version: str, cells: list[dict], table: pd.DataFrame, p
            f"`{md(ps.version)}` (on the same items: {prompts['n_read'].iloc[0]:,} of the "
            f"{prompts['n_items'].iloc[0]:,} test items by seed-hash rank); the leaderboard keeps the card's own "
            "prompt. Per variant: the paired difference from the card's prompt with its interval, McNemar's b and c "
-           "and the exact p (Holm over the prompt variants).", ""]
+           "and the exact p (Holm over the prompt variants; \\* beside it: significant at 5 %).", ""]
     rows = []
     by_name = {v.name: v for v in ps.variants}
     for _, r in prompts.iterrows():
@@ -206,11 +293,14 @@ def prompt_section(card, version: str, cells: list[dict], table: pd.DataFrame, p
             f"options: {md(' / '.join(repr(o) for o in v.options))}" if v and v.options else "",
             f"{v.k_shot} in-context train items" if v and v.k_shot else ""] if x)
         rows.append([md(r["model"]), f"`{r['variant']}`", what or "—", _num(r["default"]), _num(r["variant_value"]),
-                     difference_text(r) + ("\\*" if r["significant"] else ""), str(r["b"]), str(r["c"]),
-                     _p(r["p_mcnemar"]), _p(r["p_holm"])])
+                     difference_text(r, _stratum_unit(card)), str(r["b"]), str(r["c"]),
+                     _p(r["p_mcnemar"]), _p(r["p_holm"]) + ("\\*" if r["significant"] else "")])
     out.append(":::{container} atlas-leaderboard\n" + _md_table(
         ["model", "prompt", "what changes", "card's prompt", "variant", "difference [95 %]", "b", "c", "p",
          "p (Holm)"], rows) + "\n:::\n")
+    note = small_stratum_note(prompts, card)
+    if note:
+        out += [note, ""]
     spread = prompt_spread([c for c in cells if c["version"] == version], table)
     if len(spread):
         out += ["", f"**Spread across prompts beside spread across models.** {metric.capitalize()} over the card's "

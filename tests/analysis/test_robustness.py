@@ -81,8 +81,15 @@ def test_paired_numbers_equal_a_direct_computation():
     holm = {lo: min(1, 2 * lo), hi: min(1, max(2 * lo, hi))}
     assert np.allclose(table["p_holm"], [holm[p] for p in p_direct])
 
+    # the declared rule (perturbed.WORST_RULE): the largest loss among the rows Holm-adjusted exact McNemar shows
+    # worse (b > c). Here alpha drops most (33 items, b 9 / c 2, Holm p 0.065: not shown worse), beta is the one
+    # that rejects (60 items, b 9 / c 0, Holm p 0.0078), so beta is the worst, not the lowest point difference.
+    p_alpha, p_beta = p_direct                         # the table's rows: alpha, beta
+    assert holm[p_alpha] >= 0.05 > holm[p_beta]
     w = worst(table)
-    assert len(w) == 1 and w["difference"].iloc[0] == table["difference"].min()
+    shown = table[table["significant"] & (table["b"] > table["c"]) & (table["difference"] < 0)]
+    assert list(shown["variant"]) == ["beta"] and table["difference"].idxmin() == 0
+    assert len(w) == 1 and w["variant"].iloc[0] == "beta" and w["difference"].iloc[0] == shown["difference"].min()
 
 
 def test_a_runs_model_calls_add_its_variant_runs_and_leave_out_an_older_runs(tmp_path):
@@ -110,3 +117,60 @@ def test_a_runs_model_calls_add_its_variant_runs_and_leave_out_an_older_runs(tmp
     (tmp_path / "m" / "variants" / "zero_shot" / "c-v1.json").write_text("{not json")
     assert runner.run_model_calls(base, res_out, "zero_shot") == {"made": 5, "served": 6, "corrupt": [],
                                                                   "write_errors": 0}
+
+
+def _seeded(cell, preds_by_seed):
+    """``cell`` as a row over training seeds: each seed's predictions in ``extra.seed_runs``, its own records the
+    first seed's."""
+    c = copy.deepcopy(cell)
+    for r, p in zip(c["predictions"], preds_by_seed[0]):
+        r["pred"] = p
+    c["protocol"] = c["spec"]["protocol"] = "finetune"
+    c["extra"] = {"seed_runs": [{"seed": 100 + k, "predictions": [{"item_id": r["item_id"], "pred": p}
+                                                                 for r, p in zip(c["predictions"], preds)]}
+                                for k, preds in enumerate(preds_by_seed)]}
+    return c
+
+
+def _flipped(preds, every, offset=0):
+    return [("affirmed" if p == "negated" else "negated") if (k + offset) % every == 0 else p
+            for k, p in enumerate(preds)]
+
+
+def test_a_seeded_row_is_compared_over_its_seeds_when_its_variant_ran_every_seed():
+    """A fine-tuned row over three seeds whose variant ran every seed's model: the default and perturbed values are
+    the means of the seeds' macro F1 on the items read (sklearn), McNemar's b and c count an item right when more
+    than half of the seeds' models are (hand count), ``n_seeds`` says 3; a variant cell of the first seed's model
+    alone (written before variants ran every seed) is compared with that seed's model, ``n_seeds`` 1."""
+    seeds = [PRED, _flipped(PRED, 5), _flipped(PRED, 4, 1)]
+    base = _seeded(base_cell(), seeds)
+    ids = [f"i{i:02d}" for i in range(0, N, 2)]
+    read = set(ids)
+    pert = [_flipped([p for r, p in zip(base["predictions"], s) if r["item_id"] in read], 3, k)
+            for k, s in enumerate(seeds)]
+    recs = [dict(r, pred=p) for r, p in zip([r for r in base["predictions"] if r["item_id"] in read], pert[0])]
+    spec = {"kind": "perturbation", "name": "gamma", "version": "v1", "key": "gamma-v1"}
+    v = variant_cell(base, spec, metrics={}, predictions=recs, inputs_digest="x", n_items=N, n_applicable=len(ids))
+    v["extra"] = {"seed_runs": [{"seed": 100 + k, "predictions": [{"item_id": i, "pred": p} for i, p in zip(ids, s)]}
+                                for k, s in enumerate(pert)]}
+    row = robustness([base, v], n_resamples=200).iloc[0]
+    pos = [int(i[1:]) for i in ids]
+    gold = np.array(GOLD)[pos]
+    before = [np.array(s)[pos] for s in seeds]
+    after = [np.array(s) for s in pert]
+    assert row["n_seeds"] == 3 and row["n_read"] == len(ids)
+    assert np.isclose(row["default"], np.mean([macro_f1(gold, s) for s in before]))
+    assert np.isclose(row["variant_value"], np.mean([macro_f1(gold, s) for s in after]))
+    right_before = np.sum([s == gold for s in before], axis=0) >= 2          # more than half of three
+    right_after = np.sum([s == gold for s in after], axis=0) >= 2
+    b, c = int(np.sum(right_before & ~right_after)), int(np.sum(~right_before & right_after))
+    assert (row["b"], row["c"]) == (b, c) and b + c > 0
+    first = (before[0] == gold), (after[0] == gold)
+    assert (b, c) != (int(np.sum(first[0] & ~first[1])), int(np.sum(~first[0] & first[1])))  # not seed 1's counts
+    assert np.isclose(row["p_mcnemar"], mcnemar_p(b, c))
+
+    old = copy.deepcopy(v)
+    old["extra"] = {}
+    row1 = robustness([base, old], n_resamples=200).iloc[0]
+    assert row1["n_seeds"] == 1 and np.isclose(row1["default"], macro_f1(gold, before[0]))
+    assert (row1["b"], row1["c"]) == (int(np.sum(first[0] & ~first[1])), int(np.sum(~first[0] & first[1])))
