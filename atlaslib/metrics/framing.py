@@ -180,7 +180,9 @@ def cluster_paired(p, a: str, b: str, base: str, clusters, *, seed: int, n_resam
     :func:`atlaslib.metrics.bootstrap.cluster_multiplicities` (the leaderboard's cluster resamples, same
     seed) and applied to ``p``'s per-unit counts; or, for a comparison that carries its card's scoring
     (:mod:`atlaslib.metrics.engine`), that scoring's cluster :class:`~atlaslib.metrics.engine.Resampling`,
-    drawn by the engine's own weights."""
+    drawn by the engine's own weights. A row over training seeds (a
+    :class:`~atlaslib.metrics.compare.SeededPaired` row) is the mean of its seeds' values on each cluster resample,
+    its seeds drawn as its declared resamples draw them: the two-level interval, around its mean over seeds."""
     from .compare import bootstrap_pvalue
     from .intervals import FEW_CLUSTERS
 

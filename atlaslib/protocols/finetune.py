@@ -587,12 +587,13 @@ def _seed_summary(runs: Sequence[dict]) -> list[dict]:
 
 def _with_seed_runs(runs: list[dict], **top) -> dict:
     """The protocol's answer: the first seed's model at the top (``pred`` / ``proba`` / ``tags``, ``model``,
-    ``details`` with ``seed_runs`` summarising every seed), and every seed's outputs in ``seed_runs``."""
+    ``details`` with ``seed_runs`` summarising every seed), every seed's outputs in ``seed_runs`` and every
+    seed's trained model in ``models`` (``[(seed, model)]``, in seed order: a variant run predicts with each)."""
     first = runs[0]
     details = dict(first["details"], seed_runs=_seed_summary(runs),
                    training_seeds=[r["seed"] for r in runs])
     out = {k: v for k, v in first.items() if k not in ("details", "seed")}
-    out.update(top, details=details,
+    out.update(top, details=details, models=[(r["seed"], r["model"]) for r in runs],
                seed_runs=[{k: v for k, v in r.items() if k != "model"} for r in runs])
     return out
 
@@ -653,8 +654,7 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
                                 "n_train_items": len(train_ids),
                                 "n_truncated": {"train": int(n_trunc_train), "test": int(n_trunc_test)},
                                 "predict_seconds": round(time.perf_counter() - t0, 3)})
-            runs.append({"seed": seed, "pred": pred, "proba": proba, "details": details,
-                         "model": model if not runs else None})
+            runs.append({"seed": seed, "pred": pred, "proba": proba, "details": details, "model": model})
             del model
     return _with_seed_runs(runs, labels=labels)
 
@@ -819,7 +819,7 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
                                 "chunking": "sentences over max_length sub-words cut into chunks of whole words",
                                 "n_train_words": int(sum(len(t) for t in train_tags)),
                                 "stats": chunk_stats, "predict_seconds": round(time.perf_counter() - t0, 3)})
-            runs.append({"seed": seed, "tags": out_tags, "details": details, "model": model if not runs else None})
+            runs.append({"seed": seed, "tags": out_tags, "details": details, "model": model})
             del model
     return _with_seed_runs(runs)
 

@@ -280,6 +280,21 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     assert runs[2]["unit_counts"] and row["roc_auc_finetune"]["seeds"]["per_seed"][2]["ci_low"] == \
         runs[2]["metrics"]["roc_auc_finetune"]["ci_low"]
     assert "3 trained models" in seed_page.run_markdown(row, 3)
+    # its variant runs predict with every seed's model (nothing trained again): on the run's own test texts each
+    # seed's answers are that seed's; a perturbation's variant cell is a row over the same seeds
+    again = out["predict"](test)
+    assert [r["seed"] for r in again["seed_runs"]] == [7, 8, 9]
+    for mine, first in zip(again["seed_runs"], out["seed_runs"]):
+        assert np.array_equal(mine["pred"], first["pred"]) and np.allclose(mine["score"], first["score"], atol=1e-6)
+    cell = {"card": "negex", "version": "atlas-n100-v1", "model": "enc", "protocol": "finetune", "status": "ok",
+            "spec": {"card": "negex", "version": "atlas-n100-v1", "model": "enc", "protocol": "finetune",
+                     "parameters": {}}, "run_key": "k", **parts}
+    made = negex.run_variants(cell, out, train, test, data_dir=data_dir, n_resamples=50)
+    assert made and all([r["seed"] for r in v["extra"]["seed_runs"]] == [7, 8, 9] for v in made)
+    v = made[0]
+    per = [r["metrics"]["macro_f1_finetune"]["value"] for r in v["extra"]["seed_runs"]]
+    assert v["metrics"]["macro_f1_finetune"]["value"] == pytest.approx(np.mean(per))
+    assert [x["item_id"] for x in v["extra"]["seed_runs"][2]["predictions"]] == [r["item_id"] for r in v["predictions"]]
     assert list(seed_page.seeded_table(row).columns)[:3] == ["mean over seeds", "two-level 95 % interval",
                                                              "per-seed range"]
     # MACCROBAT on a hand-built items frame: no capability -> not_run cell; an encoder -> tags per word
@@ -297,6 +312,9 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     f1 = res.metrics()["entity_f1_finetune"]
     per = [r["metrics"]["entity_f1_finetune"]["value"] for r in res.seed_runs]
     assert f1["value"] == pytest.approx(np.mean(per)) and f1["seeds"]["n_seeds"] == 2   # gold has mentions: defined
+    # a variant run predicts with every seed's model: on the run's own test sentences, each seed's own tags
+    again = res.predict_seeds(mitems.set_index("item_id").loc[manifest.test, "words"].tolist())
+    assert [s for s, _ in again] == [7, 8] and [t for _, t in again] == [r["pred"] for r in res.seed_runs]
 
 
 def test_sequence_predict_reuses_the_trained_model(encoder_dir):

@@ -69,6 +69,8 @@ class Outcome:
     llm: dict = field(default_factory=dict)        # a language model's contamination mark and memorisation probe
     # words of other sentences -> their IOB2 tags, with this run's model and whatever it trained (a variant run)
     predict: object = field(default=None, repr=False, compare=False)
+    # a fine-tuned row: words -> [(seed, IOB2 tags)] with every training seed's model (its variant runs them all)
+    predict_seeds: object = field(default=None, repr=False, compare=False)
     reads_text: bool = True
     seed_runs: list = field(default_factory=list)  # finetune: per training seed {seed, pred, details, metrics}
     seeded: dict = field(default_factory=dict)     # finetune: the row's metrics over its seeds (the cell's)
@@ -219,6 +221,8 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
             res = tok.probe_ner(adapter, train["words"].tolist(), train["tags"].tolist(), test["words"].tolist())
         pred, out.details = res["tags"], res["details"]
         out.predict = _predictor(adapter, protocol, res)
+        if protocol == "finetune" and len(res.get("models") or []) > 1:
+            out.predict_seeds = _seed_predictor(adapter, res["models"])
         out.native = res.get("native", [])
         from ..llm import llm_row_extra
 
@@ -247,6 +251,18 @@ def _predictor(adapter, protocol: str, res: dict):
             return FT.predict_tokens(adapter, res["model"], words, TAGS, FINETUNE_RECIPE)
         bs = int(tok.PROBE_SETTINGS.get("batch_size", 32))
         return tok.predict_probe(res["classifier"], tok.word_vectors(adapter, words, bs))
+
+    return predict
+
+
+def _seed_predictor(adapter, models):
+    """Words of other sentences -> ``[(seed, IOB2 tags)]``, one per training seed's fine-tuned model, never trained
+    again (a fine-tuned row's variant run is a row over the same seeds)."""
+    from ...protocols import finetune as FT
+
+    def predict(words):
+        words = [list(w) for w in words]
+        return [(seed, FT.predict_tokens(adapter, model, words, TAGS, FINETUNE_RECIPE)) for seed, model in models]
 
     return predict
 

@@ -1,6 +1,7 @@
 """The MACCROBAT card's variant runs (:mod:`atlaslib.variants`): a run, again under each of the card's
 perturbations (``PERTURBATIONS``), with the model and whatever the run trained (the probe's classifier, the
-fine-tuned encoder, the memorised phrases) as they are."""
+fine-tuned encoder, the memorised phrases) as they are. A fine-tuned row runs every training seed's model under
+each perturbation: its variant cell is a row over the same seeds, as its default run's cell is."""
 from __future__ import annotations
 
 import pandas as pd
@@ -11,7 +12,7 @@ from ...splits import SplitManifest
 from ...variants import inputs_sha256, variant_cell, write_variant_cells
 from .card import BOOTSTRAP_RESAMPLES, PERTURBATIONS, SEED, TYPES
 from .perturbations import perturbed_items
-from .runs import Outcome
+from .runs import Outcome, seeded
 
 
 def run_variants(cell: dict, out: Outcome, items: pd.DataFrame, manifest: SplitManifest, *, result_path=None,
@@ -20,7 +21,7 @@ def run_variants(cell: dict, out: Outcome, items: pd.DataFrame, manifest: SplitM
     that applies to some test sentence, its predictions and metrics (the card's, with the cluster bootstrap
     over case reports) over those sentences; written beside the run's cell when ``result_path`` is given.
     None for a run that did not happen."""
-    from .cells import report_positions
+    from .cells import report_positions, seed_run_records
 
     if out.status != "ok" or out.predict is None or cell.get("status") != "ok" or not out.reads_text:
         return []
@@ -31,16 +32,22 @@ def run_variants(cell: dict, out: Outcome, items: pd.DataFrame, manifest: SplitM
         if not len(frame):
             continue
         with results.Timer() as timer:
-            pred = [list(t) for t in out.predict(frame["words"].tolist())]
+            words = frame["words"].tolist()
+            by_seed = out.predict_seeds(words) if out.predict_seeds is not None else None
+            pred = [list(t) for t in (by_seed[0][1] if by_seed else out.predict(words))]
             gold = [list(t) for t in frame["tags"]]
             docs = frame["document"].tolist()
             v = Outcome(model=out.model, protocol=out.protocol, version=out.version, status="ok",
                         item_ids=frame["item_id"].tolist(), documents=docs, gold=gold, pred=pred,
                         scores=span_metrics_with_ci(gold, pred, docs, types=TYPES, n_resamples=n_resamples, seed=SEED))
+            if by_seed:      # a row over training seeds: every seed's model, scored as its default run's row
+                seeded(v, [{"seed": s, "tags": t, "details": {}} for s, t in by_seed], n_resamples=n_resamples,
+                       seed=SEED)
             recs = [{"item_id": i, "document": d, "gold": g, "pred": q, **pos}
                     for i, d, g, q, pos in zip(v.item_ids, docs, gold, pred, report_positions(items, v.item_ids))]
+        extra = {"seed_runs": seed_run_records(v, recs)} if v.seed_runs else {}
         made.append(variant_cell(cell, p.spec(), metrics=v.metrics(), predictions=recs,
-                                 inputs_digest=inputs_sha256(frame["words"].tolist()), n_items=len(test),
-                                 n_applicable=frame.attrs["n_applicable"], timing=timer.timing))
+                                 inputs_digest=inputs_sha256(words), n_items=len(test),
+                                 n_applicable=frame.attrs["n_applicable"], timing=timer.timing, extra=extra))
     write_variant_cells(made, result_path, out.protocol)
     return made

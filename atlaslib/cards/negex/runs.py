@@ -93,12 +93,16 @@ def _predictor(adapter, capability: str, protocol: str, out: dict, finetuned: di
             return P.zero_shot_assertion(adapter, frame["text"].tolist(), assertion_label_map(), gold=frame["label"])
         if capability == "score.options":
             return P.zero_shot_options(adapter, prompts if prompts is not None else option_prompts(frame), options)
-        if protocol == "finetune":
+        if protocol == "finetune":   # every training seed's model: the variant is a row over the same seeds
             from ...protocols import finetune as FT
 
-            proba = FT.predict_sequence(adapter, finetuned["model"], frame["text"].tolist(), FINETUNE_RECIPE)
             pos = LABELS.index(POSITIVE)
-            return {"pred": (proba.argmax(axis=1) == pos).astype(int), "score": proba[:, pos]}
+            runs = []
+            for seed, model in finetuned["models"]:
+                proba = FT.predict_sequence(adapter, model, frame["text"].tolist(), FINETUNE_RECIPE)
+                runs.append({"seed": seed, "pred": (proba.argmax(axis=1) == pos).astype(int), "score": proba[:, pos],
+                             "details": {}})
+            return {"pred": runs[0]["pred"], "score": runs[0]["score"], "seed_runs": runs}
         return P.probe_predict(adapter, out["head"], frame["text"].tolist())
 
     return predict

@@ -1,6 +1,8 @@
 """The NegEx card's variant runs (:mod:`atlaslib.variants`): a run that reads text, again under each of the
 card's perturbations (``PERTURBATIONS``) and, for a run that scores answer options, under each prompt of the
-card's prompt set (``PROMPT_SET``), with the model and whatever the run trained as they are."""
+card's prompt set (``PROMPT_SET``), with the model and whatever the run trained as they are. A fine-tuned row
+runs every training seed's model under each perturbation: its variant cell is a row over the same seeds (each
+seed's predictions in ``extra.seed_runs``, the metrics the mean over seeds), as its default run's cell is."""
 from __future__ import annotations
 
 import pandas as pd
@@ -59,7 +61,7 @@ def run_variants(cell: dict, out: dict | None, train: pd.DataFrame, test: pd.Dat
     run that did not happen or reads no text (a constant baseline)."""
     from ...metrics.report import binary_metrics
     from ...variants import variant_cell
-    from .cells import predictions
+    from .cells import predictions, seed_run_records, seeded_metrics
 
     if out is None or cell.get("status") != "ok" or not getattr(out.get("adapter"), "reads_text", True):
         return []
@@ -80,8 +82,12 @@ def run_variants(cell: dict, out: dict | None, train: pd.DataFrame, test: pd.Dat
     for spec, frame, prompts, options, n_applicable in jobs:
         with results.Timer() as timer:
             res = out["predict"](frame, prompts=prompts, options=options) if options_run else out["predict"](frame)
-            metrics = binary_metrics(frame["label"], res["pred"], res.get("score"), protocol, n_resamples=n_resamples,
-                                     no_score_reason="a native assertion head gives labels without scores")
+            if len(res.get("seed_runs") or []) > 1:     # a row over training seeds: every seed's model, scored as its row
+                metrics = seeded_metrics(frame, res, protocol, n_resamples=n_resamples, data_dir=data_dir)
+            else:
+                metrics = binary_metrics(frame["label"], res["pred"], res.get("score"), protocol,
+                                         n_resamples=n_resamples,
+                                         no_score_reason="a native assertion head gives labels without scores")
             recs = predictions(frame, {**res, "adapter": out.get("adapter")}, data_dir)
         if prompts is not None:
             inputs = prompts
@@ -92,6 +98,8 @@ def run_variants(cell: dict, out: dict | None, train: pd.DataFrame, test: pd.Dat
         details = res.get("details") or {}
         extra = ({"options": details["options"], "option_token_ids": details.get("option_token_ids")}
                  if "options" in details else {})
+        if len(res.get("seed_runs") or []) > 1:
+            extra["seed_runs"] = seed_run_records(frame, res)
         made.append(variant_cell(cell, spec, metrics=metrics, predictions=recs, inputs_digest=inputs_sha256(inputs),
                                  n_items=len(test), n_applicable=n_applicable, timing=timer.timing, extra=extra))
     write_variant_cells(made, result_path, protocol)
