@@ -226,15 +226,28 @@ def with_strata(table: pd.DataFrame, cells: Iterable[dict]) -> pd.DataFrame:
     return out
 
 
+def collapsed(cell: dict):
+    """The one label a run gives every item it read (its answers collapsed to one class), else None; a run
+    without labels (spans, relations) is never collapsed here."""
+    preds = [r.get("pred") for r in cell.get("predictions") or []]
+    if not preds or not all(isinstance(x, str) for x in preds):
+        return None
+    return preds[0] if len(set(preds)) == 1 else None
+
+
 def prompt_spread(cells: Iterable[dict], table: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (card, version, model, protocol) that has prompt variants: the primary metric under the card's
     prompt and each variant, its range (max − min) and standard deviation over those prompts; beside it, the
-    same range and SD over the models: every ok default run of the version, scored on the same items the
-    prompt variants read (one call of the card's paired resampling, :func:`atlaslib.metrics.compare.paired`)."""
+    same range and SD over the models of the same protocol family (``models_protocol``: every ok default run of
+    the version with that protocol, e.g. every zero-shot run), scored on the same items the prompt variants
+    read (one call of the card's paired resampling, :func:`atlaslib.metrics.compare.paired`). ``cells``: the
+    default runs' cells; their variant cells are read beside them when not among ``cells``."""
     from ..metrics.compare import paired
-    from ..variants import is_variant, parents
+    from ..variants import is_variant, of_cell, parents
 
     cells = list(cells)
+    if not any(is_variant(c) for c in cells):
+        cells += [v for c in cells if c.get("status") == "ok" for v in of_cell(c)]
     table = robustness(cells) if table is None else table
     t = table[table["kind"] == "prompt"]
     out = []
@@ -245,7 +258,7 @@ def prompt_spread(cells: Iterable[dict], table: pd.DataFrame | None = None) -> p
         one = variants.get((model, protocol, g["variant"].iloc[0]))
         ids = {r["item_id"] for r in one["predictions"]} if one else set()
         models = [c for c in cells if not is_variant(c) and c["card"] == card and c["version"] == version
-                  and c.get("status") == "ok" and c.get("predictions")]
+                  and c["protocol"] == protocol and c.get("status") == "ok" and c.get("predictions")]
         allm = np.array([], dtype=float)
         if ids and models:
             p = paired([_restricted(c, ids, c["model"]) for c in models])
@@ -256,7 +269,7 @@ def prompt_spread(cells: Iterable[dict], table: pd.DataFrame | None = None) -> p
                     "prompt_min": float(np.nanmin(vals)), "prompt_max": float(np.nanmax(vals)),
                     "prompt_range": float(np.nanmax(vals) - np.nanmin(vals)),
                     "prompt_sd": float(np.nanstd(vals, ddof=1)) if len(vals) > 1 else float("nan"),
-                    "n_models": int(len(allm)),
+                    "models_protocol": protocol, "n_models": int(len(allm)),
                     "models_min": float(allm.min()) if len(allm) else float("nan"),
                     "models_max": float(allm.max()) if len(allm) else float("nan"),
                     "models_range": float(allm.max() - allm.min()) if len(allm) else float("nan"),

@@ -272,9 +272,13 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, pub
 def prompt_section(card, version: str, cells: list[dict], table: pd.DataFrame, page_dir: Path) -> str:
     """Each prompt variant against the card's prompt, and the spread across prompts beside the spread across
     models (the card's own prompt stays the leaderboard's)."""
-    from ..analysis.perturbed import prompt_spread
+    from ..analysis.perturbed import collapsed, prompt_spread
+    from ..variants import variant_of
 
     prompts = table[table["kind"] == "prompt"]
+    base = [c for c in cells if c["version"] == version and c.get("status") == "ok"]
+    answers = {(c["model"], c["protocol"], (variant_of(c) or {}).get("name")): collapsed(c)
+               for c in base + _variant_cells(base)}
     metric = prompts["metric"].iloc[0].replace("_", " ")
     ps = card.prompt_set
     out = ["## Prompt and option sensitivity", "",
@@ -292,6 +296,9 @@ def prompt_section(card, version: str, cells: list[dict], table: pd.DataFrame, p
             if v and v.template else "",
             f"options: {md(' / '.join(repr(o) for o in v.options))}" if v and v.options else "",
             f"{v.k_shot} in-context train items" if v and v.k_shot else ""] if x)
+        one = answers.get((r["model"], r["protocol"], r["variant"]))
+        if one is not None:      # the model gives one answer to every item: the variant measures that, not a prompt
+            what = (what + "; " if what else "") + f"**collapsed: answers {md(one)} for all {int(r['n_read'])} items**"
         rows.append([md(r["model"]), f"`{r['variant']}`", what or "—", _num(r["default"]), _num(r["variant_value"]),
                      difference_text(r, _stratum_unit(card)), str(r["b"]), str(r["c"]),
                      _p(r["p_mcnemar"]), _p(r["p_holm"]) + ("\\*" if r["significant"] else "")])
@@ -301,11 +308,17 @@ def prompt_section(card, version: str, cells: list[dict], table: pd.DataFrame, p
     note = small_stratum_note(prompts, card)
     if note:
         out += [note, ""]
-    spread = prompt_spread([c for c in cells if c["version"] == version], table)
+    spread = prompt_spread(base, table)
+    if any(v is not None for v in answers.values()):
+        out += ["A variant marked *collapsed* gives one answer to every item it read: its row measures that "
+                "collapse (the share of that class among the items), not the wording of the prompt; variants that "
+                "collapse to the same answer give identical rows.", ""]
     if len(spread):
+        family = ", ".join(sorted({s.replace("_", "-") for s in spread["models_protocol"]}))
         out += ["", f"**Spread across prompts beside spread across models.** {metric.capitalize()} over the card's "
-                "prompt and its variants, beside the same metric over this version's ok runs of every model (each "
-                "under the card's own prompt or protocol), all on the items the prompt variants read.", ""]
+                "prompt and its variants, beside the same metric over this version's ok runs of the same protocol "
+                f"family ({md(family)}: every model run that way, the card's own prompt where it has one), all on the "
+                "items the prompt variants read.", ""]
         rows = [[md(s["model"]), str(s["n_prompts"]), f"{_num(s['prompt_min'])}–{_num(s['prompt_max'])}",
                  _num(s["prompt_range"]), _num(s["prompt_sd"]), str(s["n_models"]), _num(s["models_range"]),
                  _num(s["models_sd"])] for _, s in spread.iterrows()]

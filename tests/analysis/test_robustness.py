@@ -3,6 +3,7 @@ macro F1 on each of the card's stratified resamples, McNemar's exact p from the 
 from __future__ import annotations
 
 import copy
+import json
 from math import comb
 
 import numpy as np
@@ -174,3 +175,31 @@ def test_a_seeded_row_is_compared_over_its_seeds_when_its_variant_ran_every_seed
     row1 = robustness([base, old], n_resamples=200).iloc[0]
     assert row1["n_seeds"] == 1 and np.isclose(row1["default"], macro_f1(gold, before[0]))
     assert (row1["b"], row1["c"]) == (int(np.sum(first[0] & ~first[1])), int(np.sum(~first[0] & first[1])))
+
+
+def test_prompt_spread_reads_variants_beside_their_run_and_compares_one_protocol_family(tmp_path):
+    """The spread across models is over the version's ok runs of the prompt variants' protocol (two zero-shot runs
+    here, not the probe), on the items the variants read, with the variant cells read from beside their run (as the
+    page passes only default runs); a variant answering one label for every item is collapsed."""
+    from atlaslib import results
+    from atlaslib.analysis.perturbed import collapsed, prompt_spread
+    from atlaslib.variants import write_variant_cells
+
+    a = base_cell()
+    b = negex_cell("other", GOLD, _flipped(PRED, 6))
+    c = negex_cell("probe-run", GOLD, _flipped(PRED, 2), score=[0.5] * N)
+    ids = [f"i{i:02d}" for i in range(0, 30)]
+    spec = {"kind": "prompt", "name": "plain", "version": "v1", "key": "plain-v1"}
+    recs = [dict(r, pred="affirmed") for r in a["predictions"] if r["item_id"] in ids]
+    v = variant_cell(a, spec, metrics={}, predictions=recs, inputs_digest="x", n_items=N)
+    out = tmp_path / "m" / "zero_shot.json"
+    out.parent.mkdir(parents=True)
+    out.write_text(json.dumps(a))
+    write_variant_cells([v], out, "zero_shot")
+    a = results.read_cell(out)
+    sp = prompt_spread([a, b, c]).iloc[0]
+    gold = np.array(GOLD[:30])
+    assert sp["models_protocol"] == "zero_shot" and sp["n_models"] == 2 and sp["n_items"] == 30
+    by_hand = sorted([macro_f1(gold, np.array(PRED[:30])), macro_f1(gold, np.array(_flipped(PRED, 6)[:30]))])
+    assert np.isclose(sp["models_range"], by_hand[1] - by_hand[0])
+    assert collapsed(v) == "affirmed" and collapsed(a) is None
