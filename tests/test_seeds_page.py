@@ -3,6 +3,8 @@ numbers come from the cell, two versions with the same weight-cache keys are sai
 models, a card's row mark (card data) and the seeded-row note are footnotes on the row."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from sklearn.metrics import f1_score
 
@@ -66,3 +68,19 @@ def test_maccrobat_recipe_mark_is_card_data_on_the_finetune_cell(data_dir):
                      "zero_shot": None}
     assert "after a first recipe at 5e-05 had already been scored on the test items" in \
         mc.FINETUNE_RECIPE["validation"]
+
+
+def test_seeds_page_keeps_three_decimals_and_explains_a_zero_width_single_seed_interval():
+    """A value of 0.960 prints as 0.960 on the page (the table's cells were re-parsed as numbers and lost the
+    zero); a single seed's interval of zero width says why."""
+    rng = np.random.default_rng(2)
+    y = (rng.random(40) < 0.3).astype(int)
+    a = seeded_cell("atlas-n100-v1", [y, y, y], y, ["k1", "k2", "k3"])
+    m = a["metrics"]["sensitivity_finetune"]
+    m["value"], m["seeds"]["seed_min"] = 0.96, 0.92
+    m["seeds"]["single_seed"].update(ci_low=1.0, ci_high=1.0)
+    body = seed_page.render(get_card("negex"), "atlas-n100-v1", [a], [a])
+    row = next(line for line in body.splitlines() if line.startswith("| sensitivity_finetune"))
+    assert "| 0.960 " in row and "0.920 – " in row and "[1.000, 1.000] (seed 1)" in row
+    assert "zero width" in row
+    assert re.search(r"\| 0\.\d\d ", body) is None           # no value with two decimals anywhere on the page

@@ -41,7 +41,9 @@ def seeded_table(metrics: dict) -> pd.DataFrame:
                      "single-seed item interval": f"[{_f(one.get('ci_low'))}, {_f(one.get('ci_high'))}] "
                                                   f"(seed {one['seed']})",
                      "share: seeds": _pct(s.get("share_seeds")), "share: items": _pct(s.get("share_items")),
-                     "note": ""})
+                     "note": ("the single seed's interval has zero width: that model gives this value on every "
+                              "resample of the test items, which is not certainty"
+                              if one.get("ci_low") is not None and one.get("ci_low") == one.get("ci_high") else "")})
     return pd.DataFrame(rows).set_index("metric")
 
 
@@ -109,14 +111,14 @@ def render(card, version: str, cells: list[dict], all_cells: list[dict] | None =
                      + f": the {len(runs)} models of this row are the same trained models as that row's (every seed's "
                      "weight-cache key is equal), trained once per seed and scored on each version's test items.")
         parts.append(text)
-        parts.append(seeded_table(c["metrics"]).to_markdown())
+        parts.append(seeded_table(c["metrics"]).to_markdown(disable_numparse=True))
         per = pd.DataFrame([{"seed": r["seed"],
                              prim: _f((r.get("metrics") or {}).get(prim, {}).get("value")),
                              "item interval": "[{}, {}]".format(_f((r.get("metrics") or {}).get(prim, {}).get("ci_low")),
                                                                 _f((r.get("metrics") or {}).get(prim, {}).get("ci_high"))),
                              "weights": "trained" if r.get("trained_here") else "loaded from cache",
                              "weight-cache key": f"`{r.get('weights_key') or ''}`"} for r in runs]).set_index("seed")
-        parts.append(f"Each seed's model on the primary metric, with its declared item interval:\n\n{per.to_markdown()}")
+        parts.append(f"Each seed's model on the primary metric, with its declared item interval:\n\n{per.to_markdown(disable_numparse=True)}")
     parts.append(aso_markdown(card, seeded))
     return "\n\n".join(p for p in parts if p)
 
