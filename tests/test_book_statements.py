@@ -313,18 +313,58 @@ def check_not_ranked_rows(src: Path, cells) -> list[str]:
     return out
 
 
+def check_explorer_counts_are_the_comparisons(src: Path, cells) -> list[str]:
+    """The item explorer says its pair filter's count is McNemar's b of the card page's paired comparison: for every
+    pair of every version with b / c on the card's primary metric in the comparisons download, the explorer's CSV counts the items run A gets
+    right and run B wrong (b) and the reverse (c) to the same numbers (a seeded row: its majority answer)."""
+    import csv
+
+    out, seen = [], 0
+    for path in sorted(Path(src).rglob("_downloads/comparisons-*.json")):
+        rows = [r for r in json.loads(path.read_text(encoding="utf-8"))
+                if r.get("b") is not None and not (isinstance(r["b"], float) and math.isnan(r["b"]))]
+        if not rows:
+            continue
+        card, version = rows[0]["card"], rows[0]["version"]
+        rows = [r for r in rows if r["metric"] == get_card(card).primary_metric]   # the pairs the card page shows
+        ex = Path(src) / "book" / "runs" / card / version / f"explorer-{card}-{version}.csv"
+        if not ex.is_file():
+            continue
+        with open(ex, encoding="utf-8", newline="") as fh:
+            table = list(csv.DictReader(fh))
+
+        def right(run):   # "model (protocol)" -> that run's right/wrong column of the explorer
+            model, protocol = run.rsplit(" (", 1)
+            col = f"{model} · {protocol[:-1]} · right"
+            return None if not table or col not in table[0] else [t[col] == "right" for t in table]
+
+        for r in rows:
+            a, b = right(r["model_a"]), right(r["model_b"])
+            if a is None or b is None:
+                out.append(f"{ex.name}: no right/wrong column of {r['model_a']} or {r['model_b']}")
+                continue
+            seen += 1
+            got = (sum(x and not y for x, y in zip(a, b)), sum(y and not x for x, y in zip(a, b)))
+            if got != (int(r["b"]), int(r["c"])):
+                out.append(f"{ex.name}: {r['model_a']} vs {r['model_b']} counts b / c {got[0]} / {got[1]}, the "
+                           f"comparison {int(r['b'])} / {int(r['c'])}")
+    return out if seen or out else missing("a comparison with McNemar counts beside its item explorer")
+
+
 CHECKS = (check_false_entailment_bound, check_coverage_standard_errors, check_licence_story,
           check_negex_reproduction_gaps, check_seqeval_modes, check_tempeval_disagreement, check_tempeval_event_counts,
-          check_ties_explained, check_departures_tables, check_not_ranked_rows)
+          check_ties_explained, check_departures_tables, check_not_ranked_rows, check_explorer_counts_are_the_comparisons)
 
 
 #: the checks each of the suite's sites is held to (the pages and cells it has); together, every check
 SITES = {
     "course book": (check_false_entailment_bound, check_coverage_standard_errors, check_licence_story,
                     check_seqeval_modes, check_ties_explained, check_departures_tables),
-    "small book": (check_licence_story, check_seqeval_modes, check_departures_tables, check_not_ranked_rows),
+    "small book": (check_licence_story, check_seqeval_modes, check_departures_tables, check_not_ranked_rows,
+                   check_explorer_counts_are_the_comparisons),
     "mixed site": (check_licence_story, check_negex_reproduction_gaps, check_seqeval_modes, check_tempeval_disagreement,
-                   check_tempeval_event_counts, check_ties_explained, check_departures_tables, check_not_ranked_rows),
+                   check_tempeval_event_counts, check_ties_explained, check_departures_tables, check_not_ranked_rows,
+                   check_explorer_counts_are_the_comparisons),
 }
 
 
@@ -350,8 +390,15 @@ def test_the_checks_see_the_old_statements(tmp_path):
     ranked = [{"model": "kit-rules", "overlap": "negex", "band": "not ranked", "rank": 1, "p_rank1": 0.95}]
     (dl / "leaderboard-negex-v.json").write_text(json.dumps(ranked))
     (dl / "leaderboard-negex-v.csv").write_text("model,overlap,rank\nkit-rules,negex,1\n")
+    pair = [{"card": "negex", "version": "v", "metric": get_card("negex").primary_metric, "model_a": "enc (finetune)",
+             "model_b": "rules (zero_shot)", "b": 2.0, "c": 1.0}]
+    (dl / "comparisons-negex-v.json").write_text(json.dumps(pair))
+    (src / "book/runs/negex/v").mkdir(parents=True)
+    (src / "book/runs/negex/v/explorer-negex-v.csv").write_text(   # the first seed's answers: b 1, c 1
+        "item_id,enc · finetune · right,rules · zero_shot · right\ni1,right,wrong\ni2,wrong,right\ni3,right,right\n")
     found = all_problems(src, cells)
-    for what in ("overlap-flagged kit-rules ranked", "overlap-flagged kit-rules has a rank field",
+    for what in ("enc (finetune) vs rules (zero_shot) counts b / c 1 / 1, the comparison 2 / 1",
+                 "overlap-flagged kit-rules ranked", "overlap-flagged kit-rules has a rank field",
                  "no table 'Where this page departs", "the gaps to GenNegEx are not named",
                  "one rounded bound", "seqeval mode statement", "cleared for publication"):
         assert any(what in p for p in found), (what, found)
