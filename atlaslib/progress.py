@@ -12,6 +12,9 @@ from __future__ import annotations
 import os
 import sys
 
+#: seconds between two status lines in a log while runs go on and nothing changes
+HEARTBEAT = 300.0
+
 
 def plain_mode() -> bool:
     """True where progress goes to a log (papermill kernels, CI, a pipe): ``ATLAS_PROGRESS=plain``, or neither a
@@ -54,10 +57,13 @@ class MatrixStatus:
     ``expected``: label -> seconds (the last build's record, else an estimate); ``workers``: how many runs go at
     once. In a terminal (``stream`` a TTY) the status is one line redrawn in place about once a second, and the
     executor's own lines (:meth:`log`) are printed above it; elsewhere (a log file, CI, a notebook) one line is
-    logged per change (a run started or finished), never a line per second. ``ATLAS_PROGRESS=off`` shows
-    nothing but the executor's lines; ``plain`` forces the one-line-per-change form."""
+    logged per change (a run started or finished) and, while runs go on with nothing changing, one line every
+    ``heartbeat`` seconds (default :data:`HEARTBEAT`: a long run's elapsed time shows in a log too), never a line
+    per second. ``ATLAS_PROGRESS=off`` shows nothing but the executor's lines; ``plain`` forces the
+    one-line-per-change form."""
 
-    def __init__(self, labels, expected: dict, workers: int, log=print, stream=None, clock=None):
+    def __init__(self, labels, expected: dict, workers: int, log=print, stream=None, clock=None,
+                 heartbeat: float | None = None):
         import threading
         import time
 
@@ -71,8 +77,12 @@ class MatrixStatus:
         self.in_place = not self.off and mode != "plain" and bool(getattr(self.stream, "isatty", lambda: False)())
         self._lock, self._stop = threading.RLock(), threading.Event()
         self._drawn = False
+        self.heartbeat = HEARTBEAT if heartbeat is None else float(heartbeat)
+        self._last_line = self.clock()
         if self.in_place:
             threading.Thread(target=self._ticker, name="atlas-matrix-status", daemon=True).start()
+        elif not self.off and self.heartbeat > 0 and clock is None:   # a given clock (a test) calls beat() itself
+            threading.Thread(target=self._beats, name="atlas-matrix-heartbeat", daemon=True).start()
 
     # -- what the line says
     def remaining(self) -> float:
@@ -104,6 +114,7 @@ class MatrixStatus:
             self.running[label] = self.clock()
             if not self.off and not self.in_place:
                 self._log(self.line())
+                self._last_line = self.clock()
             self._draw()
 
     def finished(self, label: str, message: str | None = None) -> None:
@@ -116,6 +127,7 @@ class MatrixStatus:
                 self.log(message)
             elif not self.off and not self.in_place:
                 self._log(self.line())
+                self._last_line = self.clock()
             self._draw()
 
     def log(self, message: str) -> None:
@@ -123,7 +135,21 @@ class MatrixStatus:
         with self._lock:
             self._clear()
             self._log(message)
+            self._last_line = self.clock()
             self._draw()
+
+    def beat(self) -> bool:
+        """In a log: the status line again when runs are going and no line was logged for ``heartbeat`` seconds
+        (True when it logged one)."""
+        with self._lock:
+            if self.off or self.in_place or not self.running or self.clock() - self._last_line < self.heartbeat:
+                return False
+            self.log(self.line())
+            return True
+
+    def _beats(self) -> None:
+        while not self._stop.wait(min(self.heartbeat, 30.0)):
+            self.beat()
 
     def close(self) -> None:
         self._stop.set()

@@ -404,6 +404,29 @@ def test_the_status_says_what_runs_for_how_long_and_when_the_matrix_should_end(m
     status.close()
 
 
+def test_in_a_log_a_long_run_shows_its_elapsed_time_every_heartbeat(monkeypatch):
+    """Not a terminal: while a run goes on and nothing changes, the status line is logged again once the heartbeat
+    has passed since the last line (never sooner, never with nothing running)."""
+    from atlaslib.progress import MatrixStatus
+
+    monkeypatch.setenv("ATLAS_PROGRESS", "plain")
+    now, lines = [0.0], []
+    status = MatrixStatus(["a", "b"], {"a": 1800.0, "b": 60.0}, workers=1, log=lines.append, clock=lambda: now[0],
+                          heartbeat=300.0)
+    assert not status.beat()                        # nothing running
+    status.started("a")
+    now[0] = 299.0
+    assert not status.beat() and len(lines) == 1    # not yet 300 s since the started line
+    now[0] = 300.0
+    assert status.beat() and lines[-1].startswith("runs 0/2 done | a 5m00s of ~30m00s")
+    now[0] = 450.0
+    assert not status.beat()                        # 150 s since the heartbeat line
+    status.finished("a", "[1/2] a: ran")
+    now[0] = 1000.0
+    assert not status.beat() and lines[-1].startswith("[1/2] a: ran")   # nothing running: no line
+    status.close()
+
+
 def test_in_a_terminal_the_status_is_one_line_redrawn_in_place_with_the_logs_above_it(monkeypatch):
     import io
 
