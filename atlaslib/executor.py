@@ -521,7 +521,7 @@ def longest_first(reqs, expected: dict | None = None) -> list[int]:
 
 
 def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_limit, retries, connect_timeout=None,
-              no_worker_timeout: float = 300.0, count_from: int = 0, count_of: int | None = None,
+              no_worker_timeout: float = 600.0, count_from: int = 0, count_of: int | None = None,
               expected: dict | None = None, record=None):
     from collections import deque
     from concurrent.futures import CancelledError

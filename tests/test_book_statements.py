@@ -42,6 +42,7 @@ from scipy.stats import beta
 from atlaslib import book, results
 from atlaslib.cards import available_cards, get_card
 from atlaslib.pages import departures
+from tests.books import BUILD_TIMEOUT
 from tests.test_prose_numbers import render_without_lessons
 
 LEVEL = 0.95
@@ -415,6 +416,7 @@ def test_a_check_without_its_pages_and_cells_fails_and_every_check_runs_on_a_sit
 # -- the books ----------------------------------------------------------------------------------------------------
 
 @pytest.mark.xdist_group("course_book")
+@pytest.mark.timeout(BUILD_TIMEOUT)
 def test_the_course_book_holds_its_corrected_statements(course_book):
     src, cells = course_book["src"], results.read_cells(course_book["paths"].results)
     # the course book also holds rows only lessons read (MACCROBAT's memorize row for the span lesson, SmolLM2's

@@ -20,9 +20,11 @@ import urllib.request
 import nbformat
 import pytest
 
+from tests.books import BUILD_TIMEOUT
 from tests.test_browser import CHROMIUM_FLAGS, chromium, serve
 
-pytestmark = pytest.mark.xdist_group("course_book")  # shares the session's course book with test_course
+# shares the session's course book with test_course
+pytestmark = [pytest.mark.xdist_group("course_book"), pytest.mark.timeout(BUILD_TIMEOUT)]
 
 LESSON_PAGE = "book/course/gates.html"
 START_PAGE = "book/start_here.html"

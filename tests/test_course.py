@@ -28,9 +28,11 @@ from atlaslib import book, course, results
 from atlaslib.cards import get_card
 from atlaslib.metrics import compare, intervals
 from atlaslib.pages import course as pages
+from tests.books import BUILD_TIMEOUT
 
 NLI_MODELS = ("medspacy-context-nli", "minilm-similarity", "always-entailment", "always-abstain")
-pytestmark = pytest.mark.xdist_group("course_book")  # shares the session's course book (test_browser_course too)
+# shares the session's course book (test_browser_course too)
+pytestmark = [pytest.mark.xdist_group("course_book"), pytest.mark.timeout(BUILD_TIMEOUT)]
 
 
 def write_nli_cells(results_dir: Path) -> None:

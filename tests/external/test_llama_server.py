@@ -21,10 +21,12 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.books import BUILD_TIMEOUT
+
 pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is part of the pinned test environment")
 
 # one server for the module's tests: on one xdist worker (two workers would each start a server on two cores)
-pytestmark = pytest.mark.xdist_group("llama-server")
+pytestmark = [pytest.mark.xdist_group("llama-server"), pytest.mark.timeout(BUILD_TIMEOUT)]
 
 #: |server - transformers| per option log-probability, in nats: llama.cpp computes with the 4-bit weights and
 #: 8-bit activations, transformers with the same weights dequantised to float32 (measured on atlas-n100-v1:
@@ -98,12 +100,19 @@ def server_profiles(served_profiles_file, monkeypatch):
     return served_profiles_file
 
 
+#: NegEx atlas-n100-v1 test items sent through the server (the first ones): enough to compare the two paths,
+#: few enough for a loaded 2-core machine
+N_ITEMS = 40
+
+
 @pytest.fixture(scope="session")
 def negex_n100(data_dir):
+    """The train items and the first :data:`N_ITEMS` test items of NegEx atlas-n100-v1."""
     from atlaslib.cards import negex
 
     items = negex.load_items(data_dir)
-    return negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
+    train, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
+    return train, test.head(N_ITEMS).reset_index(drop=True)
 
 
 def _post(url, body):
@@ -126,16 +135,16 @@ def test_score_options_through_the_server_agree_with_transformers_on_negex_n100(
     assert served["capability"] == local["details"]["capability"] == "score.options"
     assert served["details"]["option_token_ids"] == local["details"]["option_token_ids"]   # same tokens
     a, b = np.asarray(served["loglik"]), np.asarray(local["loglik"])
-    assert a.shape == b.shape == (100, 2)
+    assert a.shape == b.shape == (N_ITEMS, 2)
     diff = np.abs(a - b)
     agree = float(np.mean(served["pred"] == local["pred"]))
     with capsys.disabled():
         print(f"\nNegEx atlas-n100-v1, score.options ' yes' / ' no': |server - transformers| log-prob max "
-              f"{diff.max():.3f}, mean {diff.mean():.3f} nats; decisions agree on {agree:.0%} of 100 items")
+              f"{diff.max():.3f}, mean {diff.mean():.3f} nats; decisions agree on {agree:.0%} of {N_ITEMS} items")
     assert diff.max() <= LOGPROB_TOLERANCE and diff.mean() <= 0.15
     assert agree >= DECISION_AGREEMENT_MIN
     cost = served["details"]["adapter"]["cost"]
-    assert cost["items"] == 100 and cost["prompt_tokens"] > 0 and cost["completion_tokens"] == 200
+    assert cost["items"] == N_ITEMS and cost["prompt_tokens"] > 0 and cost["completion_tokens"] == 2 * N_ITEMS
 
 
 def test_echo_log_probabilities_are_not_the_models_so_the_adapter_forces_tokens(llama_server, server_profiles):
@@ -166,8 +175,8 @@ def test_predict_assertion_through_the_server_on_negex_n100(server_profiles, neg
     train, test = negex_n100
     out = negex.run_protocol("served-chat", "zero_shot", train, test, data_dir=data_dir)
     adapter = out["adapter"]
-    assert out["capability"] == "predict.assertion" and len(out["pred"]) == 100
-    assert adapter.requests_sent == 100 and adapter.info["cost"]["items"] == 100
+    assert out["capability"] == "predict.assertion" and len(out["pred"]) == N_ITEMS
+    assert adapter.requests_sent == N_ITEMS and adapter.info["cost"]["items"] == N_ITEMS
     natives = out["native"]
     assert set(natives) <= {"PRESENT", "ABSENT", "UNPARSEABLE"}
     kept = adapter.info["unparseable"]
