@@ -64,7 +64,10 @@ def table_for(card, version: str, cells: list[dict]) -> pd.DataFrame:
 def _num(v, digits=3, signed=False) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "n/a"
-    return f"{float(v):+.{digits}f}" if signed else f"{float(v):.{digits}f}"
+    v = float(v)
+    if round(v, digits) == 0:     # a resampled difference of -1e-17 is zero, not "-0.000"
+        v = 0.0
+    return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
 
 
 def _p(v) -> str:

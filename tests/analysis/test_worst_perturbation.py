@@ -235,3 +235,11 @@ def test_the_leaderboard_column_names_its_test_and_the_intro_declares_the_rule(b
     m2 = next(x for x in out.splitlines() if x.startswith("| m2 "))
     assert m1.endswith("| many -0.167 · b 10 / c 0 of 60 items read · Holm p 0.010 |")
     assert m2.endswith("| none shown worse (2 perturbations, 5–18 items read each) |")
+
+
+def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
+    """A two-level interval's end of -1e-17 (a float sum of equal values) is +0.000, never -0.000."""
+    from atlaslib.pages.robustness import difference_text
+
+    row = {"difference": 0.0, "ci_low": -1.2e-17, "ci_high": 3e-17, "small_stratum": False}
+    assert difference_text(row).startswith("+0.000 [+0.000, +0.000]")
