@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import analysis_of, n_resamples_of, ok_cells, one_model_label as run_label
+from . import analysis_of, n_resamples_of, ok_cells, one_model_label
 
 N_BINS = 10
 N_CONSISTENCY = 200
@@ -109,7 +109,7 @@ def calibration_row(cell: dict, n_resamples: int | None = None, seed: int | None
     """Brier and ECE (10 equal-mass bins) of one run with their percentile intervals, or n/a."""
     from ..metrics import bootstrap
 
-    label = run_label(cell)
+    label = one_model_label(cell)
     ys = scores_of(cell)
     if ys is None:
         return {"run": label, "n": len(cell.get("predictions") or []), "brier": None, "brier_low": None,
@@ -142,7 +142,7 @@ def plot_reliability(cells, title: str = ""):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [(run_label(c), scores_of(c)) for c in ok_cells(cells)]
+    runs = [(one_model_label(c), scores_of(c)) for c in ok_cells(cells)]
     runs = [(lab, ys) for lab, ys in runs if ys is not None]
     if not runs:
         return None

@@ -20,14 +20,16 @@ applied to:
 - the number of items the variant read (``n_read``: its predictions; a declared ``max_items`` samples them by
   seed-hash rank), of those it applies to (``n_applicable``) and of the test items (``n_items``).
 
-:func:`with_strata` adds, per row, the smallest stratum of the card's resampling among the items read and
-whether it is under the card's minimum for an interval (:func:`stratum_minimum`, the slice tables' minimum):
-such an interval cannot show its uncertainty. :func:`worst` picks a run's worst perturbation by the declared
+Each row also holds the smallest stratum of the card's resampling among the items read (``smallest_stratum``; NaN
+when the card does not stratify), the card's minimum for an interval (``stratum_minimum``: :func:`stratum_minimum`,
+the slice tables' minimum) and whether it is under it (``small_stratum``): such an interval cannot show its
+uncertainty. :func:`worst` picks a run's worst perturbation by the declared
 :data:`WORST_RULE` (the Holm-adjusted exact McNemar test decides; the largest loss among those it shows worse).
 """
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from typing import Iterable
 
 import numpy as np
@@ -36,7 +38,7 @@ import pandas as pd
 COLUMNS = ["card", "version", "model", "protocol", "n_seeds", "kind", "variant", "variant_version", "n_read",
            "n_applicable", "n_items",
            "unit", "metric", "default", "variant_value", "difference", "ci_low", "ci_high", "b", "c", "p_mcnemar",
-           "p_holm", "significant"]
+           "smallest_stratum", "stratum_minimum", "small_stratum", "p_holm", "significant"]
 
 
 def _restricted(cell: dict, ids: set, name: str, seeds: bool = False) -> dict:
@@ -99,6 +101,13 @@ def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
     base_v, var_v = p.point(la, p.primary), p.point(lb, p.primary)
     d = p.resampled(lb, p.primary) - p.resampled(la, p.primary)
     lo, hi = bootstrap.percentile_ci(d) if np.isfinite(d).any() else (float("nan"), float("nan"))
+    # the smallest stratum of the card's resampling among the items read: the stratified resampling keeps each
+    # stratum's size, so one under the card's minimum has few distinct draws (a stratum of one: the same item in
+    # every resample) and the paired interval cannot show its uncertainty (the exact McNemar p does not resample)
+    rs = p.scoring.resampling
+    smallest = (min(Counter(map(str, p.counts[la].groups[rs.by])).values()) if rs.rule == "stratified"
+                else float("nan"))
+    minimum = stratum_minimum(base["card"])
     ca, cb = _correct(a), _correct(b_)
     nb = sum(ca[i] and not cb[i] for i in ids)
     nc = sum(cb[i] and not ca[i] for i in ids)
@@ -108,6 +117,7 @@ def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
             "n_items": int(v.get("n_items") or len(base["predictions"])), "unit": p.unit,
             "metric": p.primary, "default": base_v, "variant_value": var_v, "difference": var_v - base_v,
             "ci_low": lo, "ci_high": hi, "b": int(nb), "c": int(nc), "p_mcnemar": mcnemar_exact(nb, nc),
+            "smallest_stratum": float(smallest), "stratum_minimum": minimum, "small_stratum": bool(smallest < minimum),
             "n_seeds": n_seeds(a)}
 
 
@@ -162,10 +172,6 @@ def worst(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFrame:
 
 # -- strata of the card's resampling among the items a variant read ------------------------------------------
 
-#: the columns :func:`with_strata` adds to the robustness table
-STRATUM_COLUMNS = ["smallest_stratum", "stratum_minimum", "small_stratum"]
-
-
 def stratum_minimum(card: str) -> int:
     """The fewest units the card's slice tables give an interval for (its ``Scoring.slices.min_units``; without
     a slice rule, :class:`atlaslib.metrics.engine.SliceRule`'s default, the slice tables' minimum): a stratum
@@ -179,51 +185,6 @@ def stratum_minimum(card: str) -> int:
     if rule is not None:
         return int(rule.min_units)
     return int(next(f.default for f in fields(SliceRule) if f.name == "min_units"))
-
-
-def strata(base: dict, variant: dict) -> dict | None:
-    """``{stratum: units}``: how many of the units ``variant`` read fall in each stratum of the card's declared
-    resampling (``Resampling.by``, e.g. the gold label), counted from ``base``'s records of those items by the
-    card's scoring; None when the card's resampling does not stratify."""
-    from collections import Counter
-
-    from ..cards import counted, scoring_of
-
-    rs = scoring_of(base["card"]).resampling
-    if rs.rule != "stratified":
-        return None
-    ids = {r["item_id"] for r in variant["predictions"]}
-    uc = counted(_restricted(base, ids, "default run"))
-    return dict(Counter(map(str, uc.groups[rs.by])))
-
-
-def with_strata(table: pd.DataFrame, cells: Iterable[dict]) -> pd.DataFrame:
-    """``table`` (:func:`robustness` of ``cells``) with :data:`STRATUM_COLUMNS`: per row the size of the smallest
-    stratum of the card's resampling among the items the variant read (``smallest_stratum``, NaN when the card
-    does not stratify), the card's minimum (:func:`stratum_minimum`) and ``small_stratum``: the smallest stratum
-    holds fewer units than that minimum. The stratified resampling keeps each stratum's size, so a stratum that
-    small has few distinct draws (a stratum of one: the same unit in every resample) and the paired interval
-    cannot show its uncertainty; the exact McNemar p does not resample and is unaffected."""
-    from ..variants import is_variant, parents, variant_of
-
-    cells = list(cells)
-    sizes = {}
-    for b, v in parents([c for c in cells if is_variant(c)], [c for c in cells if not is_variant(c)]):
-        if not (b.get("status") == "ok" and v.get("status") == "ok" and b.get("predictions") and v.get("predictions")):
-            continue
-        meta = variant_of(v)
-        s = strata(b, v)
-        sizes[(b["card"], b["version"], b["model"], b["protocol"], meta.get("kind", "perturbation"), meta["name"],
-               meta.get("version"))] = min(s.values()) if s else None
-    out = table.copy()
-    keys = ["card", "version", "model", "protocol", "kind", "variant", "variant_version"]
-    smallest = [sizes.get(tuple(r)) for r in out[keys].itertuples(index=False, name=None)]
-    minimum = {c: stratum_minimum(c) for c in set(out["card"])}
-    out["smallest_stratum"] = pd.Series([np.nan if s is None else float(s) for s in smallest], index=out.index,
-                                        dtype=float)
-    out["stratum_minimum"] = pd.Series([minimum[c] for c in out["card"]], index=out.index, dtype=int)
-    out["small_stratum"] = out["smallest_stratum"] < out["stratum_minimum"]
-    return out
 
 
 def collapsed(cell: dict):

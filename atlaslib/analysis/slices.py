@@ -22,7 +22,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from . import analysis_of, n_resamples_of, ok_cells, one_model_label as run_label
+from . import analysis_of, n_resamples_of, ok_cells, one_model_label
 
 #: the fewest units a group needs for an interval under the cards' bootstrap slice rules
 #: (:class:`atlaslib.metrics.engine.SliceRule`'s default ``min_units``)
@@ -143,7 +143,7 @@ def slice_table(cells, card: str | None = None, slices: dict | None = None) -> p
     for cell in ok_cells(cells):
         if rule is None:
             break
-        run = run_label(cell)
+        run = one_model_label(cell)
         seed, n_res = _seed(cell, scoring.resampling.seed), n_resamples_of(cell)
         for name, spec in slices.items():
             groups = groups_of(cell, spec, slice_counts)

@@ -6,7 +6,7 @@
   default run) with its paired interval over the card's resampling unit, McNemar's b and c, the exact p with
   Holm over the table (its star), and how many items the perturbation read, of those it applies to; an interval
   whose items read hold a stratum of the card's resampling smaller than the card's minimum (the slice tables'
-  minimum for an interval) is marked † (:func:`atlaslib.analysis.perturbed.with_strata`); as the CSV download
+  minimum for an interval) is marked † (the table's ``small_stratum``); as the CSV download
   ``robustness-<card>-<version>.csv`` (with ``smallest_stratum``, ``stratum_minimum``, ``small_stratum``);
 - 20 perturbed inputs per perturbation (from the data, by seed-hash rank; ids only in a publish build or on a
   gated card, as in the item explorer);
@@ -46,18 +46,16 @@ def _variant_cells(cells: list[dict]) -> list[dict]:
 
 
 def table_for(card, version: str, cells: list[dict]) -> pd.DataFrame:
-    """:func:`atlaslib.analysis.robustness` of the version's ok cells and the variant cells beside them, with
-    the strata columns of :func:`atlaslib.analysis.perturbed.with_strata` (computed once per build for the same
-    cells)."""
+    """:func:`atlaslib.analysis.robustness` of the version's ok cells and the variant cells beside them (computed
+    once per build for the same cells)."""
     from ..analysis import robustness
-    from ..analysis.perturbed import with_strata
 
     base = [c for c in cells if c["card"] == card.name and c["version"] == version and c.get("status") == "ok"]
     variants = _variant_cells(base)
     key = (card.name, version, tuple(sorted((c.get("_path") or "", c.get("run_key") or "") for c in base + variants)))
     if key not in _CACHE:
         _CACHE.clear() if len(_CACHE) > 32 else None
-        _CACHE[key] = with_strata(robustness(base + variants), base + variants)
+        _CACHE[key] = robustness(base + variants)
     return _CACHE[key]
 
 
@@ -165,13 +163,11 @@ def run_frame(cells: list[dict]) -> pd.DataFrame:
     the variant on them, the paired difference with its interval (marked † under the card's minimum stratum:
     :func:`difference_text`), McNemar's b and c and the exact p (Holm over the run's variants of one kind)."""
     from ..analysis import robustness
-    from ..analysis.perturbed import with_strata
 
     cells = list(cells)
     t = robustness(cells)
     if t.empty:
         return t
-    t = with_strata(t, cells)
     unit = _stratum_unit(t["card"].iloc[0])
     metric = t["metric"].iloc[0]
     return pd.DataFrame({"variant": t["variant"] + " (" + t["kind"] + ")", "items read": t["n_read"],
