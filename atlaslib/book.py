@@ -680,9 +680,9 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
             from .pages import rowinfo
 
             lines += ["## Result cells", "", "The first leaderboard metric of the card that the run has a value for "
-                      "(a baseline that addresses only some sub-tasks shows the first of those). Items per second: "
+                      "(a baseline that addresses only some sub-tasks shows the first of those). Prediction items per second: "
                       + rowinfo.speed_note(mine), "",
-                      "| card | version | protocol | headline metric | items/s | status |",
+                      "| card | version | protocol | headline metric | prediction items/s | status |",
                       "|---|---|---|---|---|---|"]
             for c in sorted(mine, key=lambda c: (c["card"], c["version"], c["protocol"])):
                 card = by_card.get(c["card"])
@@ -770,14 +770,19 @@ def render_build_report(src: Path, report: MatrixReport | None) -> None:
     page = src / "book" / "build_report.md"
     lines = ["# Build report", "",
              "Every run of the last `atlas book`: whether it executed or came from the run cache, its wall "
-             "time and the peak memory of the notebook's kernel.", ""]
+             "time, the seconds of it spent loading the model, training, answering the test items and on side "
+             "measurements (perturbations, memorisation; the rest is data, scoring and plots), and the peak memory "
+             "of the notebook's kernel.", ""]
     if report is None or not report.outcomes:
         lines.append("*This build rendered existing result cells without running the matrix.*")
     else:
-        lines += ["| run | status | result | wall time (s) | peak memory (MiB) |", "|---|---|---|---|---|"]
+        lines += ["| run | status | result | wall time (s) | loading / training / prediction / side (s) | "
+                  "peak memory (MiB) |", "|---|---|---|---|---|---|"]
         for o in report.outcomes:
+            ph = (o.extra or {}).get("phases") or {}
+            split = " / ".join(f"{ph[k]:.1f}" for k in ("loading", "training", "prediction", "side")) if ph else "—"
             lines.append(f"| {md_code(o.request.label)} | {o.status} | {o.cell_status or '—'} | "
-                         f"{o.seconds:.1f} | {o.peak_rss_mb if o.peak_rss_mb is not None else '—'} |")
+                         f"{o.seconds:.1f} | {split} | {o.peak_rss_mb if o.peak_rss_mb is not None else '—'} |")
         ran = sum(o.status == "ran" for o in report.outcomes)
         cached = sum(o.status == "cached" for o in report.outcomes)
         lines += ["", f"{len(report.outcomes)} runs: {ran} executed, {cached} from the cache, "

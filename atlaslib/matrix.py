@@ -59,18 +59,23 @@ class MatrixReport:
 
 
 def print_timing(report: MatrixReport, log=print) -> None:
-    """The per-run table: status, wall seconds, peak memory, and the model calls the run made and was served from
+    """The per-run table: status, wall seconds and where they went (loading, training, prediction, side
+    measurements: :mod:`atlaslib.phases`), peak memory, and the model calls the run made and was served from
     the model-call store (— for a run served whole from the run cache, which asks nothing); damaged store
     entries met (recomputed) are named under the table."""
     log("")
-    log(f"{'run':70s} {'status':8s} {'wall s':>8s} {'peak MiB':>9s} {'calls made':>10s} {'served':>8s}")
+    log(f"{'run':70s} {'status':8s} {'wall s':>8s} {'load':>6s} {'train':>6s} {'predict':>7s} {'side':>6s} "
+        f"{'peak MiB':>9s} {'calls made':>10s} {'served':>8s}")
     damaged = []
     for o in report.outcomes:
         peak = f"{o.peak_rss_mb:.0f}" if o.peak_rss_mb else "—"
         mc = (o.extra or {}).get("model_calls") or {}
         made, served = (f"{mc['made']:,}", f"{mc['served']:,}") if "made" in mc else ("—", "—")
         damaged += [(o.request.label, p) for p in mc.get("corrupt") or ()]
-        log(f"{o.request.label[:70]:70s} {o.status:8s} {o.seconds:8.1f} {peak:>9s} {made:>10s} {served:>8s}")
+        ph = (o.extra or {}).get("phases") or {}
+        parts = [f"{ph[k]:.0f}" if ph.get(k) is not None else "—" for k in ("loading", "training", "prediction", "side")]
+        log(f"{o.request.label[:70]:70s} {o.status:8s} {o.seconds:8.1f} {parts[0]:>6s} {parts[1]:>6s} {parts[2]:>7s} "
+            f"{parts[3]:>6s} {peak:>9s} {made:>10s} {served:>8s}")
     log(f"matrix wall time: {report.seconds:.1f} s")
     for label, path in damaged:
         log(f"model-call store: a damaged entry was recomputed and replaced during {label}: {path}")

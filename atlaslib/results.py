@@ -16,7 +16,8 @@ Schema (``schema_version`` 1)::
       "seeds": {split, bootstrap, ...},
       "environment": {python, packages: {name: version}, atlaslib_version, atlaslib_commit,
                       torch_threads, device (when the run used torch), ...},
-      "timing": {wall_seconds, peak_rss_mb, model_calls: {made, served, corrupt, write_errors}},
+      "timing": {wall_seconds, peak_rss_mb, model_calls: {made, served, corrupt, write_errors},
+                 phases: {loading|training|prediction|side: {seconds, items, served_seconds, served_untimed}}},
       "overlap": [datasets the model saw that overlap this card] ,
       "predictions": [{item_id, gold, pred, score, ...}]
     }
@@ -41,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from .calltally import TALLY, Tally
+from .phases import CLOCK, Clock
 
 SCHEMA_VERSION = 1
 RESULTS_DIR_ENV = "ATLAS_RESULTS_DIR"
@@ -266,24 +268,28 @@ def peak_rss_mb() -> float:
 
 
 class Timer:
-    """Context manager measuring wall time; ``.timing`` gives ``{wall_seconds, peak_rss_mb, model_calls}``: the
-    model calls made and served from the model-call store in the block, with any damaged entry met
-    (:mod:`atlaslib.calltally`)."""
+    """Context manager measuring wall time; ``.timing`` gives ``{wall_seconds, peak_rss_mb, model_calls,
+    phases}``: the model calls made and served from the model-call store in the block, with any damaged entry
+    met (:mod:`atlaslib.calltally`), and where its time went (loading, training, prediction, side measurements:
+    :mod:`atlaslib.phases`)."""
 
     def __enter__(self):
         self.start = time.perf_counter()
         self._calls = TALLY.snapshot()
+        self._phases = CLOCK.snapshot()
         return self
 
     def __exit__(self, *exc):
         self.seconds = time.perf_counter() - self.start
         self._calls_after = TALLY.snapshot()
+        self._phases_after = CLOCK.snapshot()
 
     @property
     def timing(self) -> dict:
         secs = getattr(self, "seconds", time.perf_counter() - self.start)
         return {"wall_seconds": round(secs, 3), "peak_rss_mb": round(peak_rss_mb(), 1),
-                "model_calls": Tally.since(self._calls, getattr(self, "_calls_after", None) or TALLY.snapshot())}
+                "model_calls": Tally.since(self._calls, getattr(self, "_calls_after", None) or TALLY.snapshot()),
+                "phases": Clock.since(self._phases, getattr(self, "_phases_after", None) or CLOCK.snapshot())}
 
 
 def make_cell(spec: RunSpec, *, metrics: dict, predictions: list[dict], split: dict | None = None,

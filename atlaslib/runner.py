@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import notebook
+from . import notebook, phases
 from .cards import get_card
 from .notebook import ATLASLIB, REPO, NotebookError, declares_parameter, read_text_notebook, source_digest  # noqa: F401
 from .results import atomic_write_text, cell_as_recorded, cell_path, read_cell, record_path, slug, write_cell
@@ -604,7 +604,8 @@ def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out
     return RunOutcome(request, "ran", seconds=round(seconds, 2), cell_status=cell["status"],
                       peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
                       notebook=str(nb_out), result=str(res_out),
-                      extra={"model_calls": run_model_calls(cell, res_out, request.protocol)})
+                      extra={"model_calls": run_model_calls(cell, res_out, request.protocol),
+                             "phases": phases.seconds(cell.get("timing"))})
 
 
 def run_model_calls(cell: dict, res_out: Path, protocol: str) -> dict | None:

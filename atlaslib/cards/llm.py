@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..phases import side
+
 
 def reference_card():
     """The module of the card whose test set is synthetic (the contamination-free reference), or None."""
@@ -24,6 +26,7 @@ def reference_card():
     return None
 
 
+@side
 def llm_row_extra(adapter, profile, card, test_sentences: Sequence[str], **probe_options) -> dict:
     """``{"contamination": may_have_seen(...), "memorisation": {...}}`` for a language model's row (``{}``
     for any other model). ``memorisation`` holds the probe on ``test_sentences`` (``test``) and on the

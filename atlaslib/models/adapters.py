@@ -8,7 +8,8 @@ from atlaslib.models.weights import infer_capabilities, is_causal_lm
 
 
 def load_adapter(profile_or_name, capability: str, *, data_dir=None, prompt=None, **options):
-    """The adapter for ``capability`` of a profile (or name / directory / hub id).
+    """The adapter for ``capability`` of a profile (or name / directory / hub id), its time a run's loading
+    (:mod:`atlaslib.phases`).
 
     Raises :class:`CapabilityMissing` when the profile lacks the capability and
     :class:`WeightsUnavailable` when its weights cannot be loaded offline. ``options`` override the
@@ -21,6 +22,13 @@ def load_adapter(profile_or_name, capability: str, *, data_dir=None, prompt=None
     openai-compatible adapter (which asks in words, :mod:`.openai_compat`), do not use it, so callers can
     always pass it.
     """
+    from atlaslib.phases import phase
+
+    with phase("loading"):
+        return _load(profile_or_name, capability, data_dir=data_dir, prompt=prompt, **options)
+
+
+def _load(profile_or_name, capability: str, *, data_dir=None, prompt=None, **options):
     if capability not in CAPABILITIES:
         raise ValueError(f"unknown capability {capability!r}; known: {list(CAPABILITIES)}")
     profile = profile_or_name if isinstance(profile_or_name, Profile) else get_profile(profile_or_name)

@@ -54,6 +54,7 @@ import json
 import os
 import struct
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Callable, Sequence
@@ -62,6 +63,7 @@ import numpy as np
 
 from atlaslib import sources
 from atlaslib.calltally import TALLY, Tally  # noqa: F401  (the process's tally: results.Timer reads it too)
+from atlaslib.phases import CLOCK
 
 FORMAT = 1
 MAGIC = b"ATLCALL1"
@@ -122,9 +124,11 @@ def package_versions(names=("torch", "transformers", "tokenizers")) -> dict:
 
 # ------------------------------------------------------------------------------------------------ entries
 
-def encode_entry(key: str, value: dict, space: dict | None = None) -> bytes:
+def encode_entry(key: str, value: dict, space: dict | None = None, seconds: float | None = None) -> bytes:
     """The bytes of one entry: ``value`` maps names to numpy arrays or JSON-able fields; ``space`` (the model's
-    short name and the capability, never an input) is what ``atlas cache list`` groups entries by."""
+    short name and the capability, never an input) is what ``atlas cache list`` groups entries by; ``seconds``:
+    the model's time for this answer when it was computed (its batch's time over the batch's answers), which a
+    run served this entry counts as its prediction time (:mod:`atlaslib.phases`)."""
     arrays, fields = [], {}
     for name, v in value.items():
         if isinstance(v, np.ndarray):
@@ -134,15 +138,18 @@ def encode_entry(key: str, value: dict, space: dict | None = None) -> bytes:
             arrays.append((name, a.dtype.newbyteorder("<").str, list(a.shape), a.astype(a.dtype.newbyteorder("<"))))
         else:
             fields[name] = v
-    header = json.dumps({"key": key, "arrays": [[n, d, s] for n, d, s, _ in arrays], "fields": fields,
-                         "space": space or {}},
+    head = {"key": key, "arrays": [[n, d, s] for n, d, s, _ in arrays], "fields": fields, "space": space or {}}
+    if seconds is not None:
+        head["seconds"] = round(float(seconds), 6)
+    header = json.dumps(head,
                         sort_keys=True, separators=(",", ":"), default=_json_default).encode("utf-8")
     body = MAGIC + struct.pack("<I", len(header)) + header + b"".join(a.tobytes() for *_, a in arrays)
     return body + hashlib.sha256(body).digest()
 
 
-def decode_entry(data: bytes, key: str) -> dict | None:
-    """The value stored in ``data`` for ``key``; None when anything does not check out."""
+def decode_entry(data: bytes, key: str, meta: dict | None = None) -> dict | None:
+    """The value stored in ``data`` for ``key``; None when anything does not check out. ``meta``, when given,
+    receives the entry's recorded ``seconds`` (None for an entry stored without them)."""
     m = len(MAGIC)
     if len(data) < m + 4 + 32 or data[:m] != MAGIC or hashlib.sha256(data[:-32]).digest() != data[-32:]:
         return None
@@ -153,6 +160,8 @@ def decode_entry(data: bytes, key: str) -> dict | None:
             return None
         out = dict(header.get("fields") or {})
         pos = m + 4 + n
+        if meta is not None:
+            meta["seconds"] = header.get("seconds")
         for name, dtype, shape in header["arrays"]:
             dt = np.dtype(dtype)
             count = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -225,7 +234,7 @@ class CallSpace:
         return self.root / key[:2] / f"{key}{SUFFIX}"
 
     # -- reading and writing
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str, meta: dict | None = None) -> dict | None:
         if not self.enabled:
             return None
         path = self.path(key)
@@ -234,7 +243,7 @@ class CallSpace:
                 data = f.read()
         except OSError:
             return None
-        value = decode_entry(data, key)
+        value = decode_entry(data, key, meta)
         if value is None:
             self.corrupt += 1
             TALLY.corrupt.append(str(path))
@@ -242,7 +251,7 @@ class CallSpace:
                           RuntimeWarning, stacklevel=3)
         return value
 
-    def put(self, key: str, value: dict) -> None:
+    def put(self, key: str, value: dict, seconds: float | None = None) -> None:
         if not self.enabled:
             return
         target = self.path(key)
@@ -251,7 +260,7 @@ class CallSpace:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{key[:12]}.", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
-                f.write(encode_entry(key, value, self.label))
+                f.write(encode_entry(key, value, self.label, seconds))
             os.replace(tmp, target)
             tmp = None
         except OSError as exc:
@@ -271,7 +280,8 @@ class CallSpace:
         """The value of every input of ``inputs`` (each given by its exact model input: token ids, a text, or
         any JSON-able structure; it is hashed here, never stored): read from the store, or computed by
         ``compute(positions)`` (the positions in ``inputs`` of the distinct inputs the store lacks, in one
-        call: the adapter batches them) and stored. Repeated inputs are computed once."""
+        call: the adapter batches them) and stored with their share of the call's time. Repeated inputs are
+        computed once. The recorded time of the answers served goes to the open phase (:mod:`atlaslib.phases`)."""
         digests = [digest(x) for x in inputs]
         first: dict[str, int] = {}
         for i, d in enumerate(digests):
@@ -279,21 +289,31 @@ class CallSpace:
         out: list = [None] * len(inputs)
         keys = {d: self.key(d) for d in first} if self.enabled else {}
         todo = []
+        served_seconds, untimed = 0.0, 0
         for d, i in first.items():
-            value = self.get(keys[d]) if self.enabled else None
+            meta: dict = {}
+            value = self.get(keys[d], meta) if self.enabled else None
             if value is None:
                 todo.append(i)
             else:
                 out[i] = value
+                if meta.get("seconds") is None:
+                    untimed += 1
+                else:
+                    served_seconds += float(meta["seconds"])
         n_served = len(first) - len(todo)
         if todo:
+            t0 = time.perf_counter()
             values = list(compute(todo))
+            share = (time.perf_counter() - t0) / len(todo)
             if len(values) != len(todo):
                 raise RuntimeError(f"model-call store: {len(todo)} inputs asked, {len(values)} values computed")
             for i, v in zip(todo, values):
                 out[i] = v
                 if self.enabled:
-                    self.put(keys[digests[i]], v)
+                    self.put(keys[digests[i]], v, share)
+        if n_served:
+            CLOCK.served(served_seconds, untimed)
         for i, d in enumerate(digests):
             if out[i] is None:
                 out[i] = out[first[d]]

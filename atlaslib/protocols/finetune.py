@@ -521,6 +521,8 @@ def _train_or_load(model: _Head, fields: dict, recipe: dict, retrain: bool, trai
     why, and a warning says so where the run is shown."""
     import warnings
 
+    from ..phases import phase
+
     cache = WeightCache(fields)
     asked = time.time()
     with cache.lock():
@@ -528,7 +530,8 @@ def _train_or_load(model: _Head, fields: dict, recipe: dict, retrain: bool, trai
         if cache.exists():
             fresh = (cache.path / "meta.json").stat().st_mtime >= asked   # trained by another run meanwhile
             if not retrain or fresh:
-                meta = cache.load(model)
+                with phase("loading"):
+                    meta = cache.load(model)
         hit = meta is not None
         if cache.corrupt:
             warnings.warn(f"fine-tune weight cache {cache.path}: {cache.corrupt}; the entry is not used, the "
@@ -646,7 +649,8 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
             model = SequenceHead(copy.deepcopy(adapter.model), len(labels), one["head_dropout"], seed)
             fields = key_fields(adapter, "sequence", one, labels, train_ids, texts, targets, data_sha256)
             record, cache_info, logits, t0 = _fit_one_seed(model, fields, one, retrain, train_rows, targets, test_rows,
-                                                           labels, tok.pad_token_id, keys, False, progress)
+                                                           labels, tok.pad_token_id, keys, False, progress,
+                                                           n_test=len(test_rows))
             proba = torch.softmax(torch.stack(logits) if logits else torch.zeros((0, len(labels))), dim=1).numpy()
             pred = proba.argmax(axis=1).astype(int) if len(proba) else np.zeros(0, dtype=int)
             details = _details(adapter, recipe, seed, labels, record, cache_info,
@@ -660,20 +664,25 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
 
 
 def _fit_one_seed(model, fields, one: Mapping, retrain, train_inputs, targets, test_inputs, labels, pad_id, keys,
-                  token_level: bool, progress: bool):
+                  token_level: bool, progress: bool, *, n_test: int):
     """One seed of a recipe: train ``model`` on the train inputs (or load its weights from the cache by
-    ``fields``), then the logits of the test inputs. Returns ``(record, cache_info, logits, t0)``, ``t0`` the
-    clock when prediction began (the caller's ``predict_seconds``)."""
+    ``fields``), then the logits of the test inputs (``n_test`` test items: the prediction phase's answers).
+    Returns ``(record, cache_info, logits, t0)``, ``t0`` the clock when prediction began (the caller's
+    ``predict_seconds``)."""
+    from ..phases import phase
+
     def train_fn():
-        rec = train_loop(model, train_inputs, targets, one, pad_id=pad_id, keys=keys, token_level=token_level,
-                         progress=progress, desc=f"finetune seed {one['seed']}")
+        with phase("training"):
+            rec = train_loop(model, train_inputs, targets, one, pad_id=pad_id, keys=keys, token_level=token_level,
+                             progress=progress, desc=f"finetune seed {one['seed']}")
         return {**rec, "n_train_examples": len(train_inputs), "labels": labels}
 
     record, cache_info = _train_or_load(model, fields, one, retrain, train_fn)
     model.atlas_identity = weights_identity(cache_info)
     t0 = time.perf_counter()
-    logits = _predict_logits(model, test_inputs, one["eval_batch_size"], pad_id, keys, progress,
-                             f"finetune seed {one['seed']}: predict")
+    with phase("prediction", items=n_test):
+        logits = _predict_logits(model, test_inputs, one["eval_batch_size"], pad_id, keys, progress,
+                                 f"finetune seed {one['seed']}: predict")
     return record, cache_info, logits, t0
 
 
@@ -682,8 +691,10 @@ def predict_sequence(adapter, model: "SequenceHead", texts: Sequence[str], recip
     """The softmax over the head's labels for other ``texts`` with a model :func:`finetune_sequence` returned
     (a variant run: nothing is trained), encoded and batched as its own test texts were."""
     recipe = check_recipe(recipe)
+    from ..phases import phase
+
     tok = adapter.tokenizer
-    with deterministic(recipe["torch_threads"]):
+    with deterministic(recipe["torch_threads"]), phase("prediction", items=len(texts)):
         rows, keys, _ = _encode_texts(tok, texts, recipe["max_length"])
         logits = _predict_logits(model, rows, recipe["eval_batch_size"], tok.pad_token_id, keys, progress,
                                  "finetune: predict")
@@ -697,8 +708,10 @@ def predict_tokens(adapter, model: "TokenHead", test_words, tags: Sequence[str],
     trained): chunked, labelled on each word's first sub-word and repaired as its own test sentences were."""
     recipe = check_recipe(recipe)
     tags = list(tags)
+    from ..phases import phase
+
     tok = adapter.tokenizer
-    with deterministic(recipe["torch_threads"]):
+    with deterministic(recipe["torch_threads"]), phase("prediction", items=len(test_words)):
         sents = [list(w) for w in test_words]
         ex, _, segs, keys = _word_examples(adapter, sents)
         logits = _predict_logits(model, [{k: e[k] for k in keys} for e in ex], recipe["eval_batch_size"],
@@ -802,7 +815,8 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
             model = TokenHead(copy.deepcopy(adapter.model), len(tags), one["head_dropout"], seed)
             fields = key_fields(adapter, "token", one, tags, train_ids, train_words, train_tags, data_sha256)
             record, cache_info, logits, t0 = _fit_one_seed(model, fields, one, retrain, train_inputs, targets,
-                                                           test_inputs, tags, tok.pad_token_id, keys, True, progress)
+                                                           test_inputs, tags, tok.pad_token_id, keys, True, progress,
+                                                           n_test=len(test_sents))
             per_sentence: list[list[str]] = [[] for _ in test_sents]
             for e, seg, lg in zip(test_ex, test_segs, logits):
                 best = lg.argmax(-1).tolist()

@@ -30,8 +30,10 @@ def zero_shot_assertion(adapter, texts: Sequence[str], label_map: dict[str, int]
     when such answers occur), and ``native`` keeps the adapter's label; ``details["unparseable"]`` counts
     them."""
     from ..models.openai_compat import UNPARSEABLE
+    from ..phases import phase
 
-    labels = adapter.predict_assertion(list(texts))
+    with phase("prediction", items=len(texts)):
+        labels = adapter.predict_assertion(list(texts))
     unknown = sorted(set(labels) - set(label_map) - {UNPARSEABLE})
     if unknown:
         raise ValueError(f"assertion adapter returned labels {unknown}; the card maps only {sorted(label_map)}")
@@ -57,7 +59,10 @@ def softmax_first(loglik: np.ndarray) -> np.ndarray:
 def zero_shot_options(adapter, prompts: Sequence[str], options: Sequence[str]) -> dict:
     """``score.options``: the positive class is ``options[0]``; predicted positive when its log-likelihood
     is the larger one (ties go to the other option); score = softmax over the log-likelihoods."""
-    out = adapter.score_options(list(prompts), list(options))
+    from ..phases import phase
+
+    with phase("prediction", items=len(prompts)):
+        out = adapter.score_options(list(prompts), list(options))
     ll = np.asarray(out["loglik"], dtype=float)
     pred = (ll[:, 0] > ll[:, 1:].max(axis=1)).astype(int)
     return {"pred": pred, "score": softmax_first(ll), "loglik": ll,
@@ -73,14 +78,19 @@ def probe(adapter, train_texts: Sequence[str], train_y: Sequence[int], test_text
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    x_train = adapter.embed(list(train_texts))
-    x_test = adapter.embed(list(test_texts))
-    clf = make_pipeline(StandardScaler(), LogisticRegression(
-        solver=PROBE_SETTINGS["solver"], C=PROBE_SETTINGS["C"], max_iter=PROBE_SETTINGS["max_iter"],
-        random_state=seed))
-    clf.fit(x_train, np.asarray(train_y, dtype=int))
-    proba = clf.predict_proba(x_test)[:, list(clf.classes_).index(1)]
-    return {"pred": clf.predict(x_test).astype(int), "score": proba, "head": clf,
+    from ..phases import phase
+
+    with phase("training"):
+        x_train = adapter.embed(list(train_texts))
+        clf = make_pipeline(StandardScaler(), LogisticRegression(
+            solver=PROBE_SETTINGS["solver"], C=PROBE_SETTINGS["C"], max_iter=PROBE_SETTINGS["max_iter"],
+            random_state=seed))
+        clf.fit(x_train, np.asarray(train_y, dtype=int))
+    with phase("prediction", items=len(test_texts)):
+        x_test = adapter.embed(list(test_texts))
+        proba = clf.predict_proba(x_test)[:, list(clf.classes_).index(1)]
+        pred = clf.predict(x_test).astype(int)
+    return {"pred": pred, "score": proba, "head": clf,
             "details": {"capability": "embed.text.pooled", "probe": PROBE_SETTINGS,
                         "n_iter": int(clf[-1].n_iter_[0]), "feature_dim": int(x_train.shape[1]),
                         "adapter": adapter.info}}
@@ -89,6 +99,9 @@ def probe(adapter, train_texts: Sequence[str], train_y: Sequence[int], test_text
 def probe_predict(adapter, head, texts: Sequence[str]) -> dict:
     """A fitted probe ``head`` (:func:`probe`'s) on the frozen features of other ``texts`` (a variant run: the
     head is never fit again). Returns ``{pred, score}`` as :func:`probe` does."""
-    x = adapter.embed(list(texts))
-    proba = head.predict_proba(x)[:, list(head.classes_).index(1)]
-    return {"pred": head.predict(x).astype(int), "score": proba}
+    from ..phases import phase
+
+    with phase("prediction", items=len(texts)):
+        x = adapter.embed(list(texts))
+        proba = head.predict_proba(x)[:, list(head.classes_).index(1)]
+        return {"pred": head.predict(x).astype(int), "score": proba}

@@ -59,8 +59,11 @@ def zero_shot_ner(adapter, words: Sequence[Sequence[str]], table: Mapping[str, s
 
     Returns ``{tags, native, details}``: ``tags`` one IOB2 list per sentence, ``native`` the adapter's
     raw labels, ``details`` the mapping and the adapter's info for the run spec."""
+    from ..phases import phase
+
     sentences = [list(w) for w in words]
-    native = adapter.predict_words(sentences)
+    with phase("prediction", items=len(sentences)):
+        native = adapter.predict_words(sentences)
     if len(native) != len(sentences):
         raise ValueError(f"predict_words returned {len(native)} sentences for {len(sentences)}")
     tags = []
@@ -126,9 +129,13 @@ def predict_probe(clf, vectors: Sequence[np.ndarray]) -> list[list[str]]:
 
 def probe_ner(adapter, train_words, train_tags, test_words, settings: Mapping = PROBE_SETTINGS) -> dict:
     """The whole probe: vectors for train and test words, fit, tag. Returns ``{tags, details}``."""
+    from ..phases import phase
+
     bs = int(settings.get("batch_size", 32))
-    clf = fit_probe(word_vectors(adapter, train_words, bs), train_tags, settings)
-    tags = predict_probe(clf, word_vectors(adapter, test_words, bs))
+    with phase("training"):
+        clf = fit_probe(word_vectors(adapter, train_words, bs), train_tags, settings)
+    with phase("prediction", items=len(test_words)):
+        tags = predict_probe(clf, word_vectors(adapter, test_words, bs))
     lr = clf[-1]
     return {"tags": tags, "classifier": clf,
             "details": {"capability": "embed.text.tokens", "probe": dict(settings),

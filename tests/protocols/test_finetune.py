@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from atlaslib import models
+from atlaslib import models, results
 from atlaslib.protocols import finetune as ft
 from tests.tiny_models import tiny_encoder
 
@@ -109,7 +109,9 @@ def test_same_seed_is_bit_identical_and_five_seeds_are_five_models(encoder_dir, 
     """Five seeds give five different models and predictions (one per seed, each from the pretrained encoder);
     the same seeds again (retrained, nothing cached) give bit-identical weights, losses and probabilities."""
     five = {**RECIPE, "seeds": [7, 8, 9, 10, 11]}
-    a, _ = run_seq(encoder_dir, recipe=five, retrain=True)
+    with results.Timer() as timer:
+        a, _ = run_seq(encoder_dir, recipe=five, retrain=True)
+    assert timer.timing["phases"]["prediction"]["items"] == 5 * 12        # each seed answers the 12 test items
     b, _ = run_seq(encoder_dir, recipe=five, retrain=True)
     assert [r["seed"] for r in a["seed_runs"]] == [7, 8, 9, 10, 11] == a["details"]["training_seeds"]
     assert all(not r["details"]["weight_cache"]["hit"] for r in a["seed_runs"] + b["seed_runs"])
@@ -136,10 +138,16 @@ def test_same_seed_is_bit_identical_and_five_seeds_are_five_models(encoder_dir, 
 
 
 def test_weight_cache_hits_unchanged_and_misses_on_recipe_or_train_ids(encoder_dir, weight_cache, monkeypatch):
-    first, _ = run_seq(encoder_dir)
+    with results.Timer() as t1:
+        first, _ = run_seq(encoder_dir)
     assert first["details"]["trained_here"] and (weight_cache / first["details"]["weight_cache"]["key"]).is_dir()
-    again, _ = run_seq(encoder_dir)
+    with results.Timer() as t2:
+        again, _ = run_seq(encoder_dir)
     cache = again["details"]["weight_cache"]
+    # where the time went: trained in the first run, loaded from the cache in the second; 12 answers each
+    p1, p2 = t1.timing["phases"], t2.timing["phases"]
+    assert p1["training"]["seconds"] > 0 and p2["training"]["seconds"] == 0 and p2["loading"]["seconds"] > 0
+    assert p1["prediction"]["items"] == p2["prediction"]["items"] == 12 and p1["side"]["seconds"] == 0
     assert cache["hit"] and not again["details"]["trained_here"]
     assert cache["key"] == first["details"]["weight_cache"]["key"]
     assert np.array_equal(again["proba"], first["proba"])

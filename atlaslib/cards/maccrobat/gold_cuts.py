@@ -9,6 +9,7 @@ from typing import Sequence
 import pandas as pd
 
 from ...splits import SplitManifest
+from ...phases import side
 from .words import char_mentions, natural_word_spans, uncut_tags  # noqa: F401  (re-exported)
 
 
@@ -43,6 +44,7 @@ def char_span_f1(gold: Sequence[set], pred: Sequence[set]) -> dict:
             "recall": tp / (tp + fn) if tp + fn else 0.0, "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0}
 
 
+@side
 def probe_without_gold_cuts(items: pd.DataFrame, manifest: SplitManifest, adapter, pred_with_cuts) -> dict:
     """The leakage of the gold cuts, measured on the word probe: the same probe trained and tested on the
     natural words (no cuts at gold boundaries), both runs scored against the exact gold character spans

@@ -180,7 +180,12 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
         if protocol != BASELINE_PROTOCOL["memorize"]:
             raise ValueError(f"maccrobat: the memorize baseline runs under protocol 'train_lookup' only (it "
                              f"learns phrases from the train sentences; it has no head or features), got {protocol!r}")
-        pred, mem = memorize_tags(train, test)
+        from ...phases import phase
+
+        with phase("training"):
+            _, mem = memorize_tags(train, test.iloc[:0])
+        with phase("prediction", items=len(test)):
+            pred, _ = memorize_tags(train, test, mem=mem)
         out.predict = lambda words: memorize_tags(train, pd.DataFrame({"words": list(words)}), mem=mem)[0]
         out.details = {"baseline": "atlaslib.models.memorize.PhraseMemorizer", "casefold": False,
                        "threshold": "annotated in > 1/2 of occurrences", "match": "longest first, word boundaries",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import results
+from ...phases import side
 from ...metrics.spans import span_metrics_with_ci
 from ...splits import SplitManifest
 from ...variants import inputs_sha256, variant_cell, write_variant_cells
@@ -15,6 +16,7 @@ from .perturbations import perturbed_items
 from .runs import Outcome, seeded
 
 
+@side
 def run_variants(cell: dict, out: Outcome, items: pd.DataFrame, manifest: SplitManifest, *, result_path=None,
                  n_resamples: int = BOOTSTRAP_RESAMPLES) -> list[dict]:
     """The variant cells of the run whose cell is ``cell`` and whose outcome is ``out``: one per perturbation

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...phases import side
 from .card import GENNEGEX, POSITIVE
 from .data import mark
 from .runs import assertion_label_map
@@ -32,6 +33,7 @@ def rows_for_reproduction(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+@side
 def reproduction(adapter, rows: pd.DataFrame, items: pd.DataFrame, known: dict | None = None) -> pd.DataFrame:
     """Confusion counts and rates of an assertion system on all 2,365 items and on all 2,376 rows, beside
     GenNegEx 1.2's published figures on the whole kit (negated = positive). Each marked item is predicted

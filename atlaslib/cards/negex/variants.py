@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import results
+from ...phases import side
 from ...variants import few_shot, inputs_sha256, sample, write_variant_cells
 from ...variants import NOT_APPLICABLE
 from .card import MARK, OPTION_PROMPT, OPTIONS, PERTURBATIONS, POSITIVE, PROMPT_SET
@@ -52,6 +53,7 @@ def prompts_for(variant, test: pd.DataFrame, train: pd.DataFrame) -> tuple[list[
     return [prefix + template.format(sentence=s, concept=c) for s, c in zip(test["sentence"], test["concept"])], ids
 
 
+@side
 def run_variants(cell: dict, out: dict | None, train: pd.DataFrame, test: pd.DataFrame, *, result_path=None,
                  data_dir=None, n_resamples: int = 1000) -> list[dict]:
     """The variant cells of the run whose cell is ``cell`` and whose :func:`.runs.run_protocol` outcome is

@@ -25,6 +25,7 @@ import pandas as pd
 from atlaslib import results
 from atlaslib.cards import Analysis, Card, Departure
 from atlaslib.models.prompts import OptionPrompt, PromptSet
+from atlaslib.phases import phase
 
 from .challenge import (DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY, NliNegationReport,
                         collect_predictions, score_predictions)
@@ -323,7 +324,8 @@ def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *,
                 if isinstance(exc, CapabilityMissing) and not reason.startswith("n/a"):
                     reason = f"n/a: {reason}"
                 return NliNegationRun(spec, "not_run", reason=reason, cases=cases, timing=t.timing)
-        labels = collect_predictions(cases, predictor=predictor)
+        with phase("prediction", items=len(cases)):
+            labels = collect_predictions(cases, predictor=predictor)
         scores = getattr(predictor, "last_scores", None)     # label probabilities, when the predictor tells them
         if scores is not None and len(scores) != len(cases):
             raise NliNegationInputError(f"the predictor kept {len(scores)} label probabilities for {len(cases)} cases")

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from atlaslib.phases import phase
+
 from .corpus import FINDINGS
 from .errors import NliNegationInputError
 
@@ -86,10 +88,11 @@ class ContextRulePredictor:
             import medspacy
             from medspacy.ner import TargetRule
 
-            nlp = medspacy.load(medspacy_enable=["medspacy_tokenizer", "medspacy_target_matcher",
-                                                 "medspacy_context", "medspacy_sectionizer"])
-            nlp.add_pipe("sentencizer", first=True)
-            nlp.get_pipe("medspacy_target_matcher").add([TargetRule(f, "FINDING") for f in self.findings])
+            with phase("loading"):
+                nlp = medspacy.load(medspacy_enable=["medspacy_tokenizer", "medspacy_target_matcher",
+                                                     "medspacy_context", "medspacy_sectionizer"])
+                nlp.add_pipe("sentencizer", first=True)
+                nlp.get_pipe("medspacy_target_matcher").add([TargetRule(f, "FINDING") for f in self.findings])
             self._nlp = nlp
         return self._nlp
 
@@ -194,7 +197,8 @@ class EmbeddingSimilarityPredictor:
         self.batch_size = batch_size
         self.calibration: dict | None = None
         if threshold is None:
-            threshold = self.calibrate()
+            with phase("training"):   # the threshold is fit on calibration pairs, never on the cases
+                threshold = self.calibrate()
         elif isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
                 or not -1.0 <= float(threshold) <= 1.0:
             raise NliNegationInputError("EmbeddingSimilarityPredictor: threshold must be a number in [-1, 1]")

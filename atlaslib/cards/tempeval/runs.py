@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...phases import phase
 from ...results import metric
 from .. import NotRun
 from .card import CI_REASON, FOUND, data_sha256, thyme_dir
@@ -112,19 +113,25 @@ def predict(model: str, protocol: str, corpus: Corpus) -> tuple[list[Document], 
         raise TextUnavailable(f"{model} {protocol} needs the note text; THYME text is under a Mayo Clinic DUA "
                               f"(set thyme_text_dir to run it)")
     info = {}
+    answers = phase("prediction", items=len(corpus.test))   # one answer per test document
     if model == "majority-doctimerel":
-        label, counts = majority_doctimerel(corpus.train)
+        with phase("training"):
+            label, counts = majority_doctimerel(corpus.train)
         info.update(majority_doctimerel=label, train_doctimerel_counts=counts)
-        return [with_doctimerel(phase2_input(d), lambda e: label) for d in corpus.test], info
+        with answers:
+            return [with_doctimerel(phase2_input(d), lambda e: label) for d in corpus.test], info
     if model == "closest" and protocol == "phase2":
-        return [with_closest(phase2_input(d)) for d in corpus.test], info
-    mem = Memorize().fit(corpus.train)
+        with answers:
+            return [with_closest(phase2_input(d)) for d in corpus.test], info
+    with phase("training"):
+        mem = Memorize().fit(corpus.train)
     info.update(memorized_phrases=mem.n_phrases, majority_doctimerel=mem.majority)
-    if model == "memorize" and protocol == "phase1":
-        return [mem.predict_phase1(d) for d in corpus.test], info
-    if model == "memorize":
-        return [mem.predict_phase2(d) for d in corpus.test], info
-    return [with_closest(mem.predict_phase1(d)) for d in corpus.test], info  # closest, phase 1
+    with answers:
+        if model == "memorize" and protocol == "phase1":
+            return [mem.predict_phase1(d) for d in corpus.test], info
+        if model == "memorize":
+            return [mem.predict_phase2(d) for d in corpus.test], info
+        return [with_closest(mem.predict_phase1(d)) for d in corpus.test], info  # closest, phase 1
 
 
 NOT_PREDICTED = {
