@@ -357,16 +357,39 @@ def check_explorer_counts_are_the_comparisons(src: Path, cells) -> list[str]:
     return out if seen or out else missing("a comparison with McNemar counts beside its item explorer")
 
 
+def check_speeds_are_prediction_throughput(src: Path, cells) -> list[str]:
+    """Every leaderboard download's items per second is its cell's test answers over the seconds of its
+    prediction phase (answers served from the model-call store at their recorded time), recomputed from
+    ``timing.phases``; never the whole run's wall time (loading, training and side measurements apart)."""
+    out, seen = [], 0
+    by_run = {(c["card"], c["version"], c["model"], c["protocol"]): c for c in cells}
+    for path in sorted(Path(src).rglob("_downloads/leaderboard-*.json")):
+        for r in json.loads(path.read_text(encoding="utf-8")):
+            c = by_run.get((r.get("card"), r.get("version"), r.get("model"), r.get("protocol")))
+            ips = r.get("items_per_second")
+            if c is None or ips is None:
+                continue
+            seen += 1
+            p = c["timing"]["phases"]["prediction"]
+            want = p["items"] / (p["seconds"] + p["served_seconds"])
+            if r.get("answers_timed") != p["items"] or abs(ips - round(want, 4)) > 1e-9:
+                out.append(f"{path.name}: {r['model']} ({r['protocol']}) {ips} items/s over {r.get('answers_timed')} "
+                           f"answers; its prediction phase gives {want:.4f} over {p['items']}")
+    return out if seen or out else missing("a leaderboard row with items per second")
+
+
 CHECKS = (check_false_entailment_bound, check_coverage_standard_errors, check_licence_story,
           check_negex_reproduction_gaps, check_seqeval_modes, check_tempeval_disagreement, check_tempeval_event_counts,
-          check_ties_explained, check_departures_tables, check_not_ranked_rows, check_explorer_counts_are_the_comparisons)
+          check_ties_explained, check_departures_tables, check_not_ranked_rows, check_explorer_counts_are_the_comparisons,
+          check_speeds_are_prediction_throughput)
 
 
 #: the checks each of the suite's sites is held to (the pages and cells it has); together, every check
 SITES = {
     "course book": (check_false_entailment_bound, check_coverage_standard_errors, check_licence_story,
                     check_seqeval_modes, check_ties_explained, check_departures_tables),
-    "small book": (check_licence_story, check_seqeval_modes, check_departures_tables, check_not_ranked_rows),
+    "small book": (check_licence_story, check_seqeval_modes, check_departures_tables, check_not_ranked_rows,
+                   check_speeds_are_prediction_throughput),
     # two systems scored on one version: the only site of the suite whose card page pairs two runs beside its explorer
     "two-run book": (check_explorer_counts_are_the_comparisons,),
     "mixed site": (check_licence_story, check_negex_reproduction_gaps, check_seqeval_modes, check_tempeval_disagreement,
@@ -394,7 +417,13 @@ def test_the_checks_see_the_old_statements(tmp_path):
               "status": "ok", "extra": {"reproduction": repro}, "metrics": {}, "predictions": []}]
     dl = src / "book/cards/_downloads"
     dl.mkdir(parents=True)
-    ranked = [{"model": "kit-rules", "overlap": "negex", "band": "not ranked", "rank": 1, "p_rank1": 0.95}]
+    ranked = [{"model": "kit-rules", "overlap": "negex", "band": "not ranked", "rank": 1, "p_rank1": 0.95},
+              # the old speed: 240 test items over the whole run's 200 s, not its 4.8 s of prediction
+              {"card": "negex", "version": "atlas-full-v1", "model": "negspacy-negex-kit", "protocol": "zero_shot",
+               "items_per_second": 1.2, "answers_timed": 240}]
+    zero = {"seconds": 0.0, "items": 0, "served_seconds": 0.0, "served_untimed": 0}
+    cells[0]["timing"] = {"wall_seconds": 200.0, "phases": {"loading": zero, "training": zero, "side": zero,
+                                                           "prediction": {**zero, "seconds": 4.8, "items": 240}}}
     (dl / "leaderboard-negex-v.json").write_text(json.dumps(ranked))
     (dl / "leaderboard-negex-v.csv").write_text("model,overlap,rank\nkit-rules,negex,1\n")
     pair = [{"card": "negex", "version": "v", "metric": get_card("negex").primary_metric, "model_a": "enc (finetune)",
@@ -407,7 +436,8 @@ def test_the_checks_see_the_old_statements(tmp_path):
     for what in ("enc (finetune) vs rules (zero_shot) counts b / c 1 / 1, the comparison 2 / 1",
                  "overlap-flagged kit-rules ranked", "overlap-flagged kit-rules has a rank field",
                  "no table 'Where this page departs", "the gaps to GenNegEx are not named",
-                 "one rounded bound", "seqeval mode statement", "cleared for publication"):
+                 "one rounded bound", "seqeval mode statement", "cleared for publication",
+                 "negspacy-negex-kit (zero_shot) 1.2 items/s over 240 answers; its prediction phase gives 50.0000"):
         assert any(what in p for p in found), (what, found)
 
 

@@ -12,7 +12,7 @@ Two tables, so each fits a 1,200 px page:
    the band's best, "not distinguishable from the best (Holm, 5 %)" or below (and the test that decided),
    the rank interval over the resamples, P(rank 1), the intervals that assume something different from the
    declared one (NegEx: sentence-cluster; NLI: template-cluster and the one-sided upper bound of the
-   false-entailment rate) and items per second on the build machine;
+   false-entailment rate) and the prediction phase's items per second on the build machine;
 3. for language-model rows: the contamination mark and the memorisation probe.
 
 The same rows are written as CSV and JSON downloads.
@@ -355,7 +355,7 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
     bound_cols = []
     for d in bounds.values():
         bound_cols += [k for k in d if k not in bound_cols]
-    speed_col = "items/s"
+    speed_col = "prediction items/s"
     from . import robustness  # the worst perturbation of each run (its variant cells beside its cell)
 
     worst = {run_label(c): robustness.worst_text(card, version, rows, c) for c in ok} if card.perturbations else {}

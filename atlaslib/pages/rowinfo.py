@@ -1,10 +1,12 @@
 """What a leaderboard row cost and what its model may have seen, read from its result cell.
 
-- **Speed**: test items per second of the whole run (``split.n_test`` over ``timing.wall_seconds``: loading,
-  prediction, the training a protocol does, scoring), on the machine the cell's ``environment`` names (its CPU
-  and cores when recorded, else its platform). Every run records its wall time, so every row has it; a
-  language model's adapter also records what its own calls cost (``info["cost"]``: wall seconds, items, prompt
-  and completion tokens, :mod:`atlaslib.models.cost`), shown per item beside the contamination mark.
+- **Speed**: the model's answers to the test items per second of prediction (``timing.phases.prediction``:
+  :mod:`atlaslib.phases`), apart from loading, training, side measurements and scoring, which the run also
+  records; answers the model-call store served count at the time they took when computed. A seeded row
+  answers each test item once per seed. On the machine the cell's ``environment`` names (its CPU and cores
+  when recorded, else its platform). A language model's adapter also records what its own calls cost
+  (``info["cost"]``: wall seconds, items, prompt and completion tokens, :mod:`atlaslib.models.cost`), shown
+  per item beside the contamination mark.
 - **Contamination**: the mark a language-model row carries when its profile's ``training_data`` say it may
   have seen a public test set (``extra.contamination``, :func:`atlaslib.models.contamination.may_have_seen`),
   and the memorisation probe beside it (``extra.memorisation``: the test sentences and the reference card's
@@ -27,17 +29,39 @@ def _n_test(cell: dict) -> int | None:
 
 
 def speed(cell: dict) -> dict | None:
-    """``{items_per_second, seconds_per_item, wall_seconds, n_items}`` of an ok run's whole wall time over its
-    test items, or None when the cell lacks either or holds outside predictions (its time is the scoring's)."""
+    """``{items_per_second, seconds_per_item, prediction_seconds, n_answers}`` of an ok run's prediction
+    phase (:func:`atlaslib.phases.throughput`), or None when it cannot be said (:func:`speed_reason`)."""
+    from ..phases import throughput
     from ..results import is_external
 
     if cell.get("status") != "ok" or is_external(cell):   # outside predictions: the atlas did not run the system
         return None
-    secs = (cell.get("timing") or {}).get("wall_seconds")
-    n = _n_test(cell)
-    if not secs or not n or secs <= 0:
+    t = throughput(cell.get("timing"))
+    if not t or "reason" in t:
         return None
-    return {"items_per_second": n / secs, "seconds_per_item": secs / n, "wall_seconds": float(secs), "n_items": n}
+    return {"items_per_second": t["items_per_second"], "seconds_per_item": t["seconds"] / t["items"],
+            "prediction_seconds": t["seconds"], "n_answers": t["items"]}
+
+
+def speed_reason(cell: dict) -> str | None:
+    """Why an ok run of the atlas has no prediction throughput (None when it has one, or is not such a run)."""
+    from ..phases import throughput
+    from ..results import is_external
+
+    if cell.get("status") != "ok" or is_external(cell):
+        return None
+    t = throughput(cell.get("timing"))
+    if t is None:
+        return "its run recorded no phases (run it again)"
+    return t.get("reason")
+
+
+def phase_seconds(cell: dict) -> dict:
+    """Seconds of each phase of the run (loading, training, prediction, side) and the rest of its wall time
+    (``other``: data, splits, scoring, plots); {} for a cell without phases."""
+    from ..phases import seconds
+
+    return seconds(cell.get("timing"))
 
 
 def speed_text(s: dict) -> str:
@@ -63,8 +87,10 @@ def machine_of(cells) -> str:
 
 
 def speed_note(cells) -> str:
-    return (f"test items per second of the whole run (loading, prediction, any training the protocol does, "
-            f"scoring), on {machine_of(cells)}.")
+    return (f"the model's answers to the test items per second of prediction, on {machine_of(cells)}: loading, "
+            f"training, side measurements (perturbations, memorisation) and scoring are timed apart and left out; "
+            f"a seeded row answers each item once per seed; answers served from the model-call store count at "
+            f"the time they took when computed; — where the run could not say.")
 
 
 def model_cost(cell: dict) -> dict | None:
@@ -166,9 +192,14 @@ def download_fields(cell: dict) -> dict:
     cost = model_cost(cell)
     con = contamination(cell) or {}
     mem = (cell.get("extra") or {}).get("memorisation") or {}
+    ph = phase_seconds(cell)
     out = {"items_per_second": None if s is None else round(s["items_per_second"], 4),
            "seconds_per_item": None if s is None else round(s["seconds_per_item"], 6),
+           "answers_timed": None if s is None else s["n_answers"],
+           "items_per_second_not_said": speed_reason(cell),
            "machine": machine(cell) if s is not None else None,
+           **{f"{p}_seconds": None if ph.get(p) is None else round(ph[p], 3)
+              for p in ("loading", "training", "prediction", "side", "other")},
            "model_calls_items_per_second": None if not cost or cost["items_per_second"] is None
            else round(cost["items_per_second"], 4),
            "prompt_tokens": None if not cost else int(cost["prompt_tokens"]),

@@ -218,7 +218,9 @@ def test_an_overlap_flagged_row_has_no_rank_anywhere(tmp_path):
 
 
 def test_speed_machine_contamination_and_memorisation_on_the_board(tmp_path):
-    """Items per second = test items / the run's wall seconds, on the machine the cell names; a language-model
+    """Items per second = the test answers / the seconds of the run's prediction phase (answers served from the
+    model-call store at their recorded time; loading, training and side measurements left out), on the machine
+    the cell names; "—" where an answer's time is unknown or the run recorded no phases; a language-model
     row carries the contamination mark with its reason, the memorisation probe and its calls' tokens per
     item (from the adapter's info["cost"] in the run's details or profile); all of it in the CSV/JSON too."""
     import pandas as pd
@@ -229,8 +231,17 @@ def test_speed_machine_contamination_and_memorisation_on_the_board(tmp_path):
     card = get_card("negex")
     _, cells = _cells()
     a, b = cells["a"], cells["b"]
-    for c, secs in ((a, 4.8), (b, 120.0)):
-        c["timing"] = {"wall_seconds": secs}
+    def phases(prediction, loading=0.0, training=0.0, side=0.0):
+        zero = {"seconds": 0.0, "items": 0, "served_seconds": 0.0, "served_untimed": 0}
+        return {"loading": {**zero, "seconds": loading}, "training": {**zero, "seconds": training},
+                "prediction": {**zero, **prediction}, "side": {**zero, "seconds": side}}
+
+    # a: trained here (100 s) and loaded (30 s); its 240 answers took 4.8 s of its 200 s
+    a["timing"] = {"wall_seconds": 200.0, "phases": phases({"seconds": 4.8, "items": 240}, 30.0, 100.0)}
+    # b: 40 answers computed in 20 s, 200 served from the store that took 100 s when computed; a 900 s side probe
+    b["timing"] = {"wall_seconds": 1000.0, "phases": phases({"seconds": 20.0, "items": 240, "served_seconds": 100.0},
+                                                            side=900.0)}
+    for c in (a, b):
         c["split"] = {"n_test": 240}
         c["environment"] = {"cpu": "Test CPU 9000", "cpu_count": 2, "platform": "Linux"}
     reason = "may have seen this public test set: its training data are undisclosed"
@@ -240,7 +251,14 @@ def test_speed_machine_contamination_and_memorisation_on_the_board(tmp_path):
                                    "reference_card": "nli_negation"}}
     b["spec"] = {"profile": {"source": "gguf", "cost": {"items": 240, "wall_seconds": 60.0, "prompt_tokens": 12000,
                                                         "completion_tokens": 480}}}
-    assert rowinfo.speed(a)["items_per_second"] == 240 / 4.8
+    assert rowinfo.speed(a)["items_per_second"] == 240 / 4.8 and rowinfo.speed(b)["items_per_second"] == 2.0
+    assert rowinfo.phase_seconds(a) == {"loading": 30.0, "training": 100.0, "prediction": 4.8, "side": 0.0,
+                                        "other": 200.0 - 134.8}
+    untimed = {**a, "timing": {"wall_seconds": 9.0, "phases": phases({"seconds": 1.0, "items": 240,
+                                                                       "served_untimed": 3})}}
+    old = {**a, "timing": {"wall_seconds": 4.8}}
+    assert rowinfo.speed(untimed) is None and "3 answers served" in rowinfo.speed_reason(untimed)
+    assert rowinfo.speed(old) is None and "no phases" in rowinfo.speed_reason(old)
     assert rowinfo.machine(a) == "Test CPU 9000, 2 cores" and rowinfo.machine({"environment": {"platform": "X"}}) == "X"
     cost = rowinfo.model_cost(b)
     assert (cost["items_per_second"], cost["prompt_tokens_per_item"], cost["completion_tokens_per_item"]) == (4, 50, 2)
@@ -256,6 +274,8 @@ def test_speed_machine_contamination_and_memorisation_on_the_board(tmp_path):
     comparisons.render(card, "v", two, tmp_path, tmp_path, comp)
     frame = pd.read_csv(tmp_path / "_downloads" / "leaderboard-negex-v.csv").set_index("model")
     assert frame.loc["a", "items_per_second"] == 50 and frame.loc["a", "machine"] == "Test CPU 9000, 2 cores"
+    assert (frame.loc["a", "training_seconds"], frame.loc["a", "loading_seconds"], frame.loc["b", "side_seconds"],
+            frame.loc["b", "answers_timed"]) == (100.0, 30.0, 900.0, 240)
     assert bool(frame.loc["b", "may_have_seen_test_set"]) and frame.loc["b", "memorisation_exact_match_test"] == 0.25
     assert pd.isna(frame.loc["a", "may_have_seen_test_set"]) and frame.loc["b", "prompt_tokens"] == 12000
 
