@@ -530,8 +530,18 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
     from distributed.comm.core import CommClosedError
     from distributed.scheduler import KilledWorker
 
+    import dask
+
     lost_errors = (KilledWorker, CommClosedError, OSError, TimeoutError, CancelledError)
-    client, cluster = _open_client(address, from_env, n_workers, memory_limit, log, connect_timeout, len(reqs))
+    # Our LocalCluster (in this process) closes a lost worker's nanny for good when the worker has not come back
+    # within distributed.deploy.lost-worker-timeout (15 s by default): on a loaded machine a restarted worker
+    # takes longer to start, and the build was left with no worker at all. It is given as long as we wait.
+    lost = dask.config.set({"distributed.deploy.lost-worker-timeout": f"{no_worker_timeout:g}s"})
+    try:
+        client, cluster = _open_client(address, from_env, n_workers, memory_limit, log, connect_timeout, len(reqs))
+    except BaseException:
+        lost.__exit__(None, None, None)
+        raise
 
     def capacity() -> float:
         # On our own LocalCluster a run is handed out only when a worker thread is free, so a worker that
@@ -619,6 +629,7 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
         client.close(timeout=deadline)  # a scheduler that stopped answering cannot hold the close either
         if cluster is not None:
             cluster.close()
+        lost.__exit__(None, None, None)
     outcomes, failures = [], []
     for i, req in enumerate(reqs):
         exc, out = _outcome(req, *results[i])

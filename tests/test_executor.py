@@ -274,6 +274,27 @@ def test_a_local_cluster_has_no_more_workers_than_runs_so_one_run_gets_every_cor
     assert [executor.worker_threads(executor.cluster_size(None, n)) for n in (1, 38)] == [2, 1]
 
 
+def test_a_lost_worker_is_waited_for_as_long_as_the_matrix_waits_for_any(monkeypatch, tmp_path):
+    """distributed's LocalCluster closes a lost worker's nanny for good after lost-worker-timeout (15 s by
+    default); a worker restarting on a loaded machine took longer and the build was left with no worker. While
+    the atlas's cluster exists the timeout is the executor's own wait for a worker, and afterwards what it was."""
+    import dask
+    import distributed  # noqa: F401  (its configuration defaults)
+
+    before = dask.config.get("distributed.deploy.lost-worker-timeout")
+    seen = []
+
+    def no_cluster(*args, **kwargs):
+        seen.append(dask.config.get("distributed.deploy.lost-worker-timeout"))
+        raise executor.ExecutorError("stop here")
+
+    monkeypatch.setattr(executor, "_open_client", no_cluster)
+    with pytest.raises(executor.ExecutorError, match="stop here"):
+        executor._run_dask([REFERENCE_REQUESTS[0]], {}, None, print, address=None, from_env=False, n_workers=1,
+                           memory_limit=None, retries=1, no_worker_timeout=600.0)
+    assert seen == ["600s"] and dask.config.get("distributed.deploy.lost-worker-timeout") == before
+
+
 def test_an_interrupted_build_keeps_the_times_of_the_runs_it_finished(tmp_path):
     def first_then_interrupt(req, **kw):
         if req == MAJORITY:
