@@ -378,18 +378,49 @@ def check_speeds_are_prediction_throughput(src: Path, cells) -> list[str]:
     return out if seen or out else missing("a leaderboard row with items per second")
 
 
+def check_memorisation_is_one_figure(src: Path, cells) -> list[str]:
+    """The memorisation probe on the reference sentences is one computation per model: every row of a model
+    shows the same reference figure (exact match, token overlap, sentences probed), and every leaderboard
+    download shows each row's figures as its cell holds them."""
+    out, by_model = [], {}
+    fields = ("exact_match_rate", "token_overlap", "n_probed")
+    mem = {(c["card"], c["version"], c["model"], c["protocol"]): (c.get("extra") or {}).get("memorisation")
+           for c in cells if c.get("status") == "ok" and (c.get("extra") or {}).get("memorisation")}
+    for (card, version, model, protocol), m in sorted(mem.items()):
+        ref = tuple((m.get("reference") or {}).get(f) for f in fields)
+        by_model.setdefault(model, {})[f"{card} {version} {protocol}"] = ref
+    for model, refs in by_model.items():
+        if len(set(refs.values())) > 1:
+            out.append(f"{model}: the reference memorisation figure differs between rows: {refs}")
+    for path in sorted(Path(src).rglob("_downloads/leaderboard-*.json")):
+        for r in json.loads(path.read_text(encoding="utf-8")):
+            m = mem.get((r.get("card"), r.get("version"), r.get("model"), r.get("protocol")))
+            if not m:
+                continue
+            for part in ("test", "reference"):
+                want = ((m.get(part) or {}).get("exact_match_rate"), (m.get(part) or {}).get("token_overlap"))
+                got = (r.get(f"memorisation_exact_match_{part}"), r.get(f"memorisation_token_overlap_{part}"))
+                if any((g is None) != (w is None) or (w is not None and abs(g - w) > 1e-9)   # downloads: 10 digits
+                       for g, w in zip(got, want)):
+                    out.append(f"{path.name}: {r['model']} ({r['protocol']}) shows memorisation {part} {got}, its cell "
+                               f"{want}")
+    return out if mem or out else missing("a language-model row with its memorisation probe")
+
+
 CHECKS = (check_false_entailment_bound, check_coverage_standard_errors, check_licence_story,
           check_negex_reproduction_gaps, check_seqeval_modes, check_tempeval_disagreement, check_tempeval_event_counts,
           check_ties_explained, check_departures_tables, check_not_ranked_rows, check_explorer_counts_are_the_comparisons,
-          check_speeds_are_prediction_throughput)
+          check_speeds_are_prediction_throughput, check_memorisation_is_one_figure)
 
 
 #: the checks each of the suite's sites is held to (the pages and cells it has); together, every check
 SITES = {
     "course book": (check_false_entailment_bound, check_coverage_standard_errors, check_licence_story,
                     check_seqeval_modes, check_ties_explained, check_departures_tables),
+    # every row of the course book, its language-model row included (the lessons read it; no run page shows it)
+    "course book, every row": (check_memorisation_is_one_figure,),
     "small book": (check_licence_story, check_seqeval_modes, check_departures_tables, check_not_ranked_rows,
-                   check_speeds_are_prediction_throughput),
+                   check_speeds_are_prediction_throughput, check_memorisation_is_one_figure),
     # two systems scored on one version: the only site of the suite whose card page pairs two runs beside its explorer
     "two-run book": (check_explorer_counts_are_the_comparisons,),
     "mixed site": (check_licence_story, check_negex_reproduction_gaps, check_seqeval_modes, check_tempeval_disagreement,
@@ -432,8 +463,12 @@ def test_the_checks_see_the_old_statements(tmp_path):
     (src / "book/runs/negex/v").mkdir(parents=True)
     (src / "book/runs/negex/v/explorer-negex-v.csv").write_text(   # the first seed's answers: b 1, c 1
         "item_id,enc · finetune · right,rules · zero_shot · right\ni1,right,wrong\ni2,wrong,right\ni3,right,right\n")
+    for version, overlap in (("atlas-full-v1", 0.065), ("atlas-n100-v1", 0.071)):   # a probe per row, not one
+        mem = {"test": {}, "reference": {"exact_match_rate": 0.0, "token_overlap": overlap, "n_probed": 123}}
+        cells.append({"card": "negex", "version": version, "model": "lm", "protocol": "zero_shot", "status": "ok",
+                      "extra": {"memorisation": mem}, "metrics": {}, "predictions": []})
     found = all_problems(src, cells)
-    for what in ("enc (finetune) vs rules (zero_shot) counts b / c 1 / 1, the comparison 2 / 1",
+    for what in ("lm: the reference memorisation figure differs between rows", "enc (finetune) vs rules (zero_shot) counts b / c 1 / 1, the comparison 2 / 1",
                  "overlap-flagged kit-rules ranked", "overlap-flagged kit-rules has a rank field",
                  "no table 'Where this page departs", "the gaps to GenNegEx are not named",
                  "one rounded bound", "seqeval mode statement", "cleared for publication",
@@ -455,6 +490,7 @@ def test_a_check_without_its_pages_and_cells_fails_and_every_check_runs_on_a_sit
 @pytest.mark.timeout(BUILD_TIMEOUT)
 def test_the_course_book_holds_its_corrected_statements(course_book):
     src, cells = course_book["src"], results.read_cells(course_book["paths"].results)
+    assert all_problems(src, cells, SITES["course book, every row"]) == []
     # the course book also holds rows only lessons read (MACCROBAT's memorize row for the span lesson, SmolLM2's
     # NLI row for the language-model lesson): no run page shows them, so the metrics chapter does not list the
     # former, and the gates lesson reads the four offline NLI runs, not the latter
