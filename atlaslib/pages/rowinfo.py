@@ -56,14 +56,6 @@ def speed_reason(cell: dict) -> str | None:
     return t.get("reason")
 
 
-def phase_seconds(cell: dict) -> dict:
-    """Seconds of each phase of the run (loading, training, prediction, side) and the rest of its wall time
-    (``other``: data, splits, scoring, plots); {} for a cell without phases."""
-    from ..phases import seconds
-
-    return seconds(cell.get("timing"))
-
-
 def speed_text(s: dict) -> str:
     v = s["items_per_second"]
     return f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}"
@@ -192,7 +184,9 @@ def download_fields(cell: dict) -> dict:
     cost = model_cost(cell)
     con = contamination(cell) or {}
     mem = (cell.get("extra") or {}).get("memorisation") or {}
-    ph = phase_seconds(cell)
+    from ..phases import seconds
+
+    ph = seconds(cell.get("timing"))   # loading, training, prediction, side and the rest of the wall time
     out = {"items_per_second": None if s is None else round(s["items_per_second"], 4),
            "seconds_per_item": None if s is None else round(s["seconds_per_item"], 6),
            "answers_timed": None if s is None else s["n_answers"],

@@ -252,7 +252,9 @@ def test_speed_machine_contamination_and_memorisation_on_the_board(tmp_path):
     b["spec"] = {"profile": {"source": "gguf", "cost": {"items": 240, "wall_seconds": 60.0, "prompt_tokens": 12000,
                                                         "completion_tokens": 480}}}
     assert rowinfo.speed(a)["items_per_second"] == 240 / 4.8 and rowinfo.speed(b)["items_per_second"] == 2.0
-    assert rowinfo.phase_seconds(a) == {"loading": 30.0, "training": 100.0, "prediction": 4.8, "side": 0.0,
+    from atlaslib.phases import seconds as phase_seconds
+
+    assert phase_seconds(a["timing"]) == {"loading": 30.0, "training": 100.0, "prediction": 4.8, "side": 0.0,
                                         "other": 200.0 - 134.8}
     untimed = {**a, "timing": {"wall_seconds": 9.0, "phases": phases({"seconds": 1.0, "items": 240,
                                                                        "served_untimed": 3})}}

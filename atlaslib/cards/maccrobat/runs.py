@@ -25,19 +25,24 @@ def words_to_text(words: Sequence[str]) -> tuple[str, list[int], list[int]]:
     return " ".join(words), starts, ends
 
 
-def memorize_tags(train: pd.DataFrame, test: pd.DataFrame, casefold: bool = False,
-                  mem=None) -> tuple[list[list[str]], object]:
-    """The memorize baseline on the card's words: fit on train sentences (words joined by spaces,
-    mentions as character spans), predict test sentences, map matches back to words. ``mem``: a memorizer
-    already fit (a variant run: it is not fit again)."""
+def fit_memorizer(train: pd.DataFrame, casefold: bool = False):
+    """The memorize baseline fit on the train sentences (words joined by spaces, mentions as character spans)."""
     from ...models.memorize import PhraseMemorizer
 
+    docs = []
+    for words, ms in zip(train["words"], train["mentions"]):
+        text, st, en = words_to_text(words)
+        docs.append((text, [(st[a], en[b], t) for t, a, b in ms]))
+    return PhraseMemorizer(casefold=casefold).fit(docs)
+
+
+def memorize_tags(train: pd.DataFrame, test: pd.DataFrame, casefold: bool = False,
+                  mem=None) -> tuple[list[list[str]], object]:
+    """The memorize baseline on the card's words: fit on train sentences (:func:`fit_memorizer`), predict test
+    sentences, map matches back to words. ``mem``: a memorizer already fit (a variant run: it is not fit
+    again)."""
     if mem is None:
-        docs = []
-        for words, ms in zip(train["words"], train["mentions"]):
-            text, st, en = words_to_text(words)
-            docs.append((text, [(st[a], en[b], t) for t, a, b in ms]))
-        mem = PhraseMemorizer(casefold=casefold).fit(docs)
+        mem = fit_memorizer(train, casefold)
     out = []
     for words in test["words"]:
         text, st, en = words_to_text(words)
@@ -183,7 +188,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
         from ...phases import phase
 
         with phase("training"):
-            _, mem = memorize_tags(train, test.iloc[:0])
+            mem = fit_memorizer(train)
         with phase("prediction", items=len(test)):
             pred, _ = memorize_tags(train, test, mem=mem)
         out.predict = lambda words: memorize_tags(train, pd.DataFrame({"words": list(words)}), mem=mem)[0]
