@@ -215,7 +215,9 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     executor, address = check_options(executor, scheduler, n_workers, memory_limit, retries)
     reqs = check_requests(requests)
     paths = paths or BuildPaths()
-    expected = expected_seconds(reqs, load_run_times(paths.build))
+    recorded = load_run_times(paths.build)
+    expected = expected_seconds(reqs, recorded)
+    measured_here = {r.label for r in reqs if r.label in recorded}
     kwargs = {"results_dir": Path(paths.results).resolve(), "runs_dir": Path(paths.runs).resolve(),
               "data_dir": str(Path(data_dir).resolve()) if data_dir else None,
               "failed_dir": (Path(paths.build) / "failed").resolve(), "force": force}
@@ -225,7 +227,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
         save_run_times(paths.build, [outcome], log)
 
     if executor == "serial":
-        outcomes, failures = _run_serial(reqs, kwargs, task or runner.run, log, expected, record)
+        outcomes, failures = _run_serial(reqs, kwargs, task or runner.run, log, expected, record, measured_here)
     else:
         if kwargs["data_dir"] is None and os.environ.get("ATLAS_DATA_DIR"):
             kwargs["data_dir"] = os.environ["ATLAS_DATA_DIR"]  # workers elsewhere may lack the variable
@@ -238,7 +240,8 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
             outs, fails = _run_dask(todo, kwargs, runner.run if task is None else task, log, address=address,
                                     from_env=not scheduler, n_workers=n_workers, memory_limit=memory_limit,
                                     retries=retries, connect_timeout=connect_timeout, count_from=len(served),
-                                    count_of=len(reqs), expected=expected, record=record)
+                                    count_of=len(reqs), expected=expected, record=record,
+                                    measured_here=measured_here)
             done, failed = dict(zip(todo, outs)), {f.request: f for f in fails}
         else:
             log(f"dask: all {len(reqs)} run(s) are current; no cluster needed")
@@ -255,11 +258,11 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     return report
 
 
-def _run_serial(reqs, kwargs, task, log, expected=None, record=None):
+def _run_serial(reqs, kwargs, task, log, expected=None, record=None, measured_here=None):
     from .progress import MatrixStatus
 
     outcomes, failures = [], []
-    status = MatrixStatus([r.label for r in reqs], expected or {}, workers=1, log=log)
+    status = MatrixStatus([r.label for r in reqs], expected or {}, workers=1, log=log, measured_here=measured_here)
     try:
         for i, req in enumerate(reqs, 1):
             status.started(req.label)
@@ -272,7 +275,7 @@ def _run_serial(reqs, kwargs, task, log, expected=None, record=None):
                 outcomes.append(out)
                 if kind == "error":
                     status.log(payload["traceback"])
-            status.finished(req.label, _status_line(i, len(reqs), outcomes[-1]))
+            status.finished(req.label, _status_line(i, len(reqs), outcomes[-1]), ran=outcomes[-1].status == "ran")
             if record:
                 record(outcomes[-1])
     finally:
@@ -522,7 +525,7 @@ def longest_first(reqs, expected: dict | None = None) -> list[int]:
 
 def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_limit, retries, connect_timeout=None,
               no_worker_timeout: float = 600.0, count_from: int = 0, count_of: int | None = None,
-              expected: dict | None = None, record=None):
+              expected: dict | None = None, record=None, measured_here=None):
     from collections import deque
     from concurrent.futures import CancelledError
 
@@ -554,7 +557,7 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
     expected = expected or expected_seconds(reqs, {})
     workers = capacity()
     status = MatrixStatus([r.label for r in reqs], expected, workers=len(reqs) if workers == float("inf") else
-                          int(workers), log=log)
+                          int(workers), log=log, measured_here=measured_here)
     log = status.log
     results: dict[int, tuple] = {}
     queue = deque((i, 0) for i in longest_first(reqs, expected))
@@ -621,7 +624,7 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
                 results[i] = (kind, payload)
                 done += 1
                 outcome = _outcome(req, kind, payload)[1]
-                status.finished(req.label, _status_line(done, count_of, outcome))
+                status.finished(req.label, _status_line(done, count_of, outcome), ran=outcome.status == "ran")
                 if record:
                     record(outcome)
     finally:

@@ -55,7 +55,11 @@ class MatrixStatus:
     expected time, and the expected end.
 
     ``expected``: label -> seconds (the last build's record, else an estimate); ``workers``: how many runs go at
-    once. In a terminal (``stream`` a TTY) the status is one line redrawn in place about once a second, and the
+    once; ``measured_here``: the labels whose expected time is this machine's own record (default: all). The
+    others carry another machine's time (the atlas's reference build) or an estimate, which a warm model-call
+    store or a faster machine can make many times too long: once runs of theirs have finished here, their
+    expectations are scaled by how long those runs took against what was expected of them, and the line says
+    which times it uses. In a terminal (``stream`` a TTY) the status is one line redrawn in place about once a second, and the
     executor's own lines (:meth:`log`) are printed above it; elsewhere (a log file, CI, a notebook) one line is
     logged per change (a run started or finished) and, while runs go on with nothing changing, one line every
     ``heartbeat`` seconds (default :data:`HEARTBEAT`: a long run's elapsed time shows in a log too), never a line
@@ -63,7 +67,7 @@ class MatrixStatus:
     one-line-per-change form."""
 
     def __init__(self, labels, expected: dict, workers: int, log=print, stream=None, clock=None,
-                 heartbeat: float | None = None):
+                 heartbeat: float | None = None, measured_here=None):
         import threading
         import time
 
@@ -72,6 +76,8 @@ class MatrixStatus:
         self.clock = clock or time.monotonic
         self.running: dict[str, float] = {}
         self.done: set[str] = set()
+        self.measured_here = set(self.expected) if measured_here is None else set(measured_here)
+        self._borrowed: list[tuple[float, float]] = []   # (expected, taken) of the runs done here on others' times
         mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()
         self.off = mode in ("0", "off", "false", "no", "none")
         self.in_place = not self.off and mode != "plain" and bool(getattr(self.stream, "isatty", lambda: False)())
@@ -85,19 +91,31 @@ class MatrixStatus:
             threading.Thread(target=self._beats, name="atlas-matrix-heartbeat", daemon=True).start()
 
     # -- what the line says
+    def scale(self) -> float:
+        """How long the runs done here on times not measured here took, over what those times expected of them
+        (1 before any has finished)."""
+        expected = sum(e for e, _ in self._borrowed)
+        return sum(t for _, t in self._borrowed) / expected if expected > 0 else 1.0
+
+    def expect(self, label: str) -> float:
+        """The seconds expected of ``label``: its own record as it is, another machine's time or an estimate scaled
+        (:meth:`scale`); 0 when nothing is known."""
+        seconds = self.expected.get(label, 0.0)
+        return seconds if label in self.measured_here else seconds * self.scale()
+
     def remaining(self) -> float:
         """Expected seconds until every run is done: the work left (each running run's expected time less its
         elapsed, never below zero; every queued run's expected time) shared by the workers."""
         now = self.clock()
-        left = sum(max(self.expected.get(k, 0.0) - (now - t0), 0.0) for k, t0 in self.running.items())
-        left += sum(self.expected.get(k, 0.0) for k in self.labels if k not in self.done and k not in self.running)
+        left = sum(max(self.expect(k) - (now - t0), 0.0) for k, t0 in self.running.items())
+        left += sum(self.expect(k) for k in self.labels if k not in self.done and k not in self.running)
         return left / min(self.workers, max(1, len(self.labels) - len(self.done)))
 
     def line(self) -> str:
         now = self.clock()
         parts = [f"runs {len(self.done)}/{len(self.labels)} done"]
         for k, t0 in self.running.items():
-            exp = self.expected.get(k)
+            exp = self.expect(k)
             parts.append(f"{k} {_clock(now - t0)}" + (f" of ~{_clock(exp)}" if exp else ""))
         parts.append(self.end())
         return " | ".join(parts)
@@ -106,7 +124,14 @@ class MatrixStatus:
         import time
 
         left = self.remaining()
-        return f"expected end {time.strftime('%H:%M', time.localtime(time.time() + left))} (in ~{_clock(left)})"
+        basis = ""
+        if any(k not in self.done and k not in self.measured_here and self.expected.get(k) for k in self.labels):
+            basis = " by the reference build's times"
+            if self._borrowed:
+                n = len(self._borrowed)
+                basis += f" × {self.scale():.2g}, as {n} run{'s' if n > 1 else ''} here took"
+        return (f"expected end {time.strftime('%H:%M', time.localtime(time.time() + left))} "
+                f"(in ~{_clock(left)}{basis})")
 
     # -- changes
     def started(self, label: str) -> None:
@@ -117,9 +142,13 @@ class MatrixStatus:
                 self._last_line = self.clock()
             self._draw()
 
-    def finished(self, label: str, message: str | None = None) -> None:
+    def finished(self, label: str, message: str | None = None, ran: bool = True) -> None:
+        """``label`` is done; ``ran``: it executed (not served from the cache, not failed), so its time says how
+        this machine compares with the times it was expected to take."""
         with self._lock:
-            self.running.pop(label, None)
+            t0 = self.running.pop(label, None)
+            if ran and t0 is not None and label not in self.measured_here and self.expected.get(label, 0) > 0:
+                self._borrowed.append((self.expected[label], self.clock() - t0))
             self.done.add(label)
             if message and not self.in_place and not self.off and len(self.done) < len(self.labels):
                 message = f"{message} | {self.end()}"

@@ -425,6 +425,47 @@ def test_the_status_says_what_runs_for_how_long_and_when_the_matrix_should_end(m
     status.close()
 
 
+def test_times_not_measured_here_are_scaled_by_the_runs_done_here_and_the_line_says_so(monkeypatch):
+    """a and b carry the reference build's times, c this machine's own record. a, expected 1,000 s, takes 100 s
+    here (a warm store): b's 2,000 s count as 200 s, c's own 100 s as they are. By hand, one worker: 3,100 s
+    before, 300 s after; a run served from the cache or failed says nothing of the machine's speed."""
+    from atlaslib.progress import MatrixStatus
+
+    monkeypatch.setenv("ATLAS_PROGRESS", "plain")
+    now, lines = [0.0], []
+    status = MatrixStatus(["a", "b", "c", "d"], {"a": 1000.0, "b": 2000.0, "c": 100.0, "d": 0.0}, workers=1,
+                          log=lines.append, clock=lambda: now[0], heartbeat=0, measured_here={"c"})
+    status.started("a")
+    assert status.remaining() == 3100.0
+    assert status.end().endswith("(in ~51m40s by the reference build's times)")
+    now[0] = 100.0
+    status.finished("a", "[1/4] a: ran")
+    assert status.scale() == pytest.approx(0.1) and status.remaining() == pytest.approx(300.0)
+    assert lines[-1].endswith("(in ~5m00s by the reference build's times × 0.1, as 1 run here took)")
+    status.started("d")
+    status.finished("d", "[2/4] d: cached", ran=False)                  # served: not a measure of this machine
+    status.started("b")
+    now[0] = 150.0
+    assert status.line().startswith("runs 2/4 done | b 0m50s of ~3m20s |")
+    now[0] = 2100.0
+    status.finished("b", "[3/4] b: failed", ran=False)                  # failed: not one either
+    assert status.scale() == pytest.approx(0.1)
+    assert lines[-1].endswith("(in ~1m40s)")                            # only c is left: its own record, unscaled
+    status.close()
+
+
+def test_a_build_expects_its_recorded_runs_as_recorded_and_the_others_by_the_reference(tmp_path):
+    """What the build's log says: with no record, the reference build's times; a run recorded here is expected
+    as recorded."""
+    paths, lines = build_paths(tmp_path), []
+    ran = lambda req, **kw: RunOutcome(req, "ran", seconds=1.0, cell_status="ok")  # noqa: E731
+    executor.run_requests([MAJORITY, NEGSPACY], paths, task=ran, log=lines.append, timing=False)
+    assert "by the reference build's times" in "\n".join(lines[:2]), lines
+    lines.clear()
+    executor.run_requests([MAJORITY, NEGSPACY], paths, task=ran, log=lines.append, timing=False)
+    assert lines and not any("reference build" in line for line in lines), lines
+
+
 def test_in_a_log_a_long_run_shows_its_elapsed_time_every_heartbeat(monkeypatch):
     """Not a terminal: while a run goes on and nothing changes, the status line is logged again once the heartbeat
     has passed since the last line (never sooner, never with nothing running)."""
