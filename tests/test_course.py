@@ -308,12 +308,26 @@ def test_the_take_home_command_runs_a_lesson(course_book, tmp_path):
         pages.run_local("nope")
 
 
-def test_publish_executes_every_lesson_and_withholds_none(course_book):
+def test_publish_executes_every_lesson_and_withholds_none(course_book, monkeypatch):
     """A publish build: every lesson is executed and published whole (none uses a card the build withholds: no
     stub, no withheld entry, no section left out but the interval lesson's local-only NegEx section), the NegEx
-    card's notebook is not offered, and no course page or download mentions NegEx kit data."""
+    card's notebook is not offered, and no course page or download mentions NegEx kit data. After the local
+    build, only the lessons with a local-only section execute again: the others are the same notebooks on the
+    same cells, served from the lessons' cache."""
+    from atlaslib.pages import course
+
     paths = course_book["paths"]
+    executed, execute_all = [], course.execute_all
+
+    def recording(todo, **kwargs):
+        executed.extend(name for name, _ in todo)
+        return execute_all(todo, **kwargs)
+
+    monkeypatch.setattr(course, "execute_all", recording)
     src, withheld = book.render_site(paths, publish=True, cards=[get_card(c) for c in COURSE_CARDS])
+    local_only = sorted(lsn.name for lsn in LESSONS
+                        if any(course._has_tag(c, course.LOCAL_ONLY_TAG) for c in course.read_lesson(lsn.path)[1].cells))
+    assert sorted(executed) == local_only == ["intervals"]
     assert not any(w.startswith("lesson `") for w, _ in withheld), withheld
     for lesson in LESSONS:
         assert "negex" not in lesson.uses, lesson.name

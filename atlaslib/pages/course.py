@@ -143,7 +143,13 @@ class Lesson:
 
 
 def _tags(cell) -> list:
+    """The cell's tags, a list kept in its metadata (created empty when it has none, for :func:`_tidy` to add to)."""
     return cell.get("metadata", {}).setdefault("tags", [])
+
+
+def _has_tag(cell, tag: str) -> bool:
+    """Whether the cell carries ``tag``, leaving the cell as it is (a lesson's cache key reads its cells)."""
+    return tag in (cell.get("metadata", {}).get("tags") or ())
 
 
 def read_lesson(path: Path):
@@ -218,7 +224,7 @@ def _strip_local_only(nb, why: str) -> int:
     """Remove cells tagged local-only; put one note where the first was. Returns how many went."""
     import nbformat
 
-    idx = [i for i, c in enumerate(nb.cells) if LOCAL_ONLY_TAG in _tags(c)]
+    idx = [i for i, c in enumerate(nb.cells) if _has_tag(c, LOCAL_ONLY_TAG)]
     if not idx:
         return 0
     note = nbformat.v4.new_markdown_cell(f"```{{note}}\nA section of this lesson is left out of this build: {why}\n```")
