@@ -5,7 +5,7 @@ The session's two-run book (``tests/books.py``: two systems' predictions files f
 with ``atlaslib.evaluate``, no kernel) and its small book (the majority baseline's executed run). The test opens
 the two-run book's item explorer, applies the one-click filter "A right, B wrong" for system-a against system-b
 and reads the table's row count, which must equal McNemar's b of that pair on the card page's comparison (from
-:func:`atlaslib.metrics.compare.compare` on the two result cells) and the count worked out from the two
+`atlaslib.analysis.paired.compare_cells` on the two result cells) and the count worked out from the two
 prediction patterns; searches one item id in the table's search box and finds one row; follows both of the card
 page's links (b and c of the pair) to the same filtered views; follows the small book's run page link to the
 explorer filtered to that run's errors; and checks that no page asked for a script from anywhere but the local
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from atlaslib import results
-from atlaslib.metrics.compare import compare
+from atlaslib.analysis.paired import compare_cells as compare
 from tests.books import TWO_RUN_SYSTEMS, TWO_RUN_VERSION as VERSION
 
 from .test_browser import CHROMIUM_FLAGS, chromium, serve

@@ -26,7 +26,8 @@ from scipy.stats import binom, binomtest
 
 from atlaslib import book, course, results
 from atlaslib.cards import get_card
-from atlaslib.metrics import compare, intervals
+from atlaslib.analysis.paired import compare_cells
+from atlaslib.metrics import intervals
 from atlaslib.pages import course as pages
 from tests.books import BUILD_TIMEOUT
 
@@ -532,7 +533,7 @@ def test_paired_interval_and_mcnemar_match_the_comparison_library():
     table = course.agreement_table(pairs, ("a", "b"))
     b, c = int(table.loc["right", "wrong"]), int(table.loc["wrong", "right"])
     assert b == int(np.sum((pa == gold) & (pb != gold))) and c == int(np.sum((pa != gold) & (pb == gold)))
-    row = compare.compare(cells).query("metric == 'aggregate_accuracy'").iloc[0]
+    row = compare_cells(cells).query("metric == 'aggregate_accuracy'").iloc[0]
     assert (row["b"], row["c"]) == (b, c)
     assert row["p_mcnemar"] == pytest.approx(binomtest(b, b + c, 0.5).pvalue)
     assert course.paired_difference_ci(pairs) == pytest.approx((row["ci_low"], row["ci_high"]))

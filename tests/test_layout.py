@@ -162,3 +162,46 @@ def test_no_module_outside_the_cards_names_a_card():
         hits += [f"atlaslib/{rel}:{line}: {name!r}" for line, name in
                  sorted(_card_name_hits(path.read_text(encoding="utf-8"), names, allowed))]
     assert not hits, "card names outside atlaslib/cards/:\n" + "\n".join(hits)
+
+
+#: atlaslib's packages from the lowest floor up: a module imports only from its own floor and the ones below it
+FLOORS = ("results", "metrics", "models", "protocols", "cards", "analysis", "pages", "book", "cli")
+#: and, beside the order, what two floors must never reach for (modules outside the floors)
+NEVER = {"cards": ("external", "runner"), "metrics": ("external", "runner")}
+
+
+def _floor_problems(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> imported module`` for every import that reaches up a floor or into :data:`NEVER`."""
+    def floor(name: str) -> str | None:
+        top = name.split(".")[1] if name.count(".") else None
+        return top if top in FLOORS else None
+
+    out = []
+    for name, imports in sorted(graph.items()):
+        mine = floor(name)
+        if mine is None:
+            continue
+        for other in sorted(imports):
+            theirs, top = floor(other), other.split(".")[1] if other.count(".") else None
+            if (theirs is not None and FLOORS.index(theirs) > FLOORS.index(mine)) or top in NEVER.get(mine, ()):
+                out.append(f"{name} -> {other}")
+    return out
+
+
+def test_the_floor_check_sees_an_import_up_and_nothing_else():
+    graph = {"atlaslib.metrics.a": {"atlaslib.results", "atlaslib.metrics.b", "atlaslib.jsonio"},
+             "atlaslib.metrics.c": {"atlaslib.cards.negex"}, "atlaslib.cards.x": {"atlaslib.external.score"},
+             "atlaslib.pages.p": {"atlaslib.cards", "atlaslib.runner"}, "atlaslib.runner": {"atlaslib.book"}}
+    assert _floor_problems(graph) == ["atlaslib.cards.x -> atlaslib.external.score",
+                                      "atlaslib.metrics.c -> atlaslib.cards.negex"]
+
+
+def test_each_floor_imports_only_the_floors_below_it():
+    """results < metrics < models < protocols < cards < analysis < pages < book < cli, imports inside functions
+    counted: statistics look up no card, a card's page content declares its facts without importing the pages
+    (:mod:`atlaslib.cards.facts`), and a card reads no outside-system scorer or runner."""
+    modules = _modules()
+    graph = {name: _imports(name, path.read_text(encoding="utf-8"), pkg, modules)
+             for name, (path, pkg) in modules.items()}
+    problems = _floor_problems(graph)
+    assert not problems, "imports up a floor:\n" + "\n".join(f"- {p}" for p in problems)

@@ -30,7 +30,7 @@ What a card contributes comes from its declaration (:class:`atlaslib.cards.Analy
 **Rows trained with several seeds.** A cell whose ``extra.seed_runs`` holds two or more seeds, each with its
 ``predictions`` (a fine-tuned row: one trained model per seed; the cell's own ``predictions`` are the first
 seed's), is one run of the explorer whose answer is its seeds' *majority*, the rule the card page's paired
-comparisons count it by (:func:`atlaslib.metrics.compare._with_seed_runs`: a unit is right for the row when
+comparisons count it by (:func:`atlaslib.metrics.compare.with_seed_runs`: a unit is right for the row when
 more than half of its seeds' models are right, ties wrong):
 
 - item cards: the run's column shows the label more than half of the seeds' models predict; when no label has

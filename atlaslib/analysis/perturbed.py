@@ -6,7 +6,7 @@ applied to:
 
 - the paired difference of the card's primary metric, variant − default run, with its 95 % paired
   percentile interval: both runs' per-unit data from one call of the card's paired resampling
-  (:func:`atlaslib.metrics.compare.paired`: the card's resampling unit, seed and stratification), the
+  (:func:`atlaslib.analysis.paired.paired_from_cells`: the card's resampling unit, seed and stratification), the
   difference taken on each shared resample;
 - McNemar's ``b`` (items the default run got right and the variant wrong: what the variant broke) and ``c``
   (the reverse), an item being right when its prediction equals its gold (a row over training seeds: when more
@@ -81,7 +81,8 @@ def _correct(cell: dict) -> dict:
 def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
     """One row of the table: ``variant`` (a variant cell) against ``base`` (its default run's cell)."""
     from ..metrics import bootstrap
-    from ..metrics.compare import mcnemar_exact, paired, run_label
+    from ..metrics.compare import mcnemar_exact, run_label
+    from .paired import paired_from_cells as paired
     from ..variants import variant_of
 
     v = variant_of(variant)
@@ -201,9 +202,9 @@ def prompt_spread(cells: Iterable[dict], table: pd.DataFrame | None = None) -> p
     prompt and each variant, its range (max − min) and standard deviation over those prompts; beside it, the
     same range and SD over the models of the same protocol family (``models_protocol``: every ok default run of
     the version with that protocol, e.g. every zero-shot run), scored on the same items the prompt variants
-    read (one call of the card's paired resampling, :func:`atlaslib.metrics.compare.paired`). ``cells``: the
+    read (one call of the card's paired resampling, :func:`atlaslib.analysis.paired.paired_from_cells`). ``cells``: the
     default runs' cells; their variant cells are read beside them when not among ``cells``."""
-    from ..metrics.compare import paired
+    from .paired import paired_from_cells as paired
     from ..variants import is_variant, of_cell, parents
 
     cells = list(cells)

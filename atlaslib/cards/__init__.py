@@ -292,7 +292,7 @@ class Card:
         caveats are shown from (its data page)."""
         import pandas as pd
 
-        from ..pages.tables import whole_frame  # caveats are sentences: displayed whole, never cut with "..."
+        from ..display import whole_frame  # caveats are sentences: displayed whole, never cut with "..."
 
         return whole_frame(pd.DataFrame([*self.caveats, *computed], columns=["caveat", "what it means"]))
 

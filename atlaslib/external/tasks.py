@@ -10,57 +10,13 @@ here; what the answers mean lives with the card.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from ..jsonio import as_float, long_integer
+from ..jsonio import as_float
 from ..results import EXTERNAL, is_external  # noqa: F401  (the vocabulary lives a floor down)
 from ..splits import Split  # noqa: F401
 
-MAX_LISTED = 5
-
-
-class PredictionsError(ValueError):
-    """A predictions file (or a prediction function's output) does not fit the card's split."""
-
-
-def fail(where: str, problems: list[str]) -> None:
-    """Raise one :class:`PredictionsError` listing up to :data:`MAX_LISTED` problems."""
-    if not problems:
-        return
-    shown = problems[:MAX_LISTED]
-    more = len(problems) - len(shown)
-    text = f"{where}: " + ("; ".join(shown) if len(shown) == 1 else
-                           f"{len(problems)} problems: " + "; ".join(shown))
-    if more > 0:
-        text += f"; and {more} more"
-    raise PredictionsError(text)
-
-
-@dataclass
-class Pred:
-    """One prediction as read: its row in the file (1-based), item id, label or tags, optional score."""
-
-    row: int
-    item_id: str
-    label: Any = None
-    score: float | None = None
-    words: list | None = None  # CoNLL: the words as written, to check alignment
-
-
-def at(p: "Pred") -> str:
-    """Where a prediction sits: ``row 3`` in a file, ``folder <doc>`` in an Anafora folder."""
-    return f"row {p.row}" if isinstance(p.row, int) else str(p.row)
-
-
-def short(value, n: int = 40) -> str:
-    """A predicted value for an error message (never input text), cut to ``n`` characters (an integer too long
-    to write out is described by its number of digits)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * n:
-        return long_integer(value)
-    s = repr(value)
-    return s if len(s) <= n else s[: n - 1] + "…"
+from ..predfiles import MAX_LISTED, Pred, PredictionsError, at, fail, short  # noqa: F401  (a floor down)
 
 
 def sha256_path(path: Path) -> str:

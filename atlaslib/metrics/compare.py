@@ -116,37 +116,6 @@ def run_label(cell: dict) -> str:
     return f"{cell['model']} ({cell['protocol']})"
 
 
-def _ok(cells):
-    return [c for c in cells if c.get("status") == "ok" and c.get("predictions") is not None]
-
-
-def _seed(cells, default):
-    return int((cells[0].get("seeds") or {}).get("bootstrap") or default)
-
-
-def paired(cells: list[dict], n_resamples: int = bootstrap.DEFAULT_RESAMPLES) -> Paired:
-    """The :class:`~atlaslib.metrics.engine.Paired` data of the ``ok`` cells of one (card, version): each
-    cell's per-unit counts (:func:`atlaslib.cards.counted`) under its card's declared scoring and
-    resampling (seed: the cells' own)."""
-    from ..cards import counted, scoring_of
-
-    cells = _ok(cells)
-    if not cells:
-        raise ValueError("compare: no ok result cell with predictions")
-    keys = {(c["card"], c["version"]) for c in cells}
-    if len(keys) != 1:
-        raise ValueError(f"compare: cells from several (card, version): {sorted(keys)}; rankings never mix them")
-    card = cells[0]["card"]
-    labels = [run_label(c) for c in cells]
-    if len(set(labels)) != len(labels):
-        raise ValueError("compare: two cells share a model and protocol: " + ", ".join(sorted(labels)))
-    scoring = scoring_of(card)
-    counts = {lab: counted(c) for lab, c in zip(labels, cells)}
-    p = engine.paired(scoring, card, cells[0]["version"], counts, _seed(cells, scoring.resampling.seed),
-                      n_resamples)
-    return _with_seed_runs(p, cells, labels, _seed(cells, scoring.resampling.seed), n_resamples)
-
-
 @dataclass
 class SeededPaired(engine.Paired):
     """:class:`~atlaslib.metrics.engine.Paired` with rows over several training seeds: ``seeded[label][base] =
@@ -177,17 +146,16 @@ class SeededPaired(engine.Paired):
         return super().resampled(label, base)
 
 
-def _with_seed_runs(p: engine.Paired, cells: list[dict], labels: list, seed, n_resamples) -> engine.Paired:
-    """A cell with ``extra.seed_runs`` (several trained models) becomes a seeded row: each seed's per-unit counts
-    (:func:`atlaslib.cards.seed_counted`) are paired with the first run under the same resamples; the row's
-    McNemar decision per unit is right when more than half of its seeds' models are right."""
+def with_seed_runs(p: engine.Paired, seed_runs: dict, seed, n_resamples) -> engine.Paired:
+    """``p`` with seeded rows: ``seed_runs[label]`` is a row's ``[(training seed, per-unit counts), ...]`` (several
+    trained models; :func:`atlaslib.cards.seed_counted` reads them from a cell). Each seed's counts are paired
+    with the first row under the same resamples; the row's McNemar decision per unit is right when more than
+    half of its seeds' models are right. ``p`` itself when no row has seeds."""
     from dataclasses import fields
 
-    from ..cards import seed_counted
-
     seeded, seed_counts = {}, {}
-    for lab, c in zip(labels, cells):
-        runs = seed_counted(c)
+    labels = p.labels
+    for lab, runs in seed_runs.items():
         if not runs:
             continue
         ucs = {f"seed {s}": uc for s, uc in runs}
@@ -319,31 +287,3 @@ def _mdd(p: Paired, pairs: pd.DataFrame) -> dict:
             psi = float(((d["b"] + d["c"]) / n).median())
             out.update(decision=dec, n_items=n, discordance=psi, mdd_mcnemar=mcnemar_mdd(n, psi))
     return out
-
-
-def compare(cells_or_predictions, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES, card: str | None = None,
-            version: str = "notebook", alpha: float = ALPHA) -> pd.DataFrame:
-    """Paired comparison table of two or more runs of one (card, version), for notebooks.
-
-    ``cells_or_predictions``: result cells (dicts as :func:`atlaslib.results.read_cell` returns, or paths to
-    them), or ``{name: predictions}`` with ``card`` given, where predictions are the cell's per-item
-    records (``item_id``, ``gold``, ``pred`` and the card's fields). Returns one row per (metric, pair):
-    difference, paired 95 % interval, p-values (bootstrap, McNemar with b and c where it applies), Holm
-    and whether it is significant; ``.attrs["ranks"]`` holds the tie groups and rank intervals and
-    ``.attrs["mdd"]`` the minimum detectable difference."""
-    from ..results import read_cell
-
-    if isinstance(cells_or_predictions, dict):
-        if card is None:
-            raise ValueError("compare: give card= with a {name: predictions} mapping")
-        cells = [{"card": card, "version": version, "model": name, "protocol": "given", "status": "ok",
-                  "metrics": {}, "predictions": list(preds)} for name, preds in cells_or_predictions.items()]
-    else:
-        cells = [read_cell(c) if not isinstance(c, dict) else c for c in cells_or_predictions]
-    if len(_ok(cells)) < 2:
-        raise ValueError("compare: needs at least two ok runs")
-    result = compare_paired(paired(cells, n_resamples), alpha)
-    table = result.pairs.copy()
-    table.attrs["ranks"] = result.ranks
-    table.attrs["mdd"] = result.mdd
-    return table

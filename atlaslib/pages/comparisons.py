@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import plots, results
+from ..analysis.paired import paired_from_cells
 from ..metrics import bootstrap
 from ..escape import md
 from ..metrics import compare as K
@@ -56,7 +57,7 @@ def _compare(card, ok: list[dict]):
     """The :class:`~atlaslib.metrics.compare.Comparison` of ``ok`` (one band, best first), or the reason there
     is none."""
     try:
-        p = K.paired(ok)
+        p = paired_from_cells(ok)
     except (ValueError, KeyError) as exc:
         return str(exc).removeprefix("compare: ")
     p.higher_is_better = {**p.higher_is_better, **card.higher_is_better}

@@ -13,7 +13,7 @@ import pytest
 from atlaslib.analysis import disagreement as DIS
 from atlaslib.analysis import explorer as EX
 from atlaslib.cards import get_card
-from atlaslib.metrics.compare import compare
+from atlaslib.analysis.paired import compare_cells as compare
 from atlaslib.pages import explorer as P
 
 from .cells import cell, negex_cell

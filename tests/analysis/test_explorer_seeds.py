@@ -14,7 +14,8 @@ import pytest
 
 from atlaslib.analysis import explorer as EX
 from atlaslib.cards import get_card
-from atlaslib.metrics.compare import compare_paired, paired
+from atlaslib.analysis.paired import paired_from_cells as paired
+from atlaslib.metrics.compare import compare_paired
 from atlaslib.pages import explorer as P
 
 from .cells import cell
@@ -75,7 +76,7 @@ def quick_aso(monkeypatch):
 
 def _comparison_b_c(cells):
     """``{(explorer run A, explorer run B): (b, c)}`` of the comparison's pairs table on the primary metric,
-    as the card page's comparison builds it (:func:`atlaslib.metrics.compare.paired` and ``compare_paired``)."""
+    as the card page's comparison builds it (`atlaslib.analysis.paired.paired_from_cells` and ``compare_paired``)."""
     comp = compare_paired(paired([dict(c) for c in cells], n_resamples=30))
     prim = comp.pairs[comp.pairs["metric"] == comp.data.primary]
     name = {f"{c['model']} ({c['protocol']})": EX.explorer_run_label(c) for c in cells}

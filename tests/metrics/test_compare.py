@@ -10,6 +10,7 @@ from scipy.stats import binomtest
 
 from atlaslib.metrics import bootstrap as B
 from atlaslib.metrics import classification as C
+from atlaslib.analysis.paired import compare_cells, paired_from_cells
 from atlaslib.metrics import compare as K
 
 
@@ -41,7 +42,7 @@ def negex_data():
 def test_paired_differences_equal_a_per_resample_loop_bit_for_bit(negex_data):
     y, a, b, sa = negex_data
     cells = [negex_cell("A", y, a, sa), negex_cell("B", y, b, sa[::-1].copy())]
-    p = K.paired(cells, n_resamples=200)
+    p = paired_from_cells(cells, n_resamples=200)
     idx = B.stratified_indices(y, 200, 11)                     # the card's resamples: same seed, same items
     for name, fn in C.BINARY_LABEL_METRICS.items():
         loop = np.array([fn(y[r], a[r]) - fn(y[r], b[r]) for r in idx])
@@ -59,7 +60,7 @@ def test_nli_paired_resamples_equal_a_loop():
     labels = np.array(["entailment", "neutral", "contradiction"])
     gold = labels[rng.integers(0, 3, 90)]
     pa, pb = labels[rng.integers(0, 3, 90)], np.where(rng.random(90) < 0.7, gold, "entailment")
-    p = K.paired([nli_cell("A", gold, pa), nli_cell("B", gold, pb)], n_resamples=100)
+    p = paired_from_cells([nli_cell("A", gold, pa), nli_cell("B", gold, pb)], n_resamples=100)
     idx = np.random.default_rng(B.DEFAULT_SEED).integers(0, 90, size=(100, 90))
     acc = np.array([np.mean(pa[r] == gold[r]) - np.mean(pb[r] == gold[r]) for r in idx])
     assert np.array_equal(p.resampled("A (zero_shot)", "aggregate_accuracy")
@@ -79,7 +80,7 @@ def test_mcnemar_counts_from_cells_by_hand():
     y = np.array([1, 1, 0, 0, 0, 1, 0, 0])
     a = np.array([1, 1, 0, 0, 1, 0, 0, 0])       # wrong on items 4, 5
     b = np.array([0, 1, 1, 1, 0, 1, 0, 0])       # wrong on items 0, 2, 3
-    t = K.compare([negex_cell("A", y, a), negex_cell("B", y, b)], n_resamples=50)
+    t = compare_cells([negex_cell("A", y, a), negex_cell("B", y, b)], n_resamples=50)
     row = t[t["metric"] == "macro_f1"].iloc[0]
     assert (row["b"], row["c"]) == (3, 2)        # A right & B wrong: 0, 2, 3; A wrong & B right: 4, 5
     assert row["p_mcnemar"] == binomtest(3, 5, 0.5).pvalue
@@ -95,7 +96,7 @@ def test_holm_by_hand():
 def test_duplicated_model_is_tied_with_itself(negex_data):
     y, a, b, sa = negex_data
     cells = [negex_cell("A", y, a, sa), negex_cell("A copy", y, a, sa), negex_cell("B", y, b)]
-    t = K.compare(cells, n_resamples=300)
+    t = compare_cells(cells, n_resamples=300)
     dup = t[(t["model_a"] == "A (zero_shot)") & (t["model_b"] == "A copy (zero_shot)")]
     assert set(dup["metric"]) == {"macro_f1", "sensitivity", "specificity", "precision", "roc_auc"}
     assert (dup["difference"] == 0).all() and (dup["ci_low"] == 0).all() and (dup["ci_high"] == 0).all()
@@ -106,7 +107,7 @@ def test_duplicated_model_is_tied_with_itself(negex_data):
     assert ranks.loc["A (zero_shot)", "tie_group"] == ranks.loc["A copy (zero_shot)", "tie_group"] == "top"
     for col in ("rank_low", "rank_high", "p_rank1"):
         assert ranks.loc["A (zero_shot)", col] == ranks.loc["A copy (zero_shot)", col]
-    p = K.paired(cells, 300)
+    p = paired_from_cells(cells, 300)
     assert np.array_equal(p.resampled("A (zero_shot)", "macro_f1"), p.resampled("A copy (zero_shot)", "macro_f1"))
     # the clearly worse model is out of the top group, decided by the paired bootstrap of macro F1
     assert ranks.loc["B (zero_shot)", "tie_group"] == "—"
@@ -126,7 +127,7 @@ def test_compare_refuses_mixed_items(negex_data):
     c2 = negex_cell("B", y, b)
     c2["predictions"] = c2["predictions"][1:]
     with pytest.raises(ValueError, match="different v items"):
-        K.compare([negex_cell("A", y, a), c2])
+        compare_cells([negex_cell("A", y, a), c2])
 
 
 def test_rendered_leaderboard_markdown_without_a_browser(tmp_path):
@@ -197,20 +198,20 @@ def test_a_seeded_row_is_the_mean_over_seeds_with_two_levels_and_majority_mcnema
     rng = np.random.default_rng(8)
     flips = [a if k == 0 else np.where(rng.random(len(y)) < 0.1, 1 - a, a) for k in range(5)]
     base = negex_cell("B", y, b)
-    plain = K.paired([negex_cell("A", y, a), base], n_resamples=200)
-    same = K.paired([seeded(negex_cell("A", y, a), [a] * 5), base], n_resamples=200)
+    plain = paired_from_cells([negex_cell("A", y, a), base], n_resamples=200)
+    same = paired_from_cells([seeded(negex_cell("A", y, a), [a] * 5), base], n_resamples=200)
     np.testing.assert_allclose(same.resampled("A (finetune)", "macro_f1"), plain.resampled("A (zero_shot)", "macro_f1"),
                                rtol=0, atol=1e-15)
     cells = [seeded(negex_cell("A", y, a), flips), base]
-    p = K.paired(cells, n_resamples=200)
-    alone = [K.paired([negex_cell("A", y, f), base], n_resamples=200) for f in flips]
+    p = paired_from_cells(cells, n_resamples=200)
+    alone = [paired_from_cells([negex_cell("A", y, f), base], n_resamples=200) for f in flips]
     values = np.stack([q.resampled("A (zero_shot)", "macro_f1") for q in alone], axis=1)
     assert p.point("A (finetune)", "macro_f1") == pytest.approx(np.mean([C.macro_f1(y, f) for f in flips]))
     w = S.seed_multiplicities(5, 200, B.DEFAULT_SEED + 1)            # the seeded row is label 0 of the pair
     assert np.allclose(p.resampled("A (finetune)", "macro_f1"), (w * values).sum(1) / 5)
     majority = np.mean([f == y for f in flips], axis=0) > 0.5
     assert np.array_equal(p.decisions["correct decision"]["A (finetune)"], majority)
-    table = K.compare(cells, n_resamples=200)
+    table = compare_cells(cells, n_resamples=200)
     row = table[table.metric == "macro_f1"].iloc[0]
     assert row["b"] == int(np.sum(majority & (b != y))) and row["c"] == int(np.sum(~majority & (b == y)))
     assert "aso_eps_min" not in table or table["aso_eps_min"].isna().all()   # one seeded row: no ASO
@@ -225,7 +226,7 @@ def test_two_seeded_rows_get_almost_stochastic_order_beside_the_paired_interval(
     fa = [np.where(rng.random(len(y)) < 0.05, 1 - a, a) for _ in range(5)]
     fb = [np.where(rng.random(len(y)) < 0.05, 1 - b, b) for _ in range(5)]
     cells = [seeded(negex_cell("A", y, a), fa), seeded(negex_cell("B", y, b), fb)]
-    comp = K.compare_paired(K.paired(cells, n_resamples=200))
+    comp = K.compare_paired(paired_from_cells(cells, n_resamples=200))
     row = comp.pairs[comp.pairs.metric == "macro_f1"].iloc[0]
     eps = S.almost_stochastic_order([C.macro_f1(y, f) for f in fa], [C.macro_f1(y, f) for f in fb])["eps_min"]
     assert row["aso_better"] == "A (finetune)" and row["aso_eps_min"] == eps < 0.2 and row["aso_threshold"] == 0.2
@@ -288,7 +289,7 @@ def test_a_seeded_rows_sentence_cluster_columns_are_over_its_seeds_not_its_first
 
     base = _with_sentences(negex_cell("B", y, b))
     base["seeds"] = {"bootstrap": B.DEFAULT_SEED}
-    comp = K.compare_paired(K.paired([cell, base]))
+    comp = K.compare_paired(paired_from_cells([cell, base]))
     col = comparisons.cluster_columns(get_card("negex"), comp, [cell, base])
     (name, vals), = col.items()
     text = vals[("A (finetune)", "B (zero_shot)")]

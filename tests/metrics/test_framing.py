@@ -15,6 +15,7 @@ from scipy.optimize import brentq
 from atlaslib.cards import get_card
 from atlaslib.metrics import bootstrap as B
 from atlaslib.metrics import classification as C
+from atlaslib.analysis.paired import paired_from_cells
 from atlaslib.metrics import compare as K
 from atlaslib.metrics import framing as F
 
@@ -114,7 +115,7 @@ def test_each_pair_has_its_own_mdd_and_the_top_pair_is_the_bands_best_two():
 def test_cluster_paired_equals_a_loop_over_the_cluster_resamples():
     card = get_card("negex")
     y, cells = _cells(n=90)
-    p = K.paired([cells["a"], cells["b"]], n_resamples=300)
+    p = paired_from_cells([cells["a"], cells["b"]], n_resamples=300)
     clusters = next(rs for rs in p.scoring.extra if rs.rule == "clusters")   # the card's sentence-cluster one
     groups = list(p.counts["a (zero_shot)"].groups[clusters.by])
     assert groups == [r["sentence_key"] for r in cells["a"]["predictions"]]

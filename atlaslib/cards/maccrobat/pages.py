@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...escape import md_code
-from ...pages.facts import Fact, FactContext, missing
+from ..facts import Fact, FactContext, missing
 from .card import SEED
 
 #: Numbers this card's pages may type by hand, each with its source (tests/test_prose_numbers.py; all

@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ...pages.facts import Fact, FactContext, join_and, missing
+from ..facts import Fact, FactContext, join_and, missing
 from .card import SEED
 
 #: the parts of the metrics chapter this card's runs can show (:func:`atlaslib.pages.comparisons.fill_metrics_chapter`)

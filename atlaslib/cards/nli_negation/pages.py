@@ -7,7 +7,7 @@ import pandas as pd
 
 from ...escape import md, md_code
 from ...metrics import intervals
-from ...pages.facts import Fact, FactContext, join_and, missing
+from ..facts import Fact, FactContext, join_and, missing
 
 #: the parts of the metrics chapter this card's runs can show (:func:`atlaslib.pages.comparisons.fill_metrics_chapter`)
 METRICS_CHAPTER = ("worked_example",)

@@ -56,14 +56,14 @@ def read_labels(path, cases) -> list:
     """One label per case (case order) from a predictions file; one error naming the file and the row."""
     from pathlib import Path
 
-    from ...external.score import read_predictions
+    from ...predfiles import read_predictions
     from .challenge import normalise_label
     from .errors import NliNegationInputError
 
     path = Path(path)
     if not path.exists():
         raise NliNegationInputError(f"{path}: no such file")
-    preds = read_predictions(path, "nli_negation")
+    preds = read_predictions(path, "label", who="nli_negation")
     known, seen = {c.case_id for c in cases}, {}
     for p in preds:
         where = f"{path}, row {p.row}"
@@ -85,7 +85,7 @@ def read_labels(path, cases) -> list:
 
 
 def main(argv=None) -> int:
-    from ...external.tasks import PredictionsError
+    from ...predfiles import PredictionsError
     from .card import version_cases
     from .challenge import run_nli_negation_challenge
     from .errors import NliNegationInputError

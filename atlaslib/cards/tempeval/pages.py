@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ...pages.facts import Fact, FactContext, missing
+from ..facts import Fact, FactContext, missing
 from .runs import BOOTSTRAP
 
 #: Numbers this card's pages may type by hand, each with its source (tests/test_prose_numbers.py; all
