@@ -12,10 +12,12 @@ imports nothing else of atlaslib, so the runner, :mod:`atlaslib.pages.datastory`
   shows);
 - :func:`execute`: papermill with the atlas's settings; :func:`source_cell_number` maps papermill's cell
   index back to the source notebook's numbering;
-- :func:`source_digest`: the digest of atlaslib's source files, part of every cache key.
+- :func:`source_digest`: the digest of atlaslib's source files (or of its code, comments aside), part of every
+  cache key.
 """
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import hashlib
@@ -240,10 +242,13 @@ def _pid_alive(pid: int) -> bool:
 _DIGESTS: dict = {}  # root -> (the files' stat signature, their digest)
 
 
-def source_digest(root: Path = ATLASLIB) -> str:
-    """sha256 over atlaslib's .py/.yml/.txt/.json files (path + content), so any code change re-keys runs.
-    Every run key, story key and lesson key holds it: within a process it is computed again only when a
-    file's path, size, modification time or inode changed (a build of 32 runs read the files 70 times)."""
+def source_digest(root: Path = ATLASLIB, code_only: bool = False) -> str:
+    """sha256 over atlaslib's .py/.yml/.txt/.json files (path + content), so any code change re-keys what holds
+    it. ``code_only``: each .py file as Python parses it (:func:`ast.dump`: comments, blank lines and layout
+    leave it unchanged; a docstring or any statement changes it), the other files as they are: the digest of
+    the run and data-story keys, whose outputs a comment cannot change. The byte digest is the lessons' and
+    the site's, which show atlaslib's source. Within a process it is computed again only when a file's path,
+    size, modification time or inode changed (a build of 32 runs read the files 70 times)."""
     root = Path(root)
     files = [p for p in sorted(root.rglob("*")) if p.suffix in {".py", ".yml", ".yaml", ".txt", ".json"}
              and "__pycache__" not in p.parts and p.is_file()]
@@ -252,12 +257,18 @@ def source_digest(root: Path = ATLASLIB) -> str:
         st = p.stat()
         signature.append((str(p.relative_to(root)), st.st_size, st.st_mtime_ns, st.st_ino))
     signature = tuple(signature)
-    known = _DIGESTS.get(root)
+    known = _DIGESTS.get((root, code_only))
     if known is not None and known[0] == signature:
         return known[1]
     h = hashlib.sha256()
     for p in files:
         h.update(str(p.relative_to(root)).encode())
-        h.update(p.read_bytes())
-    _DIGESTS[root] = (signature, h.hexdigest())
-    return _DIGESTS[root][1]
+        data = p.read_bytes()
+        if code_only and p.suffix == ".py":
+            try:
+                data = ast.dump(ast.parse(data, filename=str(p))).encode()
+            except (SyntaxError, ValueError):
+                pass  # not parseable: its bytes, as they are
+        h.update(data)
+    _DIGESTS[(root, code_only)] = (signature, h.hexdigest())
+    return _DIGESTS[(root, code_only)][1]

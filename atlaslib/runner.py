@@ -41,7 +41,7 @@ from pathlib import Path
 
 from . import notebook, phases
 from .cards import get_card
-from .notebook import ATLASLIB, REPO, NotebookError, declares_parameter, read_text_notebook, source_digest  # noqa: F401
+from .notebook import ATLASLIB, REPO, NotebookError, declares_parameter, read_text_notebook  # noqa: F401
 from .results import atomic_write_text, cell_as_recorded, cell_path, read_cell, record_path, slug, write_cell
 from .version import __version__
 
@@ -120,6 +120,13 @@ def _card_data_pins(card_name: str) -> list:
         return get_card(card_name).data_pins()
     except KeyError:
         return []
+
+
+def source_digest(root: Path = ATLASLIB) -> str:
+    """The atlaslib digest in every run key: its code as Python parses it and its data files' bytes
+    (:func:`atlaslib.notebook.source_digest` with ``code_only``). A statement, a docstring or a profile edit
+    re-keys every run; a comment or a layout change re-keys none (it cannot change a run's output)."""
+    return notebook.source_digest(root, code_only=True)
 
 
 def run_key(request: RunRequest, notebook_text: str, decision: dict | None = None) -> str:

@@ -73,3 +73,47 @@ def test_the_source_digest_is_the_files_and_follows_an_edit(tmp_path):
     assert notebook.source_digest(tmp_path) == reference() != first
     (tmp_path / "pkg" / "c.json").write_text("{}")
     assert notebook.source_digest(tmp_path) != reference()  # a new file counts
+
+
+def test_the_run_digest_is_the_code_a_comment_leaves_it_and_a_statement_or_docstring_changes_it(tmp_path):
+    """The run key's digest (``runner.source_digest``): each .py file as Python parses it, other files by their
+    bytes (worked by hand here with :func:`ast.dump`). A comment and a blank line leave it as it was, while the
+    byte digest (the lessons', which show the source) moves; a statement or a docstring moves both."""
+    import ast
+    import hashlib
+    import os
+
+    from atlaslib import runner
+
+    a, b = tmp_path / "a.py", tmp_path / "b.yml"
+    stamp = [1_700_000_000_000_000_000]
+
+    def write(path, text):  # each write with its own modification time (the digests' cache compares them)
+        path.write_text(text)
+        stamp[0] += 10_000_000
+        os.utime(path, ns=(stamp[0], stamp[0]))
+
+    write(a, '"""Doc."""\nx = 1\n')
+    write(b, "k: v\n")
+
+    def by_hand():
+        h = hashlib.sha256()
+        h.update(b"a.py")
+        h.update(ast.dump(ast.parse(a.read_text())).encode())
+        h.update(b"b.yml")
+        h.update(b.read_bytes())
+        return h.hexdigest()
+
+    code, raw = runner.source_digest(tmp_path), notebook.source_digest(tmp_path)
+    assert code == by_hand() != raw
+    write(a, '"""Doc."""\n\n# a comment\nx = 1  # the value\n')
+    assert runner.source_digest(tmp_path) == code and notebook.source_digest(tmp_path) != raw
+    write(a, '"""Doc, edited."""\nx = 1\n')
+    assert runner.source_digest(tmp_path) == by_hand() != code
+    docstring = runner.source_digest(tmp_path)
+    write(a, '"""Doc, edited."""\nx = 2\n')
+    assert runner.source_digest(tmp_path) not in (code, docstring)
+    write(b, "k: w\n")
+    assert runner.source_digest(tmp_path) == by_hand()
+    write(a, "x = (\n")                                                  # not Python: its bytes count
+    assert runner.source_digest(tmp_path) == notebook.source_digest(tmp_path)

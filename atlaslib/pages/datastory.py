@@ -87,7 +87,7 @@ def story_paths(runs_dir, card: str, version: str) -> tuple[Path, Path]:
 def story_key(card: str, version: str, notebook_text: str) -> str:
     from ..version import __version__
     from ..cards import get_card
-    from ..notebook import source_digest
+    from ..runner import source_digest   # code only, as a run's: a comment cannot change a story
 
     payload = {"notebook_sha256": hashlib.sha256(notebook_text.encode()).hexdigest(), "card": card,
                "version": version, "data": get_card(card).data_pins(), "atlaslib_version": __version__,
