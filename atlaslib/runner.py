@@ -370,11 +370,6 @@ def preflight(request: RunRequest) -> str | None:
     return decide(request)["reason"]
 
 
-def not_run_metric_names(card: str, protocol: str) -> list[str]:
-    """The metric names a not-run cell of ``card`` carries for ``protocol``: every declared metric."""
-    return get_card(card).metric_names(protocol)
-
-
 def stub_notebook(request: RunRequest, reason: str):
     """A short notebook (not executed) for a run that cannot happen: title, reason, link to the card page."""
     import nbformat
@@ -470,7 +465,7 @@ def _write_stub(request: RunRequest, decision: dict, key: str, nb_out: Path, res
                            parameters={**dict(request.params), "run_key": key})
     # a model trained on the card's data is marked, run or not (the card's declared rule)
     overlap = get_card(request.card).overlap(profile.get("trained_on"))
-    cell = results.not_run_cell(spec, reason, not_run_metric_names(request.card, request.protocol),
+    cell = results.not_run_cell(spec, reason, get_card(request.card).metric_names(request.protocol),
                                 overlap=overlap, timing={"wall_seconds": 0.0, "peak_rss_mb": None},
                                 extra={"decided_before_run": True}, env=results.environment(torch_info=False))
     cell["run_key"] = key

@@ -154,8 +154,8 @@ def test_a_run_that_cannot_happen_is_decided_without_a_kernel_or_a_model(tmp_pat
     kw = dict(results_dir=tmp_path / "results", runs_dir=tmp_path / "runs")
     cases = [
         (RunRequest("negex", N100, "bvanaken/clinical-assertion-negation-bert", "zero_shot"),
-         negex.metric_names("zero_shot"), "weights unavailable: bvanaken/clinical-assertion-negation-bert@f381df19"),
-        (RunRequest("negex", N100, "medspacy-context", "probe"), negex.metric_names("probe"),
+         negex.CARD.metric_names("zero_shot"), "weights unavailable: bvanaken/clinical-assertion-negation-bert@f381df19"),
+        (RunRequest("negex", N100, "medspacy-context", "probe"), negex.CARD.metric_names("probe"),
          "capability missing: probe needs one of embed.text.pooled; medspacy-context has predict.assertion"),
         (RunRequest("maccrobat", N100, "d4data/biomedical-ner-all", "zero_shot"),
          [f"{b}_zero_shot" for b in maccrobat.METRIC_BASES], "weights unavailable: d4data/biomedical-ner-all@"),

@@ -14,7 +14,7 @@ from .card import (SLICES, ANNOTATIONS, ASSERTION_TO_DECISION, CARD, FINETUNE_RE
 from .data import (_WS, HEADER_RE, NegexDataError, _shorten, audit, clean, data_sha256, find_target,  # noqa: F401
                    items_from_rows, load_rows, mark, read_rows, sentence_key)
 from .splitting import class_balance_caveat, split_frames, split_summary  # noqa: F401
-from .runs import NotRun, assertion_label_map, metric_names, option_prompts, run_protocol  # noqa: F401
+from .runs import NotRun, assertion_label_map, option_prompts, run_protocol  # noqa: F401
 from .reproduction import reproduces, reproduction, reproduction_rows, rows_for_reproduction  # noqa: F401
 from .cells import (_WORD_RE, _trigger_regex, cell_parts, item_slices, negation_triggers, predictions,  # noqa: F401
                     seed_run_records, seeded_metrics)

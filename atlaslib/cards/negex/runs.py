@@ -5,17 +5,13 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import NotRun as _ContractNotRun
-from .card import (ASSERTION_TO_DECISION, CARD, FINETUNE_RECIPE, LABELS, METRIC_BASES, OPTION_PROMPT, OPTIONS,
+from .card import (ASSERTION_TO_DECISION, CARD, FINETUNE_RECIPE, LABELS, OPTION_PROMPT, OPTIONS,
                    POSITIVE, SEED, ZERO_SHOT_CAPABILITIES)
 from .data import data_sha256
 
 def option_prompts(frame: pd.DataFrame) -> list[str]:
     """The score.options prompt per item (unmarked, cleaned sentence)."""
     return [OPTION_PROMPT.format(sentence=s, concept=c) for s, c in zip(frame["sentence"], frame["concept"])]
-
-
-def metric_names(protocol: str) -> list[str]:
-    return [f"{b}_{protocol}" for b in METRIC_BASES]
 
 
 class NotRun(_ContractNotRun):

@@ -287,11 +287,6 @@ def run(version: str, model: str, protocol: str, *, data_dir=None, thyme_text_di
                      corpus, pred_dir)
 
 
-def metric_names(protocol: str) -> list[str]:
-    """Cell metric names of a protocol: ``contains_f1_phase2``, ..."""
-    return [f"{m}_{protocol}" for m in METRIC_ROWS]
-
-
 #: who a TempEval run's baselines are, in their cells
 PROFILE_KIND = "rule baseline (Clinical TempEval 2015)"
 CAPABILITY = "predict.temporal"
