@@ -276,11 +276,11 @@ class Card:
         return sorted([pf.name, pf.sha256] for pf in self.pinned_files)
 
     def overlap(self, trained_on) -> list[str]:
-        """``[name]`` when an entry of ``trained_on`` starts with one of :attr:`overlap_marks` (any case), else
-        ``[]``: the card's overlap marker, the one rule for model runs, runs decided before a kernel and
-        outside systems alike."""
+        """The entries of ``trained_on`` that start with one of :attr:`overlap_marks` (any case): the datasets the
+        model saw that overlap this card, its cells' overlap marker (``[]``: none). The one rule for model runs,
+        runs decided before a kernel and outside systems alike."""
         marks = tuple(m.lower() for m in self.overlap_marks)
-        return [self.name] if marks and any(str(t).lower().startswith(marks) for t in trained_on or ()) else []
+        return [str(t) for t in trained_on or () if marks and str(t).lower().startswith(marks)]
 
     def metric_name(self, base: str, protocol: str) -> str:
         """Cell metric names carry the protocol: ``macro_f1`` + ``probe`` → ``macro_f1_probe``."""

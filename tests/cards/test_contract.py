@@ -236,3 +236,16 @@ def test_a_run_that_cannot_happen_raises_the_contracts_not_run(name, version, mo
     items = mod.load_items(data_dir)
     with pytest.raises(NotRun, match="weights unavailable|needs the note text"):
         mod.predict(items, mod.split(items, version), model, protocol, data_dir=data_dir)
+
+
+def test_one_overlap_rule_the_profile_entries_a_cards_marks_start():
+    """Card.overlap, the rule of model runs, runs decided before a kernel and outside systems: the ``trained_on``
+    entries that start with one of the card's marks, any case (a name that holds a mark later does not)."""
+    negex, maccrobat, tempeval = get_card("negex"), get_card("maccrobat"), get_card("tempeval")
+    assert negex.overlap(["NegEx-kit-triggers", "i2b2-2010", "my-negex-notes"]) == ["NegEx-kit-triggers"]
+    assert maccrobat.overlap(["maccrobat", "webtext"]) == ["maccrobat"] and maccrobat.overlap(None) == []
+    assert tempeval.overlap(["negex-kit-triggers", "maccrobat"]) == []
+    # the NegEx notebook's cells mark with it (the profile that runs the kit's own triggers)
+    from atlaslib.cards.negex import cells
+
+    assert "CARD.overlap(" in Path(cells.__file__).read_text() and negex.overlap(["negex-kit-triggers"])

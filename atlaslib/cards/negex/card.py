@@ -175,6 +175,7 @@ CARD = Card(
     leaderboard_version="atlas-full-v1",
     order=10,  # the book's card order
     short_name="NegEx",
+    overlap_marks=("negex",),  # a profile trained on the kit or its triggers (trained_on: negex-...) marks its cells
     test_set_exposure="public",
     test_set_note="the kit's annotated sentences have been on GitHub (chapmanbe/negex) since 2009",
     training_protocols=("probe", "finetune"),   # a logistic head or the whole encoder learns the 500 train items

@@ -8,7 +8,7 @@ import re
 import pandas as pd
 
 from ...sources import resolve
-from .card import FINETUNE_RECIPE, LABELS, SEED, TRIGGERS
+from .card import CARD, FINETUNE_RECIPE, LABELS, SEED, TRIGGERS
 from .data import HEADER_RE, clean, data_sha256, find_target
 from .reproduction import reproduction_rows
 
@@ -146,6 +146,6 @@ def cell_parts(protocol: str, model: str, *, out: dict | None, metrics: dict | N
     if repro is not None:
         extra["reproduction"] = repro.reset_index().to_dict(orient="records")
         extra["reproduction_rows"] = reproduction_rows(repro, model)
-    overlap = [t for t in out["profile"].get("trained_on", []) if "negex" in t.lower()]
+    overlap = CARD.overlap(out["profile"].get("trained_on"))
     return dict(parts, profile=out["profile"], capability=out["capability"], details=out["details"],
                 metrics=metrics, predictions=predictions(test, out, data_dir), extra=extra, overlap=overlap)
