@@ -78,6 +78,7 @@ class MatrixStatus:
         self.done: set[str] = set()
         self.measured_here = set(self.expected) if measured_here is None else set(measured_here)
         self._borrowed: list[tuple[float, float]] = []   # (expected, taken) of the runs done here on others' times
+        self._quickest: float | None = None               # the shortest run done here
         mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()
         self.off = mode in ("0", "off", "false", "no", "none")
         self.in_place = not self.off and mode != "plain" and bool(getattr(self.stream, "isatty", lambda: False)())
@@ -98,10 +99,13 @@ class MatrixStatus:
         return sum(t for _, t in self._borrowed) / expected if expected > 0 else 1.0
 
     def expect(self, label: str) -> float:
-        """The seconds expected of ``label``: its own record as it is, another machine's time or an estimate scaled
-        (:meth:`scale`); 0 when nothing is known."""
+        """The seconds expected of ``label``: its own record as it is; another machine's time or an estimate
+        scaled (:meth:`scale`), but never below the quickest run done here (each run pays its kernel and imports,
+        which a warm store does not shorten); 0 when nothing is known."""
         seconds = self.expected.get(label, 0.0)
-        return seconds if label in self.measured_here else seconds * self.scale()
+        if label in self.measured_here or not seconds:
+            return seconds
+        return max(seconds * self.scale(), self._quickest or 0.0)
 
     def remaining(self) -> float:
         """Expected seconds until every run is done: the work left (each running run's expected time less its
@@ -147,8 +151,11 @@ class MatrixStatus:
         this machine compares with the times it was expected to take."""
         with self._lock:
             t0 = self.running.pop(label, None)
-            if ran and t0 is not None and label not in self.measured_here and self.expected.get(label, 0) > 0:
-                self._borrowed.append((self.expected[label], self.clock() - t0))
+            if ran and t0 is not None:
+                taken = self.clock() - t0
+                self._quickest = taken if self._quickest is None else min(self._quickest, taken)
+                if label not in self.measured_here and self.expected.get(label, 0) > 0:
+                    self._borrowed.append((self.expected[label], taken))
             self.done.add(label)
             if message and not self.in_place and not self.off and len(self.done) < len(self.labels):
                 message = f"{message} | {self.end()}"

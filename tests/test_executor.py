@@ -426,30 +426,35 @@ def test_the_status_says_what_runs_for_how_long_and_when_the_matrix_should_end(m
 
 
 def test_times_not_measured_here_are_scaled_by_the_runs_done_here_and_the_line_says_so(monkeypatch):
-    """a and b carry the reference build's times, c this machine's own record. a, expected 1,000 s, takes 100 s
-    here (a warm store): b's 2,000 s count as 200 s, c's own 100 s as they are. By hand, one worker: 3,100 s
-    before, 300 s after; a run served from the cache or failed says nothing of the machine's speed."""
+    """a, b and e carry the reference build's times, c this machine's own record. a, expected 1,000 s, takes
+    100 s here (a warm store): b's 2,000 s count as 200 s, c's own 100 s as they are, and e's 50 s as 100 s (no
+    run is expected to be quicker than the quickest done here: each pays its kernel). By hand, one worker:
+    3,150 s before, 400 s after; a run served from the cache or failed says nothing of the machine's speed."""
     from atlaslib.progress import MatrixStatus
 
     monkeypatch.setenv("ATLAS_PROGRESS", "plain")
     now, lines = [0.0], []
-    status = MatrixStatus(["a", "b", "c", "d"], {"a": 1000.0, "b": 2000.0, "c": 100.0, "d": 0.0}, workers=1,
-                          log=lines.append, clock=lambda: now[0], heartbeat=0, measured_here={"c"})
+    status = MatrixStatus(["a", "b", "c", "d", "e"], {"a": 1000.0, "b": 2000.0, "c": 100.0, "d": 0.0, "e": 50.0},
+                          workers=1, log=lines.append, clock=lambda: now[0], heartbeat=0, measured_here={"c"})
     status.started("a")
-    assert status.remaining() == 3100.0
-    assert status.end().endswith("(in ~51m40s by the reference build's times)")
+    assert status.remaining() == 3150.0
+    assert status.end().endswith("(in ~52m30s by the reference build's times)")
     now[0] = 100.0
-    status.finished("a", "[1/4] a: ran")
-    assert status.scale() == pytest.approx(0.1) and status.remaining() == pytest.approx(300.0)
-    assert lines[-1].endswith("(in ~5m00s by the reference build's times × 0.1, as 1 run here took)")
+    status.finished("a", "[1/5] a: ran")
+    assert status.scale() == pytest.approx(0.1) and status.remaining() == pytest.approx(400.0)
+    assert lines[-1].endswith("(in ~6m40s by the reference build's times × 0.1, as 1 run here took)")
     status.started("d")
-    status.finished("d", "[2/4] d: cached", ran=False)                  # served: not a measure of this machine
+    status.finished("d", "[2/5] d: cached", ran=False)                  # served: not a measure of this machine
     status.started("b")
     now[0] = 150.0
-    assert status.line().startswith("runs 2/4 done | b 0m50s of ~3m20s |")
+    assert status.line().startswith("runs 2/5 done | b 0m50s of ~3m20s |")
     now[0] = 2100.0
-    status.finished("b", "[3/4] b: failed", ran=False)                  # failed: not one either
+    status.finished("b", "[3/5] b: failed", ran=False)                  # failed: not one either
     assert status.scale() == pytest.approx(0.1)
+    status.started("e")
+    now[0] = 2180.0
+    status.finished("e", "[4/5] e: ran")                                # 80 s for 50 expected: the scale moves
+    assert status.scale() == pytest.approx(180 / 1050)
     assert lines[-1].endswith("(in ~1m40s)")                            # only c is left: its own record, unscaled
     status.close()
 
