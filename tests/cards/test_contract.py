@@ -238,14 +238,23 @@ def test_a_run_that_cannot_happen_raises_the_contracts_not_run(name, version, mo
         mod.predict(items, mod.split(items, version), model, protocol, data_dir=data_dir)
 
 
-def test_one_overlap_rule_the_profile_entries_a_cards_marks_start():
+def test_one_overlap_rule_the_profile_entries_a_cards_marks_start(data_dir):
     """Card.overlap, the rule of model runs, runs decided before a kernel and outside systems: the ``trained_on``
     entries that start with one of the card's marks, any case (a name that holds a mark later does not)."""
     negex, maccrobat, tempeval = get_card("negex"), get_card("maccrobat"), get_card("tempeval")
     assert negex.overlap(["NegEx-kit-triggers", "i2b2-2010", "my-negex-notes"]) == ["NegEx-kit-triggers"]
     assert maccrobat.overlap(["maccrobat", "webtext"]) == ["maccrobat"] and maccrobat.overlap(None) == []
     assert tempeval.overlap(["negex-kit-triggers", "maccrobat"]) == []
-    # the NegEx notebook's cells mark with it (the profile that runs the kit's own triggers)
-    from atlaslib.cards.negex import cells
+    # the NegEx notebook's cells mark with it: a profile trained on the kit's triggers, and one whose entry only
+    # holds the name further in (a substring test marked it)
+    from atlaslib.cards import negex as N
 
-    assert "CARD.overlap(" in Path(cells.__file__).read_text() and negex.overlap(["negex-kit-triggers"])
+    items = N.load_items(data_dir)
+    _, test = N.split_frames(items, N.split(items, "atlas-n100-v1"))
+    test = test.head(3).reset_index(drop=True)
+    for trained_on, marked in ((["negex-kit-triggers", "webtext"], ["negex-kit-triggers"]), (["my-negex-notes"], [])):
+        out = {"pred": [0, 1, 0], "profile": {"trained_on": trained_on}, "capability": "predict.assertion",
+               "details": {}}
+        parts = N.cells.cell_parts("zero_shot", "m", out=out, metrics=None, test=test, split_cell={},
+                                   data_dir=data_dir)
+        assert parts["overlap"] == marked == negex.overlap(trained_on)
