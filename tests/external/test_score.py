@@ -240,7 +240,8 @@ def test_maccrobat_conll_scores_like_seqeval(tmp_path, capsys, data_dir):
     pred = [p["pred"] for p in cell["predictions"]]
     assert cell["metrics"]["entity_f1_zero_shot"]["value"] == pytest.approx(
         f1_score(gold, pred, mode="strict", scheme=IOB2))
-    assert cell["overlap"] == ["maccrobat"]  # trained on the card's data: flagged like a profile would be
+    # trained on the card's data: flagged like a profile would be, with the dataset it names (Card.overlap)
+    assert cell["overlap"] == ["maccrobat-train"]
 
 
 def test_nli_csv_runs_through_the_challenge(tmp_path, capsys, data_dir):
