@@ -28,10 +28,17 @@ INSTALL := $(BIN)/python -m pip install --quiet --use-pep517 $(TORCH_PIP)
 NODEPS  := $(BIN)/python -m pip install --quiet --no-deps
 EDITABLE := $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 else
-INSTALL := $(UV) pip install --quiet --python $(BIN)/python $(TORCH_UV)
-NODEPS  := $(UV) pip install --quiet --python $(BIN)/python --no-deps
+INSTALL := $(UV) pip install --quiet --compile-bytecode --python $(BIN)/python $(TORCH_UV)
+NODEPS  := $(UV) pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps
 EDITABLE := $(UV) pip install --quiet --python $(BIN)/python --no-deps -e .
 endif
+
+# Bytecode: every run, lesson and test starts Python processes (papermill kernels, `atlas` subprocesses) that import
+# pandas, scipy, torch and transformers. uv installs them without their compiled bytecode (`--compile-bytecode`
+# asks for it: about 40 s more on 2 cores), and where PYTHONDONTWRITEBYTECODE is set no process ever writes it, so
+# each process compiled every module it imported again: 2-3 s for pandas alone. atlaslib's own modules are compiled
+# before each build or test run (under 1 s; what Python writes itself on a machine without that setting).
+COMPILE := $(BIN)/python -m compileall -q atlaslib >/dev/null
 
 # llama-cpp-python (tests only: the llama.cpp server the API tests run against) has no wheel for this platform. It is
 # built once per machine from its sdist into a folder named by its version, the build flags and the Python, and
@@ -78,9 +85,11 @@ $(VENV)/.test-installed: $(VENV)/.installed requirements-test.txt $(LLAMA_WHEEL_
 	touch $@
 
 book: env
+	$(COMPILE)
 	$(BIN)/atlas book
 
 publish: env
+	$(COMPILE)
 	$(BIN)/atlas book --publish
 
 # The browser tests open the built book in Debian's headless chromium; install it once when missing (apt as root,
@@ -94,6 +103,7 @@ browser:
 	@chromium --version 2>/dev/null  # Debian's wrapper script prints a shell warning on some machines
 
 test: test-env browser
+	$(COMPILE)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
