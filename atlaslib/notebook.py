@@ -2,7 +2,7 @@
 
 Every notebook the atlas executes (a card notebook for one run, its data story, a course lesson) is a MyST
 text notebook read with jupytext and executed with papermill, the same way; this module is that way, and it
-imports nothing else of atlaslib, so the runner, :mod:`atlaslib.pages.datastory` and
+imports nothing else of atlaslib but :mod:`atlaslib.syntax` (which imports none), so the runner, :mod:`atlaslib.pages.datastory` and
 :mod:`atlaslib.pages.course` stand on it without standing on one another.
 
 - :func:`read_text_notebook`: jupytext, refused (:class:`NotebookError`) without a code cell tagged
@@ -17,13 +17,14 @@ imports nothing else of atlaslib, so the runner, :mod:`atlaslib.pages.datastory`
 """
 from __future__ import annotations
 
-import ast
 import copy
 import functools
 import hashlib
 import os
 import re
 from pathlib import Path
+
+from atlaslib import syntax
 
 #: the repository root: the kernel's working directory, and what notebook paths in cards are relative to
 REPO = Path(__file__).resolve().parent.parent
@@ -244,7 +245,7 @@ _DIGESTS: dict = {}  # root -> (the files' stat signature, their digest)
 
 def source_digest(root: Path = ATLASLIB, code_only: bool = False) -> str:
     """sha256 over atlaslib's .py/.yml/.txt/.json files (path + content), so any code change re-keys what holds
-    it. ``code_only``: each .py file as Python parses it (:func:`ast.dump`: comments, blank lines and layout
+    it. ``code_only``: each .py file as Python parses it (:func:`atlaslib.syntax.dump`: comments, blank lines and layout
     leave it unchanged; a docstring or any statement changes it), the other files as they are: the digest of
     the run and data-story keys, whose outputs a comment cannot change. The byte digest is the lessons' and
     the site's, which show atlaslib's source. Within a process it is computed again only when a file's path,
@@ -266,7 +267,7 @@ def source_digest(root: Path = ATLASLIB, code_only: bool = False) -> str:
         data = p.read_bytes()
         if code_only and p.suffix == ".py":
             try:
-                data = ast.dump(ast.parse(data, filename=str(p))).encode()
+                data = syntax.dump(data, filename=str(p)).encode()
             except (SyntaxError, ValueError):
                 pass  # not parseable: its bytes, as they are
         h.update(data)

@@ -117,3 +117,30 @@ def test_the_run_digest_is_the_code_a_comment_leaves_it_and_a_statement_or_docst
     assert runner.source_digest(tmp_path) == by_hand()
     write(a, "x = (\n")                                                  # not Python: its bytes count
     assert runner.source_digest(tmp_path) == notebook.source_digest(tmp_path)
+
+
+def test_the_model_code_digest_leaves_docstrings_out_the_run_digest_keeps_them(tmp_path):
+    """One parse for both keys that hold code (:func:`atlaslib.syntax.dump`): the model-call store's
+    ``code_digest`` of an adapter module is the tree without any body's leading string, field names left out
+    (worked by hand: the tree of the module written without its docstrings), so a docstring edit keeps every
+    stored model answer; a statement moves it. The run digest keeps docstrings (one can reach a cell)."""
+    import ast
+    import hashlib
+
+    from atlaslib import syntax
+    from atlaslib.models import calls
+
+    with_docs = tmp_path / "with_docs.py"
+    with_docs.write_text('"""Module."""\nclass A:\n    """Class."""\n    def f(self):\n        """Method."""\n'
+                         '        return 1  # one\n')
+    by_hand = hashlib.sha256(ast.dump(ast.parse("class A:\n    def f(self):\n        return 1\n"),
+                                      annotate_fields=False).encode()).hexdigest()
+    assert calls.code_digest(str(with_docs)) == by_hand
+    assert syntax.dump(with_docs.read_text()) != syntax.dump(with_docs.read_text(), docstrings=False)
+    only_doc = tmp_path / "only_doc.py"
+    only_doc.write_text('def g():\n    """Only a docstring."""\n')
+    assert calls.code_digest(str(only_doc)) == hashlib.sha256(
+        ast.dump(ast.parse("def g():\n    pass\n"), annotate_fields=False).encode()).hexdigest()
+    edited = tmp_path / "edited.py"
+    edited.write_text(with_docs.read_text().replace("return 1", "return 2"))
+    assert calls.code_digest(str(edited)) != by_hand

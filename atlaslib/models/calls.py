@@ -47,7 +47,6 @@ Switch
 """
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import json
@@ -61,7 +60,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from atlaslib import sources
+from atlaslib import sources, syntax
 from atlaslib.calltally import TALLY, Tally  # noqa: F401  (the process's tally: results.Timer reads it too)
 from atlaslib.phases import CLOCK
 
@@ -107,13 +106,8 @@ def _json_default(x):
 def code_digest(module_file: str) -> str:
     """sha256 of a module's syntax tree without docstrings (comments are not in the tree): the part of a model's
     identity that is the adapter's own code."""
-    tree = ast.parse(Path(module_file).read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return hashlib.sha256(ast.dump(tree, annotate_fields=False).encode("utf-8")).hexdigest()
+    tree = syntax.dump(Path(module_file).read_text(encoding="utf-8"), docstrings=False, annotate_fields=False)
+    return hashlib.sha256(tree.encode("utf-8")).hexdigest()
 
 
 def package_versions(names=("torch", "transformers", "tokenizers")) -> dict:
