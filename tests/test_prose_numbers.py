@@ -362,14 +362,12 @@ def test_tempeval_audit_numbers_flatten_the_audit_tables():
 
 def test_each_card_registers_its_own_facts_and_constants():
     """A card's facts come from its pages module (FACTS), registered by discovery; its page functions stay
-    reachable under facts' name for notebooks that call them so; its typed constants join the generic ones."""
+    imported from the card's pages module (facts forwards none of them); its typed constants join the generic
+    ones."""
     providers = facts.providers()
     assert providers["negex"] is negex_pages.FACTS["negex"] and providers["tempeval"] is tempeval_pages._tempeval
-    assert facts.negation_misses is negex_pages.negation_misses
-    from atlaslib.pages.facts import tempeval_audit_numbers
-    assert tempeval_audit_numbers is tempeval_pages.tempeval_audit_numbers
     with pytest.raises(AttributeError):
-        facts.no_such_function
+        facts.negation_misses
     with pytest.raises(AttributeError):
         facts.LENGTH_BANDS  # a card's data, not a page function
     allowed = facts.constants()

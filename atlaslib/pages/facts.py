@@ -233,19 +233,3 @@ def register_provider(namespace: str, provider: Callable[[FactContext], dict[str
     if namespace in PROVIDERS and PROVIDERS[namespace] is not provider:
         raise ValueError(f"fact namespace {namespace!r} is already registered")
     PROVIDERS[namespace] = provider
-
-
-def __getattr__(name: str):
-    """A card's page function under this module's name (``facts.negation_misses``), as notebooks written
-    before the cards' page content moved to ``atlaslib/cards/<card>/pages.py`` call it: looked up in the
-    discovered cards' ``pages`` modules. New code imports it from the card's ``pages`` module."""
-    if name.startswith("_"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from ..cards import card_names, card_pages
-
-    for card in card_names():
-        page = card_pages(card)
-        found = vars(page).get(name) if page is not None else None
-        if callable(found) and getattr(found, "__module__", None) == page.__name__:
-            return found
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

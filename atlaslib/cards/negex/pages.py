@@ -199,7 +199,7 @@ def _negex_runs(ctx: FactContext) -> dict[str, Fact]:
     sentence length."""
     _, items = _negex_frames(ctx)
     f: dict[str, Fact] = {}
-    src = "NegEx result cells (per-item predictions) and atlaslib.pages.facts.negation_misses"
+    src = "NegEx result cells (per-item predictions) and atlaslib.cards.negex.pages.negation_misses"
     version = "atlas-full-v1"
     cell = ctx.cell("negex", version, "medspacy-context", "zero_shot")
     keys = ("fn", "fn_header", "fn_negative_for", "fn_other", "negative_for_items", "negative_for_negated",
