@@ -217,7 +217,6 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     paths = paths or BuildPaths()
     recorded = load_run_times(paths.build)
     expected = expected_seconds(reqs, recorded)
-    measured_here = {r.label for r in reqs if r.label in recorded}
     kwargs = {"results_dir": Path(paths.results).resolve(), "runs_dir": Path(paths.runs).resolve(),
               "data_dir": str(Path(data_dir).resolve()) if data_dir else None,
               "failed_dir": (Path(paths.build) / "failed").resolve(), "force": force}
@@ -227,7 +226,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
         save_run_times(paths.build, [outcome], log)
 
     if executor == "serial":
-        outcomes, failures = _run_serial(reqs, kwargs, task or runner.run, log, expected, record, measured_here)
+        outcomes, failures = _run_serial(reqs, kwargs, task or runner.run, log, expected, record)
     else:
         if kwargs["data_dir"] is None and os.environ.get("ATLAS_DATA_DIR"):
             kwargs["data_dir"] = os.environ["ATLAS_DATA_DIR"]  # workers elsewhere may lack the variable
@@ -240,8 +239,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
             outs, fails = _run_dask(todo, kwargs, runner.run if task is None else task, log, address=address,
                                     from_env=not scheduler, n_workers=n_workers, memory_limit=memory_limit,
                                     retries=retries, connect_timeout=connect_timeout, count_from=len(served),
-                                    count_of=len(reqs), expected=expected, record=record,
-                                    measured_here=measured_here)
+                                    count_of=len(reqs), expected=expected, record=record)
             done, failed = dict(zip(todo, outs)), {f.request: f for f in fails}
         else:
             log(f"dask: all {len(reqs)} run(s) are current; no cluster needed")
@@ -258,11 +256,11 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     return report
 
 
-def _run_serial(reqs, kwargs, task, log, expected=None, record=None, measured_here=None):
+def _run_serial(reqs, kwargs, task, log, expected=None, record=None):
     from .progress import MatrixStatus
 
     outcomes, failures = [], []
-    status = MatrixStatus([r.label for r in reqs], expected or {}, workers=1, log=log, measured_here=measured_here)
+    status = MatrixStatus([r.label for r in reqs], expected or {}, workers=1, log=log)
     try:
         for i, req in enumerate(reqs, 1):
             status.started(req.label)
@@ -476,13 +474,17 @@ def save_run_times(build_dir, outcomes, log=print) -> None:
 REFERENCE_TIMES = Path(__file__).with_name("run_times_reference.json")
 
 
-def expected_seconds(reqs, record: dict) -> dict:
-    """label -> expected seconds of each run: the recorded time of its last execution here, else its time in the
-    reference build (:data:`REFERENCE_TIMES`), else an estimate (:data:`PROTOCOL_SECONDS`)."""
+def expected_seconds(reqs, record: dict):
+    """label -> expected seconds of each run (a :class:`atlaslib.progress.Expected`): the recorded time of its
+    last execution here (``record``; those labels are its ``measured_here``), else its time in the reference
+    build (:data:`REFERENCE_TIMES`), else an estimate (:data:`PROTOCOL_SECONDS`)."""
+    from .progress import Expected
+
     try:
         reference = json.loads(REFERENCE_TIMES.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         reference = {}
+    here = {r.label for r in reqs if r.label in record}
     record = {**reference, **record}
 
     def estimate(r) -> float:
@@ -493,7 +495,7 @@ def expected_seconds(reqs, record: dict) -> dict:
             pass
         return PROTOCOL_SECONDS.get(r.protocol, MODEL_SECONDS)
 
-    return {r.label: record[r.label] if r.label in record else estimate(r) for r in reqs}
+    return Expected({r.label: record[r.label] if r.label in record else estimate(r) for r in reqs}, here)
 
 
 def next_run(queue, reqs, running, exclusive: bool = True) -> int | None:
@@ -525,7 +527,7 @@ def longest_first(reqs, expected: dict | None = None) -> list[int]:
 
 def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_limit, retries, connect_timeout=None,
               no_worker_timeout: float = 600.0, count_from: int = 0, count_of: int | None = None,
-              expected: dict | None = None, record=None, measured_here=None):
+              expected: dict | None = None, record=None):
     from collections import deque
     from concurrent.futures import CancelledError
 
@@ -557,7 +559,7 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
     expected = expected or expected_seconds(reqs, {})
     workers = capacity()
     status = MatrixStatus([r.label for r in reqs], expected, workers=len(reqs) if workers == float("inf") else
-                          int(workers), log=log, measured_here=measured_here)
+                          int(workers), log=log)
     log = status.log
     results: dict[int, tuple] = {}
     queue = deque((i, 0) for i in longest_first(reqs, expected))

@@ -50,12 +50,22 @@ def _clock(seconds: float) -> str:
     return f"{h}h{rest // 60:02d}m" if h else f"{rest // 60}m{rest % 60:02d}s"
 
 
+class Expected(dict):
+    """label -> expected seconds of each run, and which of them are this machine's own record
+    (``measured_here``; the others are another machine's times or estimates). A plain dict counts as measured
+    here throughout."""
+
+    def __init__(self, seconds=(), measured_here=None):
+        super().__init__(seconds)
+        self.measured_here = frozenset(self) if measured_here is None else frozenset(measured_here)
+
+
 class MatrixStatus:
     """What a build is doing while its runs execute: runs done of total, each running run with its elapsed and
     expected time, and the expected end.
 
-    ``expected``: label -> seconds (the last build's record, else an estimate); ``workers``: how many runs go at
-    once; ``measured_here``: the labels whose expected time is this machine's own record (default: all). The
+    ``expected``: label -> seconds (the last build's record, else an estimate; an :class:`Expected` says which
+    are this machine's own record, a plain dict counts as all); ``workers``: how many runs go at once. The
     others carry another machine's time (the atlas's reference build) or an estimate, which a warm model-call
     store or a faster machine can make many times too long: once runs of theirs have finished here, their
     expectations are scaled by how long those runs took against what was expected of them, and the line says
@@ -67,7 +77,7 @@ class MatrixStatus:
     one-line-per-change form."""
 
     def __init__(self, labels, expected: dict, workers: int, log=print, stream=None, clock=None,
-                 heartbeat: float | None = None, measured_here=None):
+                 heartbeat: float | None = None):
         import threading
         import time
 
@@ -76,7 +86,7 @@ class MatrixStatus:
         self.clock = clock or time.monotonic
         self.running: dict[str, float] = {}
         self.done: set[str] = set()
-        self.measured_here = set(self.expected) if measured_here is None else set(measured_here)
+        self.measured_here = set(getattr(expected, "measured_here", self.expected))
         self._borrowed: list[tuple[float, float]] = []   # (expected, taken) of the runs done here on others' times
         self._quickest: float | None = None               # the shortest run done here
         mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()

@@ -430,12 +430,13 @@ def test_times_not_measured_here_are_scaled_by_the_runs_done_here_and_the_line_s
     100 s here (a warm store): b's 2,000 s count as 200 s, c's own 100 s as they are, and e's 50 s as 100 s (no
     run is expected to be quicker than the quickest done here: each pays its kernel). By hand, one worker:
     3,150 s before, 400 s after; a run served from the cache or failed says nothing of the machine's speed."""
-    from atlaslib.progress import MatrixStatus
+    from atlaslib.progress import Expected, MatrixStatus
 
     monkeypatch.setenv("ATLAS_PROGRESS", "plain")
     now, lines = [0.0], []
-    status = MatrixStatus(["a", "b", "c", "d", "e"], {"a": 1000.0, "b": 2000.0, "c": 100.0, "d": 0.0, "e": 50.0},
-                          workers=1, log=lines.append, clock=lambda: now[0], heartbeat=0, measured_here={"c"})
+    expected = Expected({"a": 1000.0, "b": 2000.0, "c": 100.0, "d": 0.0, "e": 50.0}, measured_here={"c"})
+    status = MatrixStatus(["a", "b", "c", "d", "e"], expected,
+                          workers=1, log=lines.append, clock=lambda: now[0], heartbeat=0)
     status.started("a")
     assert status.remaining() == 3150.0
     assert status.end().endswith("(in ~52m30s by the reference build's times)")
