@@ -82,7 +82,7 @@ def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
     """One row of the table: ``variant`` (a variant cell) against ``base`` (its default run's cell)."""
     from ..metrics import bootstrap
     from ..metrics.compare import mcnemar_exact, run_label
-    from .paired import paired_from_cells as paired
+    from .paired import paired_from_cells
     from ..variants import variant_of
 
     v = variant_of(variant)
@@ -97,7 +97,7 @@ def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
                                    == [r["seed"] for r in (variant.get("extra") or {}).get("seed_runs") or []])
     a, b_ = _restricted(base, idset, "default run", seeds), _restricted(variant, idset, "variant", seeds)
     n = n_resamples or int(base.get("spec", {}).get("parameters", {}).get("n_resamples") or bootstrap.DEFAULT_RESAMPLES)
-    p = paired([a, b_], n)
+    p = paired_from_cells([a, b_], n)
     la, lb = p.labels
     base_v, var_v = p.point(la, p.primary), p.point(lb, p.primary)
     d = p.resampled(lb, p.primary) - p.resampled(la, p.primary)
@@ -204,7 +204,7 @@ def prompt_spread(cells: Iterable[dict], table: pd.DataFrame | None = None) -> p
     the version with that protocol, e.g. every zero-shot run), scored on the same items the prompt variants
     read (one call of the card's paired resampling, :func:`atlaslib.analysis.paired.paired_from_cells`). ``cells``: the
     default runs' cells; their variant cells are read beside them when not among ``cells``."""
-    from .paired import paired_from_cells as paired
+    from .paired import paired_from_cells
     from ..variants import is_variant, of_cell, parents
 
     cells = list(cells)
@@ -223,7 +223,7 @@ def prompt_spread(cells: Iterable[dict], table: pd.DataFrame | None = None) -> p
                   and c["protocol"] == protocol and c.get("status") == "ok" and c.get("predictions")]
         allm = np.array([], dtype=float)
         if ids and models:
-            p = paired([_restricted(c, ids, c["model"]) for c in models])
+            p = paired_from_cells([_restricted(c, ids, c["model"]) for c in models])
             allm = np.array([p.point(lab, p.primary) for lab in p.labels], dtype=float)
             allm = allm[np.isfinite(allm)]
         out.append({"card": card, "version": version, "model": model, "protocol": protocol,
