@@ -326,8 +326,7 @@ def test_publish_executes_every_lesson_and_withholds_none(course_book, monkeypat
 
     monkeypatch.setattr(course, "execute_all", recording)
     src, withheld = book.render_site(paths, publish=True, cards=[get_card(c) for c in COURSE_CARDS])
-    local_only = sorted(lsn.name for lsn in LESSONS
-                        if any(course._has_tag(c, course.LOCAL_ONLY_TAG) for c in course.read_lesson(lsn.path)[1].cells))
+    local_only = sorted(lsn.name for lsn in LESSONS if lsn.local_only)
     assert sorted(executed) == local_only == ["intervals"]
     assert not any(w.startswith("lesson `") for w, _ in withheld), withheld
     for lesson in LESSONS:

@@ -122,6 +122,8 @@ class Lesson:
     requires: tuple[CellRef, ...] = ()
     requires_local: tuple[CellRef, ...] = ()
     solutions: int = 0
+    #: cells tagged local-only (:data:`LOCAL_ONLY_TAG`): a section a build without its data leaves out
+    local_only: int = 0
     meta: dict = field(default_factory=dict)
 
     @property
@@ -187,6 +189,7 @@ def read_lesson(path: Path):
         requires=tuple(CellRef.parse(r, where + ".requires") for r in meta.get("requires") or ()),
         requires_local=tuple(CellRef.parse(r, where + ".requires_local") for r in meta.get("requires_local") or ()),
         solutions=sum(1 for c in nb.cells if c.cell_type == "code" and SOLUTION_TAG in _tags(c)),
+        local_only=sum(1 for c in nb.cells if _has_tag(c, LOCAL_ONLY_TAG)),
     )
     return lesson, nb
 
