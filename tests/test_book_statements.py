@@ -29,6 +29,7 @@ three NegEx systems scored by ``atlaslib.evaluate``, a MACCROBAT cell whose tags
 """
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -407,11 +408,136 @@ def check_memorisation_is_one_figure(src: Path, cells) -> list[str]:
     return out if mem or out else missing("a language-model row with its memorisation probe")
 
 
+def leaderboard_rows(text: str) -> list[tuple[str, str, dict]]:
+    """(version, "model (protocol)", {column: text}) of every leaderboard table row of a card page, the version
+    from the ``## Leaderboard: `V``` heading above it."""
+    out, version, header = [], None, None
+    for line in text.splitlines():
+        m = re.match(r"^## Leaderboard: `([^`]+)`", line)
+        if m:
+            version, header = m.group(1), None
+        elif line.startswith("| model |"):
+            header = [h.strip() for h in line.strip().strip("|").split("|")]
+        elif header and line.startswith("|") and not line.startswith("|---"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == len(header) and version:
+                row = dict(zip(header, cells))
+                model = html.unescape(re.sub(r"<sup>.*?</sup>|<wbr>", "", row["model"]))
+                if "protocol, regime" in row:   # the version's main table: the protocol in its own column
+                    model = f"{model} ({row['protocol, regime'].split()[0]})"
+                out.append((version, model, row))
+        elif not line.startswith("|"):
+            header = None
+    return out
+
+
+def _point(text: str) -> float | None:
+    m = re.match(r"^\s*([-+]?\d+\.\d+)", text or "")
+    return float(m.group(1)) if m else None
+
+
+def check_seeded_rows_are_over_their_seeds(src: Path, cells) -> list[str]:
+    """A row trained with several seeds shows its seeds' mean everywhere beside it: the cell's primary value and
+    the leaderboard download's are the mean of the seeds' values (each seed's macro F1 recomputed with sklearn
+    from that seed's answers where the card's answers are labels), and the card page's sentence-cluster column
+    is centred on that mean, not on one seed's value."""
+    from sklearn.metrics import f1_score
+
+    out, seen = [], 0
+    downloads = {}
+    for path in sorted(Path(src).rglob("_downloads/leaderboard-*.json")):
+        for r in json.loads(path.read_text(encoding="utf-8")):
+            downloads[(r.get("card"), r.get("version"), r.get("model"), r.get("protocol"))] = r
+    for c in cells:
+        runs = (c.get("extra") or {}).get("seed_runs") or []
+        if c.get("status") != "ok" or len(runs) < 2 or c.get("variant"):
+            continue
+        card = get_card(c["card"])
+        key = f"{card.primary_metric}_{c['protocol']}"
+        gold = {p["item_id"]: p.get("gold") for p in c.get("predictions") or []}
+        values = []
+        for run in runs:
+            preds = run.get("predictions") or []
+            labels = preds and all(isinstance(gold.get(p["item_id"]), str) and isinstance(p.get("pred"), str)
+                                   for p in preds)
+            if labels and card.primary_metric == "macro_f1":
+                values.append(f1_score([gold[p["item_id"]] for p in preds], [p["pred"] for p in preds],
+                                       average="macro"))
+            else:
+                values.append(run["metrics"][key]["value"])
+        mean = sum(values) / len(values)
+        seen += 1
+        label = f"{c['card']} {c['version']} {c['model']} ({c['protocol']})"
+        if abs(c["metrics"][key]["value"] - mean) > 1e-9:
+            out.append(f"{label}: the cell's {card.primary_metric} {c['metrics'][key]['value']:.6f}, its "
+                       f"{len(values)} seeds' mean {mean:.6f}")
+        r = downloads.get((c["card"], c["version"], c["model"], c["protocol"]))
+        if r is None or r.get(card.primary_metric) is None or abs(r[card.primary_metric] - mean) > 1e-9:
+            out.append(f"{label}: the leaderboard download shows {None if r is None else r.get(card.primary_metric)},"
+                       f" its seeds' mean {mean:.10f}")
+        page = Path(src) / "book" / "cards" / f"{c['card']}.md"
+        rows = [row for v, run, row in leaderboard_rows(page.read_text(encoding="utf-8")) if page.is_file()
+                and v == c["version"] and run == f"{c['model']} ({c['protocol']})"] if page.is_file() else []
+        name = card.primary_metric.replace("_", " ").lower()
+        shown = [v for row in rows for col, v in row.items() if col.lower() == name or col.endswith("sentence-cluster")]
+        if not any(col.lower() == name for row in rows for col in row):
+            out.append(f"{label}: no {name} column in {page.name}'s leaderboard")
+        for v in shown:   # the headline column and, where the card declares one, the sentence-cluster column
+            if _point(v) is None or abs(_point(v) - round(mean, 3)) > 5e-4:
+                out.append(f"{label}: {page.name} shows {v!r} beside a row whose seeds' mean is {mean:.3f}")
+    return out if seen or out else missing("a row trained with several seeds")
+
+
+def check_worst_perturbation_follows_the_rule(src: Path, cells) -> list[str]:
+    """The leaderboard's worst perturbation follows its declared rule, recomputed from the version's robustness
+    download: among the run's perturbations whose Holm-adjusted exact McNemar p is under 0.05 with b > c and a
+    loss, the largest loss (ties: the smaller Holm p, then the name); the cell names it with its difference, b, c
+    and Holm p; with none, it says "none shown worse"."""
+    import csv
+
+    out, seen = [], 0
+    for page in sorted((Path(src) / "book" / "cards").glob("*.md")):
+        for version, run, row in leaderboard_rows(page.read_text(encoding="utf-8")):
+            shown = next((v for col, v in row.items() if col.startswith("worst perturbation")), None)
+            if shown is None or shown == "—":
+                continue
+            model, protocol = run.rsplit(" (", 1)
+            protocol = protocol[:-1]
+            rob = page.parent / page.stem / version / "_downloads" / f"robustness-{page.stem}-{version}.csv"
+            if not rob.is_file():
+                out.append(f"{page.name} {version}: {run} shows a worst perturbation but {rob.name} is missing")
+                continue
+            with open(rob, encoding="utf-8", newline="") as fh:
+                mine = [r for r in csv.DictReader(fh) if r["model"] == model and r["protocol"] == protocol
+                        and r["kind"] == "perturbation"]
+            seen += 1
+            lower = bool(mine) and not get_card(page.stem).higher_is_better.get(mine[0]["metric"], True)
+            loss = (lambda r: float(r["difference"])) if lower else (lambda r: -float(r["difference"]))
+            worse = [r for r in mine if float(r["p_holm"]) < 0.05 and int(r["b"]) > int(r["c"]) and loss(r) > 0]
+            if not worse:
+                if not shown.startswith("none shown worse"):
+                    out.append(f"{page.name} {version}: {run} shows {shown!r}; no perturbation qualifies")
+                continue
+            best = sorted(worse, key=lambda r: (-loss(r), float(r["p_holm"]), r["variant"]))[0]
+            d = float(best["difference"])
+            want = (f"{best['variant']} {d:+.3f}".replace(" +", " +" if lower else " "),
+                    f"b {int(best['b'])} / c {int(best['c'])}", f"Holm p {float(best['p_holm']):.3f}")
+            if not all(w in shown for w in want):
+                out.append(f"{page.name} {version}: {run} shows {shown!r}; the rule gives {' · '.join(want)}")
+    return out if seen or out else missing("a leaderboard row with a worst-perturbation cell")
+
+
 CHECKS = (check_false_entailment_bound, check_coverage_standard_errors, check_licence_story,
           check_negex_reproduction_gaps, check_seqeval_modes, check_tempeval_disagreement, check_tempeval_event_counts,
           check_ties_explained, check_departures_tables, check_not_ranked_rows, check_explorer_counts_are_the_comparisons,
-          check_speeds_are_prediction_throughput, check_memorisation_is_one_figure)
+          check_speeds_are_prediction_throughput, check_memorisation_is_one_figure,
+          check_seeded_rows_are_over_their_seeds, check_worst_perturbation_follows_the_rule)
 
+
+#: checks only a whole default book feeds: its fine-tuned rows over five seeds and their perturbation runs (the
+#: suite's books have neither: a seeded fine-tune with its variants costs minutes). Each is tested on hand-made
+#: pages below and runs on a whole book with ``python -m tests.test_book_statements <checkout>``.
+WHOLE_BOOK_ONLY = (check_seeded_rows_are_over_their_seeds, check_worst_perturbation_follows_the_rule)
 
 #: the checks each of the suite's sites is held to (the pages and cells it has); together, every check
 SITES = {
@@ -481,7 +607,57 @@ def test_a_check_without_its_pages_and_cells_fails_and_every_check_runs_on_a_sit
     for check in CHECKS:
         found = check(tmp_path, [])
         assert found and all("is missing: nothing to check" in p for p in found), (check.__name__, found)
-    assert set(CHECKS) == {c for checks in SITES.values() for c in checks}
+    assert set(CHECKS) == {c for checks in SITES.values() for c in checks} | set(WHOLE_BOOK_ONLY)
+
+
+def _seeded_site(src: Path, cluster: str, worst: str) -> list[dict]:
+    """A hand-made NegEx page, downloads and cell: a fine-tune over two seeds (macro F1 1.000 and 0.733 by
+    hand: seed 2 calls one affirmed item negated; mean 0.867) and two perturbations, the larger loss not
+    significant (-0.300, b 3 / c 0, Holm p 0.200), the smaller one significant (-0.100, b 9 / c 1, Holm p 0.020)."""
+    gold = ["negated", "affirmed", "negated", "affirmed"]
+    seeds = [gold, ["negated", "negated", "negated", "affirmed"]]
+    f1s = [1.0, (0.8 + 2 / 3) / 2]
+    runs = [{"seed": k, "metrics": {"macro_f1_finetune": {"value": f}},
+             "predictions": [{"item_id": f"i{j}", "pred": p} for j, p in enumerate(preds)]}
+            for k, (preds, f) in enumerate(zip(seeds, f1s))]
+    mean = sum(f1s) / 2
+    cell = {"card": "negex", "version": "v", "model": "m", "protocol": "finetune", "status": "ok",
+            "metrics": {"macro_f1_finetune": {"value": mean}}, "extra": {"seed_runs": runs},
+            "predictions": [{"item_id": f"i{j}", "gold": g, "pred": g} for j, g in enumerate(gold)]}
+    (src / "book/cards/_downloads").mkdir(parents=True)
+    (src / "book/cards/_downloads/leaderboard-negex-v.json").write_text(json.dumps(
+        [{"card": "negex", "version": "v", "model": "m", "protocol": "finetune", "macro_f1": mean}]))
+    (src / "book/cards/negex.md").write_text(
+        "# NegEx\n\n## Leaderboard: `v`\n\n| model | protocol, regime | macro f1 | run |\n|---|---|---|---|\n"
+        "| m<sup>1</sup> | finetune <span>trained</span> | 0.867 [0.700, 1.000] | x |\n\n"
+        "| model | vs the band's best (Holm, 5 %) | macro F1, sentence-cluster | worst perturbation (exact McNemar, "
+        f"Holm) |\n|---|---|---|---|\n| m (finetune) | best | {cluster} | {worst} |\n")
+    rob = src / "book/cards/negex/v/_downloads"
+    rob.mkdir(parents=True)
+    (rob / "robustness-negex-v.csv").write_text(
+        "model,protocol,kind,variant,metric,difference,b,c,p_holm\n"
+        "m,finetune,perturbation,a,macro_f1,-0.3,3,0,0.2\n"
+        "m,finetune,perturbation,b,macro_f1,-0.1,9,1,0.02\n")
+    return [cell]
+
+
+def test_the_seeded_row_and_worst_perturbation_checks_catch_one_seed_and_the_largest_drop(tmp_path):
+    """The two checks only a whole book feeds (:data:`WHOLE_BOOK_ONLY`), on hand-made pages: right as the rules
+    say, and each wrong the way the reviewer found the book (one seed's value beside the mean; the largest drop
+    by point estimate, not the one the Holm-adjusted test shows)."""
+    right = tmp_path / "right"
+    cells = _seeded_site(right, "0.867 [0.700, 1.000]", "b -0.100 · b 9 / c 1 of 10 items read · Holm p 0.020")
+    assert all_problems(right, cells, WHOLE_BOOK_ONLY) == []
+    wrong = tmp_path / "wrong"
+    cells = _seeded_site(wrong, "1.000 [1.000, 1.000]", "a -0.300 · b 3 / c 0 of 10 items read · Holm p 0.200")
+    found = all_problems(wrong, cells, WHOLE_BOOK_ONLY)
+    assert any("'1.000 [1.000, 1.000]' beside a row whose seeds' mean is 0.867" in p for p in found), found
+    assert any("the rule gives b -0.100 · b 9 / c 1 · Holm p 0.020" in p for p in found), found
+    none = tmp_path / "none"
+    cells = _seeded_site(none, "0.867 [0.700, 1.000]", "none shown worse (2 perturbations, 10 items read)")
+    (none / "book/cards/negex/v/_downloads/robustness-negex-v.csv").write_text(
+        "model,protocol,kind,variant,metric,difference,b,c,p_holm\nm,finetune,perturbation,a,macro_f1,-0.3,3,0,0.2\n")
+    assert all_problems(none, cells, WHOLE_BOOK_ONLY) == []
 
 
 # -- the books ----------------------------------------------------------------------------------------------------
