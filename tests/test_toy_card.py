@@ -65,7 +65,7 @@ def test_a_card_outside_the_atlas_is_found_and_runs_end_to_end(toy_distribution,
     (toy_distribution / "page.md").write_text("# Toy card\n\n{{fact:toy.test_numbers}} test numbers, half of "
                                               "them even.\n\n<!-- leaderboard -->\n")
     (toy_distribution / "pages.py").write_text(
-        "from atlaslib.pages.facts import Fact\n\n"
+        "from atlaslib.cards.facts import Fact\n\n"
         "FACTS = {'toy': lambda ctx: {'toy.test_numbers': Fact(len(ctx.ok_cells('toy')[0]['predictions']))}}\n")
     paths = book.BuildPaths(results=tmp_path / "results", runs=tmp_path / "runs", build=tmp_path / "_build")
     logs = []

@@ -29,8 +29,9 @@ import numpy as np
 
 from .. import predfiles, results
 from ..cards.run import CardRun
-from .tasks import (EXTERNAL, Pred, PredictionsError, Split, check_ids, check_labels, check_spans, check_tags, fail,
-                    iob2_notes, load_split, outside_module, sha256_path)
+from ..predfiles import Pred, PredictionsError, fail
+from .tasks import (EXTERNAL, Split, check_ids, check_labels, check_spans, check_tags, iob2_notes, load_split,
+                    outside_module, sha256_path)
 
 N_RESAMPLES = 1000
 
