@@ -2,8 +2,8 @@
 
 Every notebook the atlas executes (a card notebook for one run, its data story, a course lesson) is a MyST
 text notebook read with jupytext and executed with papermill, the same way; this module is that way, and it
-imports nothing else of atlaslib but :mod:`atlaslib.syntax` (which imports none), so the runner, :mod:`atlaslib.pages.datastory` and
-:mod:`atlaslib.pages.course` stand on it without standing on one another.
+imports nothing else of atlaslib but :mod:`atlaslib.syntax` (which imports none), so the runner,
+:mod:`atlaslib.pages.datastory` and :mod:`atlaslib.pages.course` stand on it without standing on one another.
 
 - :func:`read_text_notebook`: jupytext, refused (:class:`NotebookError`) without a code cell tagged
   ``parameters`` (papermill would only warn and run with the notebook's own defaults, papermill #245);

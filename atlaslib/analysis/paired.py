@@ -20,7 +20,8 @@ def ok_cells(cells) -> list[dict]:
 def paired_from_cells(cells: list[dict], n_resamples: int = bootstrap.DEFAULT_RESAMPLES) -> engine.Paired:
     """The :class:`~atlaslib.metrics.engine.Paired` data of the ``ok`` cells of one (card, version): each
     cell's per-unit counts (:func:`atlaslib.cards.counted`) under its card's declared scoring and
-    resampling (seed: the cells' own), a seeded row's seeds paired with them (:func:`~atlaslib.metrics.compare.with_seed_runs`)."""
+    resampling (seed: the cells' own), a seeded row's seeds paired with them
+    (:func:`~atlaslib.metrics.compare.with_seed_runs`)."""
     from ..cards import counted, scoring_of, seed_counted
 
     cells = ok_cells(cells)
