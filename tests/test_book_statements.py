@@ -443,7 +443,7 @@ def check_seeded_rows_are_over_their_seeds(src: Path, cells) -> list[str]:
     is centred on that mean, not on one seed's value."""
     from sklearn.metrics import f1_score
 
-    out, seen = [], 0
+    out, seen, pages = [], 0, {}
     downloads = {}
     for path in sorted(Path(src).rglob("_downloads/leaderboard-*.json")):
         for r in json.loads(path.read_text(encoding="utf-8")):
@@ -476,8 +476,9 @@ def check_seeded_rows_are_over_their_seeds(src: Path, cells) -> list[str]:
             out.append(f"{label}: the leaderboard download shows {None if r is None else r.get(card.primary_metric)},"
                        f" its seeds' mean {mean:.10f}")
         page = Path(src) / "book" / "cards" / f"{c['card']}.md"
-        rows = [row for v, run, row in leaderboard_rows(page.read_text(encoding="utf-8")) if page.is_file()
-                and v == c["version"] and run == f"{c['model']} ({c['protocol']})"] if page.is_file() else []
+        if page not in pages:
+            pages[page] = leaderboard_rows(page.read_text(encoding="utf-8")) if page.is_file() else []
+        rows = [row for v, run, row in pages[page] if v == c["version"] and run == f"{c['model']} ({c['protocol']})"]
         name = card.primary_metric.replace("_", " ").lower()
         shown = [v for row in rows for col, v in row.items() if col.lower() == name or col.endswith("sentence-cluster")]
         if not any(col.lower() == name for row in rows for col in row):
