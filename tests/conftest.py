@@ -8,6 +8,8 @@ every kernel and subprocess a test starts inherits it):
   Hugging Face home and hub cache (``HF_HOME``, ``HF_HUB_CACHE``: a hub model is never in the cache, whatever the
   user's own cache holds) and ``XDG_CACHE_HOME`` (matplotlib's font list, chromium's disk cache), so nothing is
   read from or written to ``~/.cache`` and no timing or result carries over from an earlier session;
+- each pytest-xdist worker, and every kernel and subprocess it starts, computes with its share of the cores
+  (``ATLAS_TORCH_THREADS``, ``OMP_NUM_THREADS``, BLAS): :data:`THREADS`;
 - the hubs are offline, forced (``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1``), whatever the shell says;
 - the atlas's own switches a user may have exported (profiles files, a Dask scheduler, cache folders) are
   cleared; ``ATLAS_DATA_DIR`` stays: the pinned data is an input, not a cache;
@@ -55,6 +57,13 @@ SEALED = {
     "TOKENIZERS_PARALLELISM": "false",
     "HYPOTHESIS_STORAGE_DIRECTORY": str(SESSION_DIR / "hypothesis"),   # its constants cache: not ./.hypothesis
 }
+#: each pytest-xdist worker's share of the cores, as its compute threads (torch's intra-op pool, OpenMP, BLAS),
+#: for the worker and every kernel and subprocess it starts: by default every process takes all the cores, and
+#: two workers' spinning thread pools on two cores slowed both (benchmarks/bench_test_threads.py; README)
+N_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+THREADS = str(max(1, len(os.sched_getaffinity(0)) // N_WORKERS))
+SEALED.update({name: THREADS for name in ("ATLAS_TORCH_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                          "OPENBLAS_NUM_THREADS")})
 for _name in CLEARED:
     os.environ.pop(_name, None)
 os.environ.update(SEALED)
