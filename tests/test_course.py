@@ -211,6 +211,24 @@ def test_student_edition_of_a_lesson_source():
     assert "assert relaxed.gate.passed" in text and "assert relaxed.gate.passed" not in student
 
 
+def test_reading_a_lesson_leaves_its_cells_as_they_are():
+    """Reading a lesson (its parameters, solutions, local-only cells) and counting an executed one's solution time
+    and words only look at the cells' tags: a cell without tags keeps none (its metadata, and so the lesson's cache
+    key and downloads, are what the file says)."""
+    import copy
+
+    import jupytext
+
+    path = pages.REPO / "book" / "course" / "gates.md"
+    _, nb = pages.read_lesson(path)
+    fresh = jupytext.read(path)
+    assert [c.get("metadata", {}) for c in nb.cells] == [c.get("metadata", {}) for c in fresh.cells]
+    assert any(c.cell_type == "code" and "tags" not in c.get("metadata", {}) for c in nb.cells)
+    before = copy.deepcopy(fresh)
+    pages.solution_seconds(fresh), pages.reading_words(path.read_text(), fresh)
+    assert fresh == before
+
+
 def test_syllabus_from_the_lessons_and_the_build(course_book):
     """Objectives, prerequisites, cards, agreement, reading time (words at the stated rate, counted here) and
     the solutions' run time (summed here from the executed notebooks' papermill durations)."""

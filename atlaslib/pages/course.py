@@ -145,7 +145,8 @@ class Lesson:
 
 
 def _tags(cell) -> list:
-    """The cell's tags, a list kept in its metadata (created empty when it has none, for :func:`_tidy` to add to)."""
+    """The cell's tags, a list kept in its metadata (created empty when it has none): for :func:`_tidy`, which adds
+    to them; every reader asks :func:`_has_tag`, which leaves the cell as it is."""
     return cell.get("metadata", {}).setdefault("tags", [])
 
 
@@ -160,7 +161,7 @@ def read_lesson(path: Path):
 
     path = Path(path)
     nb = jupytext.read(path)
-    params = [c for c in nb.cells if c.cell_type == "code" and "parameters" in _tags(c)]
+    params = [c for c in nb.cells if c.cell_type == "code" and _has_tag(c, "parameters")]
     if not params:
         raise LessonError(f"{path}: no code cell is tagged 'parameters' (expected one defining results_dir "
                           f"and data_dir)")
@@ -173,7 +174,7 @@ def read_lesson(path: Path):
         raise LessonError(f"{path}: {starts} solution-start but {ends} solution-end directives (each solution of "
                           f"an exercise is a sphinx-exercise gated block)")
     outside = [c for c in jupytext.reads(GATED_SOLUTION.sub("", text), fmt="md:myst").cells
-               if c.cell_type == "code" and SOLUTION_TAG in _tags(c)]
+               if c.cell_type == "code" and _has_tag(c, SOLUTION_TAG)]
     if outside:
         raise LessonError(f"{path}: a code cell tagged 'solution' sits outside a solution-start/solution-end block: "
                           f"{outside[0].source.splitlines()[0][:60]!r}")
@@ -188,7 +189,7 @@ def read_lesson(path: Path):
         uses=tuple(meta.get("uses") or ()),
         requires=tuple(CellRef.parse(r, where + ".requires") for r in meta.get("requires") or ()),
         requires_local=tuple(CellRef.parse(r, where + ".requires_local") for r in meta.get("requires_local") or ()),
-        solutions=sum(1 for c in nb.cells if c.cell_type == "code" and SOLUTION_TAG in _tags(c)),
+        solutions=sum(1 for c in nb.cells if c.cell_type == "code" and _has_tag(c, SOLUTION_TAG)),
         local_only=sum(1 for c in nb.cells if _has_tag(c, LOCAL_ONLY_TAG)),
     )
     return lesson, nb
@@ -381,7 +382,7 @@ def _write_editions(src: Path, md_text: str, name: str) -> dict:
     for edition, text in (("instructor", md_text), ("student", student_text(md_text))):
         nb = jupytext.reads(text, fmt="md:myst")
         if edition == "student":
-            left = [c for c in nb.cells if SOLUTION_TAG in _tags(c) or "solution-start" in c.source]
+            left = [c for c in nb.cells if _has_tag(c, SOLUTION_TAG) or "solution-start" in c.source]
             if left:
                 raise LessonError(f"lesson {name}: the student edition still holds a solution cell")
         jupytext.write(nb, files[edition], fmt="ipynb")
@@ -605,7 +606,7 @@ def solution_seconds(executed) -> float:
     """How long an executed lesson's solution cells took to run (papermill's per-cell ``duration``), in seconds."""
     total = 0.0
     for c in executed.cells:
-        if c.cell_type == "code" and SOLUTION_TAG in _tags(c):
+        if c.cell_type == "code" and _has_tag(c, SOLUTION_TAG):
             total += float((c.get("metadata", {}).get("papermill") or {}).get("duration") or 0.0)
     return total
 
@@ -628,7 +629,7 @@ def reading_words(md_text: str, executed=None) -> int:
     nb = jupytext.reads(student_text(md_text), fmt="md:myst")
     words = sum(_prose_words(c.source) for c in nb.cells if c.cell_type == "markdown")
     for c in (executed.cells if executed is not None else ()):
-        if c.cell_type == "code" and SOLUTION_TAG not in _tags(c):
+        if c.cell_type == "code" and not _has_tag(c, SOLUTION_TAG):
             for out in c.get("outputs", []):
                 words += _prose_words(str((out.get("data") or {}).get("text/markdown", "")))
     return words
