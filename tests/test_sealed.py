@@ -55,3 +55,27 @@ def test_xdist_groups_keep_a_groups_tests_on_one_worker(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     workers = log.read_text().split()
     assert len(workers) == 6 and len(set(workers)) == 1, workers
+
+
+def test_xdist_workers_share_one_session_folder_and_compute_on_their_share_of_the_cores(tmp_path, session_dir):
+    """A pytest run with two workers under this conftest: both workers see one session folder (made by their
+    controller, not this session's), each computes with half the cores, and the folder is gone when the run ends."""
+    (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F401,F403\n")
+    (tmp_path / "test_seen.py").write_text(
+        "import os\n"
+        "def test_seen():\n"
+        "    with open(os.environ['SEEN_LOG'], 'a') as f:\n"
+        "        f.write(' '.join([os.environ['PYTEST_XDIST_WORKER'], os.environ['ATLAS_CACHE_DIR'],\n"
+        "                          os.environ['OMP_NUM_THREADS'], os.environ['ATLAS_TORCH_THREADS']]) + '\\n')\n")
+    log = tmp_path / "seen.txt"
+    env = {**os.environ, "SEEN_LOG": str(log), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "each",
+                          "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [line.split() for line in log.read_text().splitlines()]
+    share = str(max(1, len(os.sched_getaffinity(0)) // 2))
+    assert sorted(r[0] for r in rows) == ["gw0", "gw1"]
+    assert len({r[1] for r in rows}) == 1 and {(r[2], r[3]) for r in rows} == {(share, share)}
+    inner = Path(rows[0][1]).parent
+    assert inner != session_dir and inner.name.startswith("atlas-tests-") and not inner.exists()
