@@ -92,7 +92,8 @@ def main(argv=None) -> int:
         child(args.default_threads)
         return 0
     print_machine()
-    share = max(1, len(os.sched_getaffinity(0)) // args.workers)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    share = max(1, cores // args.workers)   # as tests/conftest.py computes it
     walls = {"all cores": [], f"{share} thread(s) each": []}
     for _ in range(args.rounds):
         for label, default in (("all cores", True), (f"{share} thread(s) each", False)):

@@ -70,8 +70,13 @@ SEALED = {
 #: each pytest-xdist worker's share of the cores, as its compute threads (torch's intra-op pool, OpenMP, BLAS),
 #: for the worker and every kernel and subprocess it starts: by default every process takes all the cores, and
 #: two workers' spinning thread pools on two cores slowed both (benchmarks/bench_test_threads.py; README)
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 N_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-THREADS = str(max(1, len(os.sched_getaffinity(0)) // N_WORKERS))
+THREADS = str(max(1, cores() // N_WORKERS))
 SEALED.update({name: THREADS for name in ("ATLAS_TORCH_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                                           "OPENBLAS_NUM_THREADS")})
 for _name in CLEARED:
