@@ -121,45 +121,26 @@ def majority_macro_f1(n_pos: int, n_neg: int) -> float:
 
 
 def roc_auc(y_true, y_score):
-    """ROC-AUC = P(score of a random positive > score of a random negative) + ½·P(tie).
+    """ROC-AUC = P(score of a random positive > score of a random negative) + ½·P(tie): the Mann-Whitney U
+    statistic over n₁·n₀, equal to scikit-learn's ``roc_auc_score`` (trapezoidal ROC) including ties; NaN when a
+    class is absent. One definition, the scoring engine's (:func:`atlaslib.metrics.engine.rank_auc`); 2-D inputs
+    give one value per row."""
+    from .engine import rank_auc
 
-    Computed as the Mann-Whitney U statistic on average ranks:
-    ``AUC = (Σ ranks of positives − n₁(n₁+1)/2) / (n₁·n₀)``, equal to scikit-learn's
-    ``roc_auc_score`` (trapezoidal ROC) including ties. NaN when a class is absent.
-    """
-    from scipy.stats import rankdata  # imported on first use (scipy.stats takes about 1 s to import)
-
-    t = np.asarray(y_true).astype(bool)
-    s = np.asarray(y_score, dtype=float)
-    ranks = rankdata(s, axis=-1)
-    n1 = t.sum(-1)
-    n0 = t.shape[-1] - n1
-    u = (ranks * t).sum(-1) - n1 * (n1 + 1) / 2
-    return _div(u, n1 * n0)
+    t, s = np.asarray(y_true), np.asarray(y_score, dtype=float)
+    if t.ndim == 1:
+        return rank_auc(t, s)
+    return np.array([rank_auc(a, b) for a, b in zip(t, s)])
 
 
 def roc_auc_resampled(y_true, y_score, indices):
-    """ROC-AUC of every resample ``y_true[indices[b]], y_score[indices[b]]`` at once, from the original
-    items' score codes: per resample and distinct score value, the drawn positives and negatives are
-    counted (one bincount each); U = sum over values of pos * (negatives below + neg at the value / 2).
-    The sums are exact integers, so every value equals roc_auc(y_true[indices], y_score[indices])
-    bit for bit (tested), at a fraction of the cost of ranking each resample."""
-    t = np.asarray(y_true).astype(bool)
-    s = np.asarray(y_score, dtype=float)
-    idx = np.asarray(indices)
-    _, code = np.unique(s, return_inverse=True)
-    k = int(code.max()) + 1 if code.size else 0
-    b = idx.shape[0]
-    flat = code.reshape(-1)[idx] + (np.arange(b, dtype=np.int64) * k)[:, None]
-    pos = t[idx]
-    pc = np.bincount(flat[pos], minlength=b * k).reshape(b, k)
-    nc = np.bincount(flat[~pos], minlength=b * k).reshape(b, k)
-    below = np.cumsum(nc, axis=1) - nc
-    u2 = (pc * (2 * below + nc)).sum(1)                   # 2U, an exact integer
-    n1, n0 = pc.sum(1), nc.sum(1)
-    den = (n1 * n0).astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den > 0, (u2 / 2) / np.where(den > 0, den, 1), np.nan)
+    """ROC-AUC of every resample ``y_true[indices[b]], y_score[indices[b]]`` at once: the engine's
+    :func:`~atlaslib.metrics.engine.rank_auc` with each resample's multiplicities (the scores are ranked once;
+    the sums are exact integers, so each value equals ``roc_auc`` of that resample bit for bit)."""
+    from .engine import multiplicities, rank_auc
+
+    t = np.asarray(y_true)
+    return rank_auc(t, np.asarray(y_score, dtype=float), multiplicities(np.asarray(indices), len(t)))
 
 
 #: Why each metric can be undefined on a test set (its denominator is 0): the text after "n/a".
