@@ -34,6 +34,14 @@ def stratified_indices(y_true: Sequence, n_resamples: int = DEFAULT_RESAMPLES,
     return np.concatenate(blocks, axis=1)
 
 
+def multiplicities(indices: np.ndarray, n: int) -> np.ndarray:
+    """``(B, n)`` counts of each unit in every row of a ``(B, m)`` index array."""
+    idx = np.asarray(indices)
+    b = idx.shape[0]
+    flat = (idx + (np.arange(b, dtype=np.int64) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=b * n).reshape(b, n)
+
+
 def cluster_draws(groups: Sequence, n_resamples: int = DEFAULT_RESAMPLES,
                   seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray]:
     """The one random draw behind every cluster resample: ``(draws, inverse)`` with ``draws[b]`` the ``G``

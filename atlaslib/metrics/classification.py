@@ -120,13 +120,37 @@ def majority_macro_f1(n_pos: int, n_neg: int) -> float:
     return (2 * major / (2 * major + minor)) / 2
 
 
+def rank_auc(positive: np.ndarray, scores: np.ndarray, w: np.ndarray | None = None):
+    """ROC-AUC (Mann-Whitney U / (n₁·n₀), ties counted ½) of units with ``scores``, weighted by the
+    multiplicities ``w`` (``(B, n)``; None: each unit once). Scores are ranked once; NaN with a class absent.
+
+    >>> float(rank_auc(np.array([1, 0, 1, 0]), np.array([0.9, 0.1, 0.4, 0.4])))
+    0.875
+    """
+    t = np.asarray(positive).astype(bool)
+    _, code = np.unique(np.asarray(scores, dtype=float), return_inverse=True)
+    code = code.reshape(-1)
+    k = int(code.max()) + 1 if code.size else 0
+    single = w is None
+    w = np.ones((1, len(t)), dtype=np.int64) if single else np.asarray(w)
+    perm = np.argsort(code, kind="stable")                       # units by score, ties together
+    starts = np.flatnonzero(np.r_[True, np.diff(code[perm]) != 0]) if code.size else np.zeros(0, int)
+    wp = w[:, perm] * t[perm]                                    # drawn positives per unit (exact integers)
+    pc = np.add.reduceat(wp, starts, axis=1)                     # (B, distinct scores)
+    nc = np.add.reduceat(w[:, perm], starts, axis=1) - pc
+    below = np.cumsum(nc, axis=1) - nc
+    u2 = (pc * (2 * below + nc)).sum(1)
+    den = (pc.sum(1) * nc.sum(1)).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(den > 0, (u2 / 2) / np.where(den > 0, den, 1), np.nan)
+    return float(out[0]) if single else out
+
+
 def roc_auc(y_true, y_score):
     """ROC-AUC = P(score of a random positive > score of a random negative) + ½·P(tie): the Mann-Whitney U
     statistic over n₁·n₀, equal to scikit-learn's ``roc_auc_score`` (trapezoidal ROC) including ties; NaN when a
-    class is absent. One definition, the scoring engine's (:func:`atlaslib.metrics.engine.rank_auc`); 2-D inputs
+    class is absent. One definition, :func:`rank_auc`, the one the scoring engine uses; 2-D inputs
     give one value per row."""
-    from .engine import rank_auc
-
     t, s = np.asarray(y_true), np.asarray(y_score, dtype=float)
     if t.ndim == 1:
         return rank_auc(t, s)
@@ -135,9 +159,9 @@ def roc_auc(y_true, y_score):
 
 def roc_auc_resampled(y_true, y_score, indices):
     """ROC-AUC of every resample ``y_true[indices[b]], y_score[indices[b]]`` at once: the engine's
-    :func:`~atlaslib.metrics.engine.rank_auc` with each resample's multiplicities (the scores are ranked once;
+    :func:`rank_auc` with each resample's multiplicities (the scores are ranked once;
     the sums are exact integers, so each value equals ``roc_auc`` of that resample bit for bit)."""
-    from .engine import multiplicities, rank_auc
+    from .bootstrap import multiplicities
 
     t = np.asarray(y_true)
     return rank_auc(t, np.asarray(y_score, dtype=float), multiplicities(np.asarray(indices), len(t)))

@@ -102,9 +102,6 @@ def mcnemar_mdd(n: int, discordance: float, alpha: float = ALPHA, power: float =
     return float(brentq(f, 1e-12, hi))
 
 
-def multiplicities(indices: np.ndarray, n: int) -> np.ndarray:
-    """``(B, n)`` counts of each unit in every row of a ``(B, k)`` index array."""
-    return engine.multiplicities(indices, n)
 
 
 # -- what one card's paired resampling needs ------------------------------------------------------------------

@@ -32,6 +32,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import bootstrap
+from .bootstrap import multiplicities
+from .classification import rank_auc
 from .intervals import clopper_pearson, clopper_pearson_upper
 
 RULES = ("stratified", "rows", "clusters")
@@ -231,12 +233,6 @@ class UnitCounts:
 
 # -- resamples -------------------------------------------------------------------------------------------
 
-def multiplicities(indices: np.ndarray, n: int) -> np.ndarray:
-    """``(B, n)`` counts of each unit in every row of a ``(B, m)`` index array."""
-    idx = np.asarray(indices)
-    b = idx.shape[0]
-    flat = (idx + (np.arange(b, dtype=np.int64) * n)[:, None]).ravel()
-    return np.bincount(flat, minlength=b * n).reshape(b, n)
 
 
 def weights(uc: UnitCounts, rs: Resampling, n_resamples: int | None = None, seed: int | None = None) -> np.ndarray:
@@ -260,30 +256,6 @@ def totals(uc: UnitCounts, w: np.ndarray) -> Cols:
     return Cols(np.rint(np.asarray(w, dtype=float) @ uc.counts.astype(float)).astype(np.int64), uc.columns)
 
 
-def rank_auc(positive: np.ndarray, scores: np.ndarray, w: np.ndarray | None = None):
-    """ROC-AUC (Mann-Whitney U / (n₁·n₀), ties counted ½) of units with ``scores``, weighted by the
-    multiplicities ``w`` (``(B, n)``; None: each unit once). Scores are ranked once; NaN with a class absent.
-
-    >>> float(rank_auc(np.array([1, 0, 1, 0]), np.array([0.9, 0.1, 0.4, 0.4])))
-    0.875
-    """
-    t = np.asarray(positive).astype(bool)
-    _, code = np.unique(np.asarray(scores, dtype=float), return_inverse=True)
-    code = code.reshape(-1)
-    k = int(code.max()) + 1 if code.size else 0
-    single = w is None
-    w = np.ones((1, len(t)), dtype=np.int64) if single else np.asarray(w)
-    perm = np.argsort(code, kind="stable")                       # units by score, ties together
-    starts = np.flatnonzero(np.r_[True, np.diff(code[perm]) != 0]) if code.size else np.zeros(0, int)
-    wp = w[:, perm] * t[perm]                                    # drawn positives per unit (exact integers)
-    pc = np.add.reduceat(wp, starts, axis=1)                     # (B, distinct scores)
-    nc = np.add.reduceat(w[:, perm], starts, axis=1) - pc
-    below = np.cumsum(nc, axis=1) - nc
-    u2 = (pc * (2 * below + nc)).sum(1)
-    den = (pc.sum(1) * nc.sum(1)).astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(den > 0, (u2 / 2) / np.where(den > 0, den, 1), np.nan)
-    return float(out[0]) if single else out
 
 
 # -- values ----------------------------------------------------------------------------------------------
