@@ -95,8 +95,8 @@ def write_maccrobat_cells(results_dir: Path, data_dir) -> None:
     manifest = maccrobat.split(items, "atlas-n100-v1")
     out = maccrobat.run_protocol(items, manifest, "memorize", "train_lookup", n_resamples=200)
     path = results.cell_path(results_dir, "maccrobat", "atlas-n100-v1", "memorize", "train_lookup")
-    maccrobat.finish_run(CardRun("maccrobat", "atlas-n100-v1", "memorize", "train_lookup",
-                                 parameters={"n_resamples": 200}, result_path=path), out, manifest, items)
+    CardRun("maccrobat", "atlas-n100-v1", "memorize", "train_lookup", parameters={"n_resamples": 200},
+            result_path=path).finish(**maccrobat.cell_parts(out, manifest, items))
 
 
 COURSE_CARDS = ("nli_negation", "negex", "maccrobat")

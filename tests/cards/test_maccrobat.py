@@ -184,7 +184,7 @@ def cell_of(out, manifest, items) -> dict:
     """The run's result cell as the notebook makes it (a CardRun finished with the card's cell parts)."""
     from atlaslib.cards.run import CardRun
 
-    return mc.finish_run(CardRun("maccrobat", manifest.version, out.model, out.protocol), out, manifest, items)
+    return CardRun("maccrobat", manifest.version, out.model, out.protocol).finish(**mc.cell_parts(out, manifest, items))
 
 
 def test_memorize_run_and_cell(corpus, manifest):

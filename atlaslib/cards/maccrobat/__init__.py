@@ -17,7 +17,7 @@ from .data import (_WORD, Corpus, Entity, MaccrobatFormatError, audit, convert_d
 from .splitting import split_summary  # noqa: F401
 from .runs import (Outcome, bootstrap_samples, memorize_tags, overlap_in, overlap_of, plot_bootstrap,  # noqa: F401
                    predictions_frame, profile_info, run_protocol, words_to_text)
-from .cells import cell_parts, finish_run, report_positions, run_spec  # noqa: F401
+from .cells import cell_parts, report_positions, run_spec  # noqa: F401
 from .errors import error_kinds, error_table, false_positive_sources, guideline_examples  # noqa: F401
 from .gold_cuts import (char_mentions, char_span_f1, gold_cut_mentions, natural_word_spans,  # noqa: F401
                         probe_without_gold_cuts, uncut_tags)

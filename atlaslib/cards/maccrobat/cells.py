@@ -45,7 +45,8 @@ def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, au
     arguments): the profile and capability the run used, the split and data, seeds and the overlap marker;
     for a run that happened the metrics, per-item predictions (with their position in the case report) and
     per-type scores. ``audit`` adds the reproduction rows of the corpus audit, ``leakage`` the gold-cut
-    measure of a probe run."""
+    measure of a probe run. A run that did not happen carries its ``reason`` (recorded by ``finish`` as the
+    run's not-run reason)."""
     spec = run_spec(out)
     test = items.set_index("item_id").loc[manifest.test]
     split_info = manifest.cell(test_label_counts={t: int(sum(1 for ms in test["mentions"] for m in ms if m[0] == t))
@@ -64,7 +65,7 @@ def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, au
                  overlap=out.overlap, profile=spec.profile, capability=spec.capability, details=out.details,
                  extra=extra)
     if out.status != "ok":
-        return parts
+        return dict(parts, reason=out.reason)
     per_type = {t: {k: e[k] for k in ("precision", "recall", "f1")} | {"support": e["support"]}
                 for t, e in out.scores["per_type"].items()}
     preds = [{"item_id": i, "document": d, "gold": g, "pred": p}
@@ -97,8 +98,3 @@ def seed_run_records(out: Outcome, preds: list[dict]) -> list[dict]:
                      "predictions": [{"item_id": i, "pred": p} for i, p in zip(out.item_ids, r["pred"])]})
     return rows
 
-
-def finish_run(card_run, out: Outcome, manifest: SplitManifest, items: pd.DataFrame, **kw) -> dict:
-    """The run's result cell: ``out``'s not-run reason (if any) recorded on ``card_run``, then
-    :func:`cell_parts` handed to :meth:`atlaslib.cards.run.CardRun.finish`."""
-    return card_run.finish(**cell_parts(out, manifest, items, **kw), reason=out.reason if out.status != "ok" else None)

@@ -235,7 +235,7 @@ class NliNegationRun:
     def cell_parts(self) -> dict:
         """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
         arguments): the predictor's profile, the thresholds, the case set (split and digest); for a run that
-        happened the metrics, per-case predictions and the report."""
+        happened the metrics, per-case predictions and the report; for one that did not, its ``reason``."""
         digest = case_set_sha256(self.cases) if self.cases else None
         parts = dict(
             split={"hash": digest, "n_train": 0, "n_test": len(self.cases),
@@ -243,7 +243,7 @@ class NliNegationRun:
             data_sha256={f"nli_negation/{self.spec.version}": digest}, seeds={},
             profile=self.spec.profile, capability=self.spec.capability, parameters=self.spec.parameters)
         if not self.ok:
-            return parts
+            return dict(parts, reason=self.reason)
         scores = self.scores if self.scores is not None else [None] * len(self.cases)
         preds = [{"item_id": c.case_id, "pattern": c.pattern, **case_templates(c), "gold": c.gold_label,
                   "pred": "abstention" if p is None else p, "scores": s}
@@ -251,18 +251,14 @@ class NliNegationRun:
         return dict(parts, metrics=self.metrics(), predictions=preds,
                     extra={"report": self.report.to_dict(), **self.llm})
 
-    def finish(self, card_run) -> dict:
-        """This run's result cell, made by ``card_run`` (:class:`atlaslib.cards.run.CardRun`)."""
-        return card_run.finish(**self.cell_parts(), reason=None if self.ok else self.reason)
-
     def cell(self, result_path=None) -> dict:
-        """This run's result cell on its own (tests, scripts): :meth:`finish` with a run of this spec, timed
-        by :func:`run_card`."""
+        """This run's result cell on its own (tests, scripts): a :class:`~atlaslib.cards.run.CardRun` of this
+        spec finished with :meth:`cell_parts`, timed by :func:`run_card`."""
         from ..run import CardRun
 
         card_run = CardRun(CARD.name, self.spec.version, self.spec.model, self.spec.protocol,
                            parameters=self.spec.parameters, result_path=result_path)
-        return card_run.finish(**self.cell_parts(), timing=self.timing, reason=None if self.ok else self.reason)
+        return card_run.finish(**self.cell_parts(), timing=self.timing)
 
 
 
