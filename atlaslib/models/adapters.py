@@ -56,15 +56,15 @@ def _load(profile_or_name, capability: str, *, data_dir=None, prompt=None, **opt
         from atlaslib.models.openai_compat import OpenAICompatible
         return OpenAICompatible(profile, capability, **opts)
 
-    from atlaslib.models import hf
+    from atlaslib.models import hf, hf_options, hf_words
     if capability == "predict.nli" and is_causal_lm(profile):
-        return hf.OptionNli(profile, prompt=prompt, **opts)
+        return hf_options.OptionNli(profile, prompt=prompt, **opts)
     cls = {
         "predict.assertion": hf.AssertionClassifier,
-        "score.options": hf.OptionScorer,
+        "score.options": hf_options.OptionScorer,
         "embed.text.pooled": hf.PooledEmbedder,
-        "embed.text.tokens": hf.TokenEmbedder,
-        "predict.ner": hf.NerTagger,
+        "embed.text.tokens": hf_words.TokenEmbedder,
+        "predict.ner": hf_words.NerTagger,
         "predict.nli": hf.NliClassifier,
     }[capability]
     return cls(profile, **opts)

@@ -18,14 +18,20 @@ Shared behaviour (:class:`_HFAdapter`):
 - a causal LM (``*ForCausalLM`` / ``*LMHeadModel``, and every ``gguf`` profile) is loaded with its LM head
   for every capability; the embedders read the states of its base model (``model.base_model``: the
   decoder stack with its final norm, as ``AutoModel`` would load it), so one loaded model also serves the
-  memorisation probe (:meth:`_HFAdapter.greedy_continuations`).
+  memorisation probe (:meth:`_HFAdapter.greedy_continuations`);
+- a model's identity in the store holds the code of this module and of its families' modules (:data:`CODE_FILES`),
+  one digest for every adapter, so the adapters of one model share the store's entries.
+
+The families: this module holds the shared base and the text-level adapters (:class:`AssertionClassifier`,
+:class:`NliClassifier`, :class:`PooledEmbedder`); :mod:`.hf_options` the option scorers of causal LMs
+(:class:`~.hf_options.OptionScorer`, :class:`~.hf_options.OptionNli`); :mod:`.hf_words` the word-level adapters
+(:class:`~.hf_words.TokenEmbedder`, :class:`~.hf_words.NerTagger`).
 """
 from __future__ import annotations
 
 import json
 import os
 import time
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +51,10 @@ _check_texts = check_texts  # shared with the rule and baseline adapters
 #: rows of a greedy-continuation batch: one value for every adapter of a model, so they share the store's entries
 CONTINUATION_ROWS = 8
 THREADS_ENV = "ATLAS_TORCH_THREADS"
+#: the code in every adapter's identity in the model-call store (:meth:`_HFAdapter.call_identity`): this module and
+#: its families' modules, read as files (they import this one). One digest for all, so the adapters of one model
+#: share the store's entries (a greedy continuation, whichever adapter asked for it)
+CODE_FILES = tuple(str(Path(__file__).with_name(name)) for name in ("hf.py", "hf_options.py", "hf_words.py"))
 
 
 def threads_from_env() -> int | None:
@@ -88,6 +98,12 @@ def map_label_names(id2label: dict, label_map: dict, targets, model: str) -> dic
             f"model {model!r}: label name(s) {unknown} in config.id2label cannot be mapped to "
             f"{list(targets)}; add them to the profile's label_map")
     return out
+
+
+def _code_digest() -> str:
+    """The code part of every adapter's identity in the model-call store: the digest of the digests
+    (:func:`atlaslib.models.calls.code_digest`) of the files of :data:`CODE_FILES`."""
+    return calls.digest([calls.code_digest(f) for f in CODE_FILES])
 
 
 class _HFAdapter:
@@ -175,7 +191,7 @@ class _HFAdapter:
             "location": self.profile.location,
             "revision": self.profile.revision,
             "capability": self.capability,
-            "adapter": f"atlaslib.models.hf.{type(self).__name__}",
+            "adapter": f"{type(self).__module__}.{type(self).__name__}",
             "model_class": type(self.model).__name__,
             "batch_size": self.batch_size,
             "dtype": self.dtype,
@@ -194,15 +210,15 @@ class _HFAdapter:
     def call_identity(self) -> dict | None:
         """The model's identity in the model-call store's keys: the weights' pin (hub commit with the repo id,
         wheel archive or GGUF file sha256, a local folder's content digest), the model class, dtype, device,
-        this module's code and the versions of the packages that change the numbers. None for a model without
-        a pinned revision (its calls are computed every time, never stored)."""
+        the code of this module and its families' (:data:`CODE_FILES`) and the versions of the packages that change
+        the numbers. None for a model without a pinned revision (its calls are computed every time, never stored)."""
         prof = self.profile
         if not prof.revision:
             return None
         names = ("torch", "transformers", "tokenizers") + (("gguf",) if prof.source == "gguf" else ())
         return {"source": prof.source, "repo": prof.location if prof.source == "hub" else None,
                 "revision": prof.revision, "model_class": type(self.model).__name__, "dtype": self.dtype,
-                "device": torch.device(self.device).type, "code": calls.code_digest(__file__),
+                "device": torch.device(self.device).type, "code": _code_digest(),
                 "versions": calls.package_versions(names)}
 
     def _space(self, kind: str, *, rows: int | None = None, switch: str | None = None, enabled: bool = True,
@@ -436,216 +452,6 @@ class NliClassifier(_SequenceClassifier):
         return out
 
 
-# ============================================================================ option scoring
-
-class OptionScorer(_HFAdapter):
-    """``score.options``: log-likelihood of each option continuing each prompt under a causal LM.
-
-    Tokenisation (recorded in the output and ``info``): the prompt and ``prompt + option`` are tokenised
-    without special tokens (a BOS id is put first when the tokenizer is configured to add one); when the
-    prompt's ids are a prefix of the joint ids, the option's ids are the rest ("joint": exactly the text
-    the model would read). Otherwise (a merge across the boundary) the option is tokenised on its own and
-    its ids appended to the prompt's ("separate"). ``loglik[i, k]`` = sum over the option's tokens of
-    log_softmax(logits) at the preceding position.
-
-    One forward pass per prompt serves every option of it that is a single token (the log-probabilities at
-    the prompt's last position; the NegEx card's " yes" / " no"); an option of several tokens gets its own
-    sequence. ``info["cost"]`` counts one item per prompt, its tokens as prompt tokens and the option tokens
-    scored as completion tokens.
-    """
-
-    capability = "score.options"
-    auto_class = "AutoModelForCausalLM"
-
-    def _prefix(self) -> list[int]:
-        return self._bos()
-
-    def score_options(self, prompts, options) -> dict:
-        prompts = _check_texts(prompts, "prompts")
-        options = _check_texts(options, "options")
-        if not options:
-            raise ValueError("score_options: options is empty; expected at least one option string")
-        if len(set(options)) != len(options):
-            raise ValueError(f"score_options: options {options} contain duplicates")
-        t0 = time.perf_counter()
-        tok = self.tokenizer
-        prefix = self._prefix()
-        standalone = [tok(o, add_special_tokens=False)["input_ids"] for o in options]
-        for k, ids in enumerate(standalone):
-            if not ids:
-                raise ValueError(f"score_options: option {k} ({options[k]!r}) tokenises to no tokens")
-        # tokenisation only (no model): each prompt's ids and each option's ids after it, the exact model input
-        inputs, methods, by_prompt = [], [], []
-        n_prompt_tokens = n_option_tokens = 0
-        for i, p in enumerate(prompts):
-            p_ids = prefix + tok(p, add_special_tokens=False)["input_ids"]
-            if not p_ids:
-                raise ValueError(f"score_options: prompt {i} is empty and the tokenizer adds no BOS token; "
-                                 "expected a non-empty prompt")
-            row = []
-            for k, o in enumerate(options):
-                full = prefix + tok(p + o, add_special_tokens=False)["input_ids"]
-                if len(full) > len(p_ids) and full[:len(p_ids)] == p_ids:
-                    o_ids, m = full[len(p_ids):], "joint"
-                else:
-                    o_ids, m = list(standalone[k]), "separate"
-                    full = p_ids + o_ids
-                if len(full) > self.max_length:
-                    raise ValueError(f"score_options: prompt {i} + option {k} is {len(full)} tokens, more than "
-                                     f"max_length {self.max_length}")
-                row.append(list(o_ids))
-                methods.append(m)
-                n_option_tokens += len(o_ids)
-            by_prompt.append(row)
-            inputs.append({"prompt": p_ids, "options": row})
-            n_prompt_tokens += len(p_ids)
-        values = self._space("score.options").answer(inputs, lambda pos: self._loglik(inputs, pos))
-        loglik = np.stack([v["loglik"] for v in values]).astype(np.float64) if prompts \
-            else np.zeros((0, len(options)), dtype=np.float64)
-        first = by_prompt[0] if prompts else standalone
-        varies = any(row != first for row in by_prompt)
-        kinds = set(methods)
-        out = {
-            "loglik": loglik,
-            "options": list(options),
-            "option_token_ids": [list(x) for x in first],
-            "tokenization": kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "joint"),
-            "n_separate": methods.count("separate"),
-        }
-        if varies:
-            out["option_token_ids_by_prompt"] = by_prompt
-        self.stats.update(last_options=list(options), last_option_token_ids=out["option_token_ids"],
-                          last_tokenization=out["tokenization"])
-        self.cost.add(len(prompts), time.perf_counter() - t0, n_prompt_tokens, n_option_tokens)
-        return out
-
-    def _loglik(self, inputs: list[dict], positions: list[int]) -> list[dict]:
-        """The options' log-likelihoods of the prompts at ``positions`` (the model calls the store lacks): one
-        sequence per prompt for its single-token options (the log-probabilities at its last position; the NegEx
-        card's " yes" / " no"), one per option of several tokens; fixed-shape batches (:meth:`_fixed`); the LM head
-        applied only where an option token is read, on a fixed number of rows (:meth:`_head_rows`)."""
-        n_opt = len(inputs[positions[0]]["options"]) if positions else 0
-        seqs = []   # (prompt position, [(option index, option ids)], model input ids, prompt length)
-        for i in positions:
-            p_ids, rows = inputs[i]["prompt"], inputs[i]["options"]
-            single = [(k, o) for k, o in enumerate(rows) if len(o) == 1]
-            if single:
-                seqs.append((i, single, list(p_ids), len(p_ids)))
-            seqs.extend((i, [(k, o)], (list(p_ids) + list(o))[:-1], len(p_ids)) for k, o in enumerate(rows) if len(o) > 1)
-        got = {i: np.zeros(n_opt, dtype=np.float64) for i in positions}
-        model_rows = [{"input_ids": s[2]} for s in seqs]
-        bar = progress_bar(len(seqs), "options", self.progress)
-        with torch.inference_mode():
-            for idx, batch in self._fixed(model_rows, list(range(len(seqs)))):
-                states = self._states_for_head(batch)
-                fill = idx + [idx[0]] * (batch["input_ids"].shape[0] - len(idx))
-                n_read = max(len(o) for j in idx for _, o in seqs[j][1])
-                for off in range(n_read):  # one head call per offset into the options, on every row of the batch
-                    where = [min(seqs[j][3] - 1 + off, len(seqs[j][2]) - 1) for j in fill]
-                    logp = self._head_rows(states, batch, where)
-                    for r, j in enumerate(idx):
-                        i, scored = seqs[j][0], seqs[j][1]
-                        for k, o_ids in scored:
-                            if off < len(o_ids):
-                                got[i][k] += float(logp[r, o_ids[off]])
-                bar.update(len(idx))
-        bar.close()
-        return [{"loglik": got[i]} for i in positions]
-
-    def _states_for_head(self, batch):
-        """What :meth:`_head_rows` reads: the last layer's states of the base model (the LM head is applied only
-        at the positions read), or the full logits when this model's head is not a plain linear map of them."""
-        if self._head_only():
-            return self.model.base_model(input_ids=batch["input_ids"],
-                                         attention_mask=batch["attention_mask"]).last_hidden_state
-        return self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-
-    def _head_rows(self, states, batch, where: list[int]) -> torch.Tensor:
-        """log_softmax over the vocabulary at one position per row (``where[r]``), float32, on CPU."""
-        rows = torch.arange(states.shape[0], device=states.device)
-        picked = states[rows, torch.tensor(where, device=states.device)]
-        if self._head_only():
-            picked = self.model.get_output_embeddings()(picked)
-        return torch.log_softmax(picked.float(), dim=-1).cpu()
-
-    def _head_only(self) -> bool:
-        """True when the model's logits are its output embedding applied to the base model's last states (checked
-        once on a short input against the model's own forward; a model that scales or caps its logits after the
-        head, e.g. Gemma 2's soft-capping, is scored through its full logits)."""
-        if getattr(self, "_head_only_checked", None) is None:
-            ids = torch.tensor([[self.tokenizer.pad_token_id or 0] + (self._bos() or [1])], device=self.device)
-            mask = torch.ones_like(ids)
-            with torch.inference_mode():
-                full = self.model(input_ids=ids, attention_mask=mask).logits.float()
-                head = self.model.get_output_embeddings()
-                mine = head(self.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state).float() \
-                    if head is not None else None
-            self._head_only_checked = mine is not None and mine.shape == full.shape and \
-                bool(torch.allclose(mine, full, atol=1e-4, rtol=1e-4))
-        return self._head_only_checked
-
-    @property
-    def info(self) -> dict:
-        return {**super().info, "bos_prefix": self._prefix(), "pad_token_id": self.tokenizer.pad_token_id,
-                "lm_head": "at the positions read only" if getattr(self, "_head_only_checked", None)
-                else "full logits"}
-
-
-class OptionNli(OptionScorer):
-    """``predict.nli`` of a causal LM: the card's :class:`atlaslib.models.prompts.OptionPrompt` (fields
-    ``premise`` and ``hypothesis``, one option string per label) is filled per pair and each option scored
-    as :class:`OptionScorer` does; the answer is the label of the option with the highest log-likelihood
-    (a tie goes to the option listed first). The prompt, its options and their sha256 are in
-    ``info["prompt"]``; ``last_loglik`` keeps the scores of the last call (pairs x options, in the
-    prompt's option order), :meth:`last_label_probabilities` their softmax per pair."""
-
-    capability = "predict.nli"
-
-    def __init__(self, profile, *, prompt=None, **options):
-        from atlaslib.models.prompts import OptionPrompt, PromptSet
-
-        if isinstance(prompt, PromptSet):
-            self.prompt, self.prompt_record = prompt.card, prompt.record()
-        elif isinstance(prompt, OptionPrompt):
-            self.prompt, self.prompt_record = prompt, prompt.to_dict()
-        else:
-            raise ValueError(f"{profile.name}: predict.nli of a causal LM scores the options of a prompt; pass "
-                             f"prompt=<an OptionPrompt or PromptSet with fields premise, hypothesis> (the card's), "
-                             f"got {type(prompt).__name__}")
-        if set(self.prompt.fields) != {"premise", "hypothesis"}:
-            raise ValueError(f"{profile.name}: the NLI prompt {self.prompt.name!r} must have the fields premise and "
-                             f"hypothesis, it has {list(self.prompt.fields)}")
-        bad = [lab for lab in self.prompt.labels if lab not in NLI_LABELS]
-        if bad:
-            raise ValueError(f"{profile.name}: the NLI prompt's labels {bad} are not among {list(NLI_LABELS)}")
-        super().__init__(profile, **options)
-        self.last_loglik = None
-
-    def predict_nli(self, premises, hypotheses) -> list[str]:
-        p = _check_texts(premises, "premises")
-        h = _check_texts(hypotheses, "hypotheses")
-        if len(p) != len(h):
-            raise ValueError(f"predict_nli: {len(p)} premises but {len(h)} hypotheses; expected equal lengths")
-        prompts = [self.prompt.render(premise=a, hypothesis=b) for a, b in zip(p, h)]
-        ll = self.score_options(prompts, self.prompt.option_strings)["loglik"]
-        self.last_loglik = ll
-        return [self.prompt.labels[int(j)] for j in ll.argmax(axis=1)] if len(ll) else []
-
-    def last_label_probabilities(self) -> list[dict] | None:
-        """Per pair of the last :meth:`predict_nli` call, ``{label: probability}``: the softmax over the scored
-        options' log-likelihoods (each option's label; the answer is the most probable one). Recorded beside the
-        labels, never deciding them; None before any call."""
-        ll = self.last_loglik
-        if ll is None:
-            return None
-        p = _softmax_rows(ll)
-        return [{lab: float(v) for lab, v in zip(self.prompt.labels, row)} for row in p]
-
-    @property
-    def info(self) -> dict:
-        return {**super().info, "prompt": self.prompt_record, "decision": "arg-max option log-likelihood"}
-
-
 # ============================================================================ embeddings
 
 class PooledEmbedder(_HFAdapter):
@@ -707,193 +513,3 @@ class PooledEmbedder(_HFAdapter):
         out = np.stack([v["v"] for v in values]).astype(np.float32)
         self.cost.add(len(texts), time.perf_counter() - t0, computed[0])
         return out
-
-
-class _WordAdapter(_HFAdapter):
-    """Word-level inputs (``list[list[str]]``, the card's words) through ``is_split_into_words=True``.
-
-    Handling of awkward words, recorded in ``stats``:
-
-    - a word that yields no sub-word at all (e.g. only control or zero-width characters) is replaced by
-      the tokenizer's unknown token, so it still gets a vector / tag (``n_unk_words``);
-    - a sentence longer than ``max_length`` sub-words is cut into consecutive chunks of whole words that
-      fit, each encoded on its own (``n_chunked_sentences``); no word is ever truncated away;
-    - one word longer than ``max_length`` on its own raises ValueError naming the sentence and word.
-
-    Byte-level BPE tokenizers (RoBERTa, GPT-2, ...) need ``add_prefix_space=True`` for pre-split words;
-    such a tokenizer is loaded again with it (recorded as ``add_prefix_space`` in ``info``).
-    """
-
-    def __init__(self, profile, **options):
-        super().__init__(profile, **options)
-        self.add_prefix_space = None
-        if getattr(self.tokenizer, "add_prefix_space", None) is False:
-            from transformers import AutoTokenizer
-
-            self.tokenizer = from_pretrained(AutoTokenizer, profile, add_prefix_space=True)
-            self.add_prefix_space = True
-            self._fix_padding()
-            # a tokenizer of transformers' generic backend (e.g. one converted from a GGUF file) keeps the
-            # pre-tokenizer it was saved with: set the space there too, when it is a plain byte-level one
-            pre = getattr(getattr(self.tokenizer, "backend_tokenizer", None), "pre_tokenizer", None)
-            if type(pre).__name__ == "ByteLevel" and not pre.add_prefix_space:
-                pre.add_prefix_space = True
-                self.tokenizer.backend_tokenizer.pre_tokenizer = pre
-
-    @property
-    def info(self) -> dict:
-        return {**super().info, "add_prefix_space": self.add_prefix_space}
-
-    def _segments(self, sentences):
-        if isinstance(sentences, str) or not hasattr(sentences, "__iter__"):
-            raise TypeError(f"words: expected a list of word lists, got {type(sentences).__name__}")
-        sentences = [list(s) if not isinstance(s, str) else s for s in sentences]
-        for i, s in enumerate(sentences):
-            if isinstance(s, str):
-                raise TypeError(f"words[{i}]: expected a list of words, got a string")
-            for j, w in enumerate(s):
-                if not isinstance(w, str):
-                    raise TypeError(f"words[{i}][{j}]: expected a string, got {type(w).__name__}")
-        tok = self.tokenizer
-        budget = self.max_length - tok.num_special_tokens_to_add(pair=False)
-        nonempty = [i for i, s in enumerate(sentences) if s]
-        enc = tok([sentences[i] for i in nonempty], is_split_into_words=True, add_special_tokens=False,
-                  verbose=False) \
-            if nonempty else None
-        segs, n_unk, n_chunked = [], 0, 0
-        for r, i in enumerate(nonempty):
-            words = list(sentences[i])
-            counts = Counter(w for w in enc.word_ids(r) if w is not None)
-            for j in range(len(words)):
-                if counts[j] == 0:
-                    words[j] = tok.unk_token
-                    counts[j] = max(1, len(tok.tokenize(tok.unk_token)))
-                    n_unk += 1
-            start, used, pieces = 0, 0, []
-            for j in range(len(words)):
-                c = counts[j]
-                if c > budget:
-                    raise ValueError(f"words[{i}][{j}] is {c} sub-words long, more than max_length "
-                                     f"{self.max_length} allows; cannot encode it")
-                if used + c > budget:
-                    pieces.append((start, j))
-                    start, used = j, 0
-                used += c
-            pieces.append((start, len(words)))
-            n_chunked += len(pieces) > 1
-            for a, b in pieces:
-                segs.append((i, a, b, words[a:b], sum(counts[j] for j in range(a, b))))
-        self.stats["n_unk_words"] = self.stats.get("n_unk_words", 0) + n_unk
-        self.stats["n_chunked_sentences"] = self.stats.get("n_chunked_sentences", 0) + n_chunked
-        return sentences, segs
-
-    def _per_sentence(self, sentences, batch_size, desc: str, kind: str, per_word, join, empty, **settings):
-        """One value per sentence, each a model call of the store (its input: the token ids of the sentence's
-        chunks, :meth:`_segments`): the chunks of the sentences the store lacks run in fixed-shape batches
-        (:meth:`_fixed`); ``per_word(outputs of a chunk, its word ids, its number of words)`` gives one row per
-        word, ``join(rows of a sentence's chunks)`` the sentence's value (a dict), ``empty`` the value of a
-        sentence without words. Returns ``(sentences, values, sub-words computed)``."""
-        sentences, segs = self._segments(sentences)
-        rows_per_batch = self._rows(batch_size)
-        tok = self.tokenizer
-        enc = tok([list(sg[3]) for sg in segs], is_split_into_words=True, truncation=False, verbose=False) \
-            if segs else None
-        keys = [k for k in ("input_ids", "token_type_ids") if enc is not None and k in enc]
-        seg_rows = [{k: list(enc[k][j]) for k in keys} for j in range(len(segs))]
-        seg_wids = [enc.word_ids(j) for j in range(len(segs))]
-        of_sentence: list[list[int]] = [[] for _ in sentences]
-        for j, sg in enumerate(segs):
-            of_sentence[sg[0]].append(j)
-        inputs = [[seg_rows[j] for j in of_sentence[i]] for i in range(len(sentences))]
-        computed = [0]
-
-        def compute(positions):
-            todo = [j for i in positions for j in of_sentence[i]]
-            parts = {}
-            bar = progress_bar(len(todo), desc, self.progress)
-            with torch.inference_mode():
-                for idx, batch in self._fixed(seg_rows, todo, rows_per_batch):
-                    out = self._forward(batch)
-                    for r, j in enumerate(idx):
-                        parts[j] = per_word(out[r], seg_wids[j], segs[j][2] - segs[j][1])
-                    bar.update(len(idx))
-            bar.close()
-            computed[0] += sum(segs[j][4] for j in todo)
-            return [join([parts[j] for j in of_sentence[i]]) if of_sentence[i] else empty() for i in positions]
-
-        space = self._space(kind, rows=rows_per_batch, add_prefix_space=self.add_prefix_space, **settings)
-        return sentences, space.answer(inputs, compute), computed[0]
-
-
-class TokenEmbedder(_WordAdapter):
-    """``embed.text.tokens`` with pooling ``word_mean``: each word's vector is the mean of the
-    last-layer states of its sub-words (special tokens excluded). See :class:`_WordAdapter` for long
-    sentences and words without sub-words.
-
-    A sentence's word vectors are a model call of the store (see :class:`PooledEmbedder`; off with
-    ``embed_cache=False`` or ``ATLAS_EMBED_CACHE=off``); the word statistics in ``stats`` count every
-    sentence of the call, stored or not."""
-
-    capability = "embed.text.tokens"
-    pooling = "word_mean"
-
-    def __init__(self, profile, *, embed_cache: bool = True, **options):
-        super().__init__(profile, **options)
-        self.embed_cache = bool(embed_cache)
-
-    def _forward(self, enc):
-        return self.encoder(**enc).last_hidden_state.float()
-
-    @staticmethod
-    def _word_means(h, wids, n_words):
-        sel = [(t, w) for t, w in enumerate(wids) if w is not None]
-        pos = torch.tensor([t for t, _ in sel], dtype=torch.long)
-        wid = torch.tensor([w for _, w in sel], dtype=torch.long)
-        sums = torch.zeros((n_words, h.shape[-1]), dtype=torch.float32)
-        sums.index_add_(0, wid, h[pos].cpu())
-        cnt = torch.bincount(wid, minlength=n_words).clamp(min=1).unsqueeze(1).float()
-        return (sums / cnt).numpy()
-
-    def embed_words(self, words, batch_size: int | None = None) -> list[np.ndarray]:
-        t0 = time.perf_counter()
-        d = self.model.config.hidden_size
-        sentences, values, computed = self._per_sentence(
-            words, batch_size, "embed words", "embed.text.tokens", self._word_means,
-            lambda parts: {"v": np.concatenate(parts, axis=0).astype(np.float32)},
-            lambda: {"v": np.zeros((0, d), dtype=np.float32)},
-            switch="ATLAS_EMBED_CACHE", enabled=self.embed_cache, pooling=self.pooling, layer="last")
-        self.cost.add(len(sentences), time.perf_counter() - t0, computed)
-        return [np.asarray(v["v"], dtype=np.float32).reshape(-1, d) for v in values]
-
-
-class NerTagger(_WordAdapter):
-    """``predict.ner``: the model's native label (config.id2label) of each word's first sub-word; a sentence's
-    tags are a model call of the store."""
-
-    capability = "predict.ner"
-    auto_class = "AutoModelForTokenClassification"
-
-    def _forward(self, enc):
-        return self.model(**enc).logits.float().argmax(-1).cpu()
-
-    def predict_words(self, words, batch_size: int | None = None) -> list[list[str]]:
-        id2label = {int(k): v for k, v in self.model.config.id2label.items()}
-
-        def per_word(pred, wids, n_words):
-            first = {}
-            for t, w in enumerate(wids):
-                if w is not None and w not in first:
-                    first[w] = t
-            return [id2label[int(pred[first[w]])] for w in range(n_words)]
-
-        t0 = time.perf_counter()
-        sentences, values, computed = self._per_sentence(
-            words, batch_size, "tag words", "predict.ner", per_word,
-            lambda parts: {"tags": [lab for part in parts for lab in part]}, lambda: {"tags": []})
-        self.cost.add(len(sentences), time.perf_counter() - t0, computed)
-        return [list(v["tags"]) for v in values]
-
-    @property
-    def info(self) -> dict:
-        return {**super().info, "id2label": {int(k): v for k, v in self.model.config.id2label.items()},
-                "word_label": "first sub-word"}

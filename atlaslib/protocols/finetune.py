@@ -5,10 +5,10 @@ What is trained
     (token-level cards), loaded through the same adapter as the probe (same weights, tokenizer and
     padding), with a new linear head:
 
-    - :class:`SequenceHead` (item-level): attention-masked mean of the last layer (the pooling of the
-      ``embed.text.pooled`` adapter) → dropout → linear over the card's labels;
-    - :class:`TokenHead` (token-level): last layer → dropout → linear over the card's IOB2 tags. Each
-      word is labelled on its *first* sub-word; the other sub-words and the special tokens carry the
+    - :class:`.finetune_training.SequenceHead` (item-level): attention-masked mean of the last layer (the
+      pooling of the ``embed.text.pooled`` adapter) → dropout → linear over the card's labels;
+    - :class:`.finetune_training.TokenHead` (token-level): last layer → dropout → linear over the card's IOB2
+      tags. Each word is labelled on its *first* sub-word; the other sub-words and the special tokens carry the
       ignore index (-100). A sentence longer than ``max_length`` sub-words is cut into consecutive
       chunks of whole words (the adapter's rule), each a training example of its own. A test word takes
       the arg-max tag of its first sub-word, and each sentence is then repaired conlleval-style (an
@@ -19,7 +19,8 @@ What is trained
     card's recipe (a dict of data in the card module, checked by :func:`check_recipe` and recorded in the
     result cell): AdamW (weight decay on every weight except biases and LayerNorm), linear warm-up
     then linear decay to zero, cross-entropy (mean over items, or over labelled words), gradient
-    norm clipped, dynamic padding per batch (batches of similar length: :func:`epoch_batches`).
+    norm clipped, dynamic padding per batch (batches of similar length:
+    :func:`.finetune_training.epoch_batches`).
 
 Seeds
     The recipe declares a list of training ``seeds``; each seed is one trained model, started from the
@@ -36,65 +37,48 @@ Speed
     padded to their longest input, prediction runs under ``torch.inference_mode``.
 
 Determinism
-    Training and prediction run under :func:`deterministic`: ``torch.use_deterministic_algorithms(True)``
-    and the recipe's torch thread count (both restored afterwards). The head's initial weights come from
+    Training and prediction run under :func:`.finetune_training.deterministic`:
+    ``torch.use_deterministic_algorithms(True)`` and the recipe's torch thread count (both restored
+    afterwards). The head's initial weights come from
     a ``torch.Generator`` seeded with the model's seed; the order of the train items and of the batches in
     each epoch from ``numpy.random.default_rng(seed)``; dropout from ``torch.manual_seed(seed)`` set just before the
     first step. The same seed gives the same weights and predictions bit for bit on the same machine
     (tested on tiny encoders).
 
 Weight cache
-    The trained weights (safetensors) and the training record (loss per step, seconds, label order) are
-    stored under ``$ATLAS_FINETUNE_CACHE_DIR`` (default ``<atlas cache dir>/finetune``, i.e.
-    ``~/.cache/clinical-nlp-atlas/finetune``) in a folder named by the *content key*: sha256 of the
-    canonical JSON of the encoder (profile name, source, location, revision, model class), the recipe,
-    the label list, the train item ids, the sha256 of the train inputs and labels, the card's data
-    sha256, the torch and transformers versions and the sha256 of the training code (:func:`code_sha256`).
-    A rebuild with nothing changed loads the weights and trains nothing; a change of any field trains anew. An encoder
-    without a pinned revision (a hub id not in the registry) has no reliable key and is never cached.
-    ``retrain=True`` (the notebooks' ``retrain`` parameter, or ``ATLAS_FINETUNE_RETRAIN=1``) trains even
-    when the weights are cached and replaces them. ``meta.json`` records the sha256 of ``model.safetensors``;
-    an entry whose weights do not match it (or that cannot be read) is never loaded: the weights are trained
-    again and replace it, and the run says so (``weight_cache["corrupt"]``, a warning, the run page's
-    fine-tuning paragraph). Entries are written to a temporary folder and renamed
-    into place; a lock file per key makes a second run of the same key (e.g. two split versions sharing
-    their train items) wait for the first and then load its weights instead of training again.
+    Each trained model's weights are stored under a content key of everything that decides them and loaded
+    instead of trained when nothing changed (:mod:`.finetune_cache`). ``retrain=True`` (the notebooks'
+    ``retrain`` parameter, or ``ATLAS_FINETUNE_RETRAIN=1``) trains even when the weights are cached and
+    replaces them.
 
 Progress
     One bar over the epochs and one over the steps of each epoch, through
     :func:`atlaslib.progress.progress_bar` (plain ASCII lines at most every 30 s in papermill logs,
     ``ATLAS_PROGRESS=off`` silences them).
+
+Modules
+    This module is the protocol: recipe checks, one trained model per seed, prediction. The trained model
+    (heads, input encoding, batching, the training loop: what :func:`.finetune_cache.code_sha256` hashes)
+    is :mod:`.finetune_training`, the weight cache :mod:`.finetune_cache`, the run page's fine-tuning
+    section :mod:`atlaslib.pages.finetune`.
 """
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
-import shutil
-import tempfile
 import time
-from importlib import metadata
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 import torch
-from torch import nn
 
-from .. import sources
 from ..metrics.spans import repair_iob2, validate_tags
+from .finetune_cache import _train_or_load, key_fields, versions
+from .finetune_training import (FinetuneError, SequenceHead, TokenHead, _collate, _encode_texts, _Head,
+                                _word_examples, deterministic, train_loop)
 from .recipe import RECIPE_KEYS  # every recipe names these (values checked by check_recipe); torch-free
 
-FORMAT = 2   # 2: meta.json records the sha256 of the weights file
-CACHE_ENV = "ATLAS_FINETUNE_CACHE_DIR"
 RETRAIN_ENV = "ATLAS_FINETUNE_RETRAIN"
-IGNORE_INDEX = -100
 _ON = ("1", "true", "yes", "on")
-
-
-class FinetuneError(ValueError):
-    """A recipe or training input is not what the fine-tune protocol expects."""
 
 
 def check_recipe(recipe: Mapping) -> dict:
@@ -147,179 +131,7 @@ def retrain_requested(retrain: bool = False) -> bool:
     return bool(retrain) or os.environ.get(RETRAIN_ENV, "").strip().lower() in _ON
 
 
-def versions() -> dict:
-    """torch and transformers versions (part of the cache key and of the cell)."""
-    out = {"torch": torch.__version__}
-    try:
-        out["transformers"] = metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        out["transformers"] = None
-    return out
-
-
-# ------------------------------------------------------------------------------------------ models
-
-def _init_linear(linear: nn.Linear, std: float, generator: torch.Generator) -> None:
-    with torch.no_grad():
-        linear.weight.copy_(torch.randn(linear.weight.shape, generator=generator) * std)
-        linear.bias.zero_()
-
-
-class _Head(nn.Module):
-    def __init__(self, encoder: nn.Module, n_labels: int, dropout: float, seed: int):
-        super().__init__()
-        self.encoder = encoder
-        self.dropout = nn.Dropout(dropout)
-        hidden = int(encoder.config.hidden_size)
-        self.classifier = nn.Linear(hidden, n_labels)
-        std = float(getattr(encoder.config, "initializer_range", 0.02) or 0.02)
-        _init_linear(self.classifier, std, torch.Generator().manual_seed(int(seed)))
-
-    def hidden(self, batch: dict) -> torch.Tensor:
-        return self.encoder(**batch).last_hidden_state
-
-
-class SequenceHead(_Head):
-    """Masked mean of the encoder's last layer → dropout → linear (one logit row per input)."""
-
-    def forward(self, batch: dict) -> torch.Tensor:
-        h = self.hidden(batch)
-        m = batch["attention_mask"].unsqueeze(-1).to(h.dtype)
-        pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-        return self.classifier(self.dropout(pooled))
-
-
-class TokenHead(_Head):
-    """Encoder's last layer → dropout → linear (one logit row per sub-word)."""
-
-    def forward(self, batch: dict) -> torch.Tensor:
-        return self.classifier(self.dropout(self.hidden(batch)))
-
-
-@contextlib.contextmanager
-def deterministic(threads: int):
-    """Deterministic torch algorithms and ``threads`` intra-op threads inside the block (restored after)."""
-    was_det, was_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(int(threads))
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(was_det)
-        torch.set_num_threads(was_threads)
-
-
-# ------------------------------------------------------------------------------------------ batching
-
-def _pad(rows: Sequence[Sequence[int]], value: int, width: int | None = None) -> torch.Tensor:
-    width = width or max(len(r) for r in rows)
-    a = np.full((len(rows), width), value, dtype=np.int64)
-    for i, r in enumerate(rows):
-        a[i, :len(r)] = r
-    return torch.from_numpy(a)
-
-
-def _collate(examples: Sequence[dict], pad_id: int, keys: Sequence[str], width: int | None = None) -> dict:
-    """Right-padded tensors of a batch: input ids (pad id), other id rows (0), attention mask; ``width``: pad to
-    that many positions (default: the longest example)."""
-    batch = {"input_ids": _pad([e["input_ids"] for e in examples], pad_id, width)}
-    for k in keys:
-        if k != "input_ids":
-            batch[k] = _pad([e[k] for e in examples], 0, width)
-    lens = np.array([len(e["input_ids"]) for e in examples])
-    width = batch["input_ids"].shape[1]
-    batch["attention_mask"] = torch.from_numpy((np.arange(width)[None, :] < lens[:, None]).astype(np.int64))
-    return batch
-
-
-def _model_keys(enc) -> list[str]:
-    return [k for k in ("input_ids", "token_type_ids") if k in enc]
-
-
-# ------------------------------------------------------------------------------------------ training
-
-def epoch_batches(lengths: Sequence[int], batch_size: int, group: int, rng: np.random.Generator) -> list:
-    """One epoch's batches of example indices: a seeded permutation, cut into groups of ``group`` batches;
-    inside a group the examples are sorted by length (longest first, stable) and cut into batches; then the
-    batch order is shuffled. Every example appears once; batches hold examples of similar length, so
-    dynamic padding wastes little. ``group=1`` gives plain consecutive batches of the permutation."""
-    order = rng.permutation(len(lengths))
-    if group <= 1:
-        return [order[a:a + batch_size] for a in range(0, len(order), batch_size)]
-    batches, span = [], group * batch_size
-    for a in range(0, len(order), span):
-        chunk = sorted(order[a:a + span], key=lambda i: -lengths[i])
-        batches += [np.asarray(chunk[b:b + batch_size]) for b in range(0, len(chunk), batch_size)]
-    return [batches[k] for k in rng.permutation(len(batches))]
-
-
-def train_loop(model: _Head, examples: Sequence[dict], targets: Sequence, recipe: Mapping, *, pad_id: int,
-               keys: Sequence[str], token_level: bool, progress: bool = True, desc: str = "finetune") -> dict:
-    """Train ``model`` in place; returns ``{loss, epoch_of_step, lr, steps, seconds}``.
-
-    ``targets``: one class index per example (item-level) or one list per example aligned with its
-    input ids, :data:`IGNORE_INDEX` on unlabelled sub-words (token-level)."""
-    from transformers import get_linear_schedule_with_warmup
-
-    from ..progress import plain_mode, progress_bar
-
-    n = len(examples)
-    if n == 0:
-        raise FinetuneError("finetune: no train items")
-    bs, epochs = recipe["batch_size"], recipe["epochs"]
-    steps_per_epoch = -(-n // bs)
-    total = steps_per_epoch * epochs
-    no_decay = [p for name, p in model.named_parameters() if p.ndim < 2 or "norm" in name.lower()]
-    ids_nd = {id(p) for p in no_decay}
-    decay = [p for p in model.parameters() if id(p) not in ids_nd]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=recipe["learning_rate"], betas=tuple(recipe["adam_betas"]), eps=recipe["adam_eps"],
-                            fused=True)   # one fused kernel per step: 5x faster on CPU than the per-tensor loop
-    sched = get_linear_schedule_with_warmup(opt, int(round(recipe["warmup_ratio"] * total)), total)
-    rng = np.random.default_rng(recipe["seed"])
-    torch.manual_seed(recipe["seed"])
-    loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX)
-    history, epoch_of, lrs = [], [], []
-    model.train()
-    t0 = time.perf_counter()
-    nested = not plain_mode()
-    ebar = progress_bar(epochs, f"{desc}: epochs", progress) if nested else None
-    sbar = None if nested else progress_bar(total, f"{desc}: steps", progress)
-    for epoch in range(epochs):
-        batches = epoch_batches([len(e["input_ids"]) for e in examples], bs, recipe["length_grouping"], rng)
-        if nested:
-            sbar = progress_bar(steps_per_epoch, f"{desc}: epoch {epoch + 1}/{epochs} steps", progress)
-        for s in range(steps_per_epoch):
-            idx = batches[s]
-            batch = _collate([examples[i] for i in idx], pad_id, keys)
-            logits = model(batch)
-            if token_level:
-                y = _pad([targets[i] for i in idx], IGNORE_INDEX)
-                loss = loss_fn(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-            else:
-                y = torch.tensor([targets[i] for i in idx], dtype=torch.long)
-                loss = loss_fn(logits, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if recipe["max_grad_norm"]:
-                nn.utils.clip_grad_norm_(model.parameters(), recipe["max_grad_norm"])
-            lrs.append(float(sched.get_last_lr()[0]))
-            opt.step()
-            sched.step()
-            history.append(float(loss.detach()))
-            epoch_of.append(epoch + 1)
-            sbar.set_postfix_str(f"epoch {epoch + 1}/{epochs}, loss {history[-1]:.4f}", refresh=False)
-            sbar.update(1)
-        if nested:
-            sbar.close()
-            ebar.set_postfix_str(f"mean loss {np.mean(history[-steps_per_epoch:]):.4f}", refresh=False)
-            ebar.update(1)
-    (ebar if nested else sbar).close()
-    model.eval()
-    return {"loss": history, "epoch_of_step": epoch_of, "lr": lrs, "steps": total,
-            "steps_per_epoch": steps_per_epoch, "seconds": round(time.perf_counter() - t0, 3)}
-
+# ------------------------------------------------------------------------------------------ prediction
 
 def _predict_logits(model: _Head, examples: Sequence[dict], batch_size: int, pad_id: int, keys,
                     progress: bool, desc: str) -> list[torch.Tensor]:
@@ -354,196 +166,6 @@ def _predict_logits(model: _Head, examples: Sequence[dict], batch_size: int, pad
     space = calls.CallSpace(identity, "finetune.logits", {"batch": [batch_size, calls.WIDTH],
                                                           "threads": torch.get_num_threads()})
     return [torch.from_numpy(np.asarray(v["logits"], dtype=np.float32)) for v in space.answer(rows, compute)]
-
-
-# ------------------------------------------------------------------------------------------ cache
-
-def cache_root() -> Path:
-    """``$ATLAS_FINETUNE_CACHE_DIR`` when set, else ``<atlas cache dir>/finetune`` (read at each use)."""
-    explicit = os.environ.get(CACHE_ENV, "").strip()
-    return Path(explicit).expanduser() if explicit else sources.cache_dir() / "finetune"
-
-
-def _sha256_json(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                                     default=str).encode("utf-8")).hexdigest()
-
-
-def code_sha256() -> str:
-    """sha256 of the source of everything that decides the trained weights (heads, their init, input
-    encoding, batching, the training loop, the deterministic set-up): a change there trains anew; a
-    change to prediction or page code does not."""
-    import inspect
-
-    parts = [_init_linear, _Head, SequenceHead, TokenHead, deterministic, _pad, _collate, _model_keys,
-             epoch_batches, train_loop, _encode_texts, _word_examples]
-    return hashlib.sha256("\n".join(inspect.getsource(f) for f in parts).encode("utf-8")).hexdigest()
-
-
-def key_fields(adapter, task: str, recipe: Mapping, labels: Sequence[str], train_ids: Sequence[str],
-               train_inputs, train_targets, data_sha256: Mapping | None) -> dict:
-    """Everything that decides the trained weights (see the module docstring)."""
-    info = dict(getattr(adapter, "info", {}) or {})
-    return {
-        "format": FORMAT, "task": task,
-        "encoder": {"profile": info.get("profile"), "source": info.get("source"), "location": info.get("location"),
-                    "revision": info.get("revision"), "model_class": info.get("model_class"),
-                    "add_prefix_space": info.get("add_prefix_space")},
-        "recipe": dict(recipe), "labels": list(labels),
-        "train_item_ids_sha256": _sha256_json(list(train_ids)), "n_train": len(train_ids),
-        "train_data_sha256": _sha256_json({"inputs": train_inputs, "targets": train_targets}),
-        "data_sha256": dict(data_sha256 or {}),
-        "versions": versions(), "code_sha256": code_sha256(),
-    }
-
-
-class WeightCache:
-    """One content key's folder: ``model.safetensors`` + ``meta.json`` (+ ``key.json`` for readers).
-
-    ``meta.json`` carries ``weights_sha256``, the sha256 of ``model.safetensors`` as written; :meth:`load`
-    checks it before using the weights, so a file changed after it was written (a flipped bit, a truncated
-    copy) is never loaded: it is reported in :attr:`corrupt` and trained again."""
-
-    def __init__(self, fields: dict):
-        self.fields = fields
-        self.enabled = bool(fields["encoder"].get("revision"))
-        self.key = _sha256_json(fields)
-        self.path = cache_root() / self.key
-        self.corrupt: str | None = None   # why the stored entry was refused, after a failed load
-        self.unwritable: str | None = None  # why trained weights could not be stored (the run goes on)
-
-    def exists(self) -> bool:
-        return self.enabled and (self.path / "model.safetensors").is_file() and (self.path / "meta.json").is_file()
-
-    def load(self, model: nn.Module) -> dict | None:
-        """Load the stored weights into ``model`` and return the stored training record; None when there is
-        no entry, or when the entry fails its checks (unreadable meta, weights whose sha256 is not the one
-        recorded, tensors that do not fit ``model``): then :attr:`corrupt` says why and ``model`` is untouched."""
-        self.corrupt = None
-        if not self.exists():
-            return None
-        from safetensors.torch import load as load_bytes
-
-        try:
-            meta = json.loads((self.path / "meta.json").read_text(encoding="utf-8"))
-            data = (self.path / "model.safetensors").read_bytes()
-        except (OSError, ValueError) as exc:
-            self.corrupt = f"unreadable entry ({type(exc).__name__}: {exc})"
-            return None
-        expected = meta.get("weights_sha256") if isinstance(meta, dict) else None
-        actual = hashlib.sha256(data).hexdigest()
-        if not expected:
-            self.corrupt = "meta.json records no weights_sha256"
-            return None
-        if actual != expected:
-            self.corrupt = f"model.safetensors has sha256 {actual[:16]}…, its meta.json records {expected[:16]}…"
-            return None
-        try:
-            state = load_bytes(data)
-            missing, unexpected = model.state_dict().keys() - state.keys(), state.keys() - model.state_dict().keys()
-            if missing or unexpected:
-                raise ValueError(f"tensors missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}")
-            model.load_state_dict(state, strict=True)
-        except Exception as exc:  # a checksum-valid file that does not fit the model
-            self.corrupt = f"weights do not fit the model ({type(exc).__name__}: {str(exc)[:200]})"
-            return None
-        model.eval()
-        return meta
-
-    def save(self, model: nn.Module, meta: dict) -> dict:
-        """Store ``model``'s weights and ``meta`` (with the weights' sha256 added, which is also returned in
-        the meta) atomically: written to a temporary folder, then renamed into place."""
-        from safetensors.torch import save as save_bytes
-
-        state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
-        data = save_bytes(state)
-        meta = {**meta, "weights_sha256": hashlib.sha256(data).hexdigest()}
-        if not self.enabled:
-            return meta
-        try:
-            self._write(data, meta)
-        except OSError as exc:  # a cache that cannot be written costs the next run its training, never this run
-            import warnings
-
-            self.unwritable = f"{type(exc).__name__}: {exc.strerror or exc}"
-            warnings.warn(f"fine-tune weight cache {self.path.parent}: the trained weights cannot be stored "
-                          f"({self.unwritable}); this run uses them, the next one trains again", RuntimeWarning,
-                          stacklevel=3)
-        return meta
-
-    def _write(self, data: bytes, meta: dict) -> None:
-        root = self.path.parent
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{self.key[:12]}."))
-        try:
-            (tmp / "model.safetensors").write_bytes(data)
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str), encoding="utf-8")
-            (tmp / "key.json").write_text(json.dumps(self.fields, indent=1, default=str), encoding="utf-8")
-            old = None
-            if self.path.exists():       # retrain or a corrupt entry: move the old entry aside, then swap
-                old = root / f".{self.key[:12]}.old.{os.getpid()}"
-                os.replace(self.path, old)
-            os.replace(tmp, self.path)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-
-    @contextlib.contextmanager
-    def lock(self):
-        """An exclusive lock on ``<key>.lock`` (POSIX flock; a no-op where unavailable or disabled)."""
-        if not self.enabled:
-            yield
-            return
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - non-POSIX
-            yield
-            return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(self.path.parent / f"{self.key}.lock", "a+")
-        except OSError:  # a cache that cannot be written: no lock to take (save() says what is lost)
-            yield
-            return
-        with fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _train_or_load(model: _Head, fields: dict, recipe: dict, retrain: bool, train_fn) -> tuple[dict, dict]:
-    """``(training record, cache info)``: load the weights for ``fields`` or train (and store) them. An entry
-    that fails its checks (:meth:`WeightCache.load`) is trained again and replaced; ``info["corrupt"]`` says
-    why, and a warning says so where the run is shown."""
-    import warnings
-
-    from ..phases import phase
-
-    cache = WeightCache(fields)
-    asked = time.time()
-    with cache.lock():
-        meta = None
-        if cache.exists():
-            fresh = (cache.path / "meta.json").stat().st_mtime >= asked   # trained by another run meanwhile
-            if not retrain or fresh:
-                with phase("loading"):
-                    meta = cache.load(model)
-        hit = meta is not None
-        if cache.corrupt:
-            warnings.warn(f"fine-tune weight cache {cache.path}: {cache.corrupt}; the entry is not used, the "
-                          "weights are trained again and replace it", RuntimeWarning, stacklevel=3)
-        if not hit:
-            meta = cache.save(model, train_fn())
-    info = {"key": cache.key, "enabled": cache.enabled, "hit": hit, "retrain_requested": bool(retrain),
-            "dir": str(cache.path) if cache.enabled else None, "corrupt": cache.corrupt,
-            "unwritable": cache.unwritable,
-            "weights_sha256": meta.get("weights_sha256"),
-            "note": None if cache.enabled else "encoder without a pinned revision: weights not cached"}
-    return meta, info
 
 
 def weights_identity(cache_info: Mapping) -> dict | None:
@@ -723,49 +345,6 @@ def predict_tokens(adapter, model: "TokenHead", test_words, tags: Sequence[str],
     return [repair_iob2(p) for p in per_sentence]
 
 
-def _encode_texts(tok, texts, max_length: int):
-    """Token ids of each text, truncated at ``max_length``; ``(rows, model input keys, n truncated)``. One
-    tokeniser call over all texts; only the texts that turn out too long are encoded again, truncated."""
-    texts = list(texts)
-    enc = tok(texts, truncation=False, verbose=False)
-    keys = _model_keys(enc)
-    rows = [{k: list(enc[k][i]) for k in keys} for i in range(len(texts))]
-    long = [i for i, r in enumerate(rows) if len(r["input_ids"]) > max_length]
-    if long:
-        cut = tok([texts[i] for i in long], truncation=True, max_length=max_length, verbose=False)
-        for j, i in enumerate(long):
-            rows[i] = {k: list(cut[k][j]) for k in keys}
-    return rows, keys, len(long)
-
-
-def _word_examples(adapter, sentences, tags=None, label_index=None):
-    """Chunks of whole words that fit ``max_length`` (the adapter's rule) → encoded examples, with the
-    first-sub-word targets when ``tags`` are given. Returns ``(examples, targets, segments, keys)``. One
-    tokeniser call over all chunks."""
-    sentences, segs = adapter._segments(sentences)
-    tok = adapter.tokenizer
-    examples, targets = [], []
-    enc = tok([list(s[3]) for s in segs], is_split_into_words=True, truncation=False, verbose=False) if segs else None
-    keys = _model_keys(enc) if enc is not None else ["input_ids"]
-    for j, (i, a, b, words, _) in enumerate(segs):
-        examples.append({k: list(enc[k][j]) for k in keys})
-        wids = enc.word_ids(j)
-        firsts = {}
-        for t, w in enumerate(wids):
-            if w is not None and w not in firsts:
-                firsts[w] = t
-        if len(firsts) != b - a:
-            raise FinetuneError(f"finetune: sentence {i} words {a}-{b}: {len(firsts)} words found in the "
-                                f"encoding, expected {b - a}")
-        examples[-1]["_first"] = [firsts[w] for w in range(b - a)]
-        if tags is not None:
-            y = [IGNORE_INDEX] * len(wids)
-            for w in range(b - a):
-                y[firsts[w]] = label_index[tags[i][a + w]]
-            targets.append(y)
-    return examples, targets, segs, keys
-
-
 def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, test_words, tags: Sequence[str],
                     recipe: Mapping, *, data_sha256: Mapping | None = None, retrain: bool = False,
                     progress: bool = True) -> dict:
@@ -836,93 +415,3 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
             runs.append({"seed": seed, "tags": out_tags, "details": details, "model": model})
             del model
     return _with_seed_runs(runs)
-
-
-# ------------------------------------------------------------------------------------------ pages
-
-def section_markdown(details: Mapping, unit: str = "items") -> str:
-    """The run page's fine-tuning section heading and paragraph, every number from ``details``."""
-    rec, tr = details["recipe"], details.get("training") or {}
-    n = details.get("n_train_items", tr.get("n_train_examples"))
-    how = (f"trained in this run in {tr.get('seconds'):.0f} s" if details.get("trained_here") else
-           f"loaded from the weight cache (trained earlier in {tr.get('seconds'):.0f} s with the same recipe, "
-           "encoder revision and train items)")
-    corrupt = (details.get("weight_cache") or {}).get("corrupt")
-    if corrupt:
-        how += f" (the cached weights for this key failed their check, {corrupt}, so they were trained again)"
-    loss = tr.get("loss") or []
-    per_epoch = ""
-    if loss:
-        ep = np.asarray(tr["epoch_of_step"])
-        means = [float(np.mean(np.asarray(loss)[ep == e])) for e in np.unique(ep)]
-        per_epoch = " Mean train loss per epoch: " + ", ".join(f"{m:.3f}" for m in means) + "."
-    seed = details.get("seed", rec.get("seed"))
-    runs = details.get("seed_runs") or []
-    seeds_text = ""
-    if len(runs) > 1:
-        here = sum(1 for r in runs if r.get("trained_here"))
-        secs = sum(float(r.get("seconds") or 0) for r in runs if r.get("trained_here"))
-        seeds_text = (f" The recipe declares {len(runs)} training seeds ({', '.join(str(r['seed']) for r in runs)}): "
-                      f"one model per seed, each from the pretrained encoder; {here} of them trained in this run"
-                      + (f" ({secs:.0f} s in all)" if here else "") + f", {len(runs) - here} loaded from the weight "
-                      f"cache. The metrics are the mean over the {len(runs)} models; the error tables, plots and "
-                      f"per-item table below show the model of seed {seed}.")
-    return (f"### Fine-tuning\n\nThe encoder and a new linear head were trained together on the {n} train "
-            f"{unit} only, for {rec['epochs']} epochs of {tr.get('steps_per_epoch')} steps ({rec['batch_size']} "
-            f"{unit} per step, learning rate {rec['learning_rate']:g} with {rec['warmup_ratio']:.0%} warm-up, "
-            f"seed {seed}). Validation: {rec['validation']}. The weights of seed {seed} were {how}.{per_epoch}"
-            f"{seeds_text}")
-
-
-def recipe_table(details: Mapping):
-    """The recipe as a two-column frame (setting, value) with what each setting means, plus the run's
-    training facts (train examples, steps, seconds, cache) — for the run page."""
-    import pandas as pd
-
-    rec = details["recipe"]
-    def show(v):
-        return json.dumps(v) if isinstance(v, (list, dict)) else (f"{v:g}" if isinstance(v, float) else str(v))
-
-    rows = [{"setting": k, "value": show(rec[k]),
-             "meaning": RECIPE_KEYS.get(k, "")} for k in RECIPE_KEYS]
-    tr = details.get("training") or {}
-    cache = details.get("weight_cache") or {}
-    rows += [
-        {"setting": "train examples", "value": show(tr.get("n_train_examples")), "meaning": "inputs per epoch"},
-        {"setting": "steps", "value": show(tr.get("steps")), "meaning": "optimizer steps in all"},
-        {"setting": "training seconds", "value": show(tr.get("seconds")),
-         "meaning": "wall time of training " + ("in this run" if details.get("trained_here") else
-                                                "when the cached weights were trained")},
-        {"setting": "weights", "value": "trained in this run" if details.get("trained_here") else "loaded from cache",
-         "meaning": (f"content key {cache.get('key')}" if cache.get("enabled")  # whole: a page never cuts it
-                     else (cache.get("note") or ""))},
-        {"setting": "torch / transformers", "value": " / ".join(str(v) for v in details["versions"].values()),
-         "meaning": "library versions"},
-    ]
-    return pd.DataFrame(rows).set_index("setting")
-
-
-def plot_loss(details: Mapping, title: str = ""):
-    """Training loss per step (thin) and its mean per epoch (markers), with epoch boundaries."""
-    import matplotlib.pyplot as plt
-
-    tr = details["training"]
-    loss = np.asarray(tr["loss"], dtype=float)
-    epochs = np.asarray(tr["epoch_of_step"], dtype=int)
-    steps = np.arange(1, len(loss) + 1)
-    fig, ax = plt.subplots(figsize=(6.4, 2.8))
-    ax.plot(steps, loss, color="#8fb3d9", lw=1, label="loss per step")
-    for e in np.unique(epochs):
-        sel = epochs == e
-        ax.plot([steps[sel].mean()], [loss[sel].mean()], "o", color="#1f3b73",
-                label="mean per epoch" if e == epochs.min() else None)
-        if e != epochs.max():
-            ax.axvline(steps[sel].max() + 0.5, color="#bbbbbb", lw=0.8, ls=":")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("cross-entropy (train)")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="upper right")
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    return fig

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from atlaslib.models import Profile, get_profile, load_adapter
-from atlaslib.models import calls
+from atlaslib.models import calls, hf
 from tests import tiny_models as tm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -186,9 +186,23 @@ def test_adapter_identity_holds_every_part(models, store):
     ident = ad.call_identity()
     assert ident["revision"] == get_profile(str(models["encoder"])).revision
     assert ident["model_class"] == "BertModel" and ident["dtype"] == "float32" and ident["device"] == "cpu"
-    assert ident["code"] == calls.code_digest(sys.modules[type(ad).__module__].__file__)
+    assert ident["code"] == calls.digest([calls.code_digest(f) for f in hf.CODE_FILES])
     assert set(ident["versions"]) == {"torch", "transformers", "tokenizers"}
     assert all(ident["versions"].values())
+
+
+def test_every_hf_adapter_is_keyed_by_the_code_of_the_three_hf_modules(models, store, monkeypatch):
+    """The adapters stand in three modules (:mod:`atlaslib.models.hf`, the shared base, and its families
+    :mod:`~atlaslib.models.hf_options` and :mod:`~atlaslib.models.hf_words`) and hold one code digest, of all three
+    (so the adapters of a model share the store's entries): a change to any module changes every identity."""
+    from atlaslib.models import hf_options, hf_words
+
+    ads = [load_adapter(str(models["encoder"]), c, progress=False) for c in ("embed.text.pooled", "embed.text.tokens")]
+    before, real = {ad.call_identity()["code"] for ad in ads}, calls.code_digest
+    assert len(before) == 1 and sorted(hf.CODE_FILES) == sorted(m.__file__ for m in (hf, hf_options, hf_words))
+    for module in (hf, hf_options, hf_words):
+        monkeypatch.setattr(calls, "code_digest", lambda f, m=module: "0" * 64 if f == m.__file__ else real(f))
+        assert all(ad.call_identity()["code"] not in before for ad in ads), module.__name__
 
 
 def _variant_adapters(models, monkeypatch):

@@ -11,7 +11,10 @@ import pytest
 import torch
 
 from atlaslib import models, results
+from atlaslib.pages import finetune as ft_page
 from atlaslib.protocols import finetune as ft
+from atlaslib.protocols import finetune_cache as ft_cache
+from atlaslib.protocols import finetune_training as ft_train
 from tests.tiny_models import tiny_encoder
 
 RECIPE = {
@@ -42,7 +45,7 @@ def encoder_dir(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def weight_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv(ft.CACHE_ENV, str(tmp_path / "ftcache"))
+    monkeypatch.setenv(ft_cache.CACHE_ENV, str(tmp_path / "ftcache"))
     monkeypatch.delenv(ft.RETRAIN_ENV, raising=False)
     monkeypatch.setenv("ATLAS_PROGRESS", "off")
     return tmp_path / "ftcache"
@@ -61,24 +64,24 @@ def state(out) -> dict:
 
 
 def test_check_recipe_names_the_bad_key():
-    with pytest.raises(ft.FinetuneError, match="missing key.*'seeds'"):
+    with pytest.raises(ft_train.FinetuneError, match="missing key.*'seeds'"):
         ft.check_recipe({k: v for k, v in RECIPE.items() if k != "seeds"})
     for bad in ([], [3, 3], [1, -2], 7):
-        with pytest.raises(ft.FinetuneError, match="'seeds': expected a non-empty list of distinct"):
+        with pytest.raises(ft_train.FinetuneError, match="'seeds': expected a non-empty list of distinct"):
             ft.check_recipe({**RECIPE, "seeds": bad})
-    with pytest.raises(ft.FinetuneError, match="unknown key.*'patience'"):
+    with pytest.raises(ft_train.FinetuneError, match="unknown key.*'patience'"):
         ft.check_recipe({**RECIPE, "patience": 3})
-    with pytest.raises(ft.FinetuneError, match="'epochs'.*positive integer"):
+    with pytest.raises(ft_train.FinetuneError, match="'epochs'.*positive integer"):
         ft.check_recipe({**RECIPE, "epochs": 0})
 
 
 def test_epoch_batches_cover_every_item_once_and_group_by_length():
     lengths = [5, 40, 7, 38, 6, 41, 8, 39, 9, 37, 4]
     rng = np.random.default_rng(3)
-    plain = ft.epoch_batches(lengths, 4, 1, np.random.default_rng(3))
+    plain = ft_train.epoch_batches(lengths, 4, 1, np.random.default_rng(3))
     perm = rng.permutation(len(lengths))
     assert [list(b) for b in plain] == [list(perm[:4]), list(perm[4:8]), list(perm[8:])]
-    grouped = ft.epoch_batches(lengths, 2, 6, np.random.default_rng(3))     # one group: sorted, then shuffled
+    grouped = ft_train.epoch_batches(lengths, 2, 6, np.random.default_rng(3))  # one group: sorted, then shuffled
     assert sorted(i for b in grouped for i in b) == list(range(len(lengths))) and len(grouped) == 6
     assert sorted(sorted(lengths[i] for i in b) for b in grouped) == [
         [4], [5, 6], [7, 8], [9, 37], [38, 39], [40, 41]]
@@ -100,8 +103,8 @@ def test_sequence_head_learns_a_separable_set_and_maps_labels(encoder_dir, label
 def test_a_recipe_longer_than_the_encoders_positions_is_one_clear_error(encoder_dir):
     ad = models.load_adapter(encoder_dir, "embed.text.pooled", embed_cache=False, progress=False)
     limit = ad.model.config.max_position_embeddings
-    with pytest.raises(ft.FinetuneError, match=f"max_length is {limit + 1} sub-words, but this encoder has "
-                                               f"{limit} positions"):
+    with pytest.raises(ft_train.FinetuneError, match=f"max_length is {limit + 1} sub-words, but this encoder has "
+                                                     f"{limit} positions"):
         run_seq(encoder_dir, recipe={**RECIPE, "max_length": limit + 1})
 
 
@@ -134,7 +137,7 @@ def test_same_seed_is_bit_identical_and_five_seeds_are_five_models(encoder_dir, 
     # the cache serves each seed by its own key: a list with one new seed trains only that one
     more, _ = run_seq(encoder_dir, recipe={**RECIPE, "seeds": [7, 12]})
     assert [r["details"]["weight_cache"]["hit"] for r in more["seed_runs"]] == [True, False]
-    assert "2 training seeds (7, 12)" in ft.section_markdown(more["details"])
+    assert "2 training seeds (7, 12)" in ft_page.section_markdown(more["details"])
 
 
 def test_weight_cache_hits_unchanged_and_misses_on_recipe_or_train_ids(encoder_dir, weight_cache, monkeypatch):
@@ -152,11 +155,11 @@ def test_weight_cache_hits_unchanged_and_misses_on_recipe_or_train_ids(encoder_d
     assert cache["key"] == first["details"]["weight_cache"]["key"]
     assert np.array_equal(again["proba"], first["proba"])
     assert again["details"]["training"]["loss"] == first["details"]["training"]["loss"]   # the record comes along
-    assert "trained in this run" in ft.section_markdown(first["details"])
-    assert "loaded from the weight cache" in ft.section_markdown(again["details"])
-    table = ft.recipe_table(again["details"])
+    assert "trained in this run" in ft_page.section_markdown(first["details"])
+    assert "loaded from the weight cache" in ft_page.section_markdown(again["details"])
+    table = ft_page.recipe_table(again["details"])
     assert set(ft.RECIPE_KEYS) <= set(table.index) and table.loc["weights", "value"] == "loaded from cache"
-    fig = ft.plot_loss(again["details"])
+    fig = ft_page.plot_loss(again["details"])
     assert list(fig.axes[0].lines[0].get_ydata()) == again["details"]["training"]["loss"]
     other_recipe, _ = run_seq(encoder_dir, recipe={**RECIPE, "learning_rate": 1e-3})
     ids = [f"toy-{i:03d}" for i in range(31)] + ["toy-999"]
@@ -193,7 +196,7 @@ def test_case24_08_a_corrupt_cached_weights_file_is_trained_again_and_said(encod
         cache = again["details"]["weight_cache"]
         assert again["details"]["trained_here"] and not cache["hit"]
         assert "sha256" in cache["corrupt"] and cache["key"] == info["key"]
-        assert "failed their check" in ft.section_markdown(again["details"])
+        assert "failed their check" in ft_page.section_markdown(again["details"])
         assert np.array_equal(again["proba"], first["proba"])          # the same seed trains the same weights
         assert hashlib.sha256(weights.read_bytes()).hexdigest() == info["weights_sha256"] == cache["weights_sha256"]
         repaired, _ = run_seq(encoder_dir)
@@ -207,7 +210,7 @@ def test_a_weight_cache_that_cannot_be_written_costs_the_cache_never_the_run(enc
     first, _ = run_seq(encoder_dir)
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder", encoding="utf-8")
-    monkeypatch.setenv(ft.CACHE_ENV, str(blocked))
+    monkeypatch.setenv(ft_cache.CACHE_ENV, str(blocked))
     with pytest.warns(RuntimeWarning, match="cannot be stored .*this run uses them, the next one trains again"):
         out, _ = run_seq(encoder_dir)
     cache = out["details"]["weight_cache"]
@@ -223,12 +226,12 @@ def test_token_targets_sit_on_first_subwords_and_long_sentences_are_chunked(enco
     # "pneumonia" is not in the tiny vocabulary: it splits into several sub-words
     assert len(tok.tokenize("pneumonia")) > 1
     words = [["no", "pneumonia", "fever"]]
-    ex, targets, segs, keys = ft._word_examples(ad, words, [["O", "B-problem", "B-problem"]],
-                                                {t: k for k, t in enumerate(tags)})
+    ex, targets, segs, keys = ft_train._word_examples(ad, words, [["O", "B-problem", "B-problem"]],
+                                                      {t: k for k, t in enumerate(tags)})
     n_sub = len(tok.tokenize("pneumonia"))
     # 3 words are 2 + n_sub sub-words, more than the 10 that max_length 12 leaves beside CLS and SEP: two chunks
     assert n_sub == 9 and len(ex) == 2 and [s[1:3] for s in segs] == [(0, 2), (2, 3)]
-    ig = ft.IGNORE_INDEX      # [CLS] no p ##n ##e ... [SEP] | [CLS] fever [SEP]: a label on each first sub-word
+    ig = ft_train.IGNORE_INDEX  # [CLS] no p ##n ##e ... [SEP] | [CLS] fever [SEP]: a label on each first sub-word
     assert targets == [[ig, 0, 1] + [ig] * (n_sub - 1) + [ig], [ig, 1, ig]]
     assert ex[0]["input_ids"][0] == tok.cls_token_id and ex[0]["input_ids"][-1] == tok.sep_token_id
     assert ex[0]["_first"] == [1, 2] and ex[1]["_first"] == [1]
@@ -251,7 +254,7 @@ def test_token_finetune_tags_every_word_and_learns_a_separable_set(encoder_dir):
     assert out["details"]["word_label"] == "first sub-word" and out["details"]["n_train_items"] == 32
     # a variant run: the trained model on other sentences, nothing trained; on the same ones, the same tags
     assert ft.predict_tokens(ad, out["model"], words[:12], tags, recipe) == out["tags"]
-    with pytest.raises(ft.FinetuneError, match="max_length is 32, the recipe's 16"):
+    with pytest.raises(ft_train.FinetuneError, match="max_length is 32, the recipe's 16"):
         ft.finetune_tokens(ad, ids, words, gold, words, tags, {**RECIPE, "max_length": 16})
 
 

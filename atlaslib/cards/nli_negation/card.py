@@ -61,8 +61,8 @@ CASE_SETS = {
         findings=("condition alpha", "condition beta", "condition gamma", "condition delta", "condition epsilon")),
 }
 #: The prompt a causal LM answers by scoring one option per label (``predict.nli`` of
-#: :class:`atlaslib.models.hf.OptionNli`): lm-evaluation-harness's ANLI / RTE wording, "True, False, or Neither?",
-#: options with their leading space. A new wording is a new variant (or a new set version), never an edit.
+#: :class:`atlaslib.models.hf_options.OptionNli`): lm-evaluation-harness's ANLI / RTE wording, "True, False, or
+#: Neither?", options with their leading space. A new wording is a new variant (or a new set version), never an edit.
 NLI_PROMPTS = PromptSet("nli-negation-options-v1", {
     "card": OptionPrompt("card", "{premise}\nQuestion: {hypothesis} True, False, or Neither?\nAnswer:",
                          ((" True", "entailment"), (" Neither", "neutral"), (" False", "contradiction"))),
