@@ -35,7 +35,7 @@ from _common import REPO, print_machine, use_data_dir  # noqa: E402
 
 def comparisons_time(results_dir: Path, runs_dir: Path, out: Path) -> tuple[float, int]:
     from atlaslib import results
-    from atlaslib.book import leaderboard_markdown
+    from atlaslib.pages.card_pages import leaderboard_markdown
     from atlaslib.cards import available_cards
     from atlaslib.pages import comparisons
 

@@ -42,7 +42,7 @@ from scipy.stats import beta
 
 from atlaslib import book, results
 from atlaslib.cards import available_cards, get_card
-from atlaslib.pages import departures
+from atlaslib.pages import card_pages, departures
 from tests.books import BUILD_TIMEOUT
 from tests.test_prose_numbers import render_without_lessons
 
@@ -271,8 +271,8 @@ def check_ties_explained(src: Path, cells) -> list[str]:
                 pairs += 1
                 if not (abs(r["ci_low"]) < 5e-7 or abs(r["ci_high"]) < 5e-7):
                     continue
-                ties, n = book.tied_resamples(comp, r["model_a"], r["model_b"], card.metrics[0])
-                if ties / n >= book.TIE_SHARE and f"{ties:,} of the {n:,} resamples" not in page:
+                ties, n = card_pages.tied_resamples(comp, r["model_a"], r["model_b"], card.metrics[0])
+                if ties / n >= card_pages.TIE_SHARE and f"{ties:,} of the {n:,} resamples" not in page:
                     out.append(f"{card.page}: {r['model_a']} − {r['model_b']} ends on 0 with {ties} tied resamples "
                                f"of {n}, and the page does not say so")
     return out if pairs else missing("a card page with a paired comparison")

@@ -52,11 +52,11 @@ def test_negex_split_departure_quotes_computed_counts(key):
 def test_a_model_page_shows_what_the_model_learnt_from_as_the_rows_notes_read_it(tmp_path):
     """The model page shows the profile's declared training data (what the contamination note reads) beside its
     training on a card's data: SmolLM2's page said 'trained on —' while each of its rows named web and code crawls."""
-    from atlaslib import book
     from atlaslib.cards import available_cards
     from atlaslib.models import get_profile
+    from atlaslib.pages.site import render_models
 
-    book.render_models(tmp_path, available_cards(), [])
+    render_models(tmp_path, available_cards(), [])
     page = (tmp_path / "book" / "models" / "smollm2-135m-instruct.md").read_text(encoding="utf-8")
     declared = get_profile("smollm2-135m-instruct").training_data
     assert "web-crawl" in declared

@@ -214,10 +214,11 @@ def test_dead_worker_is_retried_once_then_named_and_notebook_errors_are_not_retr
 def test_worker_lost_failures_are_rendered_as_failed_rows(tmp_path):
     """A run reported lost is a failure the book shows (and that fails the build), not a missing row."""
     from atlaslib.cards import get_card
+    from atlaslib.pages.card_pages import leaderboard_markdown
 
     lost = executor.WorkerLost(ENTAIL, 2, "KilledWorker: ...")
     card = get_card("nli_negation")
-    md = book.leaderboard_markdown(card, "builtin-v1", [], tmp_path, tmp_path, failed=[lost.request])
+    md = leaderboard_markdown(card, "builtin-v1", [], tmp_path, tmp_path, failed=[lost.request])
     text = md.replace("<wbr>", "")  # model names carry line-break hints in the table
     assert "| always-entailment | zero_shot | **failed**" in text
     assert isinstance(lost, RunFailed)  # book.build counts it with the other failures and exits non-zero

@@ -100,8 +100,9 @@ def test_case01_names_that_slug_alike_keep_their_own_folders_and_clashes_are_ref
     # the book gives each its own model page (a page used twice made "Jupyter Book build failed (0 warnings)")
     src = tmp_path / "src"
     from atlaslib.cards import available_cards
+    from atlaslib.pages.site import render_models
 
-    docs = book.render_models(src, available_cards(), results.read_cells(r, "negex"))
+    docs = render_models(src, available_cards(), results.read_cells(r, "negex"))
     assert len(docs) == len(set(docs))
     assert results.slug("majority!") != "majority"
     assert (src / "book" / "models" / f"{results.slug('majority!')}.md").read_text().startswith("# majority!\n")

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from atlaslib import book, results, runner
+from atlaslib.pages.site import render_models
 from atlaslib.runner import RunRequest
 from tests.external.test_score import atlas  # atlas(capsys, *args) -> (exit code, stdout, stderr), in-process
 from tests.test_faults_second_round import negex_ids, refused  # noqa: F401  (a fixture, and one line + exit code)
@@ -216,7 +217,7 @@ def test_case14_credentials_and_private_paths_of_profiles_stay_on_the_machine(tm
 
     # the models page of every build, and the publish build's redaction of private folders
     src = tmp_path / "site"
-    book.render_models(src, available_cards(), [])
+    render_models(src, available_cards(), [])
     pages = {p.name: p.read_text(encoding="utf-8") for p in (src / "book" / "models").glob("*.md")}
     assert "`http://127.0.0.1:18431/v1`" in pages["leaky.md"]
     assert not {n: s for n, t in pages.items() for s in SECRETS if s in t}

@@ -21,8 +21,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from atlaslib import runner
-from atlaslib.book import fmt_metric
 from atlaslib.models import load_profiles
+from atlaslib.pages.card_pages import fmt_metric
 from atlaslib.results import read_cell
 from tests.tiny_models import tiny_encoder
 

@@ -6,6 +6,7 @@ import pytest
 
 from atlaslib import book, cards, notebook, runner
 from atlaslib.cards import Card
+from atlaslib.pages.site import render_build_report
 
 PARAMS_CELL = "```{code-cell} python\n:tags: [parameters]\nmodel = 'm'\nprotocol = 'p'\nversion = 'v'\n" \
               "data_dir = None\nresult_path = None\nrun_key = None\n```\n"
@@ -132,7 +133,7 @@ def test_the_runs_of_a_second_build_come_from_the_run_cache(small_book, tmp_path
     assert [o.status for o in report.stories] == ["cached"]
     assert {f: f.read_bytes() for f in p.results.rglob("*.json")} == before   # nothing rewritten
     (tmp_path / "src" / "book").mkdir(parents=True)
-    book.render_build_report(tmp_path / "src", report)
+    render_build_report(tmp_path / "src", report)
     text = (tmp_path / "src/book/build_report.md").read_text()
     assert "| cached |" in text and "| ran |" not in text and "0 executed, 2 from the cache" in text
 

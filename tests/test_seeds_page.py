@@ -30,7 +30,7 @@ def seeded_cell(version, preds, y, keys, marks=()):
 
 
 def test_seeds_page_and_leaderboard_marks(tmp_path):
-    from atlaslib.book import leaderboard_markdown
+    from atlaslib.pages.card_pages import leaderboard_markdown
 
     card = get_card("negex")
     rng = np.random.default_rng(1)

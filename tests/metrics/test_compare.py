@@ -137,7 +137,7 @@ def test_rendered_leaderboard_markdown_without_a_browser(tmp_path):
     the majority baseline (precision undefined), a copy, and a not-run cell; the markdown and downloads."""
     import json
 
-    from atlaslib.book import leaderboard_markdown
+    from atlaslib.pages.card_pages import leaderboard_markdown
     from atlaslib.cards import get_card
     from atlaslib.metrics.report import binary_metrics, confusion_counts
     from atlaslib.pages import comparisons

@@ -183,7 +183,7 @@ def test_an_overlap_flagged_row_has_no_rank_anywhere(tmp_path):
     or P(rank 1), and the worked example of the metrics chapter is not about it."""
     import pandas as pd
 
-    from atlaslib.book import leaderboard_markdown
+    from atlaslib.pages.card_pages import leaderboard_markdown
     from atlaslib.pages import comparisons
 
     card = get_card("negex")
@@ -226,7 +226,7 @@ def test_speed_machine_contamination_and_memorisation_on_the_board(tmp_path):
     item (from the adapter's info["cost"] in the run's details or profile); all of it in the CSV/JSON too."""
     import pandas as pd
 
-    from atlaslib.book import leaderboard_markdown
+    from atlaslib.pages.card_pages import leaderboard_markdown
     from atlaslib.pages import comparisons, rowinfo
 
     card = get_card("negex")
@@ -284,7 +284,7 @@ def test_speed_machine_contamination_and_memorisation_on_the_board(tmp_path):
 
 
 def test_a_run_alone_in_its_band_is_not_given_a_rank_against_nobody(tmp_path):
-    from atlaslib.book import leaderboard_markdown
+    from atlaslib.pages.card_pages import leaderboard_markdown
 
     card = get_card("negex")
     _, cells = _cells()

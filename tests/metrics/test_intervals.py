@@ -70,7 +70,7 @@ def test_coverage_simulation_cluster_covers_item_undercovers():
 
 
 def test_undefined_metric_is_na_never_zero():
-    from atlaslib.book import fmt_metric
+    from atlaslib.pages.card_pages import fmt_metric
     from atlaslib.metrics.report import binary_metrics
 
     y = np.array([1, 0, 0, 1, 0, 0, 0, 0])
