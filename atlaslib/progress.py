@@ -88,7 +88,7 @@ class MatrixStatus:
         self.done: set[str] = set()
         self.measured_here = set(getattr(expected, "measured_here", self.expected))
         self._borrowed: list[tuple[float, float]] = []   # (expected, taken) of the runs done here on others' times
-        self._quickest: float | None = None               # the shortest run done here
+        self._ran: list[tuple[float, float]] = []        # (expected, taken) of every run executed here
         mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()
         self.off = mode in ("0", "off", "false", "no", "none")
         self.in_place = not self.off and mode != "plain" and bool(getattr(self.stream, "isatty", lambda: False)())
@@ -110,12 +110,14 @@ class MatrixStatus:
 
     def expect(self, label: str) -> float:
         """The seconds expected of ``label``: its own record as it is; another machine's time or an estimate
-        scaled (:meth:`scale`), but never below the quickest run done here (each run pays its kernel and imports,
-        which a warm store does not shorten); 0 when nothing is known."""
+        scaled (:meth:`scale`), but never below the quickest run done here that was expected to take no longer
+        (each run pays its kernel and imports, which a warm store does not shorten; a longer run's time is no
+        floor for a short one, and the longest runs go first); 0 when nothing is known."""
         seconds = self.expected.get(label, 0.0)
         if label in self.measured_here or not seconds:
             return seconds
-        return max(seconds * self.scale(), self._quickest or 0.0)
+        floor = min((t for e, t in self._ran if e <= seconds), default=0.0)
+        return max(seconds * self.scale(), floor)
 
     def remaining(self) -> float:
         """Expected seconds until every run is done: the work left (each running run's expected time less its
@@ -163,7 +165,7 @@ class MatrixStatus:
             t0 = self.running.pop(label, None)
             if ran and t0 is not None:
                 taken = self.clock() - t0
-                self._quickest = taken if self._quickest is None else min(self._quickest, taken)
+                self._ran.append((self.expected.get(label, 0.0), taken))
                 if label not in self.measured_here and self.expected.get(label, 0) > 0:
                     self._borrowed.append((self.expected[label], taken))
             self.done.add(label)

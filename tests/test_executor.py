@@ -427,9 +427,9 @@ def test_the_status_says_what_runs_for_how_long_and_when_the_matrix_should_end(m
 
 def test_times_not_measured_here_are_scaled_by_the_runs_done_here_and_the_line_says_so(monkeypatch):
     """a, b and e carry the reference build's times, c this machine's own record. a, expected 1,000 s, takes
-    100 s here (a warm store): b's 2,000 s count as 200 s, c's own 100 s as they are, and e's 50 s as 100 s (no
-    run is expected to be quicker than the quickest done here: each pays its kernel). By hand, one worker:
-    3,150 s before, 400 s after; a run served from the cache or failed says nothing of the machine's speed."""
+    100 s here (a warm store): b's 2,000 s count as 200 s, c's own 100 s as they are, and e's 50 s as 5 s (a's
+    100 s are no floor for a run expected shorter than a). By hand, one worker: 3,150 s before, 305 s after; a
+    run served from the cache or failed says nothing of the machine's speed."""
     from atlaslib.progress import Expected, MatrixStatus
 
     monkeypatch.setenv("ATLAS_PROGRESS", "plain")
@@ -442,8 +442,8 @@ def test_times_not_measured_here_are_scaled_by_the_runs_done_here_and_the_line_s
     assert status.end().endswith("(in ~52m30s by the reference build's times)")
     now[0] = 100.0
     status.finished("a", "[1/5] a: ran")
-    assert status.scale() == pytest.approx(0.1) and status.remaining() == pytest.approx(400.0)
-    assert lines[-1].endswith("(in ~6m40s by the reference build's times × 0.1, as 1 run here took)")
+    assert status.scale() == pytest.approx(0.1) and status.remaining() == pytest.approx(305.0)
+    assert lines[-1].endswith("(in ~5m05s by the reference build's times × 0.1, as 1 run here took)")
     status.started("d")
     status.finished("d", "[2/5] d: cached", ran=False)                  # served: not a measure of this machine
     status.started("b")
@@ -457,6 +457,34 @@ def test_times_not_measured_here_are_scaled_by_the_runs_done_here_and_the_line_s
     status.finished("e", "[4/5] e: ran")                                # 80 s for 50 expected: the scale moves
     assert status.scale() == pytest.approx(180 / 1050)
     assert lines[-1].endswith("(in ~1m40s)")                            # only c is left: its own record, unscaled
+    status.close()
+
+
+def test_no_short_run_is_expected_to_take_as_long_as_a_long_run_done_here(monkeypatch):
+    """The longest runs go first. Two warm long runs done (1,000 s and 800 s expected, 500 s and 450 s here:
+    scale 950/1,800) leave the short runs their scaled times (60 s → 31.7 s, 10 s → 5.3 s), never the long runs'
+    450 s; once the 60 s run took 40 s here, the 70 s run is expected at no less than that (70 × scale = 37.5 s
+    < 40 s), and the 10 s run still at its scaled time. By hand, one worker."""
+    from atlaslib.progress import Expected, MatrixStatus
+
+    monkeypatch.setenv("ATLAS_PROGRESS", "plain")
+    now, lines = [0.0], []
+    status = MatrixStatus(["a", "b", "s60", "s70", "s10"],
+                          Expected({"a": 1000.0, "b": 800.0, "s60": 60.0, "s70": 70.0, "s10": 10.0}, measured_here=()),
+                          workers=1, log=lines.append, clock=lambda: now[0], heartbeat=0)
+    for label, taken in (("a", 500.0), ("b", 450.0)):
+        status.started(label)
+        now[0] += taken
+        status.finished(label, f"{label}: ran")
+    scale = 950 / 1800
+    assert status.expect("s60") == pytest.approx(60 * scale) and status.expect("s10") == pytest.approx(10 * scale)
+    assert status.remaining() == pytest.approx(140 * scale)
+    status.started("s60")
+    now[0] += 40.0
+    status.finished("s60", "s60: ran")
+    scale = 990 / 1860
+    assert status.expect("s70") == pytest.approx(40.0) and 70 * scale < 40.0
+    assert status.expect("s10") == pytest.approx(10 * scale)
     status.close()
 
 
