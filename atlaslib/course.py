@@ -893,79 +893,38 @@ def confidence_by_group(frame: pd.DataFrame, group: str) -> pd.DataFrame:
     return t
 
 
-def reliability_table(y, p, bins: int = 10) -> pd.DataFrame:
-    """Equal-width bins of the forecast ``p`` over [0, 1] (scikit-learn's ``calibration_curve`` convention: a
-    forecast on an inner edge goes to the lower bin): per non-empty bin its items, mean forecast and observed
-    share of positives."""
-    y, p = np.asarray(y, dtype=float), np.asarray(p, dtype=float)
-    k = _bin_of(p, bins)
-    rows = []
-    for b in range(bins):
-        m = k == b
-        if m.any():
-            rows.append({"bin": f"{b / bins:.1f}–{(b + 1) / bins:.1f}",
-                         "items": int(m.sum()), "mean_forecast": float(p[m].mean()), "observed": float(y[m].mean())})
-    return pd.DataFrame(rows)
+#: the calibration lesson's bins: ten equal-width bins of the confidence over [0, 1], the textbook reliability
+#: diagram (:mod:`atlaslib.analysis.calibration` computes every ECE, diagram and decomposition; the atlas's own
+#: calibration pages use its equal-mass bins, which the lesson shows beside)
+BINNING = "width"
 
 
-def _bin_of(p, bins: int) -> np.ndarray:
-    return np.searchsorted(np.linspace(0.0, 1.0, bins + 1)[1:-1], np.asarray(p, dtype=float))
+def ece_of_a_calibrated_model(p, n: int, draws: int = 200, bins: int = 10, seed: int = SEED,
+                              binning: str = BINNING) -> np.ndarray:
+    """ECE (:func:`atlaslib.analysis.calibration.ece`) of a *perfectly calibrated* forecaster on ``n`` items,
+    ``draws`` times: forecasts drawn from ``p`` (with replacement), outcomes y ~ Bernoulli(forecast). Its true
+    calibration error is 0; what the ECE shows is its bias at that ``n``."""
+    from .analysis.calibration import ece
 
-
-def brier(y, p) -> float:
-    """Brier score: the mean of (p − y)²."""
-    y, p = np.asarray(y, dtype=float), np.asarray(p, dtype=float)
-    return float(np.mean((p - y) ** 2))
-
-
-def brier_decomposition(y, p, bins: int = 10) -> dict:
-    """Murphy's decomposition over the bins of :func:`reliability_table`: reliability Σ n_k(p̄_k − ō_k)²/N (lower
-    is better), resolution Σ n_k(ō_k − ō)²/N (higher is better), uncertainty ō(1 − ō); Brier = reliability −
-    resolution + uncertainty + within-bin, the last term from forecasts that vary inside a bin
-    (Σ over items of (p − p̄_k)² − 2(p − p̄_k)(y − ō_k), over N), zero when every bin holds one forecast value."""
-    y, p = np.asarray(y, dtype=float), np.asarray(p, dtype=float)
-    k = _bin_of(p, bins)
-    n, obar = len(y), y.mean()
-    rel = res = within = 0.0
-    for b in np.unique(k):
-        m = k == b
-        pk, ok = p[m].mean(), y[m].mean()
-        rel += m.sum() * (pk - ok) ** 2
-        res += m.sum() * (ok - obar) ** 2
-        within += np.sum((p[m] - pk) ** 2 - 2 * (p[m] - pk) * (y[m] - ok))
-    return {"brier": brier(y, p), "reliability": rel / n, "resolution": res / n,
-            "uncertainty": float(obar * (1 - obar)), "within_bin": within / n}
-
-
-def ece(y, p, bins: int = 10) -> float:
-    """Expected calibration error: Σ over equal-width bins of n_k/N · |ō_k − p̄_k|."""
-    t = reliability_table(y, p, bins)
-    return float((t["items"] * (t["observed"] - t["mean_forecast"]).abs()).sum() / t["items"].sum())
-
-
-def ece_of_a_calibrated_model(p, n: int, draws: int = 200, bins: int = 10, seed: int = SEED) -> np.ndarray:
-    """ECE of a *perfectly calibrated* forecaster on ``n`` items, ``draws`` times: forecasts drawn from ``p``
-    (with replacement), outcomes y ~ Bernoulli(forecast). Its true calibration error is 0; what the ECE shows
-    is its bias at that ``n``."""
     rng = np.random.default_rng(seed)
     p = np.asarray(p, dtype=float)
     out = np.empty(draws)
     for d in range(draws):
         q = p[rng.integers(0, len(p), size=n)]
-        out[d] = ece((rng.random(n) < q).astype(int), q, bins)
+        out[d] = ece((rng.random(n) < q).astype(int), q, bins, binning)
     return out
 
 
 def plot_reliability(tables: dict, title: str = "", ylabel: str = "observed share of positives"):
-    """Reliability diagram: observed share against mean forecast per bin (marker size ∝ items), one series per
-    run, the diagonal of perfect calibration."""
+    """Reliability diagram of :func:`atlaslib.analysis.calibration.reliability` tables: observed share against
+    mean forecast per bin (marker size ∝ items), one series per run, the diagonal of perfect calibration."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(4.8, 4.4))
     ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="perfectly calibrated")
     for k, (name, t) in enumerate(tables.items()):
-        ax.plot(t["mean_forecast"], t["observed"], "-", color=f"C{k}", lw=1)
-        ax.scatter(t["mean_forecast"], t["observed"], s=12 + 3 * t["items"], color=f"C{k}", label=name, alpha=0.8)
+        ax.plot(t["mean_score"], t["observed_rate"], "-", color=f"C{k}", lw=1)
+        ax.scatter(t["mean_score"], t["observed_rate"], s=12 + 3 * t["n"], color=f"C{k}", label=name, alpha=0.8)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel("mean forecast in the bin")

@@ -26,6 +26,7 @@ from scipy.stats import binom, binomtest
 
 from atlaslib import book, course, results
 from atlaslib.cards import get_card
+from atlaslib.analysis import calibration
 from atlaslib.analysis.paired import compare_cells
 from atlaslib.metrics import intervals
 from atlaslib.pages import course as pages
@@ -662,9 +663,9 @@ def test_confidence_frame_and_its_calibration_by_hand():
               "scores": {"entailment": 0.3, "neutral": 0.4, "contradiction": 0.3}}]
     f = course.confidence_frame(_cell("lm", preds))
     assert f["p"].tolist() == [0.7, 0.55, 0.9, 0.4] and f["y"].tolist() == [1, 0, 1, 0]
-    assert course.brier(f["y"], f["p"]) == pytest.approx(brier_score_loss(f["y"], f["p"]))
+    assert calibration.brier(f["y"], f["p"]) == pytest.approx(brier_score_loss(f["y"], f["p"]))
     # bins 0.3–0.4 (0.4), 0.5–0.6 (0.55), 0.6–0.7 (0.7), 0.8–0.9 (0.9): one item each, |y − p| averaged
-    assert course.ece(f["y"], f["p"]) == pytest.approx((0.3 + 0.55 + 0.4 + 0.1) / 4)
+    assert calibration.ece(f["y"], f["p"], binning=course.BINNING) == pytest.approx((0.3 + 0.55 + 0.4 + 0.1) / 4)
     by = course.confidence_by_group(f, "pattern")
     assert by.loc["simple", "accuracy"] == 0.5 and by.loc["double", "mean_confidence"] == pytest.approx(0.65)
     assert by.loc["double", "gap"] == pytest.approx(0.15)

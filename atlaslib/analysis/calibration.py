@@ -6,10 +6,15 @@ the NegEx card); ``y`` is 1 for a positive gold label. A run whose records carry
 a constant baseline with ``score: null``) gets "n/a (labels only)".
 
 - Brier score ``= (1/N) Σ (s_i − y_i)²``.
-- Equal-mass bins: the items sorted by score (stable, so ties keep record order) are cut into
-  :data:`N_BINS` = 10 consecutive bins of sizes as equal as possible (``numpy.array_split``: the first
-  ``N mod 10`` bins hold one item more).
-- ECE ``= Σ_b (n_b / N) · |mean(y in b) − mean(s in b)|`` over those 10 equal-mass bins.
+- Bins, declared by every caller as ``binning`` (:data:`BINNINGS`):
+
+  - ``"mass"`` (the atlas's pages): the items sorted by score (stable, so ties keep record order) are cut
+    into :data:`N_BINS` = 10 consecutive bins of sizes as equal as possible (``numpy.array_split``: the first
+    ``N mod 10`` bins hold one item more);
+  - ``"width"`` (the course's textbook diagram): ten equal-width bins of the score over [0, 1], a score on an
+    inner edge in the lower bin (scikit-learn's ``calibration_curve`` convention).
+- ECE ``= Σ_b (n_b / N) · |mean(y in b) − mean(s in b)|`` over the non-empty bins; the Brier score's
+  decomposition (Murphy) over the same bins (:func:`brier_decomposition`).
 - ECE is biased upward, most at small n: even a perfectly calibrated run shows a positive ECE, because
   each bin's observed rate is a noisy mean of ``n_b`` outcomes and the absolute value turns that noise into
   error. :func:`ece_if_calibrated` estimates that noise floor by consistency resampling (Bröcker & Smith
@@ -29,6 +34,8 @@ import pandas as pd
 from . import analysis_of, n_resamples_of, ok_cells, one_model_label
 
 N_BINS = 10
+#: the two binnings, ``binning=`` of :func:`ece`, :func:`reliability` and :func:`brier_decomposition`
+BINNINGS = ("mass", "width")
 N_CONSISTENCY = 200
 NO_SCORES = "n/a (labels only)"
 
@@ -50,13 +57,37 @@ def equal_mass_bins(s, n_bins: int = N_BINS) -> list[np.ndarray]:
     return [b for b in np.array_split(order, n_bins) if len(b)]
 
 
-def ece(y, s, n_bins: int = N_BINS):
-    """Expected calibration error over equal-mass bins, ``Σ_b (n_b/N)·|ȳ_b − s̄_b|``; vectorised over the
-    leading axes of ``y`` and ``s`` (each row is binned on its own scores)."""
+def _check_binning(binning: str) -> None:
+    if binning not in BINNINGS:
+        raise ValueError(f"calibration: binning must be one of {', '.join(BINNINGS)}, got {binning!r}")
+
+
+def bin_ids(s, n_bins: int = N_BINS, binning: str = "mass") -> np.ndarray:
+    """Each score's bin, ``0 … n_bins−1``, under ``binning``; vectorised over the leading axes (each row is
+    binned on its own scores)."""
+    _check_binning(binning)
+    s = np.asarray(s, float)
+    if binning == "width":
+        return np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], s)
+    rank = np.argsort(np.argsort(s, axis=-1, kind="stable"), axis=-1)
+    return np.searchsorted(np.cumsum(_bin_sizes(s.shape[-1], n_bins)), rank, side="right")
+
+
+def ece(y, s, n_bins: int = N_BINS, binning: str = "mass"):
+    """Expected calibration error, ``Σ_b (n_b/N)·|ȳ_b − s̄_b|`` over the non-empty bins of ``binning``;
+    vectorised over the leading axes of ``y`` and ``s`` (each row is binned on its own scores)."""
+    _check_binning(binning)
     y, s = np.asarray(y, float), np.asarray(s, float)
     if y.ndim == 1:
-        return float(ece(y[None], s[None], n_bins)[0])
+        return float(ece(y[None], s[None], n_bins, binning)[0])
     n = y.shape[-1]
+    if binning == "width":
+        rows = np.arange(int(np.prod(y.shape[:-1]))).reshape(y.shape[:-1] + (1,))
+        flat = (rows * n_bins + bin_ids(s, n_bins, "width")).ravel()
+        size = rows.size * n_bins
+        ysum = np.bincount(flat, y.ravel(), size).reshape(y.shape[:-1] + (n_bins,))
+        ssum = np.bincount(flat, s.ravel(), size).reshape(y.shape[:-1] + (n_bins,))
+        return (np.abs(ysum - ssum) / n).sum(axis=-1)
     order = np.argsort(s, axis=-1, kind="stable")
     ys, ss = np.take_along_axis(y, order, -1), np.take_along_axis(s, order, -1)
     sizes = _bin_sizes(n, n_bins)
@@ -81,15 +112,38 @@ def ece_debiased(y, s, n_bins: int = N_BINS, n_draws: int = N_CONSISTENCY, seed:
     return ece(y, s, n_bins) - ece_if_calibrated(s, n_bins, n_draws, seed)
 
 
-def reliability(y, s, n_bins: int = N_BINS) -> pd.DataFrame:
-    """The reliability diagram's points: per equal-mass bin, ``n``, score range, mean score (confidence)
-    and observed positive rate."""
+def reliability(y, s, n_bins: int = N_BINS, binning: str = "mass") -> pd.DataFrame:
+    """The reliability diagram's points: per non-empty bin of ``binning`` (numbered from 1), ``n``, score
+    range, mean score (confidence) and observed positive rate."""
     y, s = np.asarray(y, float), np.asarray(s, float)
+    ids = bin_ids(s, n_bins, binning)
     rows = []
-    for k, idx in enumerate(equal_mass_bins(s, n_bins)):
-        rows.append({"bin": k + 1, "n": len(idx), "score_min": float(s[idx].min()), "score_max": float(s[idx].max()),
-                     "mean_score": float(s[idx].mean()), "observed_rate": float(y[idx].mean())})
+    for k in range(n_bins):
+        idx = np.flatnonzero(ids == k)
+        if len(idx):
+            rows.append({"bin": k + 1, "n": len(idx), "score_min": float(s[idx].min()),
+                         "score_max": float(s[idx].max()), "mean_score": float(s[idx].mean()),
+                         "observed_rate": float(y[idx].mean())})
     return pd.DataFrame(rows)
+
+
+def brier_decomposition(y, s, n_bins: int = N_BINS, binning: str = "mass") -> dict:
+    """Murphy's decomposition over the bins of ``binning``: reliability Σ n_k(s̄_k − ȳ_k)²/N (lower is
+    better), resolution Σ n_k(ȳ_k − ȳ)²/N (higher is better), uncertainty ȳ(1 − ȳ); Brier = reliability −
+    resolution + uncertainty + within-bin, the last term from scores that vary inside a bin (Σ over items of
+    (s − s̄_k)² − 2(s − s̄_k)(y − ȳ_k), over N), zero when every bin holds one score value."""
+    y, s = np.asarray(y, dtype=float), np.asarray(s, dtype=float)
+    k = bin_ids(s, n_bins, binning)
+    n, ybar = len(y), y.mean()
+    rel = res = within = 0.0
+    for b in np.unique(k):
+        m = k == b
+        sk, yk = s[m].mean(), y[m].mean()
+        rel += m.sum() * (sk - yk) ** 2
+        res += m.sum() * (yk - ybar) ** 2
+        within += np.sum((s[m] - sk) ** 2 - 2 * (s[m] - sk) * (y[m] - yk))
+    return {"brier": float(brier(y, s)), "reliability": rel / n, "resolution": res / n,
+            "uncertainty": float(ybar * (1 - ybar)), "within_bin": within / n}
 
 
 def scores_of(cell: dict, positive: str | None = None):

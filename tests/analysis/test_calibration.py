@@ -1,8 +1,10 @@
-"""Brier and ECE against hand-computed values and scikit-learn; equal-mass reliability bins."""
+"""Brier and ECE against hand-computed values and scikit-learn; equal-mass reliability bins, and equal-width ones
+against scikit-learn's ``calibration_curve``."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss
 
 from atlaslib.analysis import calibration as C
@@ -104,3 +106,49 @@ def test_noise_floor_by_hand_for_one_bin():
     exact = sum(binom.pmf(k, n, p) * abs(k / n - p) for k in range(n + 1))
     got = C.ece_if_calibrated(np.full(n, p), n_bins=1, n_draws=20000, seed=5)
     assert got == pytest.approx(exact, abs=0.003)
+
+
+@pytest.mark.parametrize("n", [7, 57, 400])
+def test_equal_width_bins_are_scikit_learns_uniform_calibration_curve(n):
+    rng = np.random.default_rng(n)
+    s = np.round(rng.random(n), 1 if n == 57 else 3)               # n = 57: many scores on the bins' edges
+    y = (rng.random(n) < s).astype(int)
+    r = C.reliability(y, s, binning="width")
+    prob_true, prob_pred = calibration_curve(y, s, n_bins=10, strategy="uniform")
+    assert r["observed_rate"].tolist() == pytest.approx(prob_true.tolist())
+    assert r["mean_score"].tolist() == pytest.approx(prob_pred.tolist())
+    assert r["n"].sum() == n
+    hand = float(np.sum(r["n"] / n * np.abs(prob_true - prob_pred)))
+    assert C.ece(y, s, binning="width") == pytest.approx(hand)
+    rows = C.ece(np.stack([y, y[::-1]]), np.stack([s, s]), binning="width")   # each row binned on its own
+    assert rows == pytest.approx([hand, C.ece(y[::-1], s, binning="width")])
+
+
+def test_mass_bin_ids_are_the_equal_mass_bins():
+    rng = np.random.default_rng(4)
+    for n in (3, 10, 25, 101):
+        s = np.round(rng.random(n), 1)
+        ids = C.bin_ids(s, binning="mass")
+        assert [np.flatnonzero(ids == k).tolist() for k in range(ids.max() + 1)] == \
+            [sorted(b.tolist()) for b in C.equal_mass_bins(s)]
+
+
+@pytest.mark.parametrize("binning", C.BINNINGS)
+def test_brier_decomposition_adds_up_and_is_hand_computed_on_one_score_per_bin(binning):
+    rng = np.random.default_rng(5)
+    s = rng.random(80)
+    y = (rng.random(80) < s).astype(int)
+    d = C.brier_decomposition(y, s, binning=binning)
+    assert d["brier"] == pytest.approx(brier_score_loss(y, s))
+    assert d["reliability"] - d["resolution"] + d["uncertainty"] + d["within_bin"] == pytest.approx(d["brier"])
+    # scores 0.25 (y: 1, 0) and 0.85 (y: 1, 1): one score per bin, so within-bin = 0
+    y2, s2 = np.array([1, 0, 1, 1]), np.array([0.25, 0.25, 0.85, 0.85])
+    d2 = C.brier_decomposition(y2, s2, n_bins=2, binning=binning)
+    assert d2["reliability"] == pytest.approx((2 * 0.25 ** 2 + 2 * 0.15 ** 2) / 4)
+    assert d2["resolution"] == pytest.approx((2 * 0.25 ** 2 + 2 * 0.25 ** 2) / 4)
+    assert d2["uncertainty"] == pytest.approx(0.75 * 0.25) and d2["within_bin"] == pytest.approx(0.0)
+
+
+def test_an_unknown_binning_is_named():
+    with pytest.raises(ValueError, match="binning must be one of mass, width, got 'quantile'"):
+        C.ece([0, 1], [0.2, 0.8], binning="quantile")
