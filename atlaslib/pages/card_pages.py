@@ -55,23 +55,12 @@ def short_reason(reason: str | None) -> str:
     return (reason or "unknown reason").split(":")[0].strip()
 
 
-def _ci_html(text: str) -> str:
-    """Put the interval of ``0.912 [0.880, 0.940]`` on its own line in the table (same text content)."""
-    if " [" not in text or not text[0].isdigit():
-        return text
-    value, ci = text.split(" [", 1)
-    return f'{value} <span class="atlas-ci">[{ci}</span>'
 
 
 def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _primary_value(cell: dict, card: Card) -> float:
-    base = card.metrics[0]
-    e = cell["metrics"].get(f"{base}_{cell['protocol']}") or {}
-    v = e.get("value")
-    return -1.0 if v is None else (v if card.higher_is_better.get(base, True) else -v)
 
 
 def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: Path, src: Path,
