@@ -6,6 +6,11 @@ Intervals, comparisons and clusters come from :mod:`atlaslib.metrics` (``bootstr
 "ideal" percentile bootstrap of a proportion and its exact coverage, nested subsets of a test set, the
 leakage measurement (cross-validation with folds per item and per group), calibration of per-item
 probabilities, and the gate tables of the NLI challenge.
+
+Why one module of this size: it is a shelf of small functions, one section per lesson (the ``# -- lesson:``
+headers), which the lessons call and show with :func:`show_source`; no section calls another's, so a reader
+opens the lesson's section and nothing else. The graded exercises (their questions, items and answer check,
+about 200 lines) are the one part with a job of its own, the candidate to move out when it grows.
 """
 from __future__ import annotations
 

@@ -32,6 +32,9 @@ done on Dask records its worker address and its number of attempts in ``RunOutco
 
 Results are the same as a serial run's: each run is seeded and does the same work wherever it executes;
 only the timing and environment fields of a result cell differ.
+
+Why one module of this size: it has one job, handing runs to a worker and getting every one back, and most
+of its lines are the fault cases above (dead workers, lost schedulers, deadlines, retries), each tested.
 """
 from __future__ import annotations
 

@@ -25,6 +25,9 @@ file of the card, the atlaslib version and the digest of atlaslib's source files
 model profile and its revision). The notebook receives the key (``run_key``) and its result cell, written
 once by the notebook, carries it; a run whose stored cell carries the same key and whose executed notebook
 exists is not executed again (``force=True`` ignores the cache).
+
+Why one module of this size: one run from request to files (decide, key, execute, write atomically), each
+step small and in the order it happens.
 """
 from __future__ import annotations
 

@@ -36,6 +36,10 @@ the atlaslib source digest, so a rebuild with nothing changed executes nothing. 
 in parallel worker processes (``$ATLAS_COURSE_WORKERS``, default up to 3), each with its own kernel. The book
 starts them (:func:`start_course`) before it renders the card pages and collects them (:func:`finish_course`)
 after, so the lessons and the rest of the site render at the same time.
+
+Why one module of this size: it has one job, turning the lessons into site pages (execute or withhold,
+the learning path, the take-home and student editions), and its parts share the lesson reading and the
+build's folders; the lessons' computations live in :mod:`atlaslib.course`.
 """
 from __future__ import annotations
 
