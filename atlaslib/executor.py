@@ -424,8 +424,11 @@ def _local_cluster(LocalCluster, n, memory_limit):
     return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
                         host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
                         # a dead worker surfaces at once as KilledWorker; the retry is ours (same rule
-                        # as for external clusters, whose allowed-failures we do not control)
-                        scheduler_kwargs={"allowed_failures": 0})
+                        # as for external clusters, whose allowed-failures we do not control). Without a
+                        # dashboard the scheduler still serves its health routes over HTTP, by default on
+                        # port 8787 of every interface: here on a free port of 127.0.0.1, so two builds on
+                        # one machine neither collide nor warn
+                        scheduler_kwargs={"allowed_failures": 0, "dashboard_address": "127.0.0.1:0"})
 
 
 #: the file, in the build folder, where each build records how long each run took (label -> seconds); the next

@@ -58,12 +58,26 @@ def test_serial_run_writes_a_cell_and_notebook_per_request_and_prints_timing(ser
     assert report.outcomes[0].request == MAJORITY and report.seconds > 0
 
 
-def test_dask_localcluster_gives_the_serial_cells(serial, tmp_path, data_dir):
+def test_dask_localcluster_gives_the_serial_cells(serial, tmp_path, data_dir, recwarn):
+    """... and its scheduler serves HTTP on 127.0.0.1 only, on a free port: with port 8787 taken (as by another
+    build's cluster) nothing warns."""
+    import socket
+
     s_paths, s_report, _ = serial
     d_paths = build_paths(tmp_path)
     lines = []
-    report = executor.run_requests(REQS, d_paths, data_dir=data_dir, executor="dask", n_workers=2,
-                                   log=lines.append)
+    taken = socket.socket()
+    try:
+        taken.bind(("", 8787))
+        taken.listen()
+    except OSError:
+        pass  # already taken by another process: the same situation
+    try:
+        report = executor.run_requests(REQS, d_paths, data_dir=data_dir, executor="dask", n_workers=2,
+                                       log=lines.append)
+    finally:
+        taken.close()
+    assert not [str(w.message) for w in recwarn if "8787" in str(w.message)]
     assert [o.request for o in report.outcomes] == REQS  # request order, whatever the completion order
     assert [o.status for o in report.outcomes] == ["ran"] * 3 and not report.failures, lines
     workers = {o.extra["worker"] for o in report.outcomes}
@@ -144,7 +158,7 @@ def test_existing_scheduler_from_the_environment(tmp_path, monkeypatch):
         return RunOutcome(req, "ran", seconds=0.0, cell_status="ok")
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
-                      dashboard_address=None) as cluster:
+                      dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster:
         monkeypatch.setenv(executor.SCHEDULER_ENV, cluster.scheduler_address)
         lines = []
         # executor=None: Dask because a scheduler is named in the environment
