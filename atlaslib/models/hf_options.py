@@ -163,9 +163,11 @@ class OptionScorer(_HFAdapter):
 
     @property
     def info(self) -> dict:
+        """The run spec's fields, with ``lm_head``: how this model's log-probabilities are computed (checked here
+        when no call has checked it yet, so a run served wholly by the model-call store records the rule its
+        stored answers were computed by, not a default)."""
         return {**super().info, "bos_prefix": self._prefix(), "pad_token_id": self.tokenizer.pad_token_id,
-                "lm_head": "at the positions read only" if getattr(self, "_head_only_checked", None)
-                else "full logits"}
+                "lm_head": "at the positions read only" if self._head_only() else "full logits"}
 
 
 class OptionNli(OptionScorer):

@@ -313,6 +313,10 @@ def test_info_has_run_spec_fields(models, kind, capability):
         assert key in info
     assert info["capability"] == capability and info["batch_size"] == 4
     assert info["revision"].startswith("sha256:") and info["dtype"] == "float32" and info["device"] == "cpu"
+    if capability == "score.options":
+        # asked before any call (as in a run the model-call store serves wholly): tiny GPT-2's logits are its
+        # output embedding of the last states, so the head is applied at the positions read only
+        assert info["lm_head"] == "at the positions read only"
 
 
 def test_unknown_option_is_refused(models):
