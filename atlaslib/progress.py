@@ -87,8 +87,7 @@ class MatrixStatus:
         self.running: dict[str, float] = {}
         self.done: set[str] = set()
         self.measured_here = set(getattr(expected, "measured_here", self.expected))
-        self._borrowed: list[tuple[float, float]] = []   # (expected, taken) of the runs done here on others' times
-        self._ran: list[tuple[float, float]] = []        # (expected, taken) of every run executed here
+        self._ran: list[tuple[str, float, float]] = []   # (label, expected, taken) of every run executed here
         mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()
         self.off = mode in ("0", "off", "false", "no", "none")
         self.in_place = not self.off and mode != "plain" and bool(getattr(self.stream, "isatty", lambda: False)())
@@ -105,8 +104,13 @@ class MatrixStatus:
     def scale(self) -> float:
         """How long the runs done here on times not measured here took, over what those times expected of them
         (1 before any has finished)."""
-        expected = sum(e for e, _ in self._borrowed)
-        return sum(t for _, t in self._borrowed) / expected if expected > 0 else 1.0
+        borrowed = self._borrowed()
+        expected = sum(e for e, _ in borrowed)
+        return sum(t for _, t in borrowed) / expected if expected > 0 else 1.0
+
+    def _borrowed(self) -> list[tuple[float, float]]:
+        """(expected, taken) of the runs executed here whose expected time was not measured here."""
+        return [(e, t) for k, e, t in self._ran if k not in self.measured_here and e > 0]
 
     def expect(self, label: str) -> float:
         """The seconds expected of ``label``: its own record as it is; another machine's time or an estimate
@@ -116,7 +120,7 @@ class MatrixStatus:
         seconds = self.expected.get(label, 0.0)
         if label in self.measured_here or not seconds:
             return seconds
-        floor = min((t for e, t in self._ran if e <= seconds), default=0.0)
+        floor = min((t for _, e, t in self._ran if e <= seconds), default=0.0)
         return max(seconds * self.scale(), floor)
 
     def remaining(self) -> float:
@@ -143,8 +147,8 @@ class MatrixStatus:
         basis = ""
         if any(k not in self.done and k not in self.measured_here and self.expected.get(k) for k in self.labels):
             basis = " by the reference build's times"
-            if self._borrowed:
-                n = len(self._borrowed)
+            if self._borrowed():
+                n = len(self._borrowed())
                 basis += f" × {self.scale():.2g}, as {n} run{'s' if n > 1 else ''} here took"
         return (f"expected end {time.strftime('%H:%M', time.localtime(time.time() + left))} "
                 f"(in ~{_clock(left)}{basis})")
@@ -165,9 +169,7 @@ class MatrixStatus:
             t0 = self.running.pop(label, None)
             if ran and t0 is not None:
                 taken = self.clock() - t0
-                self._ran.append((self.expected.get(label, 0.0), taken))
-                if label not in self.measured_here and self.expected.get(label, 0) > 0:
-                    self._borrowed.append((self.expected[label], taken))
+                self._ran.append((label, self.expected.get(label, 0.0), taken))
             self.done.add(label)
             if message and not self.in_place and not self.off and len(self.done) < len(self.labels):
                 message = f"{message} | {self.end()}"

@@ -1,6 +1,7 @@
 """The house's layout: no import cycle among atlaslib's modules (imports inside functions counted), the book
 and the matrix executor apart, and no module outside ``atlaslib/cards/`` that knows a card by name."""
 import ast
+import re
 from pathlib import Path
 
 import atlaslib
@@ -209,8 +210,6 @@ def test_each_floor_imports_only_the_floors_below_it():
 
 def _finish_calls(text: str) -> list[str]:
     """Every statement in a MyST notebook's code cells that finishes a run (names ``finish``), as written."""
-    import re
-
     return [m.group(0) for m in re.finditer(r"^.*\bfinish\w*\(.*$", text, re.M)]
 
 
@@ -218,8 +217,6 @@ FINISH = r"cell = card_run\.finish\(\*\*[a-z_]+\.cell_parts\("
 
 
 def test_the_finish_check_sees_another_idiom():
-    import re
-
     for other in ("cell = maccrobat.finish_run(card_run, out, manifest, items)", "cell = run.finish(card_run)",
                   "cell = card_run.finish(metrics=m)"):
         assert not re.match(FINISH, _finish_calls(other)[0])
@@ -229,8 +226,6 @@ def test_every_card_notebook_finishes_its_run_with_the_same_single_call():
     """Each card notebook ends its run with one ``cell = card_run.finish(**<card>.cell_parts(...))``: the
     card says what its cell holds (a run that did not happen, its reason), :class:`atlaslib.cards.run.CardRun`
     writes it."""
-    import re
-
     notebooks = sorted((ATLASLIB.parent / "notebooks").glob("*.md"))
     runs = [p for p in notebooks if "CardRun(" in p.read_text(encoding="utf-8")]
     assert {p.stem for p in runs} == {c.name for c in available_cards()}

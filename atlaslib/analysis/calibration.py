@@ -50,11 +50,6 @@ def _bin_sizes(n: int, n_bins: int = N_BINS) -> np.ndarray:
     return np.array([len(a) for a in np.array_split(np.arange(n), n_bins)], dtype=int)
 
 
-def equal_mass_bins(s, n_bins: int = N_BINS) -> list[np.ndarray]:
-    """Item indices of each equal-mass bin: the stable score order cut into ``n_bins`` runs of sizes as
-    equal as possible (``np.array_split``)."""
-    order = np.argsort(np.asarray(s, float), kind="stable")
-    return [b for b in np.array_split(order, n_bins) if len(b)]
 
 
 def _check_binning(binning: str) -> None:

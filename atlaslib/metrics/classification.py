@@ -130,7 +130,6 @@ def rank_auc(positive: np.ndarray, scores: np.ndarray, w: np.ndarray | None = No
     t = np.asarray(positive).astype(bool)
     _, code = np.unique(np.asarray(scores, dtype=float), return_inverse=True)
     code = code.reshape(-1)
-    k = int(code.max()) + 1 if code.size else 0
     single = w is None
     w = np.ones((1, len(t)), dtype=np.int64) if single else np.asarray(w)
     perm = np.argsort(code, kind="stable")                       # units by score, ties together
