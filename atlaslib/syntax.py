@@ -10,16 +10,24 @@ import ast
 
 
 def dump(source: str | bytes, *, filename: str = "<unknown>", docstrings: bool = True,
-         annotate_fields: bool = True) -> str:
+         annotate_fields: bool = True, leave_out: tuple[str, ...] = ()) -> str:
     """:func:`ast.dump` of ``source`` parsed (a :class:`SyntaxError` or :class:`ValueError` is the caller's):
     comments, blank lines and layout leave it unchanged; every statement changes it, and so does a docstring
-    unless ``docstrings`` is False (each module, class and function body's leading string then left out)."""
+    unless ``docstrings`` is False (each module, class and function body's leading string then left out).
+    ``leave_out``: names of functions and methods (at any depth) whose definitions are left out, decorators
+    included (e.g. a property that only describes an object for a record)."""
     tree = ast.parse(source, filename=filename)
-    if not docstrings:
-        for node in ast.walk(tree):
-            body = getattr(node, "body", None)
-            if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                    and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                node.body = body[1:] or [ast.Pass()]
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        if leave_out:
+            body = [b for b in body if not (isinstance(b, functions) and b.name in leave_out)]
+        if not docstrings and body and isinstance(body[0], ast.Expr) \
+                and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]
+        if body is not node.body:
+            node.body = body or [ast.Pass()]
     return ast.dump(tree, annotate_fields=annotate_fields)

@@ -144,3 +144,31 @@ def test_the_model_code_digest_leaves_docstrings_out_the_run_digest_keeps_them(t
     edited = tmp_path / "edited.py"
     edited.write_text(with_docs.read_text().replace("return 1", "return 2"))
     assert calls.code_digest(str(edited)) != by_hand
+
+
+def test_the_model_code_digest_leaves_out_what_only_describes_an_adapter(tmp_path):
+    """An adapter's ``info`` (what its run spec records) is no part of any model output, so an edit there keeps
+    every stored answer (worked by hand: the tree without the property); an edit to the code that computes the
+    outputs moves the digest. Checked on the option scorer's real module: its ``lm_head`` record and its
+    LM-head rows."""
+    import ast
+    import hashlib
+
+    from pathlib import Path
+
+    from atlaslib.models import calls, hf_options
+
+    mod = tmp_path / "mod.py"
+    mod.write_text("class A:\n    @property\n    def info(self):\n        return {'a': 1}\n"
+                   "    def f(self):\n        return 1\n")
+    by_hand = hashlib.sha256(ast.dump(ast.parse("class A:\n    def f(self):\n        return 1\n"),
+                                      annotate_fields=False).encode()).hexdigest()
+    assert calls.code_digest(str(mod)) == by_hand
+    real = Path(hf_options.__file__).read_text(encoding="utf-8")
+    record, compute = tmp_path / "record.py", tmp_path / "compute.py"
+    assert '"full logits"' in real and "def _head_rows" in real
+    record.write_text(real.replace('"full logits"', '"every logit"'))
+    head_rows = real.index("def _head_rows")
+    compute.write_text(real[:head_rows] + real[head_rows:].replace("return", "return 0 +", 1))
+    assert calls.code_digest(str(record)) == calls.code_digest(hf_options.__file__)
+    assert calls.code_digest(str(compute)) != calls.code_digest(hf_options.__file__)

@@ -102,11 +102,18 @@ def _json_default(x):
     return str(x)
 
 
+#: members of an adapter that only describe it for the run's record (its ``info``): no output of a model call
+#: passes through them, so an edit there keeps every stored entry (a whole-file digest made all of a model's
+#: calls miss after a change to what its run spec records)
+RECORD_ONLY = ("info",)
+
+
 @functools.lru_cache(maxsize=None)
 def code_digest(module_file: str) -> str:
-    """sha256 of a module's syntax tree without docstrings (comments are not in the tree): the part of a model's
-    identity that is the adapter's own code."""
-    tree = syntax.dump(Path(module_file).read_text(encoding="utf-8"), docstrings=False, annotate_fields=False)
+    """sha256 of a module's syntax tree without docstrings (comments are not in the tree) and without the
+    members of :data:`RECORD_ONLY`: the part of a model's identity that is the adapter's own code."""
+    tree = syntax.dump(Path(module_file).read_text(encoding="utf-8"), docstrings=False, annotate_fields=False,
+                       leave_out=RECORD_ONLY)
     return hashlib.sha256(tree.encode("utf-8")).hexdigest()
 
 

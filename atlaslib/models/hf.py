@@ -20,7 +20,8 @@ Shared behaviour (:class:`_HFAdapter`):
   decoder stack with its final norm, as ``AutoModel`` would load it), so one loaded model also serves the
   memorisation probe (:meth:`_HFAdapter.greedy_continuations`);
 - a model's identity in the store holds the code of this module and of its families' modules (:data:`CODE_FILES`),
-  one digest for every adapter, so the adapters of one model share the store's entries.
+  one digest for every adapter, so the adapters of one model share the store's entries; what only describes an
+  adapter for its run spec (its ``info``, :data:`atlaslib.models.calls.RECORD_ONLY`) is left out of it.
 
 The families: this module holds the shared base and the text-level adapters (:class:`AssertionClassifier`,
 :class:`NliClassifier`, :class:`PooledEmbedder`); :mod:`.hf_options` the option scorers of causal LMs
