@@ -263,7 +263,8 @@ def _run_serial(reqs, kwargs, task, log, expected=None, record=None):
     from .progress import MatrixStatus
 
     outcomes, failures = [], []
-    status = MatrixStatus([r.label for r in reqs], expected or {}, workers=1, log=log)
+    status = MatrixStatus([r.label for r in reqs], expected or {}, workers=1, log=log,
+                          groups={r.label: r.model for r in reqs})
     try:
         for i, req in enumerate(reqs, 1):
             status.started(req.label)
@@ -565,7 +566,7 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
     expected = expected or expected_seconds(reqs, {})
     workers = capacity()
     status = MatrixStatus([r.label for r in reqs], expected, workers=len(reqs) if workers == float("inf") else
-                          int(workers), log=log)
+                          int(workers), log=log, groups={r.label: r.model for r in reqs})
     log = status.log
     results: dict[int, tuple] = {}
     queue = deque((i, 0) for i in longest_first(reqs, expected))

@@ -50,6 +50,9 @@ def _clock(seconds: float) -> str:
     return f"{h}h{rest // 60:02d}m" if h else f"{rest // 60}m{rest % 60:02d}s"
 
 
+_ALL = object()   # every group of runs (MatrixStatus._borrowed)
+
+
 class Expected(dict):
     """label -> expected seconds of each run, and which of them are this machine's own record
     (``measured_here``; the others are another machine's times or estimates). A plain dict counts as measured
@@ -69,7 +72,9 @@ class MatrixStatus:
     others carry another machine's time (the atlas's reference build) or an estimate, which a warm model-call
     store or a faster machine can make many times too long: once runs of theirs have finished here, their
     expectations are scaled by how long those runs took against what was expected of them, and the line says
-    which times it uses. In a terminal (``stream`` a TTY) the status is one line redrawn in place about once a second, and the
+    which times it uses. ``groups`` (label -> the run's model) scales each model's runs by that model's runs
+    done here only, a model with none done yet by none: one model's runs served by a warm store say nothing of
+    another's that must be computed (without ``groups`` every run is of one group). In a terminal (``stream`` a TTY) the status is one line redrawn in place about once a second, and the
     executor's own lines (:meth:`log`) are printed above it; elsewhere (a log file, CI, a notebook) one line is
     logged per change (a run started or finished) and, while runs go on with nothing changing, one line every
     ``heartbeat`` seconds (default :data:`HEARTBEAT`: a long run's elapsed time shows in a log too), never a line
@@ -77,7 +82,7 @@ class MatrixStatus:
     one-line-per-change form."""
 
     def __init__(self, labels, expected: dict, workers: int, log=print, stream=None, clock=None,
-                 heartbeat: float | None = None):
+                 heartbeat: float | None = None, groups: dict | None = None):
         import threading
         import time
 
@@ -87,6 +92,7 @@ class MatrixStatus:
         self.running: dict[str, float] = {}
         self.done: set[str] = set()
         self.measured_here = set(getattr(expected, "measured_here", self.expected))
+        self.groups = dict(groups or {})
         self._ran: list[tuple[str, float, float]] = []   # (label, expected, taken) of every run executed here
         mode = os.environ.get("ATLAS_PROGRESS", "auto").strip().lower()
         self.off = mode in ("0", "off", "false", "no", "none")
@@ -101,16 +107,18 @@ class MatrixStatus:
             threading.Thread(target=self._beats, name="atlas-matrix-heartbeat", daemon=True).start()
 
     # -- what the line says
-    def scale(self) -> float:
+    def scale(self, label: str | None = None) -> float:
         """How long the runs done here on times not measured here took, over what those times expected of them
-        (1 before any has finished)."""
-        borrowed = self._borrowed()
+        (1 before any has finished): of ``label``'s group (:attr:`groups`) when a label is given, else of all."""
+        borrowed = self._borrowed(self.groups.get(label) if label is not None else _ALL)
         expected = sum(e for e, _ in borrowed)
         return sum(t for _, t in borrowed) / expected if expected > 0 else 1.0
 
-    def _borrowed(self) -> list[tuple[float, float]]:
-        """(expected, taken) of the runs executed here whose expected time was not measured here."""
-        return [(e, t) for k, e, t in self._ran if k not in self.measured_here and e > 0]
+    def _borrowed(self, group=_ALL) -> list[tuple[float, float]]:
+        """(expected, taken) of the runs executed here whose expected time was not measured here (of ``group``;
+        every group with :data:`_ALL`)."""
+        return [(e, t) for k, e, t in self._ran if k not in self.measured_here and e > 0
+                and (group is _ALL or self.groups.get(k) == group)]
 
     def expect(self, label: str) -> float:
         """The seconds expected of ``label``: its own record as it is; another machine's time or an estimate
@@ -121,7 +129,7 @@ class MatrixStatus:
         if label in self.measured_here or not seconds:
             return seconds
         floor = min((t for _, e, t in self._ran if e <= seconds), default=0.0)
-        return max(seconds * self.scale(), floor)
+        return max(seconds * self.scale(label), floor)
 
     def remaining(self) -> float:
         """Expected seconds until every run is done: the work left (each running run's expected time less its
@@ -147,9 +155,12 @@ class MatrixStatus:
         basis = ""
         if any(k not in self.done and k not in self.measured_here and self.expected.get(k) for k in self.labels):
             basis = " by the reference build's times"
-            if self._borrowed():
-                n = len(self._borrowed())
-                basis += f" × {self.scale():.2g}, as {n} run{'s' if n > 1 else ''} here took"
+            n = len(self._borrowed(_ALL))
+            runs = f"{n} run{'s' if n > 1 else ''} here"
+            if n and len(set(self.groups.get(k) for k in self.labels)) > 1:
+                basis += f", each model's scaled by its own runs done here ({runs} so far)"
+            elif n:
+                basis += f" × {self.scale():.2g}, as {runs} took"
         return (f"expected end {time.strftime('%H:%M', time.localtime(time.time() + left))} "
                 f"(in ~{_clock(left)}{basis})")
 

@@ -502,6 +502,34 @@ def test_no_short_run_is_expected_to_take_as_long_as_a_long_run_done_here(monkey
     status.close()
 
 
+def test_each_model_is_scaled_by_its_own_runs_done_here(monkeypatch):
+    """A warm store served the encoder's fine-tune (1,000 s expected, 30 s here): that says nothing of the LM's
+    runs, which must be computed. The LM's runs keep the reference's times (800 s and 500 s, not × 0.03) until one
+    of its own runs is done; the LM's 800 s run taking 1,600 s scales its other run × 2; the encoder's second
+    run (100 s) × 0.03, floored at no run done here (30 s was expected of a longer run). By hand, one worker."""
+    from atlaslib.progress import Expected, MatrixStatus
+
+    monkeypatch.setenv("ATLAS_PROGRESS", "plain")
+    now, lines = [0.0], []
+    labels = ["enc-ft", "lm-a", "lm-b", "enc-probe"]
+    status = MatrixStatus(labels, Expected({"enc-ft": 1000.0, "lm-a": 800.0, "lm-b": 500.0, "enc-probe": 100.0},
+                                           measured_here=()),
+                          workers=1, log=lines.append, clock=lambda: now[0], heartbeat=0,
+                          groups={"enc-ft": "enc", "enc-probe": "enc", "lm-a": "lm", "lm-b": "lm"})
+    status.started("enc-ft")
+    now[0] += 30.0
+    status.finished("enc-ft", "enc-ft: ran")
+    assert status.expect("lm-a") == 800.0 and status.expect("lm-b") == 500.0
+    assert status.expect("enc-probe") == pytest.approx(3.0)
+    assert status.remaining() == pytest.approx(1303.0)
+    assert lines[-1].endswith("each model's scaled by its own runs done here (1 run here so far))")
+    status.started("lm-a")
+    now[0] += 1600.0
+    status.finished("lm-a", "lm-a: ran")
+    assert status.expect("lm-b") == pytest.approx(1000.0) and status.expect("enc-probe") == pytest.approx(3.0)
+    status.close()
+
+
 def test_a_build_expects_its_recorded_runs_as_recorded_and_the_others_by_the_reference(tmp_path):
     """What the build's log says: with no record, the reference build's times; a run recorded here is expected
     as recorded."""
