@@ -39,7 +39,7 @@ from .escape import md_code
 from .background import in_background
 from .pages import datastory
 from .pages.card_pages import render_card
-from .pages.site import (_is_external, render_build_report, render_intro, render_models, render_reproduction,
+from .pages.site import (render_build_report, render_intro, render_models, render_reproduction,
                          render_toc, render_withheld)
 from .pages import facts, methods
 from .pages.course import finish_course, start_course
@@ -90,7 +90,7 @@ def collect_cells(paths: BuildPaths, card: Card, publish: bool, failed: list[Run
             continue
         nb = paths.runs / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.ipynb"
         if not nb.is_file():
-            if not _is_external(cell):  # scored predictions files have no notebook; their row links the JSON
+            if not results.is_external(cell):  # scored predictions files have no notebook; their row links the JSON
                 continue
             nb = None
         cell["_notebook_src"] = nb

@@ -227,6 +227,21 @@ def test_case04_user_text_is_escaped_on_every_page(hostile_site):
     assert profile_page.count("&lt;script&gt;") >= 4                          # description, location, revision, ...
 
 
+def test_a_not_run_reason_on_a_model_page_is_text(tmp_path):
+    """A not-run cell's reason can hold user text (a model's name, a profile's field): its model page shows it
+    as text (it was written with only table pipes escaped, HTML passed through)."""
+    from atlaslib.cards import available_cards, get_card
+    from atlaslib.pages.site import render_models
+
+    card = get_card("negex")
+    spec = results.RunSpec(card="negex", version=N100, model="kit-rules", protocol="zero_shot")
+    cell = results.not_run_cell(spec, f"weights of {XSS} {IMG} not found", card.metric_names("zero_shot"))
+    render_models(tmp_path, available_cards(), [cell])
+    page = _html_of((tmp_path / "book" / "models" / f"{results.slug('kit-rules')}.md").read_text())
+    _assert_text_only(page, "model page")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
 # ------------------------------------------------------------------------------------------------ 5
 
 BOMB = "".join(f"{a}: &{a} [{', '.join(['*' + p] * 9) if p else ', '.join(['lol'] * 9)}]\n"

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from .. import results
 from . import bootstrap
 
 ALPHA = 0.05
@@ -59,12 +60,6 @@ RANK_FIELDS = ("tie_group", "decided_by", "rank", "rank_low", "rank_high", "p_ra
 NOT_DISTINGUISHABLE = "not distinguishable from the best (Holm, 5 %)"
 
 
-def _is_external(cell: dict) -> bool:
-    from ..results import is_external
-
-    return is_external(cell)
-
-
 def overlap_reason(cell: dict) -> str | None:
     """Why a row is not ranked: its training data overlap the card's test data (the cell's ``overlap``
     marker, with what the profile says it was trained on), else None."""
@@ -80,7 +75,7 @@ def overlap_reason(cell: dict) -> str | None:
 
 def regime(card, cell: dict) -> str:
     """The training regime of a row (see module docstring), from the card's declarations."""
-    if _is_external(cell):
+    if results.is_external(cell):
         return REGIME_OUTSIDE
     if cell.get("protocol") in tuple(card.training_protocols) or cell.get("model") in tuple(card.training_baselines):
         return REGIME_TRAINED

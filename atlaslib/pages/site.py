@@ -15,17 +15,13 @@ from .. import results
 from ..escape import md, md_code, public_location
 from . import datastory, departures
 from ..cards import Card
-from .card_pages import REPRODUCTION_MARK, _md_escape, fmt_metric, reproduction_table, short_reason
+from .card_pages import REPRODUCTION_MARK, fmt_metric, reproduction_table, short_reason
 
 if TYPE_CHECKING:
     from ..matrix import MatrixReport
 
 
 CARDS_MARK = "<!-- cards -->"
-
-
-def _is_external(cell: dict) -> bool:
-    return results.is_external(cell)
 
 
 def render_intro(src: Path, cards: list[Card], cells: list[dict] = ()) -> None:
@@ -42,7 +38,7 @@ def render_intro(src: Path, cards: list[Card], cells: list[dict] = ()) -> None:
             if cell["card"] == c.name and n is not None:
                 sizes.setdefault(cell["version"], n)
         versions = ", ".join(f"`{v}`" + (f" ({sizes[v]:,})" if v in sizes else "") for v in c.page_versions)
-        lines.append(f"| [{_md_escape(c.title)}](cards/{c.name}.md) | {_md_escape(c.task)} | {_md_escape(c.data)} "
+        lines.append(f"| [{md(c.title)}](cards/{c.name}.md) | {md(c.task)} | {md(c.data)} "
                      f"| {lic} | {versions} |")
     text = page.read_text(encoding="utf-8").replace(CARDS_MARK, "\n".join(lines))
     page.write_text(text, encoding="utf-8")
@@ -79,7 +75,7 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
                       f"| label map | {md(', '.join(f'{k} → {v}' for k, v in prof.label_map.items())) or '—'} |",
                       ""]
             source, caps = prof.source, ", ".join(prof.capabilities)
-        elif mine and all(_is_external(c) for c in mine):
+        elif mine and all(results.is_external(c) for c in mine):
             ext = mine[0]["spec"]["profile"]
             lines += [md(ext.get("description") or ""), "",
                       "Predictions made outside the atlas and scored by `atlas score` with each card's own metrics "
@@ -101,13 +97,13 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
             for c in sorted(mine, key=lambda c: (c["card"], c["version"], c["protocol"])):
                 card = by_card.get(c["card"])
                 base = headline_metric(card, c) if card else ""
-                val = fmt_metric(c["metrics"].get(f"{base}_{c['protocol']}")) if c["status"] == "ok" else \
-                    f"not run: {_md_escape(short_reason(c.get('reason')))}"
+                val = md(fmt_metric(c["metrics"].get(f"{base}_{c['protocol']}")) if c["status"] == "ok" else
+                         f"not run: {short_reason(c.get('reason'))}")
                 sp = rowinfo.speed(c)
                 mark = rowinfo.contamination_mark(c)
-                status = c["status"] + (f" · ◊ {_md_escape(mark)}" if mark else "")
+                status = c["status"] + (f" · ◊ {md(mark)}" if mark else "")
                 lines.append(f"| [{c['card']}](../cards/{c['card']}.md) | `{c['version']}` | {c['protocol']} | "
-                             f"{base}: {_md_escape(val)} | {rowinfo.speed_text(sp) if sp else '—'} | {status} |")
+                             f"{base}: {val} | {rowinfo.speed_text(sp) if sp else '—'} | {status} |")
         else:
             lines.append("*No result cells in this build.*")
         (out_dir / f"{slug_}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -176,7 +172,7 @@ def render_withheld(src: Path, withheld: list[tuple[str, str]]) -> None:
              "This published build leaves out what may not be published yet. A local build "
              "(`atlas book`) shows everything.", ""]
     if withheld:
-        lines += ["| withheld | why |", "|---|---|"] + [f"| {w} | {_md_escape(why)} |" for w, why in withheld]
+        lines += ["| withheld | why |", "|---|---|"] + [f"| {w} | {md(why)} |" for w, why in withheld]
     else:
         lines.append("Nothing was withheld.")
     (src / "book" / "withheld.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
