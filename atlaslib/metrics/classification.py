@@ -66,6 +66,15 @@ def confusion(y_true, y_pred) -> dict:
     return {"tp": tp, "fp": fp, "tn": tn, "fn": fn}
 
 
+def confusion_counts(y_true, y_pred) -> dict:
+    """:func:`confusion` of one run as plain ints (for a result cell and the confusion-matrix plot).
+
+    >>> confusion_counts([1, 1, 0, 0], [1, 0, 0, 1])
+    {'tp': 1, 'fp': 1, 'tn': 1, 'fn': 1}
+    """
+    return {k: int(v) for k, v in confusion(np.asarray(y_true, int), np.asarray(y_pred, int)).items()}
+
+
 def from_confusion(tp, fp, tn, fn) -> dict:
     """The label metrics from confusion counts (any shape; NaN where undefined), the one place their formulas
     are written: sensitivity TP/(TP+FN), specificity TN/(TN+FP), precision TP/(TP+FP), macro F1

@@ -5,8 +5,7 @@ import numpy as np
 
 from ..results import metric
 from . import bootstrap
-from .classification import (BINARY_LABEL_METRICS, BINARY_SCORE_METRICS, BINARY_SCORE_RESAMPLERS, UNDEFINED_REASONS,
-                             confusion)
+from .classification import BINARY_LABEL_METRICS, BINARY_SCORE_METRICS, BINARY_SCORE_RESAMPLERS, UNDEFINED_REASONS
 
 
 def binary_metrics(y_true, y_pred, y_score, protocol: str, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,
@@ -35,11 +34,6 @@ def _defined(name: str, value: float, resamples) -> dict:
     if np.isnan(value):
         return metric(None, reason=UNDEFINED_REASONS[name])
     return metric(value, *bootstrap.percentile_ci(resamples))
-
-
-def confusion_counts(y_true, y_pred) -> dict:
-    c = confusion(np.asarray(y_true, int), np.asarray(y_pred, int))
-    return {k: int(v) for k, v in c.items()}
 
 
 def binary_resampled(y_true, y_pred, y_score, protocol: str, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,

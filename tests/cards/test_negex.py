@@ -170,3 +170,46 @@ def test_reproduction_predicts_each_item_once_and_reuses_known(rows, items):
 ])
 def test_which_runs_reproduce_the_whole_kit(out, version, model, expected):
     assert negex.reproduces(out, version, model) is expected
+
+
+def test_outside_systems_and_variant_runs_are_scored_by_the_cards_declared_scoring(items, data_dir, monkeypatch):
+    """An outside system's cell and a variant run's cells get their metrics from the one engine under the card's
+    ``SCORING``, as a notebook run does: declare another bootstrap seed and their intervals follow it (each
+    equal to the engine's on the cell's own per-item counts), not the default seed's."""
+    import dataclasses
+
+    import numpy as np
+
+    import atlaslib
+    from atlaslib.cards.negex import counting
+    from atlaslib.metrics import engine
+
+    default = counting.SCORING
+    other = dataclasses.replace(default, resampling=dataclasses.replace(default.resampling, seed=123))
+    monkeypatch.setattr(counting, "SCORING", other)
+    train, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
+
+    def answer(frame):     # a stand-in system: negated when the sentence says "no", scores with ties
+        said = np.array(["no " in s.lower() for s in frame["sentence"]])
+        score = np.round(np.where(said, 0.6, 0.4) + 0.3 * np.cos(np.arange(len(frame))), 2)
+        return said.astype(int), score
+
+    pred, score = answer(test)
+    outside = atlaslib.evaluate("negex", "atlas-n100-v1", name="no-rule", data_dir=data_dir, n_resamples=200,
+                                predictions=[{"item_id": i, "label": "negated" if p else "affirmed", "score": float(s)}
+                                             for i, p, s in zip(test["item_id"], pred, score)])
+    cell = {"card": "negex", "version": "atlas-n100-v1", "model": "no-rule", "protocol": "zero_shot", "status": "ok",
+            "spec": {"card": "negex", "version": "atlas-n100-v1", "model": "no-rule", "protocol": "zero_shot",
+                     "parameters": {}}, "run_key": "k"}
+    run = {"predict": lambda frame: dict(zip(("pred", "score"), answer(frame))), "capability": "predict.assertion"}
+    made = negex.run_variants(cell, run, train, test, data_dir=data_dir, n_resamples=200)
+    assert made
+    moved = 0
+    for c in [outside, *made]:
+        uc = counting.counts(c)
+        assert c["metrics"] == engine.evaluate(other, uc, "zero_shot", n_resamples=200)
+        f1 = c["metrics"]["macro_f1_zero_shot"]
+        if f1["ci_low"] < f1["ci_high"]:      # a real interval (a variant it answers perfectly has none)
+            assert c["metrics"] != engine.evaluate(default, uc, "zero_shot", n_resamples=200)
+            moved += 1
+    assert moved >= 2 and outside["metrics"]["roc_auc_zero_shot"]["value"] is not None

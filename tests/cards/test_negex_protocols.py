@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 
 from atlaslib.cards import negex
-from atlaslib.metrics.report import binary_metrics
 from tests.tiny_models import tiny_assertion_classifier, tiny_causal_lm, tiny_encoder
 
 
@@ -21,7 +20,7 @@ def test_zero_shot_assertion_head(tmp_path, split_frames):
     assert set(out["native"]) <= {"PRESENT", "ABSENT", "POSSIBLE"}
     assert np.array_equal(out["pred"], [int(n == "ABSENT") for n in out["native"]])
     assert out["score"] is None
-    m = binary_metrics(test["label"], out["pred"], out["score"], "zero_shot", n_resamples=50)
+    m = negex.score(negex.predictions(test, out, digits=None), "zero_shot", n_resamples=50)
     assert m["roc_auc_zero_shot"]["value"] is None and "labels" in m["roc_auc_zero_shot"]["reason"]
 
 

@@ -49,14 +49,19 @@ def test_percentile_ci_ignores_nan():
 
 
 def test_resampled_values_are_those_behind_the_intervals():
-    from atlaslib.metrics.report import binary_metrics, binary_resampled
+    from atlaslib.cards import record
+    from atlaslib.cards.negex import SCORING, counts
+    from atlaslib.metrics import engine
 
     rng = np.random.default_rng(3)
     y = rng.integers(0, 2, 80)
     p = np.where(rng.random(80) < 0.8, y, 1 - y)
     s = rng.random(80)
-    m = binary_metrics(y, p, s, "probe", n_resamples=200, seed=4)
-    r = binary_resampled(y, p, s, "probe", n_resamples=200, seed=4)
+    word = ("affirmed", "negated")
+    recs = [record(f"i{k}", word[a], word[b], float(x)) for k, (a, b, x) in enumerate(zip(y, p, s))]
+    uc = counts({"predictions": recs})
+    m = engine.evaluate(SCORING, uc, "probe", n_resamples=200, seed=4)
+    r = engine.samples(SCORING, uc, "probe", n_resamples=200, seed=4)
     assert set(r) == set(m)
     for name, values in r.items():
         assert len(values) == 200

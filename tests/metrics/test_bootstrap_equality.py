@@ -26,9 +26,10 @@ from seqeval.metrics import recall_score as seq_r
 from seqeval.metrics.sequence_labeling import precision_recall_fscore_support as seq_prfs
 from sklearn.metrics import f1_score, precision_score, recall_score, roc_auc_score
 
+from atlaslib.cards import record
+from atlaslib.cards.negex import SCORING, counts
 from atlaslib.metrics import bootstrap as B
-from atlaslib.metrics import spans
-from atlaslib.metrics.report import binary_metrics
+from atlaslib.metrics import engine, spans
 
 SKLEARN = {
     "macro_f1": lambda y, p: f1_score(y, p, average="macro", labels=[0, 1], zero_division=0),
@@ -53,6 +54,13 @@ def _negex_like(n, share, seed, flip=0.15):
     return y, pred, score
 
 
+def _engine(y, p, s, n_resamples, seed):
+    """The cell metrics a NegEx run gets: its records' per-item counts under the card's declared scoring."""
+    word = ("affirmed", "negated")
+    recs = [record(f"i{k}", word[a], word[b], None if s is None else float(s[k])) for k, (a, b) in enumerate(zip(y, p))]
+    return engine.evaluate(SCORING, counts({"predictions": recs}), "zero_shot", n_resamples=n_resamples, seed=seed)
+
+
 def _naive(y, p, s, idx):
     vals = {k: np.array([fn(y[r], p[r]) for r in idx]) for k, fn in SKLEARN.items()}
     vals["roc_auc"] = np.array([roc_auc_score(y[r], s[r]) for r in idx])
@@ -62,8 +70,8 @@ def _naive(y, p, s, idx):
 @pytest.mark.parametrize("n,share,seed", [(160, 0.2, 1), (90, 0.5, 2), (60, 0.1, 3)])
 def test_negex_intervals_equal_sklearn_loop_on_the_same_indices(n, share, seed):
     y, p, s = _negex_like(n, share, seed)
-    fast = binary_metrics(y, p, s, "zero_shot", n_resamples=150, seed=seed)
-    idx = B.stratified_indices(y, 150, seed)                  # the indices binary_metrics draws
+    fast = _engine(y, p, s, 150, seed)
+    idx = B.stratified_indices(y, 150, seed)                  # the draws of the declared resampling
     loop = _naive(y, p, s, idx)
     for name in SKLEARN:
         m = fast[f"{name}_zero_shot"]
@@ -98,7 +106,7 @@ def test_negex_resample_values_row_by_row_and_auc_is_exact():
 def test_negex_majority_predictor_degenerate_metrics_match():
     y, _, s = _negex_like(80, 0.3, 4)
     p = np.zeros_like(y)                                       # nothing called negated
-    fast = binary_metrics(y, p, None, "zero_shot", n_resamples=100, seed=4)
+    fast = _engine(y, p, None, 100, seed=4)
     loop = {k: [fn(y[r], p[r]) for r in B.stratified_indices(y, 100, 4)] for k, fn in SKLEARN.items()}
     for name in SKLEARN:
         if name == "precision":

@@ -139,7 +139,9 @@ def test_rendered_leaderboard_markdown_without_a_browser(tmp_path):
 
     from atlaslib.pages.card_pages import leaderboard_markdown
     from atlaslib.cards import get_card
-    from atlaslib.metrics.report import binary_metrics, confusion_counts
+    from atlaslib.cards.negex import SCORING, counts
+    from atlaslib.metrics import engine
+    from atlaslib.metrics.classification import confusion_counts
     from atlaslib.pages import comparisons
 
     card = get_card("negex")
@@ -149,7 +151,7 @@ def test_rendered_leaderboard_markdown_without_a_browser(tmp_path):
     cells = []
     for name, pred in (("good", good), ("majority", np.zeros(60, int))):
         c = negex_cell(name, y, pred)
-        c["metrics"] = binary_metrics(y, pred, None, "zero_shot", n_resamples=200, seed=11)
+        c["metrics"] = engine.evaluate(SCORING, counts(c), "zero_shot", n_resamples=200, seed=11)
         c["extra"] = {"confusion": confusion_counts(y, pred)}
         cells.append(c)
     cells.append({"card": "negex", "version": "v", "model": "hub/model-x", "protocol": "zero_shot",

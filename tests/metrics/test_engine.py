@@ -128,7 +128,7 @@ def test_every_card_declares_a_scoring_its_counts_fill():
 
 def test_a_card_run_scores_through_the_engine_and_its_samples_are_those_resamples(data):
     from atlaslib.cards.run import CardRun
-    from atlaslib.metrics.report import binary_metrics, binary_resampled
+    from tests.metrics.reference import binary_metrics, binary_resampled
 
     y, p, s = data
     recs = [{"item_id": f"i{k}", "gold": "negated" if a else "affirmed", "pred": "negated" if b else "affirmed",

@@ -70,11 +70,11 @@ def test_coverage_simulation_cluster_covers_item_undercovers():
 
 
 def test_undefined_metric_is_na_never_zero():
+    from atlaslib.cards import negex, record
     from atlaslib.pages.card_pages import fmt_metric
-    from atlaslib.metrics.report import binary_metrics
 
-    y = np.array([1, 0, 0, 1, 0, 0, 0, 0])
-    m = binary_metrics(y, np.zeros(8, int), None, "zero_shot", n_resamples=50)
+    gold = ["negated", "affirmed", "affirmed", "negated", "affirmed", "affirmed", "affirmed", "affirmed"]
+    m = negex.score([record(f"i{k}", g, "affirmed") for k, g in enumerate(gold)], "zero_shot", n_resamples=50)
     assert m["precision_zero_shot"]["value"] is None
     assert fmt_metric(m["precision_zero_shot"]).startswith("n/a (undefined: nothing predicted positive")
     assert m["macro_f1_zero_shot"]["value"] == pytest.approx(6 / 7 / 2)     # F1 affirmed 12/14, F1 negated 0

@@ -133,7 +133,7 @@ def cell_parts(protocol: str, model: str, *, out: dict | None, metrics: dict | N
     (assertion systems on atlas-full-v1) and the overlap marker (a profile whose ``trained_on`` names the
     NegEx kit or its triggers)."""
     from ...metrics import bootstrap
-    from ...metrics.report import confusion_counts
+    from ...metrics.classification import confusion_counts
 
     parts = dict(split=split_cell, data_sha256=data_sha256(data_dir),
                  seeds={"split": SEED, "bootstrap": bootstrap.DEFAULT_SEED,

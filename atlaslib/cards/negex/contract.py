@@ -1,7 +1,7 @@
 """The card contract (see :mod:`atlaslib.cards`) for NegEx: :func:`load_items` (:mod:`.data`),
 :func:`split` (:mod:`.splitting`), and thin entry points over :func:`.data.audit`,
-:func:`.runs.run_protocol` and :func:`atlaslib.metrics.report.binary_metrics`, so they give the notebook's
-numbers."""
+:func:`.runs.run_protocol` and the scoring engine (:func:`atlaslib.metrics.engine.evaluate` under the card's
+:data:`.counting.SCORING`), so they give the notebook's numbers."""
 from __future__ import annotations
 
 import pandas as pd
@@ -40,16 +40,18 @@ def predict(items: pd.DataFrame, manifest: _splits.SplitManifest, model: str, pr
             for i, (iid, p, d) in enumerate(zip(test["item_id"], out["pred"], test["decision"]))]
 
 
-def score(records: list[dict], protocol: str, *, model: str | None = None, n_resamples: int = 1000) -> dict:
+def score(records: list[dict], protocol: str, *, model: str | None = None, n_resamples: int = 1000,
+          no_score_reason: str = "a native assertion head gives labels without scores") -> dict:
     """Contract entry point: macro F1, sensitivity, specificity, precision and ROC-AUC with stratified
     percentile intervals, from the records' per-item counts (:func:`.counting.counts`) through the scoring
-    engine (:func:`atlaslib.metrics.engine.evaluate`); the same numbers as
-    :func:`atlaslib.metrics.report.binary_metrics` on the same items (tested)."""
+    engine (:func:`atlaslib.metrics.engine.evaluate`), as :meth:`atlaslib.cards.run.CardRun.score` scores a
+    notebook's run; also how outside systems and variant runs are scored. Records without scores get
+    ROC-AUC null with ``no_score_reason``. Checked against an index-by-index bootstrap
+    (``tests/metrics/reference.py``): the same numbers to the bit."""
     from ...metrics import engine
     from .counting import SCORING
 
     uc = counts({"predictions": records})
-    return engine.evaluate(SCORING, uc, protocol, n_resamples=n_resamples,
-                           reasons={"roc_auc": "a native assertion head gives labels without scores"})
+    return engine.evaluate(SCORING, uc, protocol, n_resamples=n_resamples, reasons={"roc_auc": no_score_reason})
 
 from .counting import counts  # noqa: E402  (the card contract: per-unit counts, see .counting)

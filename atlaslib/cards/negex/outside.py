@@ -1,6 +1,7 @@
 """Outside systems on the NegEx card (``atlas export``, ``atlas score``, :func:`atlaslib.evaluate`): the split
-as an outside system sees it, and its answers made into the card's cell parts, scored by the card's own code
-(:func:`atlaslib.metrics.report.binary_metrics`, stratified bootstrap; :func:`.cells.cell_parts`)."""
+as an outside system sees it, and its answers made into the card's cell parts, scored as a model run is: the
+records' per-item counts under the card's declared scoring through the one engine (:func:`.contract.score`:
+stratified bootstrap), the cell parts by :func:`.cells.cell_parts`."""
 from __future__ import annotations
 
 import numpy as np
@@ -35,9 +36,9 @@ def outside_split(version: str, split: str, data_dir=None, protocol: str | None 
 def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resamples: int, data_dir=None) -> dict:
     """The cell parts of checked predictions ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`)."""
     from ...results import EXTERNAL
-    from ...metrics.report import binary_metrics
     from .card import POSITIVE
-    from .cells import cell_parts
+    from .cells import cell_parts, predictions
+    from .contract import score as score_records
     from .splitting import split_summary
 
     test = s.context["test"]
@@ -45,10 +46,10 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
     ordered = [by[i] for i in test["item_id"]]
     pred = np.array([int(p.label == POSITIVE) for p in ordered], dtype=int)
     score = None if ordered[0].score is None else np.array([float(p.score) for p in ordered])
-    metrics = binary_metrics(test["label"], pred, score, protocol, n_resamples=n_resamples,
-                             no_score_reason="the predictions give labels without scores")
     out = {"pred": pred, "score": score, "profile": profile, "capability": EXTERNAL,
            "details": {"source": EXTERNAL, "predictions_sha256": profile["revision"]}}
+    metrics = score_records(predictions(test, out, data_dir, digits=None), protocol, n_resamples=n_resamples,
+                            no_score_reason="the predictions give labels without scores")
     summary = split_summary(s.context["items"], s.context["manifest"])
     return dict(cell_parts(protocol, profile["name"], out=out, metrics=metrics, test=test,
                            split_cell=summary["cell"], data_dir=data_dir), parameters={"n_resamples": n_resamples})

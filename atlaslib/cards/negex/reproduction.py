@@ -39,8 +39,7 @@ def reproduction(adapter, rows: pd.DataFrame, items: pd.DataFrame, known: dict |
     GenNegEx 1.2's published figures on the whole kit (negated = positive). Each marked item is predicted
     once: ``known`` (item_id -> 0/1, e.g. the run's own test predictions) is reused, the 2,365 items are
     the found rows of the 2,376, and a missing concept counts as affirmed."""
-    from ...metrics.classification import precision, sensitivity, specificity
-    from ...metrics.report import confusion_counts
+    from ...metrics.classification import confusion_counts, precision, sensitivity, specificity
 
     all_rows = rows_for_reproduction(rows)
     lm = assertion_label_map()

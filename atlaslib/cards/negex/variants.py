@@ -59,11 +59,12 @@ def run_variants(cell: dict, out: dict | None, train: pd.DataFrame, test: pd.Dat
     """The variant cells of the run whose cell is ``cell`` and whose :func:`.runs.run_protocol` outcome is
     ``out`` (its ``predict``: the same adapter, probe head or fine-tuned model): one per perturbation that
     applies to some test item, and one per prompt variant when the run scores answer options; written beside
-    the run's cell (:func:`atlaslib.variants.write_variant_cells`) when ``result_path`` is given. None for a
-    run that did not happen or reads no text (a constant baseline)."""
-    from ...metrics.report import binary_metrics
+    the run's cell (:func:`atlaslib.variants.write_variant_cells`) when ``result_path`` is given. A variant's
+    metrics are scored as its run's are (:func:`.contract.score`, or :func:`.cells.seeded_metrics` for a row
+    over training seeds). None for a run that did not happen or reads no text (a constant baseline)."""
     from ...variants import variant_cell
     from .cells import predictions, seed_run_records, seeded_metrics
+    from .contract import score
 
     if out is None or cell.get("status") != "ok" or not getattr(out.get("adapter"), "reads_text", True):
         return []
@@ -86,10 +87,8 @@ def run_variants(cell: dict, out: dict | None, train: pd.DataFrame, test: pd.Dat
             res = out["predict"](frame, prompts=prompts, options=options) if options_run else out["predict"](frame)
             if len(res.get("seed_runs") or []) > 1:     # a row over training seeds: every seed's model, scored as its row
                 metrics = seeded_metrics(frame, res, protocol, n_resamples=n_resamples, data_dir=data_dir)
-            else:
-                metrics = binary_metrics(frame["label"], res["pred"], res.get("score"), protocol,
-                                         n_resamples=n_resamples,
-                                         no_score_reason="a native assertion head gives labels without scores")
+            else:     # scores at full precision, as the run's own metrics read them
+                metrics = score(predictions(frame, res, data_dir, digits=None), protocol, n_resamples=n_resamples)
             recs = predictions(frame, {**res, "adapter": out.get("adapter")}, data_dir)
         if prompts is not None:
             inputs = prompts
