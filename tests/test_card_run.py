@@ -1,7 +1,8 @@
 """One run of any card (:mod:`atlaslib.cards.run`): frozen spec, timing, not-run decision, one result cell.
 
-References: hand counts on the toy card (4 of its 8 test numbers are even) and on the NLI challenge's own
-case list (the share of entailment gold labels is what always answering "entailment" scores).
+References: hand counts on the toy card (4 of its 8 test numbers are even), on the NLI challenge's own
+case list (the share of entailment gold labels is what always answering "entailment" scores), and scikit-learn's
+accuracy of each training seed's predictions (a fine-tuned row is their mean).
 """
 from __future__ import annotations
 
@@ -32,12 +33,56 @@ def test_run_through_the_contract_gives_the_hand_counted_cell(toy, tmp_path):
     assert run("toy", "toy-v1", "parity-rule", "zero_shot")["metrics"]["accuracy_zero_shot"]["value"] == 1.0
 
 
-def test_a_run_that_cannot_happen_is_a_not_run_cell_with_the_cards_metric_names(toy):
+def test_a_run_that_cannot_happen_is_a_not_run_cell_with_the_cards_metric_names(toy, monkeypatch):
+    reason = "toy card runs only always-even, parity-rule under zero_shot"
     cell = run("toy", "toy-v1", "some-encoder", "zero_shot")
-    assert cell["status"] == "not_run" and cell["reason"] == "toy card runs only always-even, parity-rule"
+    assert cell["status"] == "not_run" and cell["reason"] == reason
     assert list(cell["metrics"]) == toy.metric_names("zero_shot") == ["accuracy_zero_shot"]
     assert cell["metrics"]["accuracy_zero_shot"] == {"value": None, "ci_low": None, "ci_high": None,
-                                                     "reason": "not run: toy card runs only always-even, parity-rule"}
+                                                     "reason": f"not run: {reason}"}
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")   # a fine-tune whose weights are absent: its not-run cell
+    cell = run("toy", "toy-v1", "nobody-org/absent-model", "finetune")
+    assert cell["status"] == "not_run" and cell["reason"].startswith("weights unavailable")
+    assert cell["metrics"]["accuracy_finetune"]["value"] is None
+
+
+def test_a_seeded_row_of_no_seed_is_one_clear_error(toy):
+    from atlaslib.cards.run import contract_parts
+    from tests import toy_card
+
+    manifest = toy_card.split(toy_card.load_items(), "toy-v1")
+    with pytest.raises(ValueError, match=r"card toy, predict of m under finetune: a row over training seeds is "
+                                         r"\{training seed: list of records\}, at least one seed; got \{\}"):
+        contract_parts(CardRun("toy", "toy-v1", "m", "finetune"), {}, manifest)
+
+
+def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_five_seeds(toy, tmp_path):
+    """The row is the mean of the seeds' accuracies (scikit-learn on each seed's predictions), not the first
+    seed's, with the two-level interval; every seed's predictions and metrics are in ``extra.seed_runs`` and the
+    cell's own predictions are the first seed's, as in the book's fine-tuned rows."""
+    import numpy as np
+    from sklearn.metrics import accuracy_score
+
+    from tests.tiny_models import tiny_encoder
+    from tests.toy_card import FINETUNE_RECIPE
+
+    cell = run("toy", "toy-v1", str(tiny_encoder(tmp_path)), "finetune", parameters={"n_resamples": 200})
+    runs = cell["extra"]["seed_runs"]
+    assert [r["seed"] for r in runs] == FINETUNE_RECIPE["seeds"] == [1, 2, 3, 4, 5]
+    gold = [p["gold"] for p in cell["predictions"]]
+    per = [accuracy_score(gold, [p["pred"] for p in r["predictions"]]) for r in runs]
+    acc = cell["metrics"]["accuracy_finetune"]
+    assert per[0] != np.mean(per)   # the seeds disagree: the first seed alone is another number
+    assert acc["value"] == pytest.approx(np.mean(per))
+    assert [s["value"] for s in acc["seeds"]["per_seed"]] == pytest.approx(per) and acc["seeds"]["n_seeds"] == 5
+    assert acc["ci_low"] <= acc["value"] <= acc["ci_high"]
+    for r, a in zip(runs, per):   # each seed's own metric with its exact interval
+        k = round(a * len(gold))
+        assert (r["metrics"]["accuracy_finetune"]["value"], r["metrics"]["accuracy_finetune"]["ci_low"],
+                r["metrics"]["accuracy_finetune"]["ci_high"]) == pytest.approx((a, *clopper_pearson(k, len(gold))))
+        assert r["unit_counts"]
+    assert [p["pred"] for p in cell["predictions"]] == [p["pred"] for p in runs[0]["predictions"]]
+    assert cell["seeds"] == {"split": 0, "bootstrap": 20261006, "finetune": [1, 2, 3, 4, 5]}
 
 
 def test_nli_challenge_through_the_contract_matches_its_case_list():
@@ -96,7 +141,7 @@ def test_attempt_records_not_run_and_lets_real_failures_through(toy):
 
 @pytest.mark.parametrize("args, message", [
     (("toy", "toy-v2", "m", "zero_shot"), "card toy has no version 'toy-v2'; expected one of toy-v1"),
-    (("toy", "toy-v1", "m", "probe"), "card toy has no protocol 'probe'; expected one of zero_shot"),
+    (("toy", "toy-v1", "m", "probe"), "card toy has no protocol 'probe'; expected one of zero_shot, finetune"),
 ])
 def test_bad_version_or_protocol_is_named(toy, args, message):
     with pytest.raises(ValueError, match=message):

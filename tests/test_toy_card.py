@@ -1,9 +1,9 @@
-"""A new card is one folder: the toy card (``tests/toy_card.py`` with its notebook ``tests/toy_card.md``)
-becomes a package of a temporary distribution outside the atlas, declared by an entry point, and nothing
-else is edited: no registry entry, no page, no table of contents. It is found by discovery, split, its two
-runs executed by the runner (papermill, whose kernel finds it the same way), their result cells written,
-and its page (the folder's ``page.md``, quoting a fact its ``pages.py`` provides) shows both numbers in a
-built book."""
+"""A new card is one folder: the toy card (``tests/toy_card/``: five small files and its notebook
+``toy_card.md``) becomes a package of a temporary distribution outside the atlas, declared by an entry point,
+and nothing else is edited: no registry entry, no page, no table of contents. It is found by discovery,
+split, its two runs executed by the runner (papermill, whose kernel finds it the same way), their result cells
+written, and its page (the folder's ``page.md``, quoting a fact its ``pages.py`` provides) shows both numbers in
+a built book. It passes the contract tests every card of the atlas passes (``tests/cards/test_contract.py``)."""
 import copy
 import json
 import os
@@ -22,15 +22,13 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.fixture
 def toy_distribution(tmp_path, monkeypatch):
-    """``<tmp>/site``: the package ``toycards.toy`` (the toy card's module as its ``__init__.py``, its notebook
-    beside it) and the distribution ``toycards`` declaring it in the entry-point group ``atlaslib.cards``, on
-    this process's path and the kernels' (PYTHONPATH). The registry is as it was after the test."""
+    """``<tmp>/site``: the package ``toycards.toy`` (a copy of the toy card's folder, its notebook in it) and the
+    distribution ``toycards`` declaring it in the entry-point group ``atlaslib.cards``, on this process's path
+    and the kernels' (PYTHONPATH). The registry is as it was after the test."""
     site = tmp_path / "site"
     package = site / "toycards" / "toy"
-    package.mkdir(parents=True)
+    shutil.copytree(HERE / "toy_card", package, ignore=shutil.ignore_patterns("__pycache__"))
     (site / "toycards" / "__init__.py").write_text("")
-    shutil.copyfile(HERE / "toy_card.py", package / "__init__.py")
-    shutil.copyfile(HERE / "toy_card.md", package / "toy_card.md")
     dist = site / "toycards-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toycards\nVersion: 0.1\n")
@@ -64,9 +62,6 @@ def test_a_card_outside_the_atlas_is_found_and_runs_end_to_end(toy_distribution,
     # contents are made; a fact its page quotes is registered from its folder's pages.py
     (toy_distribution / "page.md").write_text("# Toy card\n\n{{fact:toy.test_numbers}} test numbers, half of "
                                               "them even.\n\n<!-- leaderboard -->\n")
-    (toy_distribution / "pages.py").write_text(
-        "from atlaslib.cards.facts import Fact\n\n"
-        "FACTS = {'toy': lambda ctx: {'toy.test_numbers': Fact(len(ctx.ok_cells('toy')[0]['predictions']))}}\n")
     paths = book.BuildPaths(results=tmp_path / "results", runs=tmp_path / "runs", build=tmp_path / "_build")
     logs = []
     code = book.build(paths=paths, cards=[toy], requests=book.default_requests([toy]),
@@ -107,3 +102,43 @@ def test_a_card_whose_declaration_has_another_name_is_refused(toy_distribution):
     ep.write_text(ep.read_text().replace("toy = ", "game = "))
     with pytest.raises(cards.CardRegistryError, match="found as card 'game' but its CARD is named 'toy'"):
         cards.get_card("game")
+
+
+def test_the_toy_card_passes_every_cards_contract_tests(monkeypatch, data_dir):
+    """The contract tests of the atlas's cards (``tests/cards/test_contract.py``), run on the toy card; its
+    layout is the five files of a new card: ``card.py`` declares ``CARD`` and ``SCORING``, the contract functions
+    are defined in ``data.py``, ``predict.py`` and ``counting.py``, and ``__init__.py`` only re-exports them. (It
+    takes no outside predictions, so the outside-systems test is not one of them.)"""
+    import ast
+    import importlib
+
+    from atlaslib.cards import CONTRACT
+    from tests.cards import test_contract as contract
+
+    monkeypatch.setitem(cards.CARD_MODULES, "toy", "tests.toy_card")
+    contract.test_card_declares_itself_as_data("toy")
+    contract.test_data_pins_come_from_the_declaration_not_reflection("toy", monkeypatch)
+    contract.test_runner_reads_baselines_and_capabilities_from_the_card("toy")
+    run = ("toy-v1", "parity-rule", "zero_shot")
+    monkeypatch.setitem(contract.RUNS, "toy", run)
+    mod = cards.card_module("toy")
+    items = mod.load_items(data_dir)
+    manifest = mod.split(items, run[0])
+    records = mod.predict(items, manifest, run[1], run[2], data_dir=data_dir)
+    contract.test_every_card_implements_the_contract(
+        "toy", {"toy": (mod, items, manifest, records, mod.score(records, run[2], model=run[1]))}, data_dir)
+
+    root = HERE / "toy_card"
+    assert sorted(p.name for p in root.iterdir() if p.suffix in (".py", ".md")) == [
+        "__init__.py", "card.py", "counting.py", "data.py", "pages.py", "predict.py", "toy_card.md"]
+    assert {"CARD", "SCORING"} <= contract._top_level_names(root / "card.py")[0]
+    defined = {f: contract._top_level_names(root / f"{f}.py")[0] for f in ("data", "predict", "counting")}
+    assert {fn: next(f for f, names in defined.items() if fn in names) for fn in CONTRACT} == {
+        "load_items": "data", "audit_items": "data", "split": "data", "predict": "predict", "score": "counting",
+        "counts": "counting"}
+    assert all(getattr(mod, fn) is getattr(importlib.import_module(f"tests.toy_card.{f}"), fn)
+               for f, names in defined.items() for fn in names & set(CONTRACT))
+    init = ast.parse((root / "__init__.py").read_text(encoding="utf-8")).body
+    assert isinstance(init[0], ast.Expr) and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in init[1:])
+    pages = ast.parse((root / "pages.py").read_text(encoding="utf-8")).body   # its facts: no atlaslib.pages import
+    assert not [n for n in pages if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("atlaslib.pages")]

@@ -173,17 +173,46 @@ def _show(text: str) -> None:
 def run(card, version: str, model: str, protocol: str, *, data_dir=None, parameters: dict | None = None,
         result_path=None, **options) -> dict:
     """A run through the card contract alone (no notebook): load the items, split the version, predict with
-    ``model`` under ``protocol``, score; the cell is :class:`CardRun`'s. The pages' run-specific sections
-    need the notebook; this gives the same metrics (``tests/cards/test_run.py``) for any card, including
-    a new one that has only its contract."""
+    ``model`` under ``protocol``, score; the cell is :class:`CardRun`'s, its parts :func:`contract_parts`'s (a
+    row over training seeds is the book's: the mean over seeds with the two-level interval, every seed's
+    predictions in ``extra.seed_runs``). The pages' run-specific sections need the notebook; this gives the
+    same metrics (``tests/test_card_run.py``) for any card, including a new one that has only its contract."""
     mod = card_module(card)
     r = CardRun(mod, version, model, protocol, parameters=parameters, result_path=result_path)
     items = mod.load_items(data_dir)
     manifest = mod.split(items, version)
-    split = manifest.cell()
     records = None
     with r.attempt(show=lambda text: None):
         records = mod.predict(items, manifest, model, protocol, data_dir=data_dir, **options)
-    if not r.ok:
-        return r.finish(split=split)
-    return r.finish(metrics=mod.score(records, protocol, model=model), predictions=records, split=split)
+    return r.finish(**contract_parts(r, records, manifest))
+
+
+def contract_parts(card_run: CardRun, records, manifest) -> dict:
+    """:meth:`CardRun.finish`'s arguments for what the contract's ``predict`` gave (``records``; None: the run
+    did not happen) on ``manifest``'s split.
+
+    ``records`` is a list of :func:`atlaslib.cards.record` for a run of one model, scored by the card's
+    ``score``; or, for a row over training seeds (a fine-tune), ``{training seed: records}`` in the recipe's
+    order, made into the book's seeded row: each seed's records counted by the card's ``counts`` and scored
+    under its ``SCORING`` with the same item resamples (:func:`atlaslib.metrics.seeds.score_seeds`), the
+    metrics the mean over seeds with the two-level interval, the first seed's records the cell's
+    ``predictions``, every seed's metrics, unit counts and answers in ``extra.seed_runs``, and the seeds in
+    ``seeds`` (``split``, ``bootstrap``, and the training seeds under the protocol's name)."""
+    mod, model, protocol = card_run.module, card_run.spec.model, card_run.spec.protocol
+    parts = {"split": manifest.cell()}
+    if records is None:
+        return parts
+    if not isinstance(records, dict):
+        return dict(parts, predictions=records, metrics=mod.score(records, protocol, model=model))
+    from ..metrics import seeds
+
+    if not records or not all(isinstance(v, list) for v in records.values()):
+        raise ValueError(f"card {card_run.card.name}, predict of {model} under {protocol}: a row over training "
+                         f"seeds is {{training seed: list of records}}, at least one seed; got {records!r:.200}")
+    seed_list = list(records)
+    metrics, per = seeds.score_seeds(mod, list(records.values()), seed_list, protocol,
+                                     n_resamples=card_run.spec.parameters.get("n_resamples"))
+    seed_runs = [{**p, "predictions": [{k: x[k] for k in ("item_id", "pred", "score")} for x in records[p["seed"]]]}
+                 for p in per]
+    return dict(parts, predictions=records[seed_list[0]], metrics=metrics, extra={"seed_runs": seed_runs},
+                seeds={"split": manifest.seed, "bootstrap": mod.SCORING.resampling.seed, protocol: seed_list})
