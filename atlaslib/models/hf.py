@@ -111,14 +111,17 @@ class _HFAdapter:
     capability = ""
     auto_class = "AutoModel"
     pooling = None
+    #: the rows of a fixed-shape batch when the caller gives no ``batch_size``
+    default_rows = 8
 
-    def __init__(self, profile: Profile, *, batch_size: int = 8, max_length: int | None = None,
+    def __init__(self, profile: Profile, *, batch_size: int | None = None, max_length: int | None = None,
                  device: str = "cpu", dtype: str = "float32", torch_threads: int | None = None,
                  progress: bool = True, **unknown):
         if unknown:
             raise TypeError(f"{type(self).__name__} ({profile.name}): unknown option(s) {sorted(unknown)}; "
                             "allowed: batch_size, max_length, device, dtype, torch_threads, progress")
-        if not isinstance(batch_size, int) or batch_size < 1:
+        batch_size = self.default_rows if batch_size is None else batch_size
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"{profile.name}: batch_size must be a positive integer, got {batch_size!r}")
         if dtype not in _DTYPES:
             raise ValueError(f"{profile.name}: dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
