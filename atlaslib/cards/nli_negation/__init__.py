@@ -10,8 +10,8 @@ their labels scored). Every name is re-exported here.
 from .challenge import (CONFIDENCE_LEVEL, DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
                         REPORT_SCHEMA_VERSION, GateDecision, NliNegationReport, PatternScores, RateEstimate,
                         assert_false_entailment_gate, assert_nli_negation_gate, clopper_pearson,
-                        collect_predictions, normalise_label, predictions_sha256, run_nli_negation_challenge,
-                        score_predictions)
+                        collect_predictions, decide_gates, normalise_label, predictions_sha256,
+                        run_nli_negation_challenge, score_predictions)
 from .corpus import (ABSTENTION, ADMISSIBLE_LABELS, FINDINGS, LABELS, PATTERNS, SECTIONS, VERSION, NliNegationCase,
                      case_set_sha256, default_nli_negation_cases, load_nli_negation_cases, validate_cases)
 from .errors import (FalseEntailmentGateError, NliNegationError, NliNegationGateError, NliNegationInputError,
@@ -22,8 +22,8 @@ from .predictors import (ALWAYS_ABSTAIN, ALWAYS_ENTAILMENT, CONTEXT_PREDICTOR, H
 from .exchange import load_openmed_fixtures, write_openmed_fixtures
 from .card import (CARD, CASE_SETS, LLM_PROFILE, METRICS, NLI_PROMPTS, OPENMED_VERSION, PINNED_FILES, PROTOCOL,
                    CaseSet, NliNegationRun, audit_table, case_frame, depth_table, example_cases, false_entailment_cases,
-                   gate_table, memorisation_sentences, most_common_label_text, pattern_frame, plot_pattern_rates,
-                   run_card, version_cases)
+                   gate_metrics, gate_table, memorisation_sentences, most_common_label_text, pattern_frame,
+                   plot_pattern_rates, run_card, version_cases)
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split, write_outside_files  # noqa: F401
 from .scoring import SCORE_COMMAND, main as score_command  # noqa: F401  (`atlas score nli_negation ...`)

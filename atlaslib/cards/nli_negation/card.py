@@ -1,17 +1,20 @@
 """The card: ``CARD``, one run per (version, model, protocol), tables and plots for the notebook.
 
-:func:`run_card` is the only entry point the notebook needs for a run: it builds the predictor
-(:func:`.predictors.build_predictor`), collects its labels on the version's cases, scores them and
-returns an :class:`NliNegationRun` whose :meth:`~NliNegationRun.cell` is the result cell. A model
-whose weights are missing or that lacks ``predict.nli`` gives a ``not_run`` run (never a crash).
+:func:`run_card` is the only entry point the notebook needs for a run: under the notebook's
+:class:`~atlaslib.cards.run.CardRun` it builds the predictor (:func:`.predictors.build_predictor`), collects its
+labels on the version's cases and writes the challenge's report on them, and returns an :class:`NliNegationRun`;
+a model whose weights are missing or that lacks ``predict.nli`` gives a ``not_run`` run (never a crash).
 
 Result cell: metrics ``aggregate_accuracy_zero_shot`` and ``false_entailment_rate_zero_shot``
-(value + exact Clopper–Pearson interval), ``false_entailment_gate_zero_shot`` and
-``combined_gate_zero_shot`` (1 = pass, 0 = fail); ``extra.report`` is the value-free report
-(:meth:`NliNegationReport.to_dict`); ``predictions`` hold ``item_id`` (case id), ``gold`` and
-``pred`` per case, and ``scores``: the model's ``{label: probability}`` for that case when it tells them (a
-language model scoring the label options, an NLI head), else None; the metrics read ``gold`` and ``pred`` only.
-The cell is internal data, the report is what may travel.
+(value + exact Clopper–Pearson interval), made as every card's are: :meth:`CardRun.score` of the run's
+records (the card's ``counts`` under its ``SCORING``, :mod:`.counting`, through the one scoring engine);
+``false_entailment_gate_zero_shot`` and ``combined_gate_zero_shot`` (1 = pass, 0 = fail) are decided on those two
+by the report's gate rule (:func:`gate_metrics`). ``extra.report`` is the value-free report
+(:meth:`NliNegationReport.to_dict`: pattern rates, gates, digests; the page's analysis beside the metrics);
+``predictions`` hold ``item_id`` (case id), ``gold`` and ``pred`` per case, and ``scores``: the model's
+``{label: probability}`` for that case when it tells them (a language model scoring the label options, an NLI
+head), else None; the metrics read ``gold`` and ``pred`` only. The cell is internal data, the report is what may
+travel.
 """
 from __future__ import annotations
 
@@ -27,8 +30,9 @@ from atlaslib.cards import Analysis, Card, Departure
 from atlaslib.models.prompts import OptionPrompt, PromptSet
 from atlaslib.phases import phase
 
+from ..run import CardRun
 from .challenge import (DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY, NliNegationReport,
-                        collect_predictions, score_predictions)
+                        collect_predictions, decide_gates, score_predictions)
 from .corpus import FINDINGS, LABELS, PATTERNS, VERSION, NliNegationCase, case_set_sha256, default_nli_negation_cases
 from . import exchange
 from .errors import NliNegationInputError
@@ -70,6 +74,8 @@ NLI_PROMPTS = PromptSet("nli-negation-options-v1", {
 #: The language model on the card's default rows (option scoring over the three labels)
 LLM_PROFILE = "smollm2-135m-instruct"
 METRICS = ("aggregate_accuracy", "false_entailment_rate", "false_entailment_gate", "combined_gate")
+#: The capability a model answers the challenge by (the run spec's, for every predictor)
+CAPABILITY = "predict.nli"
 
 #: Slices of the cases, as data (slice name -> prediction-record field); see :func:`case_templates`.
 SLICES = {
@@ -200,67 +206,79 @@ def version_cases(version: str = VERSION) -> tuple[NliNegationCase, ...]:
 
 @dataclass
 class NliNegationRun:
-    """One (version, model, protocol) run: the report and labels, or the reason it did not run."""
+    """One (version, model, protocol) run under its :class:`~atlaslib.cards.run.CardRun` (which froze the run's
+    spec before it started and times it): the report and labels, or the reason it did not run."""
 
-    spec: results.RunSpec
+    card_run: CardRun
     status: str
     reason: str | None = None
     report: NliNegationReport | None = None
     labels: list | None = None
     cases: tuple[NliNegationCase, ...] = ()
-    timing: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)  # the CardRun's timing once the labels were in
     llm: dict = field(default_factory=dict)   # a language model's contamination mark and memorisation probe
     scores: list | None = None                # per case {label: probability} (a model that tells them), else None
+    profile: dict | None = None               # what the predictor turned out to be (its info after the run)
+    parameters: dict = field(default_factory=dict)  # thresholds, run key, predictor options: the spec's parameters
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def metrics(self) -> dict:
-        m = {CARD.metric_name(b, PROTOCOL): None for b in METRICS}
-        if not self.ok:
-            return {k: results.metric(None, reason=f"not run: {self.reason}") for k in m}
-        r = self.report
-        acc, fer = r.aggregate_accuracy, r.false_entailment_rate
-        fer_m = (results.metric(fer.value, fer.ci_low, fer.ci_high) if fer.value is not None
-                 else results.metric(None, reason="no contradiction or neutral case"))
-        return {
-            CARD.metric_name("aggregate_accuracy", PROTOCOL): results.metric(acc.value, acc.ci_low, acc.ci_high),
-            CARD.metric_name("false_entailment_rate", PROTOCOL): fer_m,
-            CARD.metric_name("false_entailment_gate", PROTOCOL):
-                results.metric(float(r.gate.false_entailment_gate_passed)),
-            CARD.metric_name("combined_gate", PROTOCOL): results.metric(float(r.gate.passed)),
-        }
+    def records(self) -> list[dict]:
+        """The run's prediction records, the cell's ``predictions`` and what :meth:`CardRun.score` scores: per
+        case ``item_id`` (case id), ``pattern``, its templates (:func:`case_templates`), ``gold``, ``pred``
+        (``abstention`` for no label) and ``scores``."""
+        scores = self.scores if self.scores is not None else [None] * len(self.cases)
+        return [{"item_id": c.case_id, "pattern": c.pattern, **case_templates(c), "gold": c.gold_label,
+                 "pred": "abstention" if p is None else p, "scores": s}
+                for c, p, s in zip(self.cases, self.labels, scores)]
 
-    def cell_parts(self) -> dict:
+    def cell_parts(self, metrics: dict | None = None) -> dict:
         """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
         arguments): the predictor's profile, the thresholds, the case set (split and digest); for a run that
-        happened the metrics, per-case predictions and the report; for one that did not, its ``reason``."""
+        happened the metrics, per-case predictions and the report; for one that did not, its ``reason``.
+        ``metrics``: :meth:`CardRun.score` of :meth:`records` (the notebook's; scored here through this run's
+        CardRun when not given), to which the gate metrics decided on them are added (:func:`gate_metrics`)."""
         digest = case_set_sha256(self.cases) if self.cases else None
         parts = dict(
             split={"hash": digest, "n_train": 0, "n_test": len(self.cases),
                    "test_label_counts": dict(Counter(c.gold_label for c in self.cases))},
-            data_sha256={f"nli_negation/{self.spec.version}": digest}, seeds={},
-            profile=self.spec.profile, capability=self.spec.capability, parameters=self.spec.parameters)
+            data_sha256={f"nli_negation/{self.card_run.spec.version}": digest}, seeds={},
+            profile=self.profile, capability=CAPABILITY, parameters=self.parameters)
         if not self.ok:
             return dict(parts, reason=self.reason)
-        scores = self.scores if self.scores is not None else [None] * len(self.cases)
-        preds = [{"item_id": c.case_id, "pattern": c.pattern, **case_templates(c), "gold": c.gold_label,
-                  "pred": "abstention" if p is None else p, "scores": s}
-                 for c, p, s in zip(self.cases, self.labels, scores)]
-        return dict(parts, metrics=self.metrics(), predictions=preds,
-                    extra={"report": self.report.to_dict(), **self.llm})
+        records = self.records()
+        if metrics is None:
+            metrics = self.card_run.score(records)
+        g = self.report.gate
+        metrics = {**metrics, **gate_metrics(metrics, max_false_entailment_rate=g.max_false_entailment_rate,
+                                             minimum_aggregate_accuracy=g.minimum_aggregate_accuracy)}
+        return dict(parts, metrics=metrics, predictions=records, extra={"report": self.report.to_dict(), **self.llm})
 
     def cell(self, result_path=None) -> dict:
-        """This run's result cell on its own (tests, scripts): a :class:`~atlaslib.cards.run.CardRun` of this
-        spec finished with :meth:`cell_parts`, timed by :func:`run_card`."""
-        from ..run import CardRun
-
-        card_run = CardRun(CARD.name, self.spec.version, self.spec.model, self.spec.protocol,
-                           parameters=self.spec.parameters, result_path=result_path)
-        return card_run.finish(**self.cell_parts(), timing=self.timing)
+        """This run's result cell on its own (tests, scripts): its :class:`~atlaslib.cards.run.CardRun` finished
+        with :meth:`cell_parts` (written to ``result_path`` when given)."""
+        if result_path is not None:
+            self.card_run.result_path = result_path
+        return self.card_run.finish(**self.cell_parts())
 
 
+def gate_metrics(metrics: dict, *, max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
+                 minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY) -> dict:
+    """The cell's two gate metrics, ``false_entailment_gate`` and ``combined_gate`` (1 = pass, 0 = fail), decided
+    on the accuracy and false-entailment rate of ``metrics`` (the scoring engine's, :meth:`CardRun.score`) by
+    the report's rule (:func:`.challenge.decide_gates`): a cell's gates say what its rates say."""
+    def value(base):
+        return (metrics.get(CARD.metric_name(base, PROTOCOL)) or {}).get("value")
+
+    accuracy = value("aggregate_accuracy")
+    if accuracy is None:
+        raise ValueError("gate_metrics: the metrics have no aggregate accuracy to decide the gates on")
+    g = decide_gates(accuracy, value("false_entailment_rate"), max_false_entailment_rate=max_false_entailment_rate,
+                     minimum_aggregate_accuracy=minimum_aggregate_accuracy)
+    return {CARD.metric_name("false_entailment_gate", PROTOCOL): results.metric(float(g.false_entailment_gate_passed)),
+            CARD.metric_name("combined_gate", PROTOCOL): results.metric(float(g.passed))}
 
 
 def _unfill(text: str, findings: list[str], sections: list[str]) -> str:
@@ -291,13 +309,14 @@ def case_templates(case: NliNegationCase) -> dict:
             "hypothesis_template": _unfill(case.hypothesis, findings[:2], sections[:2])}
 
 
-def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *,
+def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *, card_run: CardRun | None = None,
              max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
              minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
              run_key: str | None = None, predictor=None, **predictor_options) -> NliNegationRun:
-    """Run one predictor on the cases of ``version`` (:func:`version_cases`). ``run_key`` (set by the runner)
-    is stored in the run spec's parameters; ``predictor`` overrides the one built from ``model`` (tests);
-    ``predictor_options`` go to :func:`build_predictor`."""
+    """Run one predictor on the cases of ``version`` (:func:`version_cases`) under ``card_run`` (the notebook's
+    :class:`~atlaslib.cards.run.CardRun` of this version, model and protocol; one is made here when None, for tests
+    and scripts). ``run_key`` (set by the runner) is stored in the run spec's parameters; ``predictor``
+    overrides the one built from ``model`` (tests); ``predictor_options`` go to :func:`build_predictor`."""
     if protocol not in CARD.protocols:
         raise NliNegationInputError(f"parameter protocol: expected one of {', '.join(CARD.protocols)}")
     if version not in CARD.versions:
@@ -305,34 +324,37 @@ def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *,
     cases = version_cases(version)
     params = {"max_false_entailment_rate": max_false_entailment_rate,
               "minimum_aggregate_accuracy": minimum_aggregate_accuracy, "run_key": run_key, **predictor_options}
-    spec = results.RunSpec(card=CARD.name, version=version, model=model, protocol=protocol,
-                           capability="predict.nli", parameters=params)
-    with results.Timer() as t:
-        if predictor is None:
-            from atlaslib.models import CapabilityMissing, WeightsUnavailable
-            options = dict(predictor_options)
-            if model == CONTEXT_PREDICTOR:
-                options.setdefault("findings", CASE_SETS[version].findings)
-            try:
-                predictor = build_predictor(model, prompt=NLI_PROMPTS, **options)
-            except (CapabilityMissing, WeightsUnavailable) as exc:
-                reason = str(exc) or type(exc).__name__
-                if isinstance(exc, CapabilityMissing) and not reason.startswith("n/a"):
-                    reason = f"n/a: {reason}"
-                return NliNegationRun(spec, "not_run", reason=reason, cases=cases, timing=t.timing)
-        with phase("prediction", items=len(cases)):
-            labels = collect_predictions(cases, predictor=predictor)
-        scores = getattr(predictor, "last_scores", None)     # label probabilities, when the predictor tells them
-        if scores is not None and len(scores) != len(cases):
-            raise NliNegationInputError(f"the predictor kept {len(scores)} label probabilities for {len(cases)} cases")
-        info = dict(getattr(predictor, "info", {}) or {})   # after the run: it holds what the run cost
-        spec.profile = info
-        spec.revision = info.get("revision")
-        llm = _llm_extra(model, predictor)
-        report = score_predictions(cases, labels, max_false_entailment_rate=max_false_entailment_rate,
-                                   minimum_aggregate_accuracy=minimum_aggregate_accuracy)
-    return NliNegationRun(spec, "ok", report=report, labels=labels, cases=cases, timing=t.timing, llm=llm,
-                          scores=scores)
+    if card_run is None:
+        card_run = CardRun(CARD.name, version, model, protocol, parameters=params)
+    elif (card_run.card.name, card_run.spec.version, card_run.spec.model, card_run.spec.protocol) != \
+            (CARD.name, version, model, protocol):
+        s = card_run.spec
+        raise NliNegationInputError(f"parameter card_run: a run of {s.card} {s.version} {s.model} {s.protocol}, "
+                                    f"not of {CARD.name} {version} {model} {protocol}")
+    run = dict(card_run=card_run, cases=cases, parameters=params)
+    if predictor is None:
+        from atlaslib.models import CapabilityMissing, WeightsUnavailable
+        options = dict(predictor_options)
+        if model == CONTEXT_PREDICTOR:
+            options.setdefault("findings", CASE_SETS[version].findings)
+        try:
+            predictor = build_predictor(model, prompt=NLI_PROMPTS, **options)
+        except (CapabilityMissing, WeightsUnavailable) as exc:
+            reason = str(exc) or type(exc).__name__
+            if isinstance(exc, CapabilityMissing) and not reason.startswith("n/a"):
+                reason = f"n/a: {reason}"
+            return NliNegationRun(status="not_run", reason=reason, timing=card_run.timing, **run)
+    with phase("prediction", items=len(cases)):
+        labels = collect_predictions(cases, predictor=predictor)
+    scores = getattr(predictor, "last_scores", None)     # label probabilities, when the predictor tells them
+    if scores is not None and len(scores) != len(cases):
+        raise NliNegationInputError(f"the predictor kept {len(scores)} label probabilities for {len(cases)} cases")
+    info = dict(getattr(predictor, "info", {}) or {})   # after the run: it holds what the run cost
+    llm = _llm_extra(model, predictor)
+    report = score_predictions(cases, labels, max_false_entailment_rate=max_false_entailment_rate,
+                               minimum_aggregate_accuracy=minimum_aggregate_accuracy)
+    return NliNegationRun(status="ok", report=report, labels=labels, timing=card_run.timing, llm=llm, scores=scores,
+                          profile=info, **run)
 
 
 def memorisation_sentences() -> list[str]:

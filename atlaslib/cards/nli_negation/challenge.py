@@ -398,6 +398,23 @@ def false_entailment_upper_bound(successes: int, trials: int, level: float = CON
     return None if trials == 0 else intervals.clopper_pearson_upper(successes, trials, level)
 
 
+def decide_gates(accuracy: float, false_entailment_rate: float | None, upper_bound: float | None = None, *,
+                 max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
+                 minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
+                 certify: bool = False) -> GateDecision:
+    """The gates (see the module docstring) decided on an accuracy and a false-entailment rate (None: undefined,
+    the ceiling fails) and, under ``certify``, the rate's one-sided upper bound: the one rule the report and a
+    result cell's gate metrics (:func:`.card.gate_metrics`, on the scoring engine's values) both decide by."""
+    max_fe = _check_threshold("max_false_entailment_rate", max_false_entailment_rate, False)
+    min_acc = _check_threshold("minimum_aggregate_accuracy", minimum_aggregate_accuracy, True)
+    if certify:
+        fe_ok = upper_bound is not None and upper_bound < max_fe
+    else:
+        fe_ok = false_entailment_rate is not None and false_entailment_rate <= max_fe
+    acc_ok = True if min_acc is None else accuracy >= min_acc
+    return GateDecision(max_fe, min_acc, fe_ok, acc_ok, fe_ok and acc_ok, bool(certify), upper_bound)
+
+
 def score_predictions(cases, labels: list[str | None], *,
                       max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
                       minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
@@ -419,12 +436,8 @@ def score_predictions(cases, labels: list[str | None], *,
         pn, pabst, pacc, pfer = _scores([cases[i] for i in idx], [labels[i] for i in idx])
         per.append(PatternScores(pat, pn, pabst, pacc, pfer))
     upper = false_entailment_upper_bound(fer.successes, fer.trials)
-    if certify:
-        fe_ok = upper is not None and upper < max_fe
-    else:
-        fe_ok = fer.value is not None and fer.value <= max_fe
-    acc_ok = True if min_acc is None else acc.value >= min_acc
-    gate = GateDecision(max_fe, min_acc, fe_ok, acc_ok, fe_ok and acc_ok, bool(certify), upper)
+    gate = decide_gates(acc.value, fer.value, upper, max_false_entailment_rate=max_fe,
+                        minimum_aggregate_accuracy=min_acc, certify=certify)
     digest = case_set_sha256(cases)
     return NliNegationReport(n, abst, acc, fer, tuple(per), gate, digest, predictions_sha256(labels, digest))
 

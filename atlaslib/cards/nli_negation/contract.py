@@ -1,14 +1,14 @@
 """The card contract (see :mod:`atlaslib.cards`) for the NLI negation challenge: :func:`load_items` and
 :func:`split` (the cases of every split version, every case a test case), and thin entry points over
-:func:`.card.run_card` and :func:`.challenge.score_predictions`, so they give the notebook's numbers."""
+:func:`.card.run_card` and the card's scoring (:mod:`.counting` through the scoring engine, gates by
+:func:`.card.gate_metrics`), so they give the notebook's numbers."""
 from __future__ import annotations
 
 from collections import Counter
 
 from .. import NotRun, record
-from .card import CARD, PROTOCOL, NliNegationRun, run_card, version_cases
-from .challenge import score_predictions
-from .corpus import VERSION
+from .card import CARD, PROTOCOL, gate_metrics, run_card, version_cases
+from .corpus import ABSTENTION, VERSION
 
 
 def load_items(data_dir=None):
@@ -41,24 +41,27 @@ def audit_items(items, data_dir=None) -> dict:
 
 
 def predict(items, manifest, model: str, protocol: str = PROTOCOL, *, data_dir=None, **options) -> list[dict]:
-    """One record per test case (``gold`` / ``prediction`` NLI labels, None for an abstention; ``score``
-    None; ``pattern``); a run that cannot happen raises :class:`atlaslib.cards.NotRun`."""
+    """One record per test case (``gold`` / ``prediction`` NLI labels, ``abstention`` for no label, as in the
+    result cell; ``score`` None; ``pattern``); a run that cannot happen raises :class:`atlaslib.cards.NotRun`."""
     run = run_card(model, protocol, manifest.version, **options)
     if not run.ok:
         raise NotRun(run.reason)
     test = set(manifest.test)
-    return [record(c.case_id, c.gold_label, p, None, pattern=c.pattern)
+    return [record(c.case_id, c.gold_label, ABSTENTION if p is None else p, None, pattern=c.pattern)
             for c, p in zip(run.cases, run.labels) if c.case_id in test]
 
 
 def score(records: list[dict], protocol: str = PROTOCOL, *, model: str | None = None) -> dict:
-    """Aggregate accuracy and false-entailment rate with exact Clopper-Pearson intervals, and the two gates
-    (:meth:`.card.NliNegationRun.metrics` over :func:`.challenge.score_predictions`)."""
-    by_id = {c.case_id: c for v in CARD.versions for c in version_cases(v)}
-    cases = [by_id[r["item_id"]] for r in records]
-    report = score_predictions(cases, [r["pred"] for r in records])
+    """Aggregate accuracy and false-entailment rate with exact Clopper-Pearson intervals (the card's ``counts``
+    under its ``SCORING`` through the scoring engine, as :meth:`atlaslib.cards.run.CardRun.score` makes them),
+    and the two gates at the default thresholds (:func:`.card.gate_metrics`)."""
+    from ...metrics import engine
+    from .counting import SCORING
+
     if protocol not in CARD.protocols:
         raise ValueError(f"card {CARD.name} has no protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
-    return NliNegationRun(spec=None, status="ok", report=report).metrics()
+    metrics = engine.evaluate(SCORING, counts({"predictions": list(records)}), protocol)
+    return {**metrics, **gate_metrics(metrics)}
+
 
 from .counting import counts  # noqa: E402,F401  (the card contract: per-unit counts, see .counting)

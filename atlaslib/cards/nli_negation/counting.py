@@ -19,7 +19,7 @@ ACCURACY = Metric("aggregate_accuracy", lambda t: ratio(t["correct"], t["case"])
 FALSE_ENTAILMENT = Metric("false_entailment_rate", lambda t: ratio(t["false_entailment"], t["non_entailing"]),
                           higher_is_better=False, decision="no false entailment", exact_test=True,
                           proportion=lambda t: (t["false_entailment"], t["non_entailing"]), upper_bound=True,
-                          label="false entailment")
+                          label="false entailment", undefined_reason="no contradiction or neutral case")
 
 
 def _non_entailing(c):
