@@ -327,6 +327,57 @@ def test_metrics_leave_out_what_a_model_does_not_predict(tmp_path):
         runs.predict("memorize", "phase1", runs.Corpus([], [], tmp_path, False, True))
 
 
+# --- one run path: the cell's metrics through CardRun.score ------------------------------------------
+
+@pytest.mark.parametrize("model,protocol", [("memorize", "phase1"), ("closest", "phase2")])
+def test_card_run_scores_as_the_index_by_index_document_bootstrap(tmp_path, model, protocol):
+    """The notebook's metrics (CardRun.score on the scorer's per-document counts) against an independent
+    reference: each addressed row's F1 with documents drawn index by index (scoring.bootstrap_f1, same seed,
+    1,000 resamples): equal values and intervals; the metrics the baseline does not address are null with
+    the card's reason, before any cell exists."""
+    from atlaslib.cards.run import CardRun
+
+    r = runs.run("synthetic-v1", model, protocol, work_dir=tmp_path)
+    card_run = CardRun("tempeval", "synthetic-v1", model, protocol)
+    metrics = card_run.score(r.predictions, cell=runs.scored_fields(r.table))
+    skipped = runs.not_addressed(model, protocol)
+    per = r.table["per_document"]
+    for base, row in runs.METRIC_ROWS.items():
+        got = metrics[f"{base}_{protocol}"]
+        if base in skipped:
+            assert got["value"] is None and got["reason"] == skipped[base], base
+            continue
+        ref = scoring.bootstrap_f1(per[row], 1000, runs.BOOTSTRAP["seed"])
+        assert [got["value"], got["ci_low"], got["ci_high"]] == [ref["value"], ref["ci_low"], ref["ci_high"]], base
+    assert sum(m["value"] is not None for m in metrics.values()) == len(runs.ADDRESSES[(model, protocol)])
+    assert metrics == r.metrics   # the paths without a CardRun (contract, outside folders) give the same
+    cell = card_run.finish(**runs.cell_parts(r, model, metrics=metrics))
+    assert cell["metrics"] == metrics and cell["unit_counts"]["undefined"] == skipped
+
+
+def test_contract_run_scores_the_records_counts(data_dir):
+    """The card contract alone (cards.run.run: load, split, predict, score, finish) makes a cell, its metrics
+    those of the notebook's run; bad per-document counts are one error naming the scorer row."""
+    from atlaslib.cards import run as card_run
+    from atlaslib.cards.tempeval import contract
+
+    cell = card_run.run("tempeval", "synthetic-v1", "closest", "phase2", data_dir=data_dir)
+    assert cell["metrics"] == runs.run("synthetic-v1", "closest", "phase2").metrics
+    assert cell["metrics"]["contains_f1_phase2"]["ci_low"] < cell["metrics"]["contains_f1_phase2"]["ci_high"]
+    assert cell["unit_counts"]["ids"] == [r["item_id"] for r in cell["predictions"]]
+    bad = copy.deepcopy(cell["predictions"])
+    bad[1]["counts"]["contains"] = [1, 2, 3]
+    with pytest.raises(ValueError, match="scorer row 'contains'"):
+        contract.score(bad, "phase2", model="closest")
+
+
+def test_outside_systems_report_every_metric_but_the_given_spans():
+    assert runs.not_addressed("system-x", "phase1") == {}
+    assert set(runs.not_addressed("system-x", "phase2")) == {"event_span_f1", "timex_span_f1"}
+    assert set(runs.not_addressed("closest", "phase2")) == set(runs.METRIC_ROWS) - {"contains_f1",
+                                                                                  "contains_closure_f1"}
+
+
 # --- synthetic corpus ---------------------------------------------------------------------------------
 
 def test_synthetic_corpus_is_deterministic_valid_and_complete(corpus):

@@ -40,7 +40,53 @@ EXPECTED_RAW = {"Train": {"EVENT": 39002, "CONTAINS": 11248}, "Dev": {"EVENT": 2
 
 METRICS = ("contains_closure_f1", "contains_f1", "doctimerel_f1", "doctimerel_accuracy", "event_span_f1",
            "timex_span_f1")
-CI_REASON = "no bootstrap: official scorer counts"  # used only when per-document counts are absent
+
+#: the baselines (:mod:`.runs`)
+MODELS = ("closest", "majority-doctimerel", "memorize")
+#: leaderboard metric -> the official scorer's row it reads
+METRIC_ROWS = {"event_span_f1": "event_span", "timex_span_f1": "timex3_span", "doctimerel_f1": "doctimerel",
+               "doctimerel_accuracy": "doctimerel",
+               "contains_f1": "contains", "contains_closure_f1": "contains_closure"}
+#: DocTimeRel is span + DocTimeRel F1 in phase 1 (``doctimerel_f1``); in phase 2 the gold events are given, the
+#: scorer's F1 equals accuracy, and the metric is named for that (``doctimerel_accuracy``): never one column.
+DOCTIMEREL_BY_PROTOCOL = {"phase1": "doctimerel_f1", "phase2": "doctimerel_accuracy"}
+#: which leaderboard metrics a (model, protocol) addresses; the others get value None with a reason
+ADDRESSES = {
+    ("memorize", "phase1"): {"event_span_f1", "timex_span_f1", "doctimerel_f1"},
+    ("memorize", "phase2"): {"doctimerel_accuracy"},
+    ("closest", "phase1"): {"contains_f1", "contains_closure_f1"},
+    ("closest", "phase2"): {"contains_f1", "contains_closure_f1"},
+    ("majority-doctimerel", "phase2"): {"doctimerel_accuracy"},
+}
+#: why a baseline reports no value for a metric it does not address
+NOT_PREDICTED = {
+    "closest": "closest predicts CONTAINS only (in phase 1 its EVENT/TIMEX3 are memorize's: see that row)",
+    "memorize": "memorize predicts no CONTAINS (closest is the CONTAINS baseline)",
+    "majority-doctimerel": "majority-doctimerel predicts DocTimeRel only",
+}
+#: the card's intervals: resampled test documents (:mod:`.counting`)
+BOOTSTRAP = {"n_resamples": 1000, "seed": 20150605, "unit": "document"}
+#: metrics that measure what phase 2 gives a system (gold EVENT/TIMEX3): not applicable there
+PHASE2_GIVEN = ("event_span_f1", "timex_span_f1")
+
+
+def not_addressed(model: str, protocol: str) -> dict:
+    """``{leaderboard metric: why it is not reported}`` for a run of ``model`` under ``protocol``: a baseline
+    reports only what it predicts (:data:`ADDRESSES`) and the DocTimeRel metric of the protocol
+    (:data:`DOCTIMEREL_BY_PROTOCOL`). Any other model is an outside system's Anafora folder: every metric but
+    phase 2's given spans (:data:`PHASE2_GIVEN`), both DocTimeRel metrics included, as its cells have had them."""
+    given = "gold EVENT/TIMEX3 are given in phase 2"
+    if model not in MODELS:
+        return {b: f"not applicable: {given}" for b in METRIC_ROWS if protocol == "phase2" and b in PHASE2_GIVEN}
+    out = {}
+    for base in METRIC_ROWS:
+        if base in DOCTIMEREL_BY_PROTOCOL.values() and base != DOCTIMEREL_BY_PROTOCOL[protocol]:
+            out[base] = f"not applicable: {protocol} scores DocTimeRel as {DOCTIMEREL_BY_PROTOCOL[protocol]}"
+        elif base not in ADDRESSES[(model, protocol)]:
+            why = given if protocol == "phase2" and base in PHASE2_GIVEN else NOT_PREDICTED[model]
+            out[base] = f"not applicable: {why}"
+    return out
+
 
 #: Slices, as data: slice name -> the ``slices`` key of each per-document record (counts per value) and the
 #: leaderboard metric whose items it slices. The value of an item is its attribute (DocTimeRel, Polarity,

@@ -1,8 +1,8 @@
 """The card contract (see :mod:`atlaslib.cards`) for Clinical TempEval: :func:`load_items` and :func:`split`
 (the pinned THYME documents and the synthetic corpus, the 2015 Train -> Dev split), and thin entry points
-over :func:`.runs.run` (load, predict, official scorer) and :func:`.runs.metrics_from_table`, so they give
-the notebook's numbers. The item is a document; its record carries the official scorer's per-document
-counts, from which :func:`score` rebuilds the scorer table and its document-level bootstrap."""
+over :func:`.runs.run` (load, predict, official scorer) and the card's scoring (:mod:`.counting`), so they
+give the notebook's numbers. The item is a document; its record carries the official scorer's per-document
+counts, which :func:`score` sums and resamples by document."""
 from __future__ import annotations
 
 from collections import Counter
@@ -77,22 +77,17 @@ def predict(items, manifest, model: str, protocol: str, *, data_dir=None, **opti
 
 
 def score(records: list[dict], protocol: str, *, model: str | None = None) -> dict:
-    """The scorer table rebuilt from the records' per-document counts (F1 of the summed counts), then
-    :func:`.runs.metrics_from_table`: official-scorer F1 with a 95 % interval from 1,000 document-level
-    bootstrap resamples. The records must keep :func:`predict`'s order (the scorer's document order) for
-    the interval to be the run's. ``model`` is required: a baseline addresses only some of the metrics."""
-    from .runs import metrics_from_table
-    from .scoring import f1_from_counts
+    """The records' per-document scorer counts (:func:`.counting.counts`) under the card's declared scoring
+    through the one engine (:func:`atlaslib.metrics.engine.evaluate`): official-scorer F1 with a 95 %
+    interval from 1,000 document-level bootstrap resamples. The records must keep :func:`predict`'s order
+    (the scorer's document order) for the interval to be the run's. ``model`` is required: a baseline
+    addresses only some of the metrics (:func:`.card.not_addressed`)."""
+    from ...metrics import engine
+    from .counting import SCORING
 
     if model is None:
         raise ValueError("tempeval score: model is required (a baseline addresses only some metrics)")
-    rows = list(records[0]["counts"]) if records else []
-    table = {"rows": [], "per_document": {"doc_ids": [r["item_id"] for r in records]}}
-    for row in rows:
-        counts = [r["counts"][row] for r in records]
-        table["per_document"][row] = counts
-        _, _, f1 = f1_from_counts(*[sum(c[k] for c in counts) for k in range(4)])
-        table["rows"].append({"row": row, "f1": float(f1)})
-    return metrics_from_table(table, model, protocol)
+    return engine.evaluate(SCORING, counts({"predictions": records, "model": model, "protocol": protocol}), protocol)
+
 
 from .counting import counts  # noqa: E402,F401  (the card contract: per-unit counts, see .counting)

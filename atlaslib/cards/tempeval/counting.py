@@ -1,15 +1,15 @@
 """How a TempEval run's scorer output becomes numbers (the card's :class:`~atlaslib.metrics.engine.Scoring`,
 as data) and :func:`counts`: one unit per test document, per leaderboard metric the official scorer's four
 counts ``reference, predicted, precision_correct, recall_correct`` (anaforatools, per document), resampled
-by document (seed 20150605, as the card's intervals). A metric a run does not address stays undefined for
-it (its reason is the cell's). :func:`slice_counts` gives the per-document counts of each slice group the
-scorer wrote into the records."""
+by document (1,000 resamples, seed 20150605: the card's intervals). A metric a run does not address stays
+undefined for it (its reason is the cell's, or before there are metrics :func:`.card.not_addressed`).
+:func:`slice_counts` gives the per-document counts of each slice group the scorer wrote into the records."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...metrics.engine import Metric, Resampling, Scoring, SliceRule, UnitCounts
-from .runs import BOOTSTRAP, METRIC_ROWS
+from .card import BOOTSTRAP, METRIC_ROWS, not_addressed
 from .scoring import f1_from_counts
 
 PARTS = ("reference", "predicted", "precision_correct", "recall_correct")
@@ -26,29 +26,45 @@ SCORING = Scoring(
     columns=tuple(f"{b}:{p}" for b in BASES for p in PARTS),
     metrics=tuple(Metric(b, _f1(f"{b}:")) for b in BASES),
     primary="contains_closure_f1",
-    resampling=Resampling("rows", "documents", BOOTSTRAP["seed"]),
+    resampling=Resampling("rows", "documents", BOOTSTRAP["seed"], n_resamples=BOOTSTRAP["n_resamples"]),
     slices=SliceRule({"f1": SLICE_F1}, support=lambda t: t["reference"], min_units=20, unit="gold items"),
     units_are_clusters=True,
 )
 
 
 def counts(cell: dict) -> UnitCounts:
-    """The per-document scorer counts a TempEval cell keeps (``extra.scorer_table.per_document``)."""
+    """The per-document scorer counts of a TempEval cell, in the scorer's document order (the resamples draw
+    documents by position): the scorer's table the cell keeps (``extra.scorer_table.per_document``), else
+    the records' own ``counts`` (the card contract's :func:`.contract.predict`). The metrics the run does not
+    report: the cell's null metrics, or, for records not yet scored (no ``metrics``), the card's rule for the
+    cell's model and protocol (:func:`.card.not_addressed`)."""
     per = ((cell.get("extra") or {}).get("scorer_table") or {}).get("per_document")
+    recs = cell.get("predictions") or []
+    if per is None and recs and all("counts" in r for r in recs):
+        per = {"doc_ids": [r["item_id"] for r in recs],
+               **{METRIC_ROWS[b]: [r["counts"].get(METRIC_ROWS[b]) for r in recs] for b in BASES}}
     if per is None:
         raise ValueError(f"{cell.get('model')} ({cell.get('protocol')}): the cell has no per-document scorer counts")
     docs = list(per["doc_ids"])
-    c = np.concatenate([_ints(per[METRIC_ROWS[b]], len(docs)) for b in BASES], axis=1)
-    metrics = cell.get("metrics") or {}
-    undefined = {b: (e.get("reason") or "not reported") for b in BASES
-                 for e in [metrics.get(f"{b}_{cell.get('protocol')}") or {}] if e.get("value") is None}
+    c = np.concatenate([_ints(per[METRIC_ROWS[b]], len(docs), METRIC_ROWS[b]) for b in BASES], axis=1)
+    metrics = cell.get("metrics")
+    if metrics is None:
+        undefined = not_addressed(cell.get("model"), cell.get("protocol"))
+    else:
+        undefined = {b: (e.get("reason") or "not reported") for b in BASES
+                     for e in [metrics.get(f"{b}_{cell.get('protocol')}") or {}] if e.get("value") is None}
     return UnitCounts(docs, SCORING.columns, c, {}, None, undefined)
 
 
-def _ints(rows, n) -> np.ndarray:
-    a = np.asarray(rows, dtype=float).reshape(n, 4)
+def _ints(rows, n, row: str = "slice") -> np.ndarray:
+    """``rows`` as ``(n, 4)`` whole counts; anything else is one error naming the scorer row."""
+    try:
+        a = np.asarray(rows, dtype=float).reshape(n, 4)
+    except (TypeError, ValueError):
+        raise ValueError(f"tempeval: scorer row {row!r}: expected {n} documents' [reference, predicted, "
+                         f"precision_correct, recall_correct] counts") from None
     if not np.array_equal(a, np.rint(a)):
-        raise ValueError("tempeval: scorer counts must be whole numbers")
+        raise ValueError(f"tempeval: scorer row {row!r}: counts must be whole numbers")
     return a.astype(np.int64)
 
 

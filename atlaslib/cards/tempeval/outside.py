@@ -1,8 +1,8 @@
 """Outside systems on the Clinical TempEval card (``atlas export``, ``atlas score``, :func:`atlaslib.evaluate`):
 the documents as an outside system sees them (with an Anafora layout of the phase-2 input), and its Anafora
 folder scored by the card's own code (the official anaforatools scorer,
-:func:`.scoring.score_directories` with closure and per-document counts; :func:`.scoring.bootstrap_f1`;
-:func:`.runs.cell_parts`)."""
+:func:`.scoring.score_directories` with closure and per-document counts; the card's scoring through the one
+engine, :func:`.runs.metrics_from_table`; :func:`.runs.cell_parts`)."""
 from __future__ import annotations
 
 import hashlib
@@ -10,9 +10,6 @@ from pathlib import Path
 
 #: what a prediction is, as ``atlas export`` shows it in task.json
 OUTSIDE_EXAMPLE = "<dir>/<doc>/<doc>.Temporal-Relation.system.completed.xml"
-
-#: metrics that measure what phase 2 gives a system (gold EVENT/TIMEX3): not applicable there
-PHASE2_GIVEN = {"event_span_f1", "timex_span_f1"}
 
 
 def outside_split(version: str, split: str, data_dir=None, protocol: str | None = None):
@@ -66,26 +63,16 @@ def write_outside_files(s, out: Path) -> list[str]:
 
 def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resamples: int, data_dir=None) -> dict:
     """The cell parts of a checked Anafora folder ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`):
-    the official scorer's table, each metric with its document bootstrap (the card's own resampling)."""
+    the official scorer's table, each metric with its document bootstrap (the card's declared scoring; an
+    outside system reports every metric but phase 2's given spans, :func:`.card.not_addressed`)."""
     from ...results import EXTERNAL
-    from ...results import metric
     from . import scoring
-    from .runs import BOOTSTRAP, METRIC_ROWS, RunResult, _doc_record, cell_parts
+    from .runs import RunResult, _doc_record, cell_parts
 
     corpus = s.context["corpus"]
     pred_dir = Path(preds[0].label.path).parents[1]
     table = scoring.score_directories(corpus.reference_dir, pred_dir, closure=True, per_document=True)
-    per = table["per_document"]
-    metrics = {}
-    for base, row in METRIC_ROWS.items():
-        name = f"{base}_{protocol}"
-        if protocol == "phase2" and base in PHASE2_GIVEN:
-            metrics[name] = metric(None, reason="not applicable: gold EVENT/TIMEX3 are given in phase 2")
-        else:
-            b = scoring.bootstrap_f1(per[row], BOOTSTRAP["n_resamples"], BOOTSTRAP["seed"])
-            metrics[name] = metric(b["value"], b["ci_low"], b["ci_high"])
     docs = [p.label for p in sorted(preds, key=lambda p: p.item_id)]
     records = [_doc_record(d, Path(d.path)) for d in docs]
-    result = RunResult(s.version, profile["name"], protocol, table, metrics, records, {"source": EXTERNAL}, corpus,
-                       pred_dir)
+    result = RunResult(s.version, profile["name"], protocol, table, records, {"source": EXTERNAL}, corpus, pred_dir)
     return dict(cell_parts(result, profile["name"]), profile=profile, capability=EXTERNAL)

@@ -1,5 +1,6 @@
 """One call per run: (version, model, protocol) -> predictions written as Anafora XML, scored by the
-official scorer, metrics and result-cell parts. The notebook calls :func:`run` and displays its parts.
+official scorer, and result-cell parts. The notebook calls :func:`run`, displays its parts and scores it
+through its :class:`atlaslib.cards.run.CardRun` (the card's counts and declared scoring, :mod:`.counting`).
 
 Models: ``closest`` (CONTAINS; in phase 1 on memorize's EVENT/TIMEX3), ``majority-doctimerel`` (phase 2
 only), ``memorize`` (spans, attributes, DocTimeRel; no CONTAINS). Versions: ``thyme-dev-2015`` (real
@@ -13,33 +14,19 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ...phases import phase
-from ...results import metric
 from .. import NotRun
-from .card import CI_REASON, FOUND, data_sha256, thyme_dir
+from .card import (ADDRESSES, BOOTSTRAP, DOCTIMEREL_BY_PROTOCOL, FOUND, METRIC_ROWS, MODELS,  # noqa: F401
+                   NOT_PREDICTED, PHASE2_GIVEN, data_sha256, not_addressed, thyme_dir)
 from .anafora_io import Document, parse_once, read_corpus, write_corpus
 from .baselines import Memorize, majority_doctimerel, phase2_input, with_closest, with_doctimerel
 from .scoring import score_directories, table_frame
 
-MODELS = ("closest", "majority-doctimerel", "memorize")
 PROTOCOLS = ("phase1", "phase2")
 VERSIONS = ("thyme-dev-2015", "synthetic-v1")
-METRIC_ROWS = {"event_span_f1": "event_span", "timex_span_f1": "timex3_span", "doctimerel_f1": "doctimerel",
-               "doctimerel_accuracy": "doctimerel",
-               "contains_f1": "contains", "contains_closure_f1": "contains_closure"}
-#: DocTimeRel is span + DocTimeRel F1 in phase 1 (``doctimerel_f1``); in phase 2 the gold events are given, the
-#: scorer's F1 equals accuracy, and the metric is named for that (``doctimerel_accuracy``): never one column.
-DOCTIMEREL_BY_PROTOCOL = {"phase1": "doctimerel_f1", "phase2": "doctimerel_accuracy"}
-#: which leaderboard metrics a (model, protocol) addresses; the others get value None with a reason
-ADDRESSES = {
-    ("memorize", "phase1"): {"event_span_f1", "timex_span_f1", "doctimerel_f1"},
-    ("memorize", "phase2"): {"doctimerel_accuracy"},
-    ("closest", "phase1"): {"contains_f1", "contains_closure_f1"},
-    ("closest", "phase2"): {"contains_f1", "contains_closure_f1"},
-    ("majority-doctimerel", "phase2"): {"doctimerel_accuracy"},
-}
 
 
 class TextUnavailable(NotRun, RuntimeError):
@@ -134,38 +121,24 @@ def predict(model: str, protocol: str, corpus: Corpus) -> tuple[list[Document], 
         return [with_closest(mem.predict_phase1(d)) for d in corpus.test], info  # closest, phase 1
 
 
-NOT_PREDICTED = {
-    "closest": "closest predicts CONTAINS only (in phase 1 its EVENT/TIMEX3 are memorize's: see that row)",
-    "memorize": "memorize predicts no CONTAINS (closest is the CONTAINS baseline)",
-    "majority-doctimerel": "majority-doctimerel predicts DocTimeRel only",
-}
-BOOTSTRAP = {"n_resamples": 1000, "seed": 20150605, "unit": "document"}
+def scored_fields(table: dict) -> dict:
+    """The cell fields the card's :func:`.counting.counts` reads besides the records: the scorer's table with
+    its per-document counts (``extra.scorer_table``), for :meth:`atlaslib.cards.run.CardRun.score`'s ``cell``."""
+    return {"extra": {"scorer_table": table}}
 
 
 def metrics_from_table(table: dict, model: str, protocol: str) -> dict:
-    """Leaderboard metrics: the scorer's F1 with a 95 % document-level bootstrap interval when the table has
-    per-document counts (``score_directories(..., per_document=True)``), else without an interval."""
-    from .scoring import bootstrap_f1
+    """Leaderboard metrics of a scorer table with per-document counts (``score_directories(...,
+    per_document=True)``): the card's :func:`.counting.counts` under its declared ``SCORING`` through the one
+    engine (:func:`atlaslib.metrics.engine.evaluate`), as :meth:`atlaslib.cards.run.CardRun.score` makes them:
+    the scorer's F1 with a 95 % interval from 1,000 resamples of the test documents; the metrics the run does
+    not address (:func:`.card.not_addressed`) null with their reason. For the paths that have no :class:`CardRun`
+    (the contract's ``score``, an outside system's folder)."""
+    from ...metrics import engine
+    from .counting import SCORING, counts
 
-    rows = {r["row"]: r for r in table["rows"]}
-    per = table.get("per_document")
-    out = {}
-    for base, row in METRIC_ROWS.items():
-        name = f"{base}_{protocol}"
-        if base in DOCTIMEREL_BY_PROTOCOL.values() and base != DOCTIMEREL_BY_PROTOCOL[protocol]:
-            out[name] = metric(None, reason=f"not applicable: {protocol} scores DocTimeRel as "
-                                            f"{DOCTIMEREL_BY_PROTOCOL[protocol]}")
-        elif base not in ADDRESSES[(model, protocol)]:
-            why = ("gold EVENT/TIMEX3 are given in phase 2" if protocol == "phase2" and base in ("event_span_f1", "timex_span_f1")
-                   else NOT_PREDICTED[model])
-            out[name] = metric(None, reason=f"not applicable: {why}")
-        elif per is not None:
-            b = bootstrap_f1(per[row], BOOTSTRAP["n_resamples"], BOOTSTRAP["seed"])
-            assert abs(b["value"] - rows[row]["f1"]) < 1e-12, (row, b["value"], rows[row]["f1"])
-            out[name] = metric(b["value"], b["ci_low"], b["ci_high"])
-        else:
-            out[name] = {**metric(rows[row]["f1"]), "reason": CI_REASON}
-    return out
+    uc = counts({**scored_fields(table), "model": model, "protocol": protocol})
+    return engine.evaluate(SCORING, uc, protocol)
 
 
 @dataclass
@@ -174,7 +147,6 @@ class RunResult:
     model: str
     protocol: str
     table: dict
-    metrics: dict
     predictions: list
     info: dict
     corpus: Corpus
@@ -183,6 +155,12 @@ class RunResult:
     @property
     def frame(self):
         return table_frame(self.table)
+
+    @cached_property
+    def metrics(self) -> dict:
+        """The leaderboard metrics (:func:`metrics_from_table`); the notebook makes the same ones through its
+        :class:`atlaslib.cards.run.CardRun` (:meth:`~atlaslib.cards.run.CardRun.score`)."""
+        return metrics_from_table(self.table, self.model, self.protocol)
 
 
 GAP_BANDS = ((0, 20, "0-20"), (21, 100, "21-100"), (101, 500, "101-500"), (501, None, ">500"))
@@ -283,8 +261,7 @@ def run(version: str, model: str, protocol: str, *, data_dir=None, thyme_text_di
         table = score_directories(corpus.reference_dir, pred_dir, closure=True, per_document=True)
     gold = {d.doc_id: d for d in corpus.test}
     preds = [_doc_record(d, pred_dir / d.doc_id / d.file_name, gold.get(d.doc_id)) for d in docs]
-    return RunResult(version, model, protocol, table, metrics_from_table(table, model, protocol), preds, info,
-                     corpus, pred_dir)
+    return RunResult(version, model, protocol, table, preds, info, corpus, pred_dir)
 
 
 #: who a TempEval run's baselines are, in their cells
@@ -301,10 +278,11 @@ def spec_parameters(**parameters) -> dict:
     return params
 
 
-def cell_parts(result: "RunResult | None", model: str) -> dict:
+def cell_parts(result: "RunResult | None", model: str, metrics: dict | None = None) -> dict:
     """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
-    arguments): the baseline's profile; for a run that happened the metrics, the scorer's table in
-    ``extra``, per-document prediction records, the split, data hashes and seeds."""
+    arguments): the baseline's profile; for a run that happened the metrics (``metrics``: those the
+    notebook's :meth:`~atlaslib.cards.run.CardRun.score` made; else the run's own, the same numbers), the
+    scorer's table in ``extra``, per-document prediction records, the split, data hashes and seeds."""
     parts = dict(profile={"name": model, "kind": PROFILE_KIND}, capability=CAPABILITY)
     if result is None:
         return parts
@@ -317,5 +295,5 @@ def cell_parts(result: "RunResult | None", model: str) -> dict:
                                      "|".join(d.doc_id for d in c.test)).encode()).hexdigest(),
              "n_train": len(c.train), "n_test": len(c.test), "train": "Train", "test": "Dev"}
     seeds = {"bootstrap": BOOTSTRAP["seed"], **({"synthetic": 20150605} if not c.gated else {})}
-    return dict(parts, metrics=result.metrics, predictions=result.predictions, split=split,
-                data_sha256=c.data_sha256, seeds=seeds, extra=extra)
+    return dict(parts, metrics=result.metrics if metrics is None else metrics, predictions=result.predictions,
+                split=split, data_sha256=c.data_sha256, seeds=seeds, extra=extra)

@@ -276,7 +276,7 @@ def score_directories(reference_dir, predicted_dir, closure: bool = False, *,
     (see module docstring). ``closure=True`` adds the ``contains_closure`` row. ``per_document=True`` adds
     ``"per_document": {"doc_ids": [...], row: [[reference, predicted, precision_correct, recall_correct],
     ...]}`` (the scorer's per-document counts; without closure both correct counts are the same), which
-    sum to the table's counts and feed :func:`bootstrap_f1`."""
+    sum to the table's counts and are the card's per-document units (:func:`.counting.counts`)."""
     from .anafora_io import parse_once
 
     with parse_once(), _memo_select():  # each file read once; the scorer's selections worked out once
@@ -342,7 +342,9 @@ def f1_from_counts(reference, predicted, precision_correct, recall_correct):
 
 def bootstrap_f1(per_document_counts, n_resamples: int = 1000, seed: int = 20150605, level: float = 0.95) -> dict:
     """Document-level bootstrap of one row's F1: resample documents with replacement, sum their scorer
-    counts, recompute F1; ``{value, ci_low, ci_high}`` (value from all documents, percentile interval)."""
+    counts, recompute F1; ``{value, ci_low, ci_high}`` (value from all documents, percentile interval).
+    No cell's metrics come from here (they come from the card's counts through the one engine,
+    :mod:`.counting`): an index-by-index reference the tests hold the engine to."""
     import numpy as np
 
     from ...metrics.bootstrap import percentile_ci
