@@ -783,9 +783,11 @@ def span_sets(tags: Sequence[str]) -> set[tuple[str, int, int]]:
 
 
 def _prf(tp: int, fp: int, fn: int) -> dict:
-    p = tp / (tp + fp) if tp + fp else 0.0
-    r = tp / (tp + fn) if tp + fn else 0.0
-    return {"tp": tp, "fp": fp, "fn": fn, "precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
+    """Precision, recall and F1 from counts, by the atlas's zero-division rule: NaN (undefined), never 0, where
+    the denominator is 0 (no mention predicted; no gold mention; neither)."""
+    nan = float("nan")
+    return {"tp": tp, "fp": fp, "fn": fn, "precision": tp / (tp + fp) if tp + fp else nan,
+            "recall": tp / (tp + fn) if tp + fn else nan, "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else nan}
 
 
 def strict_prf(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict:
@@ -801,7 +803,9 @@ def strict_prf(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> 
 def lenient_prf(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict:
     """Micro precision, recall and F1 with lenient (overlap) matching: a predicted mention is right when it shares
     at least one word with a gold mention of the same type (precision over predicted mentions); a gold mention is
-    found when a predicted one of its type overlaps it (recall over gold mentions)."""
+    found when a predicted one of its type overlaps it (recall over gold mentions). Undefined is NaN, never 0:
+    precision without a predicted mention, recall without a gold one, F1 without either; F1 is 0 when one side is
+    empty and the other not (nothing found)."""
     def overlaps(m, others):
         return any(o[0] == m[0] and o[1] <= m[2] and m[1] <= o[2] for o in others)
 
@@ -811,10 +815,11 @@ def lenient_prf(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) ->
         right_pred += sum(overlaps(m, gs) for m in ps)
         found += sum(overlaps(m, ps) for m in gs)
         n_pred, n_gold = n_pred + len(ps), n_gold + len(gs)
-    prec = right_pred / n_pred if n_pred else 0.0
-    rec = found / n_gold if n_gold else 0.0
-    return {"precision": prec, "recall": rec, "f1": 2 * prec * rec / (prec + rec) if prec + rec else 0.0,
-            "predicted": n_pred, "gold": n_gold}
+    nan = float("nan")
+    prec = right_pred / n_pred if n_pred else nan
+    rec = found / n_gold if n_gold else nan
+    f1 = nan if not n_pred + n_gold else 2 * prec * rec / (prec + rec) if right_pred and found else 0.0
+    return {"precision": prec, "recall": rec, "f1": f1, "predicted": n_pred, "gold": n_gold}
 
 
 def boundary_errors(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> pd.DataFrame:

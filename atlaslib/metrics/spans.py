@@ -14,15 +14,30 @@ Counts, per item ``i`` and type ``t``:
 
 Pooled over the items of a sample (all test sentences, or one bootstrap resample):
 
-- precision ``P = ΣTP / (ΣTP + ΣFP)``, 0 when nothing is predicted;
-- recall ``R = ΣTP / (ΣTP + ΣFN)``, 0 when there is no gold mention;
-- micro F1 ``= 2·ΣTP / (2·ΣTP + ΣFP + ΣFN)``, 0 when both are empty (= 2PR/(P+R));
+- precision ``P = ΣTP / (ΣTP + ΣFP)``;
+- recall ``R = ΣTP / (ΣTP + ΣFN)``;
+- micro F1 ``= 2·ΣTP / (2·ΣTP + ΣFP + ΣFN)`` (= 2PR/(P+R) where both are defined);
 - per type ``t``: the same three on ``t``'s counts alone;
-- macro F1 = unweighted mean of the per-type F1 over the types *present* in the gold or the predicted
-  mentions of that sample (seqeval ``average="macro"`` semantics); 0 when no type is present.
+- macro F1 = unweighted mean of the per-type F1 over the types scored (``types``: the card's declared
+  types, or by default the types seen in gold or predictions).
 
-These equal seqeval's ``precision_score``, ``recall_score``, ``f1_score`` (default, non-strict mode,
-which is the conlleval chunking above) on the same tag sequences (tested).
+Zero division follows the atlas's one rule (:func:`atlaslib.metrics.engine.ratio`, the methods chapter's
+"When a metric is undefined"): a ratio whose denominator is 0 is undefined, NaN, never 0. Precision is
+undefined when no mention is predicted, recall when there is no gold mention, an F1 when there is no mention
+in gold or predictions; a ratio with a non-zero denominator is defined even when its numerator is 0
+(nothing predicted against gold mentions: F1 = 0, recall = 0, precision undefined). Macro F1 follows the
+rule of the binary cards' macro F1 (:func:`atlaslib.metrics.classification.macro_f1`): a scored type whose
+F1 is undefined (no mention of it in gold or predictions) makes the macro F1 undefined, instead of a mean
+over fewer types than the card declares. :data:`UNDEFINED_REASONS` says why, and
+:func:`span_metrics_with_ci` puts the reason beside every undefined value. A bootstrap interval leaves out
+the resamples where its metric is undefined.
+
+These equal seqeval's ``precision_score``, ``recall_score``, ``f1_score`` and per-type
+``classification_report`` (default, non-strict mode, which is the conlleval chunking above) on the same tag
+sequences wherever they are defined (tested); seqeval writes 0 (``zero_division``) where the atlas writes
+NaN. Macro F1 equals seqeval's ``average="macro"`` when every scored type occurs (always so with the default
+``types``). scikit-learn's ``zero_division=np.nan`` gives the same per-type values; its macro average would
+instead drop the undefined types from the mean.
 
 Counts are computed once per item (``span_counts``) and summed once per group (case report); a cluster
 bootstrap resample is then a vector of group multiplicities (how often each report was drawn), and
@@ -37,6 +52,7 @@ from typing import Sequence
 import numpy as np
 
 from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, cluster_multiplicities, percentile_ci
+from .engine import ratio
 
 _PREFIXES = ("B", "I")
 
@@ -120,48 +136,84 @@ def span_counts(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
     return counts, types
 
 
-def _ratio(num, den):
-    num = np.asarray(num, dtype=float)
-    den = np.asarray(den, dtype=float)
-    return np.where(den > 0, num / np.where(den > 0, den, 1), 0.0)
+#: Why each span metric can be undefined on a sample (its denominator is 0): the text after "n/a".
+#: Per type, ``{type}`` names the type.
+UNDEFINED_REASONS = {
+    "precision": "undefined: no mention predicted",
+    "recall": "undefined: no gold mention",
+    "f1": "undefined: no mention in gold or predictions",
+    "macro_f1": "undefined: an entity type has no mention in gold or predictions",
+    "type_precision": "undefined: no {type} mention predicted",
+    "type_recall": "undefined: no gold {type} mention",
+    "type_f1": "undefined: no {type} mention in gold or predictions",
+}
 
 
 def scores_from_totals(totals: np.ndarray) -> dict:
-    """Metrics from summed counts ``(..., n_types, 3)`` (any leading batch axes).
+    """Metrics from summed counts ``(..., n_types, 3)`` (any leading batch axes), NaN where undefined.
 
-    Returns ``precision``, ``recall``, ``f1`` (micro, pooled over types), ``macro_f1``, and per type
-    ``type_precision``, ``type_recall``, ``type_f1`` (last axis = types)."""
+    Returns ``precision``, ``recall``, ``f1`` (micro, pooled over types), ``macro_f1`` (mean of the per-type
+    F1; NaN when one is NaN or there is no type), and per type ``type_precision``, ``type_recall``,
+    ``type_f1``, ``type_support`` (gold mentions), ``type_present`` (in gold or predictions; last axis =
+    types)."""
     totals = np.asarray(totals)
     tp, fp, fn = totals[..., 0], totals[..., 1], totals[..., 2]
     TP, FP, FN = tp.sum(-1), fp.sum(-1), fn.sum(-1)
-    type_f1 = _ratio(2 * tp, 2 * tp + fp + fn)
-    present = (tp + fp + fn) > 0
-    n_present = present.sum(-1)
-    macro = np.where(n_present > 0, (type_f1 * present).sum(-1) / np.maximum(n_present, 1), 0.0)
+    type_f1 = np.asarray(ratio(2 * tp, 2 * tp + fp + fn), dtype=float)
+    n_types = type_f1.shape[-1]
+    macro = type_f1.sum(-1) / n_types if n_types else np.full(type_f1.shape[:-1], np.nan)
     return {
-        "precision": _ratio(TP, TP + FP),
-        "recall": _ratio(TP, TP + FN),
-        "f1": _ratio(2 * TP, 2 * TP + FP + FN),
+        "precision": ratio(TP, TP + FP),
+        "recall": ratio(TP, TP + FN),
+        "f1": ratio(2 * TP, 2 * TP + FP + FN),
         "macro_f1": macro,
-        "type_precision": _ratio(tp, tp + fp),
-        "type_recall": _ratio(tp, tp + fn),
+        "type_precision": ratio(tp, tp + fp),
+        "type_recall": ratio(tp, tp + fn),
         "type_f1": type_f1,
         "type_support": tp + fn,
-        "type_present": present,
+        "type_present": (tp + fp + fn) > 0,
     }
+
+
+def undefined_reasons(totals: np.ndarray, types: Sequence[str]) -> dict:
+    """Why each metric of one sample's summed counts ``(n_types, 3)`` is undefined: ``{name: reason}`` for
+    ``precision``, ``recall``, ``f1``, ``macro_f1`` and ``{type: {name: reason}}`` under ``per_type``; a
+    defined metric is not listed. Macro F1's reason names the types without a mention."""
+    s = scores_from_totals(totals)
+    out = {k: UNDEFINED_REASONS[k] for k in ("precision", "recall", "f1") if np.isnan(s[k])}
+    absent = [t for k, t in enumerate(types) if not s["type_present"][k]]
+    if absent or not len(types):
+        out["macro_f1"] = (UNDEFINED_REASONS["macro_f1"] + f" ({', '.join(absent)})" if absent
+                           else UNDEFINED_REASONS["f1"])
+    out["per_type"] = {t: {k: UNDEFINED_REASONS[f"type_{k}"].format(type=t) for k in ("precision", "recall", "f1")
+                           if np.isnan(s[f"type_{k}"][i])} for i, t in enumerate(types)}
+    return out
 
 
 def span_scores(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
                 types: Sequence[str] | None = None) -> dict:
     """Point estimates: ``{precision, recall, f1, macro_f1, per_type: {t: {precision, recall, f1,
-    support}}}`` pooled over all items."""
+    support, undefined}}, undefined}`` pooled over all items; NaN where undefined, its reason under
+    ``undefined`` (``{name: reason}``, empty when all are defined)."""
     counts, types = span_counts(gold, pred, types)
-    s = scores_from_totals(counts.sum(0))
+    total = counts.sum(0)
+    s = scores_from_totals(total)
+    why = undefined_reasons(total, types)
     per_type = {t: {"precision": float(s["type_precision"][k]), "recall": float(s["type_recall"][k]),
-                    "f1": float(s["type_f1"][k]), "support": int(s["type_support"][k])}
+                    "f1": float(s["type_f1"][k]), "support": int(s["type_support"][k]),
+                    "undefined": why["per_type"][t]}
                 for k, t in enumerate(types)}
     return {"precision": float(s["precision"]), "recall": float(s["recall"]), "f1": float(s["f1"]),
-            "macro_f1": float(s["macro_f1"]), "per_type": per_type}
+            "macro_f1": float(s["macro_f1"]), "per_type": per_type,
+            "undefined": {k: v for k, v in why.items() if k != "per_type"}}
+
+
+def _entry(value, resamples, level: float, reason: str | None) -> dict:
+    """``{value, ci_low, ci_high}`` of one metric; an undefined value (NaN) has no interval and says why."""
+    if reason:
+        return {"value": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "reason": reason}
+    lo, hi = percentile_ci(resamples, level)
+    return {"value": float(value), "ci_low": lo, "ci_high": hi}
 
 
 def cluster_totals(counts: np.ndarray, groups: Sequence, n_resamples: int = DEFAULT_RESAMPLES,
@@ -189,27 +241,27 @@ def span_metrics_with_ci(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[
     Each resample (:func:`atlaslib.metrics.bootstrap.cluster_indices`) draws whole groups with
     replacement; its counts are the sums of the drawn items' rows. Returns
     ``{"f1"|"precision"|"recall"|"macro_f1": {value, ci_low, ci_high}, "per_type": {t: {...}},
-    "resamples": {name: array of n_resamples values}, "types": [...]}``."""
+    "resamples": {name: array of n_resamples values}, "types": [...]}``. A metric undefined on the whole
+    sample is ``{value: NaN, ci_low: NaN, ci_high: NaN, reason}`` (a result cell stores NaN as null); an
+    interval leaves out the resamples where its metric is undefined."""
     if len(groups) != len(gold):
         raise ValueError(f"groups has {len(groups)} entries, gold {len(gold)} items")
     counts, types = span_counts(gold, pred, types)
-    point = scores_from_totals(counts.sum(0))
+    total = counts.sum(0)
+    point = scores_from_totals(total)
+    why = undefined_reasons(total, types)
     totals = cluster_totals(counts, groups, n_resamples=n_resamples, seed=seed)
     boot = scores_from_totals(totals)
     out = {"types": list(types), "resamples": {}}
     for name in ("f1", "precision", "recall", "macro_f1"):
-        lo, hi = percentile_ci(boot[name], level)
-        out[name] = {"value": float(point[name]), "ci_low": lo, "ci_high": hi}
+        out[name] = _entry(point[name], boot[name], level, why.get(name))
         out["resamples"][name] = np.asarray(boot[name], dtype=float)
     per_type = {}
     for k, t in enumerate(types):
         entry = {"support": int(point["type_support"][k])}
         for name in ("precision", "recall", "f1"):
-            vals = boot[f"type_{name}"][..., k]
-            # a type absent from a resample has no F1 there: leave it out of that type's interval
-            vals = np.where(boot["type_present"][..., k], vals, np.nan)
-            lo, hi = percentile_ci(vals, level)
-            entry[name] = {"value": float(point[f"type_{name}"][k]), "ci_low": lo, "ci_high": hi}
+            entry[name] = _entry(point[f"type_{name}"][k], boot[f"type_{name}"][..., k], level,
+                                 why["per_type"][t].get(name))
         per_type[t] = entry
     out["per_type"] = per_type
     return out

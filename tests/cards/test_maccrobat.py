@@ -191,10 +191,11 @@ def test_memorize_run_and_cell(corpus, manifest):
     out = mc.run_protocol(corpus.items, manifest, "memorize", "train_lookup", n_resamples=200)
     assert out.status == "ok" and len(out.pred) == 100
     # the card's scorer equals seqeval on the run's own tag sequences
-    assert out.scores["f1"]["value"] == pytest.approx(f1_score(out.gold, out.pred))
-    assert out.scores["macro_f1"]["value"] == pytest.approx(f1_score(out.gold, out.pred, average="macro"))
-    for k in ("f1", "precision", "recall", "macro_f1"):
-        assert out.scores[k]["ci_low"] <= out.scores[k]["value"] <= out.scores[k]["ci_high"]
+    m = out.metrics()
+    assert m["entity_f1_train_lookup"]["value"] == pytest.approx(f1_score(out.gold, out.pred))
+    assert m["entity_macro_f1_train_lookup"]["value"] == pytest.approx(f1_score(out.gold, out.pred, average="macro"))
+    for e in m.values():
+        assert e["ci_low"] <= e["value"] <= e["ci_high"]
     cell = cell_of(out, manifest, corpus.items)
     assert set(cell["metrics"]) == {"entity_f1_train_lookup", "entity_precision_train_lookup",
                                     "entity_recall_train_lookup", "entity_macro_f1_train_lookup"}
@@ -235,7 +236,7 @@ def test_real_adapters_on_tiny_models(corpus, tmp_path):
     assert ner.status == "ok" and len(ner.pred) == 6
     assert all(set(p) <= {"O", "B-problem", "I-problem", "B-treatment", "I-treatment", "B-test", "I-test"}
                for p in ner.pred)
-    assert ner.scores["f1"]["value"] == pytest.approx(f1_score(ner.gold, ner.pred))
+    assert ner.metrics()["entity_f1_zero_shot"]["value"] == pytest.approx(f1_score(ner.gold, ner.pred))
     ner_cell = cell_of(ner, m, items)
     assert [len(r["native"]) for r in ner_cell["predictions"]] == [len(g) for g in ner.gold]
     probe = mc.run_protocol(items, m, str(tiny_encoder(tmp_path)), "probe", n_resamples=50)
@@ -265,3 +266,69 @@ def test_reproduction_rows_match_the_reference_counts(data_dir):
     assert got["problem mentions"] == (4656, 4656, True)
     assert got["treatment mentions"] == (2098, 2098, True)
     assert got["test mentions"] == (4574, 4574, True)
+
+
+# --------------------------------------------------------------------------------- one run path
+def test_cell_metrics_come_from_the_card_scoring_and_equal_a_resample_by_resample_seqeval(corpus, manifest):
+    """The notebook's metrics (``CardRun.score`` on the run's records), the cell's and the contract's are one
+    computation, and they equal seqeval applied to every cluster resample of whole case reports one by one
+    (the engine sums counts with a matrix product; the reference rebuilds each resample's sentences)."""
+    import numpy as np
+    from seqeval.metrics import precision_score, recall_score
+
+    from atlaslib.cards.run import CardRun
+    from atlaslib.metrics.bootstrap import cluster_indices, percentile_ci
+
+    out = mc.run_protocol(corpus.items, manifest, "memorize", "train_lookup", n_resamples=40)
+    run = CardRun("maccrobat", manifest.version, "memorize", "train_lookup", parameters={"n_resamples": 40})
+    scored = run.score(out.records())
+    assert scored == out.metrics() == mc.score(out.records(), "train_lookup", n_resamples=40)
+    assert mc.cell_parts(out, manifest, corpus.items, metrics=scored)["metrics"] is scored
+    ref = {"f1": f1_score, "precision": precision_score, "recall": recall_score,
+           "macro_f1": lambda g, p: f1_score(g, p, average="macro")}
+    for k, fn in ref.items():
+        boot = [fn([out.gold[i] for i in idx], [out.pred[i] for i in idx])
+                for idx in cluster_indices(out.documents, 40, mc.SEED)]
+        e = scored[f"entity_{k}_train_lookup"]
+        assert e["value"] == pytest.approx(fn(out.gold, out.pred))
+        assert (e["ci_low"], e["ci_high"]) == pytest.approx(percentile_ci(np.asarray(boot)))
+    samples = run.samples()
+    assert set(samples) == set(scored) and all(len(v) == 40 for v in samples.values())
+
+
+def test_a_run_that_predicts_nothing_has_no_precision_and_says_why(corpus, manifest):
+    """The zero-division rule is the engine's: nothing predicted leaves precision undefined (null with the
+    reason), while recall and F1 (gold mentions exist) are 0."""
+    out = mc.run_protocol(corpus.items, manifest, "memorize", "train_lookup", n_resamples=20)
+    out.pred = [["O"] * len(g) for g in out.gold]
+    m = out.metrics()
+    assert m["entity_precision_train_lookup"] == {"value": None, "ci_low": None, "ci_high": None,
+                                                  "reason": "undefined: no mention predicted"}
+    assert m["entity_recall_train_lookup"]["value"] == 0.0 and m["entity_f1_train_lookup"]["value"] == 0.0
+
+
+def test_seeded_row_is_the_mean_of_each_seeds_card_scoring(corpus, manifest):
+    """A row over training seeds: each seed's metrics are the card's scoring of its records (the same case-report
+    resamples as a single run's), the row's value their mean (seqeval per seed as the reference)."""
+    import numpy as np
+
+    from atlaslib.cards.run import CardRun
+
+    out = mc.run_protocol(corpus.items, manifest, "memorize", "train_lookup", n_resamples=30)
+    tags = [out.pred, [["O"] * len(g) for g in out.gold][:50] + out.gold[50:]]
+    mc.runs.seeded(out, [{"seed": 7, "tags": tags[0], "details": {}}, {"seed": 8, "tags": tags[1], "details": {}}])
+    run = CardRun("maccrobat", manifest.version, "memorize", "train_lookup", parameters={"n_resamples": 30})
+    for r, t in zip(out.seed_runs, tags):
+        assert r["metrics"] == run.score([dict(x, pred=p) for x, p in zip(out.records(), t)])
+    f1 = out.metrics()["entity_f1_train_lookup"]
+    assert f1["value"] == pytest.approx(np.mean([f1_score(out.gold, t) for t in tags]))
+    assert f1["seeds"]["n_seeds"] == 2 and f1["ci_low"] <= f1["value"] <= f1["ci_high"]
+
+
+def test_overlap_marker_reads_profile_and_adapter_info_through_the_card_rule():
+    """What a model was trained on comes from its profile and its adapter's info; the marker is the card's one
+    rule (``CARD.overlap``: entries starting with "maccrobat", any case)."""
+    info = {"trained_on": ["i2b2-2010"], "profile": {"trained_on": ["MACCROBAT2020"]}}
+    assert mc.trained_on("memorize", info) == ["i2b2-2010", "MACCROBAT2020"]
+    assert mc.CARD.overlap(mc.trained_on("memorize", info)) == ["MACCROBAT2020"]
+    assert mc.CARD.overlap(mc.trained_on("memorize")) == []

@@ -6,10 +6,12 @@ import random
 import numpy as np
 import pytest
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
+from sklearn.exceptions import UndefinedMetricWarning
+from sklearn.metrics import precision_recall_fscore_support
 from seqeval.metrics.sequence_labeling import get_entities
 from seqeval.scheme import IOB2
 
-from atlaslib.metrics import spans
+from atlaslib.metrics import classification, spans
 from atlaslib.metrics.bootstrap import cluster_indices
 
 TYPES = ["problem", "treatment", "test"]
@@ -63,40 +65,133 @@ def test_hand_computed_example():
     assert s["macro_f1"] == pytest.approx((2 / 3 + 1 + 0) / 3)
 
 
-def test_precision_zero_when_nothing_predicted():
+def sklearn_reference(gold, pred, types=TYPES):
+    """Per-type and micro precision, recall, F1 by scikit-learn with ``zero_division=np.nan``: each mention
+    (item, type, first, last) of gold or predictions is one sample, labelled with its type where gold (or the
+    prediction) has it and ``-`` where not; so per type TP = in both, FP = predicted only, FN = gold only."""
+    g = {(i, *m) for i, tags in enumerate(gold) for m in get_entities(tags)}
+    p = {(i, *m) for i, tags in enumerate(pred) for m in get_entities(tags)}
+    keys = sorted(g | p)
+    y_true = [k[1] if k in g else "-" for k in keys]
+    y_pred = [k[1] if k in p else "-" for k in keys]
+    per = precision_recall_fscore_support(y_true, y_pred, labels=list(types), average=None, zero_division=np.nan)
+    micro = precision_recall_fscore_support(y_true, y_pred, labels=list(types), average="micro",
+                                            zero_division=np.nan)
+    return per, micro
+
+
+def test_undefined_is_nan_with_its_reason_when_nothing_is_predicted():
     gold = [["B-problem", "O"], ["O", "B-test"]]
     pred = [["O", "O"], ["O", "O"]]
     s = spans.span_scores(gold, pred, TYPES)
-    assert (s["precision"], s["recall"], s["f1"], s["macro_f1"]) == (0.0, 0.0, 0.0, 0.0)
-    assert precision_score(gold, pred) == 0.0  # seqeval agrees (zero_division -> 0)
+    # no mention predicted: precision has no value; recall and F1 have a denominator (2 gold mentions): 0
+    assert np.isnan(s["precision"]) and (s["recall"], s["f1"]) == (0.0, 0.0)
+    assert s["undefined"]["precision"] == "undefined: no mention predicted"
+    assert "recall" not in s["undefined"] and "f1" not in s["undefined"]
+    (p, r, f, _), (mp, mr, mf, _) = sklearn_reference(gold, pred)
+    assert np.isnan(mp) and (mr, mf) == (0.0, 0.0)
+    with pytest.warns(UndefinedMetricWarning):             # seqeval says it is ill-defined, and writes 0
+        assert precision_score(gold, pred) == 0.0
+    # per type: problem and test have gold mentions (recall, F1 = 0), treatment has no mention at all
+    for k, t in enumerate(TYPES):
+        e = s["per_type"][t]
+        assert np.isnan(e["precision"]) and np.isnan(p[k])
+        assert e["undefined"]["precision"] == f"undefined: no {t} mention predicted"
+        if t == "treatment":
+            assert np.isnan(e["recall"]) and np.isnan(e["f1"]) and np.isnan(r[k]) and np.isnan(f[k])
+            assert e["undefined"]["f1"] == "undefined: no treatment mention in gold or predictions"
+        else:
+            assert (e["recall"], e["f1"]) == (0.0, 0.0) == (r[k], f[k])
+    # macro F1 over the declared types: treatment has no F1, so neither has the macro (the binary cards' rule)
+    assert np.isnan(s["macro_f1"])
+    assert s["undefined"]["macro_f1"] == "undefined: an entity type has no mention in gold or predictions (treatment)"
+    # over the types seen, every type has an F1: the macro is defined, 0, as seqeval's
+    assert spans.span_scores(gold, pred)["macro_f1"] == 0.0 == f1_score(gold, pred, average="macro", zero_division=0)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_equals_seqeval_on_random_sequences_including_repair_cases(seed):
+def test_nothing_in_gold_or_predictions_leaves_every_metric_undefined():
+    gold = pred = [["O", "O"]]
+    s = spans.span_scores(gold, pred, TYPES)
+    assert all(np.isnan(s[k]) for k in ("precision", "recall", "f1", "macro_f1"))
+    assert s["undefined"] == {"precision": "undefined: no mention predicted", "recall": "undefined: no gold mention",
+                              "f1": "undefined: no mention in gold or predictions",
+                              "macro_f1": "undefined: an entity type has no mention in gold or predictions "
+                                          "(problem, treatment, test)"}
+    assert np.isnan(spans.span_scores(gold, pred)["macro_f1"])       # no type at all: no mean
+    out = spans.span_metrics_with_ci(gold * 4, pred * 4, ["a", "a", "b", "b"], types=TYPES, n_resamples=20)
+    for name in ("f1", "precision", "recall", "macro_f1"):
+        assert np.isnan([out[name]["value"], out[name]["ci_low"], out[name]["ci_high"]]).all()
+        assert out[name]["reason"] == s["undefined"][name]
+
+
+def test_interval_leaves_out_resamples_where_the_metric_is_undefined():
+    # report a: one treatment mention found; report b: a problem mention missed, nothing predicted there. A
+    # resample of b alone has no predicted mention (precision undefined), so precision's interval is over the
+    # resamples that draw a: always 1 (the rule of 0 for undefined counted the b-only resamples as 0)
+    gold = [["B-treatment", "O"], ["B-problem", "O"]]
+    pred = [["B-treatment", "O"], ["O", "O"]]
+    out = spans.span_metrics_with_ci(gold, pred, ["a", "b"], types=TYPES, n_resamples=200, seed=1)
+    boot = out["resamples"]["precision"]
+    idx = cluster_indices(["a", "b"], n_resamples=200, seed=1)
+    only_b = np.array([set(row) == {1} for row in idx])
+    assert only_b.any() and np.isnan(boot[only_b]).all() and (boot[~only_b] == 1.0).all()
+    assert (out["precision"]["value"], out["precision"]["ci_low"], out["precision"]["ci_high"]) == (1.0, 1.0, 1.0)
+    assert "reason" not in out["precision"]
+    # problem's precision is undefined on the whole sample: no value, no interval, and the reason
+    e = out["per_type"]["problem"]["precision"]
+    assert np.isnan(e["value"]) and np.isnan(e["ci_low"]) and e["reason"] == "undefined: no problem mention predicted"
+
+
+# 60 items: every metric defined; 2 items (seeds picked for it): recall, a type's precision or recall, a
+# type's F1 and so the macro F1 undefined
+@pytest.mark.parametrize("seed,n", [(0, 60), (1, 60), (2, 60), (3, 60), (1, 2), (2, 2), (5, 2), (12, 2), (16, 2)])
+def test_equals_seqeval_and_sklearn_on_random_sequences_including_repair_cases(seed, n):
     rng = random.Random(seed)
-    gold = random_sequences(rng, 60, ill_formed=True)
+    gold = random_sequences(rng, n, ill_formed=True)
     pred = perturb(rng, gold)
     s = spans.span_scores(gold, pred, TYPES)
-    assert s["precision"] == pytest.approx(precision_score(gold, pred))
-    assert s["recall"] == pytest.approx(recall_score(gold, pred))
-    assert s["f1"] == pytest.approx(f1_score(gold, pred))
-    assert s["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro"))
-    rep = classification_report(gold, pred, output_dict=True, zero_division=0)
+    # seqeval writes 0 or 1 (zero_division) where a metric is undefined: undefined exactly where the two differ
+    for name, fn in (("precision", precision_score), ("recall", recall_score), ("f1", f1_score)):
+        a, b = fn(gold, pred, zero_division=0), fn(gold, pred, zero_division=1)
+        assert np.isnan(s[name]) if a != b else s[name] == pytest.approx(a)
+    rep0 = classification_report(gold, pred, output_dict=True, zero_division=0)
+    rep1 = classification_report(gold, pred, output_dict=True, zero_division=1)
     for t in TYPES:
-        if t in rep:
-            assert s["per_type"][t]["f1"] == pytest.approx(rep[t]["f1-score"])
-            assert s["per_type"][t]["precision"] == pytest.approx(rep[t]["precision"])
-            assert s["per_type"][t]["recall"] == pytest.approx(rep[t]["recall"])
-            assert s["per_type"][t]["support"] == rep[t]["support"]
+        for k, col in (("precision", "precision"), ("recall", "recall"), ("f1", "f1-score")):
+            ours = s["per_type"][t][k]
+            if t not in rep0 or rep0[t][col] != rep1[t][col]:
+                assert np.isnan(ours) and k in s["per_type"][t]["undefined"]
+            else:
+                assert ours == pytest.approx(rep0[t][col])
+        assert s["per_type"][t]["support"] == (rep0[t]["support"] if t in rep0 else 0)
+    # scikit-learn with zero_division=np.nan gives the same values, NaN included
+    (p, r, f, _), (mp, mr, mf, _) = sklearn_reference(gold, pred)
+    np.testing.assert_allclose([s["precision"], s["recall"], s["f1"]], [mp, mr, mf])
+    for k, t in enumerate(TYPES):
+        np.testing.assert_allclose([s["per_type"][t][x] for x in ("precision", "recall", "f1")], [p[k], r[k], f[k]])
+    # macro F1: the plain mean of the declared types' F1 (NaN when one is NaN), equal to seqeval's macro when
+    # every type occurs; over the types seen (the default) always equal to it
+    np.testing.assert_allclose(s["macro_f1"], np.mean(f))
+    if all(t in rep0 for t in TYPES):
+        assert s["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro", zero_division=0))
+    assert spans.span_scores(gold, pred)["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro",
+                                                                                zero_division=0))
 
 
-def test_macro_only_over_types_present():
-    # only 'problem' occurs anywhere: macro = its F1, not diluted by absent types
+def test_macro_over_declared_types_is_undefined_when_one_type_is_absent():
+    # only 'problem' occurs anywhere: over the declared types, treatment and test have no F1, so the macro has
+    # none, as the binary cards' macro F1 has none with a class absent from gold and predictions
     gold = [["B-problem", "O"]]
     pred = [["B-problem", "B-problem"]]
     s = spans.span_scores(gold, pred, TYPES)
-    assert s["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro"))
-    assert s["macro_f1"] == pytest.approx(2 / 3)
+    assert np.isnan(s["macro_f1"]) and s["undefined"]["macro_f1"].endswith("(treatment, test)")
+    assert np.isnan(classification.macro_f1(np.zeros(3, int), np.zeros(3, int)))
+    # scikit-learn's macro with zero_division=np.nan would average the defined types only; the atlas does not
+    (_, _, f, _), _ = sklearn_reference(gold, pred)
+    assert np.nanmean(f) == pytest.approx(2 / 3) and np.isnan(np.mean(f))
+    # over the types seen (the default), problem is the only type: macro = its F1, as seqeval's
+    assert spans.span_scores(gold, pred)["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro"))
+    assert spans.span_scores(gold, pred)["macro_f1"] == pytest.approx(2 / 3)
 
 
 def test_mentions_match_seqeval_chunker_and_repair_cases():
@@ -172,7 +267,8 @@ def test_bootstrap_values_equal_seqeval_on_each_resample():
         assert out["resamples"]["macro_f1"][b] == pytest.approx(f1_score(g, p, average="macro"))
     for name in ("f1", "precision", "recall", "macro_f1"):
         e = out[name]
-        lo, hi = np.percentile(out["resamples"][name], [2.5, 97.5])
+        vals = out["resamples"][name]
+        lo, hi = np.percentile(vals[np.isfinite(vals)], [2.5, 97.5])
         assert (e["ci_low"], e["ci_high"]) == pytest.approx((lo, hi))
         assert e["value"] == pytest.approx(spans.span_scores(gold, pred, TYPES)[name])
     # same seed, same interval

@@ -15,8 +15,8 @@ from .data import (_WORD, Corpus, Entity, MaccrobatFormatError, audit, convert_d
                    load_corpus, mention_lengths, parse_ann, plot_sentences_per_report, remove_overlaps,
                    reproduction_rows, sentences_per_report, type_counts, words_of)
 from .splitting import split_summary  # noqa: F401
-from .runs import (Outcome, bootstrap_samples, memorize_tags, overlap_in, overlap_of, plot_bootstrap,  # noqa: F401
-                   predictions_frame, profile_info, run_protocol, words_to_text)
+from .runs import (Outcome, memorize_tags, predictions_frame, profile_info, run_protocol, trained_on,  # noqa: F401
+                   words_to_text)
 from .cells import cell_parts, report_positions, run_spec  # noqa: F401
 from .errors import error_kinds, error_table, false_positive_sources, guideline_examples  # noqa: F401
 from .gold_cuts import (char_mentions, char_span_f1, gold_cut_mentions, natural_word_spans,  # noqa: F401
@@ -26,4 +26,4 @@ from .perturbations import perturbed_items  # noqa: F401
 from .variants import run_variants  # noqa: F401
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)
-from .counting import SCORING, counts, slice_counts  # noqa: F401  (how predictions become numbers)
+from .counting import SCORING, counts, metrics_of, slice_counts  # noqa: F401  (how predictions become numbers)

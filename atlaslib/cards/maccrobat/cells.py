@@ -39,12 +39,13 @@ def report_positions(items: pd.DataFrame, item_ids: Sequence[str]) -> list[dict]
     return out
 
 
-def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, audit: dict | None = None,
-               leakage: dict | None = None) -> dict:
+def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, metrics: dict | None = None,
+               audit: dict | None = None, leakage: dict | None = None) -> dict:
     """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
     arguments): the profile and capability the run used, the split and data, seeds and the overlap marker;
-    for a run that happened the metrics, per-item predictions (with their position in the case report) and
-    per-type scores. ``audit`` adds the reproduction rows of the corpus audit, ``leakage`` the gold-cut
+    for a run that happened the metrics (``metrics``: the notebook's, from ``CardRun.score``; else
+    :meth:`Outcome.metrics`, the same engine), per-item predictions (with their position in the case report)
+    and per-type scores. ``audit`` adds the reproduction rows of the corpus audit, ``leakage`` the gold-cut
     measure of a probe run. A run that did not happen carries its ``reason`` (recorded by ``finish`` as the
     run's not-run reason)."""
     spec = run_spec(out)
@@ -67,9 +68,8 @@ def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, au
     if out.status != "ok":
         return dict(parts, reason=out.reason)
     per_type = {t: {k: e[k] for k in ("precision", "recall", "f1")} | {"support": e["support"]}
-                for t, e in out.scores["per_type"].items()}
-    preds = [{"item_id": i, "document": d, "gold": g, "pred": p}
-             for i, d, g, p in zip(out.item_ids, out.documents, out.gold, out.pred)]
+                for t, e in out.per_type_scores().items()}
+    preds = out.records()
     for row, native in zip(preds, out.native):
         row["native"] = native
     for row, pos in zip(preds, report_positions(items, out.item_ids)):
@@ -77,7 +77,7 @@ def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, au
     extra = {"per_type": per_type, "bootstrap": "cluster by document (case report)", **extra}
     if out.seed_runs:
         extra["seed_runs"] = seed_run_records(out, preds)
-    return dict(parts, metrics=out.metrics(), predictions=preds, extra=extra)
+    return dict(parts, metrics=out.metrics() if metrics is None else metrics, predictions=preds, extra=extra)
 
 
 def seed_run_records(out: Outcome, preds: list[dict]) -> list[dict]:

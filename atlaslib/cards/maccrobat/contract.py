@@ -1,15 +1,15 @@
 """The card contract (see :mod:`atlaslib.cards`) for MACCROBAT: :func:`load_items` (:mod:`.data`),
-:func:`split` (:mod:`.splitting`), and thin entry points over :func:`.runs.run_protocol` and
-:func:`atlaslib.metrics.spans.span_metrics_with_ci`, so they give the notebook's numbers."""
+:func:`split` (:mod:`.splitting`), and thin entry points over :func:`.runs.run_protocol` and the card's
+scoring (:func:`.counting.metrics_of`, the one engine), so they give the notebook's numbers."""
 from __future__ import annotations
 
 import pandas as pd
 
-from ...metrics.spans import span_metrics_with_ci
 from ...splits import SplitManifest
 from .card import BOOTSTRAP_RESAMPLES, SEED, TYPES
+from .counting import metrics_of
 from .data import load_items  # noqa: F401  (the card contract)
-from .runs import Outcome, run_protocol
+from .runs import run_protocol
 from .splitting import split  # noqa: F401  (the card contract)
 
 # --------------------------------------------------------------------------------------- the card contract
@@ -42,14 +42,9 @@ def predict(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: 
 
 def score(records: list[dict], protocol: str, *, model: str | None = None,
           n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED) -> dict:
-    """Contract entry point over :func:`atlaslib.metrics.spans.span_metrics_with_ci` and
-    :meth:`Outcome.metrics`: exact-span entity F1 / precision / recall / macro F1 with intervals from a
-    bootstrap over whole case reports (``document``)."""
-    out = Outcome(model=model or "", protocol=protocol, version="", status="ok",
-                  item_ids=[r["item_id"] for r in records], documents=[r["document"] for r in records],
-                  gold=[list(r["gold"]) for r in records], pred=[list(r["pred"]) for r in records])
-    out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES, n_resamples=n_resamples,
-                                      seed=seed)
-    return out.metrics()
+    """Contract entry point over :func:`.counting.metrics_of` (the card's counts and scoring, the one engine):
+    exact-span entity F1 / precision / recall / macro F1 with intervals from a bootstrap over whole case
+    reports (``document``). ``model`` is not read: every card's ``score`` takes it."""
+    return metrics_of(records, protocol, n_resamples=n_resamples, seed=seed)
 
 from .counting import counts  # noqa: E402,F401  (the card contract: per-unit counts, see .counting)

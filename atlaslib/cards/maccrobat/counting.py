@@ -1,14 +1,18 @@
 """How a MACCROBAT run's predictions become numbers (the card's :class:`~atlaslib.metrics.engine.Scoring`, as
 data) and :func:`counts`: one unit per test sentence, per entity type the exact-span counts ``<type>:tp``,
 ``<type>:fp``, ``<type>:fn`` (:func:`atlaslib.metrics.spans.span_counts`: strict IOB2 mentions), grouped by
-case report (the declared resampling draws whole reports). :func:`slice_counts` gives the per-mention slices
-(type, length): the same counts with each mention's type relabelled by its group."""
+case report (the declared resampling draws whole reports). :func:`metrics_of` scores prediction records through
+the one engine, as :meth:`atlaslib.cards.run.CardRun.score` does in the notebook (a variant run, an outside
+system and the contract have no run object). :func:`slice_counts` gives the per-mention slices (type,
+length): the same counts with each mention's type relabelled by its group."""
 from __future__ import annotations
 
 import numpy as np
 
+from ...metrics import engine
 from ...metrics.engine import Metric, Resampling, Scoring, SliceRule, UnitCounts
-from ...metrics.spans import mention_value, mentions, scores_from_totals, span_counts, tags_from_mentions
+from ...metrics.spans import (UNDEFINED_REASONS, mention_value, mentions, scores_from_totals, span_counts,
+                              tags_from_mentions)
 from .card import SEED, TYPES
 
 PARTS = ("tp", "fp", "fn")
@@ -32,7 +36,8 @@ def _sum(t, part):
 
 
 def _metric(name, key, proportion=None):
-    return Metric(name, lambda t: _scores(t)[key], proportion=proportion)
+    # NaN where the denominator is 0 (metrics.spans): the cell says why, in the words of UNDEFINED_REASONS
+    return Metric(name, lambda t: _scores(t)[key], proportion=proportion, undefined_reason=UNDEFINED_REASONS[key])
 
 
 F1 = _metric("entity_f1", "f1")
@@ -60,6 +65,14 @@ def counts(cell: dict) -> UnitCounts:
     recs = cell.get("predictions") or []
     per_item, types = span_counts([r["gold"] for r in recs], [r["pred"] for r in recs], TYPES)
     return _uc(recs, per_item, types)
+
+
+def metrics_of(records: list, protocol: str, *, n_resamples: int | None = None, seed: int | None = None) -> dict:
+    """The cell metrics of prediction records (``item_id``, ``document``, ``gold`` and ``pred`` IOB2 tags):
+    :func:`counts` under :data:`SCORING` through :func:`atlaslib.metrics.engine.evaluate`, the numbers
+    :meth:`atlaslib.cards.run.CardRun.score` gives for the same records."""
+    return engine.evaluate(SCORING, counts({"predictions": list(records)}), protocol, seed=seed,
+                           n_resamples=n_resamples)
 
 
 def slice_counts(cell: dict, spec: dict, group_of, group_order):

@@ -1,7 +1,7 @@
 """Outside systems on the MACCROBAT card (``atlas export``, ``atlas score``, :func:`atlaslib.evaluate`): the
 sentences as an outside system sees them (words, case report), and its IOB2 tags scored by the card's own
-code (:func:`atlaslib.metrics.spans.span_metrics_with_ci`, cluster bootstrap over case reports;
-:func:`.cells.cell_parts`)."""
+code (:meth:`.runs.Outcome.metrics`: the card's scoring through the one engine, cluster bootstrap over case
+reports; :func:`.cells.cell_parts`)."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -44,10 +44,9 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
     """The cell parts of checked predictions ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`); a
     system whose ``trained_on`` names MACCROBAT is marked as overlapping."""
     from ...results import EXTERNAL
-    from ...metrics.spans import span_metrics_with_ci
-    from .card import SEED, TYPES
+    from .card import CARD
     from .cells import cell_parts
-    from .runs import Outcome, overlap_in
+    from .runs import Outcome
 
     items, manifest = s.context["items"], s.context["manifest"]
     test = items.set_index("item_id").loc[manifest.test]
@@ -57,8 +56,6 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
                   documents=test["document"].tolist(), gold=[list(t) for t in test["tags"]],
                   pred=[list(by[i].label) for i in manifest.test],
                   details={"source": EXTERNAL, "predictions_sha256": profile["revision"]},
-                  overlap=overlap_in(profile["trained_on"]))
-    out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES,
-                                      n_resamples=n_resamples, seed=SEED)
+                  overlap=CARD.overlap(profile["trained_on"]), n_resamples=n_resamples)
     return dict(cell_parts(out, manifest, items), profile=profile, capability=EXTERNAL,
                 parameters={"n_resamples": n_resamples})

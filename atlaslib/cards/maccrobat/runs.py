@@ -1,6 +1,6 @@
 """One MACCROBAT run: the memorize baseline on the card's words, the registry models under ``zero_shot``,
-``probe`` and ``finetune`` (:func:`run_protocol`), its :class:`Outcome` (predictions, metrics, per-type
-scores), the predictions as a table and the bootstrap distributions of the metrics."""
+``probe`` and ``finetune`` (:func:`run_protocol`), its :class:`Outcome` (predictions as the cell's records,
+metrics through the card's scoring, per-type scores) and the predictions as a table."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,8 +11,9 @@ import pandas as pd
 from ... import results as _results
 from ...metrics.spans import mentions as tag_mentions, span_metrics_with_ci, tags_from_mentions
 from ...splits import SplitManifest
-from .card import (BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE, METRIC_BASES,
-                   NER_LABEL_TABLE, PROTOCOL_CAPABILITY, SEED, SHA256SUMS_DIGEST, TAGS, TYPES)
+from .card import (BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE, NER_LABEL_TABLE,
+                   PROTOCOL_CAPABILITY, SEED, SHA256SUMS_DIGEST, TAGS, TYPES)
+from .counting import metrics_of
 
 # ------------------------------------------------------------------------------------- protocols
 def words_to_text(words: Sequence[str]) -> tuple[str, list[int], list[int]]:
@@ -67,7 +68,6 @@ class Outcome:
     gold: list = field(default_factory=list)
     pred: list = field(default_factory=list)
     native: list = field(default_factory=list)   # zero-shot heads: the adapter's own labels per word
-    scores: dict = field(default_factory=dict)     # span_metrics_with_ci output
     details: dict = field(default_factory=dict)
     overlap: list = field(default_factory=list)
     seconds: float = 0.0
@@ -79,49 +79,45 @@ class Outcome:
     reads_text: bool = True
     seed_runs: list = field(default_factory=list)  # finetune: per training seed {seed, pred, details, metrics}
     seeded: dict = field(default_factory=dict)     # finetune: the row's metrics over its seeds (the cell's)
+    n_resamples: int = BOOTSTRAP_RESAMPLES         # how its intervals resample (the card's seed unless given)
+    bootstrap_seed: int = SEED
+
+    def records(self) -> list[dict]:
+        """The run's predictions as the cell's records: ``item_id``, ``document`` (case report), ``gold`` and
+        ``pred`` IOB2 tags per test sentence (what the card's :func:`~.counting.counts` reads)."""
+        return [{"item_id": i, "document": d, "gold": g, "pred": p}
+                for i, d, g, p in zip(self.item_ids, self.documents, self.gold, self.pred)]
 
     def metrics(self) -> dict:
-        """Cell metrics ``entity_*_<protocol>`` → ``results.metric(...)`` (null with reason when not run); a
-        fine-tuned row over several seeds: the mean over seeds with the two-level interval (:func:`seeded`)."""
-        if self.seeded and self.status == "ok":
+        """Cell metrics ``entity_*_<protocol>`` of a run without a :class:`~atlaslib.cards.run.CardRun` (a
+        variant run, an outside system, the contract): its records through the card's scoring and the one
+        engine (:func:`.counting.metrics_of`, what ``CardRun.score`` gives); a fine-tuned row over several
+        seeds: the mean over seeds with the two-level interval (:func:`seeded`); null with the reason when
+        not run."""
+        if self.status != "ok":
+            return {name: _results.metric(None, reason=f"not run: {self.reason}")
+                    for name in CARD.metric_names(self.protocol)}
+        if self.seeded:
             return dict(self.seeded)
-        out = {}
-        undefined = {}
-        if self.status == "ok":   # the atlas's zero-division rule: an empty denominator is n/a, never 0
-            n_pred = sum(len(tag_mentions(p)) for p in self.pred)
-            n_gold = sum(len(tag_mentions(g)) for g in self.gold)
-            undefined = {"precision": "undefined: no mention predicted" if n_pred == 0 else None,
-                         "recall": "undefined: no gold mention" if n_gold == 0 else None}
-            both = "undefined: no mention in gold or predictions" if n_pred + n_gold == 0 else None
-            undefined.update(f1=both, macro_f1=both)
-        for base, key in zip(METRIC_BASES, ("f1", "precision", "recall", "macro_f1")):
-            name = CARD.metric_name(base, self.protocol)
-            if self.status != "ok":
-                out[name] = _results.metric(None, reason=f"not run: {self.reason}")
-            elif undefined.get(key):
-                out[name] = _results.metric(None, reason=undefined[key])
-            else:
-                s = self.scores[key]
-                out[name] = _results.metric(s["value"], s["ci_low"], s["ci_high"])
-        return out
-
-    def table(self) -> pd.DataFrame:
-        """Metric table: value and 95 % CI per metric."""
-        m = self.metrics()
-        return pd.DataFrame([{"metric": k, "value": v["value"], "ci_low": v["ci_low"], "ci_high": v["ci_high"],
-                              "reason": v.get("reason")} for k, v in m.items()]).set_index("metric")
+        return metrics_of(self.records(), self.protocol, n_resamples=self.n_resamples, seed=self.bootstrap_seed)
 
     def per_type(self) -> pd.DataFrame:
         """Per-type precision / recall / F1 with CIs and gold support."""
         if self.status != "ok":
             return pd.DataFrame({"status": [f"not run: {self.reason}"]})
         rows = []
-        for t, e in self.scores["per_type"].items():
+        for t, e in self.per_type_scores().items():
             row = {"type": t, "support": e["support"]}
             for k in ("precision", "recall", "f1"):
                 row[k], row[f"{k}_low"], row[f"{k}_high"] = e[k]["value"], e[k]["ci_low"], e[k]["ci_high"]
             rows.append(row)
         return pd.DataFrame(rows).set_index("type")
+
+    def per_type_scores(self) -> dict:
+        """Per entity type ``{support, precision, recall, f1}``, each ``{value, ci_low, ci_high}`` (the same
+        case-report resamples as the cell's metrics; a resample without the type leaves its interval)."""
+        return span_metrics_with_ci(self.gold, self.pred, self.documents, types=TYPES, n_resamples=self.n_resamples,
+                                    seed=self.bootstrap_seed)["per_type"]
 
 
 def profile_info(model: str) -> dict:
@@ -137,22 +133,16 @@ def profile_info(model: str) -> dict:
         return {}
 
 
-def overlap_of(model: str, info: dict | None = None) -> list:
-    """``["maccrobat"]`` when the model's profile (or adapter info) declares it was trained on MACCROBAT."""
-    prof = profile_info(model)
-    trained = list(prof.get("trained_on") or [])
+def trained_on(model: str, info: dict | None = None) -> list:
+    """What the model was trained on, as its registry profile and its adapter's info (``info``, its
+    ``trained_on`` and its profile's) declare: what :meth:`CARD.overlap <atlaslib.cards.Card.overlap>` reads
+    for the run's overlap marker."""
+    trained = list(profile_info(model).get("trained_on") or [])
     if info:
         trained += list(info.get("trained_on") or [])
         if isinstance(info.get("profile"), dict):
             trained += list(info["profile"].get("trained_on") or [])
-    return overlap_in(trained)
-
-
-def overlap_in(trained_on) -> list:
-    """``["maccrobat"]`` when a ``trained_on`` list names MACCROBAT (an entry starting with "maccrobat", any
-    case), else ``[]``: the card's overlap marker (``CARD.overlap``, declared by ``CARD.overlap_marks``), for
-    model runs and outside systems alike."""
-    return CARD.overlap(trained_on)
+    return trained
 
 
 def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str,
@@ -180,7 +170,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
     out = Outcome(model=model, protocol=protocol, version=manifest.version, status="ok",
                   capability=None if model in BASELINES else PROTOCOL_CAPABILITY[protocol],
                   item_ids=list(manifest.test), documents=test["document"].tolist(),
-                  gold=[list(t) for t in test["tags"]])
+                  gold=[list(t) for t in test["tags"]], n_resamples=n_resamples, bootstrap_seed=seed)
     if model == "memorize":
         if protocol != BASELINE_PROTOCOL["memorize"]:
             raise ValueError(f"maccrobat: the memorize baseline runs under protocol 'train_lookup' only (it "
@@ -208,17 +198,17 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
             except models.WeightsUnavailable as exc:
                 out.status, out.reason = "not_run", "weights unavailable"
                 out.details = {"error": str(exc)}
-                out.overlap = overlap_of(model)
+                out.overlap = CARD.overlap(trained_on(model))
                 out.seconds = time.perf_counter() - t0
                 return out
             except models.CapabilityMissing as exc:
                 out.status, out.reason = "not_run", f"capability missing: {PROTOCOL_CAPABILITY[protocol]}"
                 out.details = {"error": str(exc)}
-                out.overlap = overlap_of(model)
+                out.overlap = CARD.overlap(trained_on(model))
                 out.seconds = time.perf_counter() - t0
                 return out
         info = dict(getattr(adapter, "info", {}) or {})
-        out.overlap = overlap_of(model, info)
+        out.overlap = CARD.overlap(trained_on(model, info))
         if protocol == "zero_shot":
             res = tok.zero_shot_ner(adapter, test["words"].tolist(), NER_LABEL_TABLE)
         elif protocol == "finetune":
@@ -238,10 +228,8 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
 
         out.llm = llm_row_extra(adapter, profile_info(model), CARD, test["text"].tolist())
     out.pred = [list(p) for p in pred]
-    out.scores = span_metrics_with_ci(out.gold, out.pred, out.documents, types=TYPES,
-                                      n_resamples=n_resamples, seed=seed)
     if protocol == "finetune" and len(res.get("seed_runs") or []) > 1:
-        seeded(out, res["seed_runs"], n_resamples=n_resamples, seed=seed)
+        seeded(out, res["seed_runs"])
     out.seconds = time.perf_counter() - t0
     return out
 
@@ -277,25 +265,21 @@ def _seed_predictor(adapter, models):
     return predict
 
 
-def seeded(out: Outcome, seed_runs: list[dict], *, n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED) -> None:
-    """A fine-tuned row over its training seeds: each seed's metrics with the card's declared interval (whole
-    case reports resampled, the card's bootstrap seed: the same draws for every seed) into ``out.seed_runs``,
-    and the row's metrics, the mean over seeds with the two-level interval, into ``out.seeded``
-    (:func:`atlaslib.metrics.seeds.seeded_metrics`)."""
+def seeded(out: Outcome, seed_runs: list[dict]) -> None:
+    """A fine-tuned row over its training seeds (``seed_runs``: ``{seed, tags, details}`` each): every seed's
+    records scored by the card's scoring through the one engine, the same case-report resamples for every seed
+    (``out``'s), with its metrics into ``out.seed_runs``, and the row's metrics, the mean over seeds with the
+    two-level interval, into ``out.seeded`` (:func:`atlaslib.metrics.seeds.score_seeds`)."""
+    import sys
+
     from ...metrics import seeds as S
 
-    keys = dict(zip(METRIC_BASES, ("f1", "precision", "recall", "macro_f1")))
-    per_m, per_r, runs = [], [], []
-    for r in seed_runs:
-        one = Outcome(model=out.model, protocol=out.protocol, version=out.version, status="ok",
-                      item_ids=out.item_ids, documents=out.documents, gold=out.gold, pred=[list(p) for p in r["tags"]])
-        one.scores = span_metrics_with_ci(one.gold, one.pred, one.documents, types=TYPES, n_resamples=n_resamples,
-                                          seed=seed)
-        per_m.append(one.metrics())
-        per_r.append({CARD.metric_name(b, out.protocol): one.scores["resamples"][k] for b, k in keys.items()})
-        runs.append({"seed": r["seed"], "pred": one.pred, "details": r["details"], "metrics": per_m[-1]})
-    out.seed_runs = runs
-    out.seeded = S.seeded_metrics([r["seed"] for r in runs], per_m, per_r, seed=seed)
+    preds = [[list(p) for p in r["tags"]] for r in seed_runs]
+    records = [[dict(rec, pred=p) for rec, p in zip(out.records(), pred)] for pred in preds]
+    out.seeded, per = S.score_seeds(sys.modules[__package__], records, [r["seed"] for r in seed_runs], out.protocol,
+                                    seed=out.bootstrap_seed, n_resamples=out.n_resamples)
+    out.seed_runs = [{"seed": r["seed"], "pred": pred, "details": r["details"], "metrics": m["metrics"]}
+                     for r, pred, m in zip(seed_runs, preds, per)]
 
 
 def predictions_frame(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:
@@ -312,34 +296,3 @@ def predictions_frame(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:
         rows.append({"item_id": iid, "text": idx.loc[iid, "text"], "gold": show(gm), "pred": show(pm),
                      "tp": len(gm & pm), "fp": len(pm - gm), "fn": len(gm - pm)})
     return pd.DataFrame(rows).set_index("item_id")
-
-
-# ------------------------------------------------------------------------------------------- plots
-def bootstrap_samples(out: Outcome) -> tuple[dict, dict]:
-    """``(samples, metrics)`` for :func:`atlaslib.plots.bootstrap_distributions`: the resampled values
-    of the four metrics, keyed by their cell names, and their ``{value, ci_low, ci_high}``."""
-    if out.status != "ok":
-        return {}, {}
-    samples, metrics = {}, {}
-    for base, key in zip(METRIC_BASES, ("f1", "precision", "recall", "macro_f1")):
-        name = CARD.metric_name(base, out.protocol)
-        samples[name] = out.scores["resamples"][key]
-        metrics[name] = out.scores[key]
-    return samples, metrics
-
-
-def plot_bootstrap(out: Outcome):
-    """Bootstrap distributions of the four metrics (shared ``atlaslib.plots``), or a note when not run."""
-    import matplotlib.pyplot as plt
-
-    from ... import plots
-
-    if out.status != "ok":
-        fig, ax = plt.subplots(figsize=(6, 0.8))
-        ax.axis("off")
-        ax.text(0.5, 0.5, f"{out.model} / {out.protocol}: not run: {out.reason}", ha="center", va="center")
-        return fig
-    samples, metrics = bootstrap_samples(out)
-    return plots.bootstrap_distributions(
-        samples, metrics, title=f"{out.model} · {out.protocol} · {out.version}: "
-                                f"{len(samples[next(iter(samples))])} resamples of whole case reports")

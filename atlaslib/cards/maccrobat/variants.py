@@ -8,10 +8,9 @@ import pandas as pd
 
 from ... import results
 from ...phases import side
-from ...metrics.spans import span_metrics_with_ci
 from ...splits import SplitManifest
 from ...variants import inputs_sha256, variant_cell, write_variant_cells
-from .card import BOOTSTRAP_RESAMPLES, PERTURBATIONS, SEED, TYPES
+from .card import BOOTSTRAP_RESAMPLES, PERTURBATIONS
 from .perturbations import perturbed_items
 from .runs import Outcome, seeded
 
@@ -41,10 +40,9 @@ def run_variants(cell: dict, out: Outcome, items: pd.DataFrame, manifest: SplitM
             docs = frame["document"].tolist()
             v = Outcome(model=out.model, protocol=out.protocol, version=out.version, status="ok",
                         item_ids=frame["item_id"].tolist(), documents=docs, gold=gold, pred=pred,
-                        scores=span_metrics_with_ci(gold, pred, docs, types=TYPES, n_resamples=n_resamples, seed=SEED))
+                        n_resamples=n_resamples)
             if by_seed:      # a row over training seeds: every seed's model, scored as its default run's row
-                seeded(v, [{"seed": s, "tags": t, "details": {}} for s, t in by_seed], n_resamples=n_resamples,
-                       seed=SEED)
+                seeded(v, [{"seed": s, "tags": t, "details": {}} for s, t in by_seed])
             recs = [{"item_id": i, "document": d, "gold": g, "pred": q, **pos}
                     for i, d, g, q, pos in zip(v.item_ids, docs, gold, pred, report_positions(items, v.item_ids))]
         extra = {"seed_runs": seed_run_records(v, recs)} if v.seed_runs else {}
