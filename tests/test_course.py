@@ -52,7 +52,7 @@ def write_negex_cells(results_dir: Path, data_dir) -> None:
     resamples to keep it quick."""
     from atlaslib.cards import negex
     from atlaslib.cards.run import CardRun
-    from atlaslib.metrics.report import binary_metrics
+    from tests.metrics.reference import binary_metrics
 
     rows = negex.load_rows(data_dir)
     items = negex.items_from_rows(rows)
@@ -825,3 +825,26 @@ def test_course_check_names_bad_input(tmp_path, capsys):
     assert '"seed" must be the integer your instructor gave' in capsys.readouterr().err
     assert cli.main(["course", "check", "nope", str(bad)]) == 2
     assert "no lesson 'nope' with a graded exercise; expected one of calibration, clusters, comparing" in capsys.readouterr().err
+
+
+def test_span_lesson_scores_say_undefined_not_zero():
+    """The span lesson's strict and lenient scores follow the atlas's zero-division rule: NaN where a denominator
+    is 0 (seqeval warns there and writes 0), 0 where it is not; strict equals seqeval wherever defined."""
+    from seqeval.metrics import f1_score, precision_score, recall_score
+    from sklearn.exceptions import UndefinedMetricWarning
+
+    gold, nothing = [["B-problem", "I-problem", "O", "B-test"]], [["O", "O", "O", "O"]]
+    s, lenient = course.strict_prf(gold, nothing), course.lenient_prf(gold, nothing)
+    for d in (s, lenient):   # no mention predicted: precision undefined; recall 0/2 and F1 defined, 0
+        assert math.isnan(d["precision"]) and (d["recall"], d["f1"]) == (0.0, 0.0)
+    with pytest.warns(UndefinedMetricWarning):
+        assert precision_score(gold, nothing) == 0.0
+    assert (recall_score(gold, nothing), f1_score(gold, nothing)) == (0.0, 0.0)
+    empty = [["O", "O"]]
+    for d in (course.strict_prf(empty, empty), course.lenient_prf(empty, empty)):
+        assert all(math.isnan(d[k]) for k in ("precision", "recall", "f1"))
+    only_pred = course.lenient_prf(empty, [["B-test", "O"]])      # nothing in gold: recall undefined, F1 0
+    assert only_pred["precision"] == 0.0 and math.isnan(only_pred["recall"]) and only_pred["f1"] == 0.0
+    g, p = [["B-problem", "I-problem", "O", "B-test"]], [["O", "B-problem", "O", "B-test"]]
+    s = course.strict_prf(g, p)           # 1 of 2 predicted right, 1 of 2 found
+    assert (s["precision"], s["recall"], s["f1"]) == (0.5, 0.5, f1_score(g, p))

@@ -178,7 +178,7 @@ def test_negex_contract_scores_against_sklearn(contract_runs):
     assert metrics["macro_f1_zero_shot"]["value"] == pytest.approx(f1_score(y, p, average="macro"))
     assert metrics["sensitivity_zero_shot"]["value"] == pytest.approx(recall_score(y, p, pos_label="negated"))
     # the engine's numbers are binary_metrics' (index-by-index resamples) to the bit, intervals included
-    from atlaslib.metrics.report import binary_metrics
+    from tests.metrics.reference import binary_metrics
     scores = [r["score"] for r in records]
     ref = binary_metrics([int(g == "negated") for g in y], [int(q == "negated") for q in p],
                          None if None in scores else scores, "zero_shot",
