@@ -926,23 +926,11 @@ def ece_of_a_calibrated_model(p, n: int, draws: int = 200, bins: int = 10, seed:
 
 
 def plot_reliability(tables: dict, title: str = "", ylabel: str = "observed share of positives"):
-    """Reliability diagram of :func:`atlaslib.analysis.calibration.reliability` tables: observed share against
-    mean forecast per bin (marker size ∝ items), one series per run, the diagonal of perfect calibration."""
-    import matplotlib.pyplot as plt
+    """Reliability diagram of :func:`atlaslib.analysis.calibration.reliability` tables, one series per run: the
+    atlas's own drawing (:func:`atlaslib.analysis.calibration.draw_reliability`) with the lesson's axis names."""
+    from .analysis import calibration
 
-    fig, ax = plt.subplots(figsize=(4.8, 4.4))
-    ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="perfectly calibrated")
-    for k, (name, t) in enumerate(tables.items()):
-        ax.plot(t["mean_score"], t["observed_rate"], "-", color=f"C{k}", lw=1)
-        ax.scatter(t["mean_score"], t["observed_rate"], s=12 + 3 * t["n"], color=f"C{k}", label=name, alpha=0.8)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("mean forecast in the bin")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(frameon=False, fontsize=8, loc="upper left")
-    fig.tight_layout()
-    return fig
+    return calibration.draw_reliability(tables, title, xlabel="mean forecast in the bin", ylabel=ylabel)
 
 
 # -- lesson: evaluating a language model ----------------------------------------------------------------------

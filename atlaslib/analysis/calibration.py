@@ -184,31 +184,39 @@ def calibration_table(cells) -> pd.DataFrame:
     return pd.DataFrame([calibration_row(c) for c in ok_cells(cells)], columns=cols)
 
 
-def plot_reliability(cells, title: str = ""):
-    """Reliability diagram of the runs with scores (one line per run; equal-mass bins), or None when no run
-    has scores."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    runs = [(one_model_label(c), scores_of(c)) for c in ok_cells(cells)]
-    runs = [(lab, ys) for lab, ys in runs if ys is not None]
-    if not runs:
-        return None
+def draw_reliability(tables: dict, title: str = "", xlabel: str = "mean score in the bin",
+                     ylabel: str = "observed rate of the positive class"):
+    """The reliability diagram of :func:`reliability` tables (name -> table): observed rate against mean score per
+    bin, one series per name (marker size grows with the bin's items), and the diagonal of perfect calibration.
+    Names are drawn as text (user names: never mathtext). The atlas's pages and the course draw with it."""
     from .. import plots
 
     fig, ax = plots.subplots(figsize=(4.8, 4.4))
-    ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="perfect calibration")
-    for lab, (y, s) in runs:
-        r = reliability(y, s)
-        ax.plot(r["mean_score"], r["observed_rate"], marker="o", lw=1.5, label=lab)
+    ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="perfectly calibrated")
+    for k, (name, t) in enumerate(tables.items()):
+        ax.plot(t["mean_score"], t["observed_rate"], "-", color=f"C{k}", lw=1)
+        ax.scatter(t["mean_score"], t["observed_rate"], s=12 + 3 * np.sqrt(np.asarray(t["n"], dtype=float)),
+                   color=f"C{k}", label=name, alpha=0.8)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    ax.set_xlabel("mean score in bin (10 equal-mass bins)")
-    ax.set_ylabel("observed rate of the positive class")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title, fontsize=10)
-    for text in ax.legend(fontsize=8, loc="upper left").get_texts():
-        text.set_parse_math(False)  # run labels are user names: never mathtext
+    for text in ax.legend(frameon=False, fontsize=8, loc="upper left").get_texts():
+        text.set_parse_math(False)
     fig.tight_layout()
     return fig
+
+
+def plot_reliability(cells, title: str = ""):
+    """Reliability diagram of the runs with scores (one series per run; equal-mass bins, :func:`draw_reliability`),
+    or None when no run has scores."""
+    import matplotlib
+    matplotlib.use("Agg")
+
+    runs = [(one_model_label(c), scores_of(c)) for c in ok_cells(cells)]
+    tables = {lab: reliability(*ys) for lab, ys in runs if ys is not None}
+    if not tables:
+        return None
+    return draw_reliability(tables, title, xlabel="mean score in bin (10 equal-mass bins)")

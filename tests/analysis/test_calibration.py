@@ -159,3 +159,22 @@ def test_brier_decomposition_adds_up_and_is_hand_computed_on_one_score_per_bin(b
 def test_an_unknown_binning_is_named():
     with pytest.raises(ValueError, match="binning must be one of mass, width, got 'quantile'"):
         C.ece([0, 1], [0.2, 0.8], binning="quantile")
+
+
+def test_the_course_and_the_pages_draw_reliability_one_way():
+    """One drawing for both (:func:`C.draw_reliability`): each bin's point is the table's (mean score,
+    observed rate), a run's name is drawn as text even when it reads as math, and the course's diagram is the
+    same drawing with its own axis names."""
+    from atlaslib import course
+
+    rng = np.random.default_rng(3)
+    s = rng.random(200)
+    y = (rng.random(200) < s).astype(int)
+    table = C.reliability(y, s, binning="width")
+    fig = course.plot_reliability({"$x$ run": table}, ylabel="observed share right")
+    ax = fig.axes[0]
+    points = ax.collections[0].get_offsets()
+    np.testing.assert_allclose(points, table[["mean_score", "observed_rate"]].to_numpy())
+    legend = [t for t in ax.get_legend().get_texts() if t.get_text() == "$x$ run"]
+    assert legend and not legend[0].get_parse_math()
+    assert ax.get_ylabel() == "observed share right" and ax.get_xlabel() == "mean forecast in the bin"
