@@ -33,9 +33,12 @@ Every card module also exposes the same six functions (the card contract, see CO
 - ``audit_items(items, data_dir=None) -> dict``: JSON-able facts about the items, at least ``n_items``
   (``audit_items``, not ``audit``: some cards keep an older ``audit`` with card-specific inputs);
 - ``split(items, version) -> SplitManifest``;
-- ``predict(items, manifest, model, protocol, *, data_dir=None, **options) -> list[dict]``: one record per
-  test item, :func:`record` shaped (``item_id``, ``gold``, ``prediction``, ``score`` or None, then the
-  card's own fields); a run that cannot happen raises :class:`NotRun` with the reason;
+- ``predict(items, manifest, model, protocol, *, data_dir=None, **options) -> list[dict] | dict``: one
+  record per test item, :func:`record` shaped (``item_id``, ``gold``, ``pred``, ``score`` or None, then the
+  card's own fields); for a row over training seeds (a fine-tune: one model per seed of the recipe)
+  ``{training seed: records}`` in the recipe's order, which :func:`atlaslib.cards.run.contract_parts` makes
+  into the book's seeded row (the mean over seeds with the two-level interval); a run that cannot happen
+  raises :class:`NotRun` with the reason;
 - ``score(records, protocol, *, model=None) -> dict``: the cell metrics ``<base>_<protocol>`` ->
   ``results.metric(value, ci_low, ci_high)`` with the card's declared intervals (``model`` matters only
   where a baseline addresses some metrics only, as in TempEval);
@@ -43,8 +46,10 @@ Every card module also exposes the same six functions (the card contract, see CO
   ``SCORING`` (:mod:`atlaslib.metrics.engine`), from which every page, comparison and slice reads its
   numbers (:func:`counted`).
 
-They are thin entry points over each card's own functions (the notebooks still call those), so they
-give the same numbers; see :data:`CONTRACT` and ``tests/cards/test_contract.py``.
+Any of the card's files may define them (a new card: ``data.py``, ``predict.py``, ``counting.py``; the
+atlas's cards gather thin entry points over their own functions, which their notebooks call, in
+``contract.py``), so long as the package exposes them; they give the notebook's numbers. See
+:data:`CONTRACT` and ``tests/cards/test_contract.py``.
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ shapes."""
 import ast
 import importlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,23 +51,69 @@ def _top_level_names(path: Path) -> tuple[set[str], set[str]]:
     return defined, imported
 
 
+def layout_problems(package) -> list[str]:
+    """What ``package`` lacks of what every card provides (CONTRIBUTING.md, "Card package layout"), whichever
+    of its files holds it: it is a package; ``CARD`` (a :class:`atlaslib.cards.Card`) and ``SCORING`` (an
+    engine :class:`~atlaslib.metrics.engine.Scoring`) are reachable from it; each contract function
+    (:data:`atlaslib.cards.CONTRACT`) is reachable from it under its name and defined under that name at the
+    top of one of the package's own modules; ``__init__.py`` is a docstring and re-exports only. Empty: none.
+    File names are not asked: ``contract.py`` (the atlas's cards) and the five files of a new card both pass."""
+    from atlaslib.cards import Card
+    from atlaslib.metrics.engine import Scoring
+
+    name, path = package.__name__, Path(package.__file__)
+    if path.name != "__init__.py":
+        return [f"{name} is a single module, not a package"]
+    problems = [f"{name}.{attr} is not a {kind.__name__}" for attr, kind in (("CARD", Card), ("SCORING", Scoring))
+                if not isinstance(getattr(package, attr, None), kind)]
+    for fn in CONTRACT:
+        obj = getattr(package, fn, None)
+        home = getattr(obj, "__module__", None) or ""
+        if not callable(obj):
+            problems.append(f"{name} has no contract function {fn}")
+        elif not home.startswith(f"{name}.") or fn not in _top_level_names(Path(sys.modules[home].__file__))[0]:
+            problems.append(f"{name}.{fn} is not defined under that name in a module of the card ({home or 'none'})")
+    init = ast.parse(path.read_text(encoding="utf-8")).body
+    if not (init and isinstance(init[0], ast.Expr) and isinstance(init[0].value, ast.Constant)):
+        problems.append(f"{name}/__init__.py has no module docstring")
+    if not all(isinstance(node, (ast.Import, ast.ImportFrom)) for node in init[1:]):
+        problems.append(f"{name}/__init__.py holds more than re-exports")
+    return problems
+
+
 @pytest.mark.parametrize("name", CARDS)
 def test_every_card_package_has_the_same_layout(name):
-    """CONTRIBUTING.md, "Card package layout": ``card.py`` declares ``CARD``, ``contract.py`` holds (defines or
-    imports) the five contract functions, and ``__init__.py`` is a docstring and re-exports only."""
-    package = importlib.import_module(CARD_MODULES[name])
-    root = Path(package.__file__).parent
-    assert Path(package.__file__).name == "__init__.py", f"{name} is a single module, not a package"
-    assert "CARD" in _top_level_names(root / "card.py")[0]
-    defined, imported = _top_level_names(root / "contract.py")
-    assert set(CONTRACT) <= defined | imported
-    contract = importlib.import_module(f"{CARD_MODULES[name]}.contract")
-    assert all(getattr(package, fn) is getattr(contract, fn) for fn in CONTRACT)
-    assert package.CARD is importlib.import_module(f"{CARD_MODULES[name]}.card").CARD
-    init = ast.parse((root / "__init__.py").read_text(encoding="utf-8")).body
-    assert isinstance(init[0], ast.Expr) and isinstance(init[0].value, ast.Constant), "no module docstring"
-    assert all(isinstance(node, (ast.Import, ast.ImportFrom)) for node in init[1:]), \
-        f"{name}/__init__.py holds more than re-exports"
+    """Every card provides what a card must (:func:`layout_problems`), in whichever of its files."""
+    assert layout_problems(importlib.import_module(CARD_MODULES[name])) == []
+
+
+def test_the_layout_check_names_what_a_card_lacks_not_which_file(tmp_path, monkeypatch):
+    """The toy card's five files pass as they are (no ``contract.py``); the same package without ``counts``,
+    with ``score`` borrowed from outside the card, or with code in ``__init__.py`` is named for it."""
+    import shutil
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    here = Path(__file__).resolve().parents[1] / "toy_card"
+
+    def package(name: str, edit=None):
+        shutil.copytree(here, tmp_path / name)
+        init = tmp_path / name / "__init__.py"
+        if edit:
+            init.write_text(edit(init.read_text(encoding="utf-8")), encoding="utf-8")
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        return importlib.import_module(name)
+
+    assert not (here / "contract.py").exists() and layout_problems(package("fivefiles")) == []
+    no_counts = package("nocounts", lambda t: t.replace("import counts, score", "import score"))
+    assert layout_problems(no_counts) == ["nocounts has no contract function counts"]
+    borrowed = package("borrowed", lambda t: t.replace("import counts, score", "import counts") +
+                       "from atlaslib.metrics.engine import evaluate as score  # noqa: F401\n")
+    assert layout_problems(borrowed) == [
+        "borrowed.score is not defined under that name in a module of the card (atlaslib.metrics.engine)"]
+    withcode = package("withcode", lambda t: t + "PROTOCOLS = (PROTOCOL, FINETUNE)\n")
+    assert layout_problems(withcode) == ["withcode/__init__.py holds more than re-exports"]
+    monkeypatch.setattr(withcode, "SCORING", None)
+    assert layout_problems(withcode)[0] == "withcode.SCORING is not a Scoring"
 
 
 @pytest.mark.parametrize("name", CARDS)

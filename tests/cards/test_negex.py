@@ -213,3 +213,46 @@ def test_outside_systems_and_variant_runs_are_scored_by_the_cards_declared_scori
             assert c["metrics"] != engine.evaluate(default, uc, "zero_shot", n_resamples=200)
             moved += 1
     assert moved >= 2 and outside["metrics"]["roc_auc_zero_shot"]["value"] is not None
+
+
+def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(items, data_dir, tmp_path, monkeypatch):
+    """``cards.run.run`` of a NegEx fine-tune gives the notebook's row: the mean over the training seeds with the
+    two-level interval (:func:`negex.seeded_metrics` on the same run), every seed's predictions in
+    ``extra.seed_runs``, not the first seed's metrics alone. A tiny encoder, three seeds of one epoch, on 24
+    train and 10 test items of the n100 split."""
+    import dataclasses
+
+    import numpy as np
+
+    from atlaslib.cards.run import run
+    from atlaslib.protocols import finetune as ft
+    from atlaslib.protocols import finetune_cache as ft_cache
+    from tests.protocols.test_finetune import RECIPE
+    from tests.tiny_models import tiny_encoder
+
+    monkeypatch.setenv(ft_cache.CACHE_ENV, str(tmp_path / "ftcache"))
+    monkeypatch.delenv(ft.RETRAIN_ENV, raising=False)
+    monkeypatch.setenv("ATLAS_PROGRESS", "off")
+    monkeypatch.setattr(negex.runs, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1, "seeds": [7, 8, 9]})
+    full = negex.split(items, "atlas-n100-v1")
+    train, test = negex.split_frames(items, full)
+    train, test = train[train.text.str.len() < 90].head(24), test[test.text.str.len() < 90].head(10)
+    small = dataclasses.replace(full, train=train["item_id"].tolist(), test=test["item_id"].tolist())
+    monkeypatch.setattr(negex, "split", lambda items, version: small)   # run() splits through the package
+    encoder = str(tiny_encoder(tmp_path))
+
+    cell = run("negex", "atlas-n100-v1", encoder, "finetune", data_dir=data_dir, parameters={"n_resamples": 50})
+    train, test = negex.split_frames(items, small)
+    out = negex.run_protocol(encoder, "finetune", train, test, data_dir=data_dir)   # the notebook's path
+    book = negex.seeded_metrics(test, out, "finetune", n_resamples=50, data_dir=data_dir)
+    assert cell["status"] == "ok" and cell["metrics"] == book
+    auc = cell["metrics"]["roc_auc_finetune"]
+    per = [r["metrics"]["roc_auc_finetune"]["value"] for r in out["seed_runs"]]
+    assert per[0] != np.mean(per)   # the seeds disagree: the first seed alone is another number
+    assert auc["seeds"]["n_seeds"] == 3 and auc["value"] == pytest.approx(np.mean(per))
+    assert [r["seed"] for r in cell["extra"]["seed_runs"]] == [7, 8, 9]
+    for mine, theirs in zip(cell["extra"]["seed_runs"], out["seed_runs"]):
+        assert [p["pred"] for p in mine["predictions"]] == [negex.LABELS[int(p)] for p in theirs["pred"]]
+        assert mine["unit_counts"] == theirs["unit_counts"]   # sentence groups included, as the book's
+    assert [p["item_id"] for p in cell["predictions"]] == test["item_id"].tolist()
+    assert cell["seeds"] == {"split": full.seed, "bootstrap": 20261006, "finetune": [7, 8, 9]}

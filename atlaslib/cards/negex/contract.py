@@ -26,18 +26,28 @@ def audit_items(items: pd.DataFrame, data_dir=None) -> dict:
 
 
 def predict(items: pd.DataFrame, manifest: _splits.SplitManifest, model: str, protocol: str, *, data_dir=None,
-            **options) -> list[dict]:
+            **options) -> list[dict] | dict[int, list[dict]]:
     """Contract entry point over :func:`run_protocol`: one record per test item in the result cell's shape
-    (``gold`` / ``pred`` the decision words ``negated`` / ``affirmed``, ``score`` = P(negated) or None);
-    :class:`NotRun` (a subclass of the contract's :class:`atlaslib.cards.NotRun`) when the run cannot happen."""
+    (``gold`` / ``pred`` the decision words ``negated`` / ``affirmed``, ``score`` = P(negated) or None, the
+    item's ``sentence_key``); for a fine-tune, ``{training seed: records}`` over the recipe's seeds in its order (the run's
+    ``seed_runs``), so :func:`atlaslib.cards.run.run` gives the book's row over seeds (as
+    :func:`.cells.seeded_metrics`), not the first seed's alone. :class:`NotRun` (a subclass of the contract's
+    :class:`atlaslib.cards.NotRun`) when the run cannot happen."""
+    train, test = split_frames(items, manifest)
+    out = run_protocol(model, protocol, train, test, data_dir=data_dir, **options)  # NotRun is the contract's
+    if out.get("seed_runs"):
+        return {int(r["seed"]): _records(test, r["pred"], r["score"]) for r in out["seed_runs"]}
+    return _records(test, out["pred"], out.get("score"))
+
+
+def _records(test: pd.DataFrame, pred, scores) -> list[dict]:
+    """One contract record per test item: 0/1 predictions as decision words, scores at full precision, and the
+    item's ``sentence_key`` (the counts' sentence groups, which the sentence-cluster interval resamples)."""
     from .. import record
     from .card import LABELS
 
-    train, test = split_frames(items, manifest)
-    out = run_protocol(model, protocol, train, test, data_dir=data_dir, **options)  # NotRun is the contract's
-    scores = out.get("score")
-    return [record(iid, d, LABELS[int(p)], None if scores is None else float(scores[i]))
-            for i, (iid, p, d) in enumerate(zip(test["item_id"], out["pred"], test["decision"]))]
+    return [record(iid, d, LABELS[int(p)], None if scores is None else float(scores[i]), sentence_key=k)
+            for i, (iid, p, d, k) in enumerate(zip(test["item_id"], pred, test["decision"], test["sentence_key"]))]
 
 
 def score(records: list[dict], protocol: str, *, model: str | None = None, n_resamples: int = 1000,
