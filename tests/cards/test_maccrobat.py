@@ -332,3 +332,33 @@ def test_overlap_marker_reads_profile_and_adapter_info_through_the_card_rule():
     assert mc.trained_on("memorize", info) == ["i2b2-2010", "MACCROBAT2020"]
     assert mc.CARD.overlap(mc.trained_on("memorize", info)) == ["MACCROBAT2020"]
     assert mc.CARD.overlap(mc.trained_on("memorize")) == []
+
+
+def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(corpus, data_dir, tmp_path, monkeypatch):
+    """``cards.run.run`` of a MACCROBAT fine-tune gives the notebook's row: the mean over the training seeds with
+    the two-level interval (the run's own :meth:`Outcome.metrics`), each seed's tags in ``extra.seed_runs``, not
+    the first seed's metrics alone. A tiny encoder, three seeds of one epoch, on the small split."""
+    import numpy as np
+
+    from atlaslib.cards.run import run
+    from atlaslib.protocols import finetune as ft
+    from atlaslib.protocols import finetune_cache as ft_cache
+    from tests.protocols.test_finetune import RECIPE
+    from tests.tiny_models import tiny_encoder
+
+    monkeypatch.setenv(ft_cache.CACHE_ENV, str(tmp_path / "ftcache"))
+    monkeypatch.delenv(ft.RETRAIN_ENV, raising=False)
+    monkeypatch.setenv("ATLAS_PROGRESS", "off")
+    monkeypatch.setattr(mc.runs, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1, "seeds": [7, 8, 9]})
+    m = small_manifest(corpus.items)
+    monkeypatch.setattr(mc, "split", lambda items, version: m)   # run() splits through the package
+    encoder = str(tiny_encoder(tmp_path))
+
+    cell = run("maccrobat", "atlas-n100-v1", encoder, "finetune", data_dir=data_dir, parameters={"n_resamples": 50})
+    out = mc.run_protocol(corpus.items, m, encoder, "finetune", n_resamples=50)   # the notebook's path
+    assert cell["status"] == "ok" and out.seeded and cell["metrics"] == out.metrics()
+    per = [r["metrics"]["entity_f1_finetune"]["value"] for r in out.seed_runs]
+    assert cell["metrics"]["entity_f1_finetune"]["value"] == pytest.approx(np.mean(per))
+    assert [r["seed"] for r in cell["extra"]["seed_runs"]] == [7, 8, 9]
+    for mine, theirs in zip(cell["extra"]["seed_runs"], out.seed_runs):
+        assert [p["pred"] for p in mine["predictions"]] == theirs["pred"]

@@ -27,17 +27,24 @@ def audit_items(items: pd.DataFrame, data_dir=None) -> dict:
 
 
 def predict(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str, *, data_dir=None,
-            **options) -> list[dict]:
-    """Contract entry point over :func:`run_protocol`: one record per test sentence (``gold`` /
-    ``prediction`` IOB2 tags over its words, ``score`` None, ``document`` the case report); a not-run
-    outcome raises :class:`atlaslib.cards.NotRun` with its reason."""
+            **options) -> list[dict] | dict[int, list[dict]]:
+    """Contract entry point over :func:`run_protocol`: one record per test sentence (``gold`` / ``pred`` IOB2
+    tags over its words, ``score`` None, ``document`` the case report); a fine-tuned row over several training
+    seeds: ``{training seed: records}`` in the recipe's order (the book's row, :func:`atlaslib.cards.run.
+    contract_parts`); a not-run outcome raises :class:`atlaslib.cards.NotRun` with its reason."""
     from .. import NotRun, record
 
     out = run_protocol(items, manifest, model, protocol, **options)
     if out.status != "ok":
         raise NotRun(out.reason)
-    return [record(iid, list(g), list(p), None, document=d)
-            for iid, g, p, d in zip(out.item_ids, out.gold, out.pred, out.documents)]
+
+    def records(pred) -> list[dict]:
+        return [record(iid, list(g), list(p), None, document=d)
+                for iid, g, p, d in zip(out.item_ids, out.gold, pred, out.documents)]
+
+    if out.seed_runs:
+        return {r["seed"]: records(r["pred"]) for r in out.seed_runs}
+    return records(out.pred)
 
 
 def score(records: list[dict], protocol: str, *, model: str | None = None,
