@@ -126,12 +126,14 @@ def seed_run_records(test: pd.DataFrame, out: dict) -> list[dict]:
 
 
 def cell_parts(protocol: str, model: str, *, out: dict | None, metrics: dict | None, test: pd.DataFrame,
-               split_cell: dict, data_dir=None, repro: pd.DataFrame | None = None) -> dict:
+               split_cell: dict, data_dir=None, repro: pd.DataFrame | None = None,
+               records: list[dict] | None = None) -> dict:
     """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
     arguments): split, data hashes and seeds; for a run that happened (``out``) also the adapter's profile,
     capability and details, the metrics, per-item predictions, confusion counts, the reproduction table
     (assertion systems on atlas-full-v1) and the overlap marker (a profile whose ``trained_on`` names the
-    NegEx kit or its triggers)."""
+    NegEx kit or its triggers). ``records``: the run's :func:`predictions` as the notebook already built them
+    (the cell's, six-digit scores), else built here."""
     from ...metrics import bootstrap
     from ...metrics.classification import confusion_counts
 
@@ -148,4 +150,5 @@ def cell_parts(protocol: str, model: str, *, out: dict | None, metrics: dict | N
         extra["reproduction_rows"] = reproduction_rows(repro, model)
     overlap = CARD.overlap(out["profile"].get("trained_on"))
     return dict(parts, profile=out["profile"], capability=out["capability"], details=out["details"],
-                metrics=metrics, predictions=predictions(test, out, data_dir), extra=extra, overlap=overlap)
+                metrics=metrics, predictions=records if records is not None else predictions(test, out, data_dir),
+                extra=extra, overlap=overlap)
