@@ -21,6 +21,7 @@ from typing import Any
 
 from atlaslib import sources
 from atlaslib.models.hub_cache import cached_hub_file
+from atlaslib.registries import Registry
 
 CAPABILITIES = (
     "predict.assertion",
@@ -172,21 +173,26 @@ class Source:
 
 
 #: source name -> its registered :class:`Source` (one instance), in the order of registration
-SOURCES: dict[str, Source] = {}
+SOURCES: Registry[Source] = Registry("model source")
+
+
+def _same_class(old: Source, new: Source) -> bool:
+    """Whether ``new`` is an instance of ``old``'s class re-created by a module imported again (the same
+    qualified name)."""
+    def qualified(obj):
+        return f"{type(obj).__module__}.{type(obj).__qualname__}"
+    return qualified(old) == qualified(new)
 
 
 def source(name: str):
     """Class decorator: register a :class:`Source` subclass under ``name``, the value of a profile's ``source``
-    key. A name is registered once; a second class under it is an error."""
+    key. A name is registered once; a second class under it is an error (the same class imported again
+    replaces its instance)."""
     def register(cls: type[Source]) -> type[Source]:
         if not (isinstance(cls, type) and issubclass(cls, Source)):
             raise TypeError(f"@source({name!r}): expected a subclass of Source, got {cls!r}")
-        old = SOURCES.get(name)
-        if old is not None and f"{type(old).__module__}.{type(old).__qualname__}" != \
-                f"{cls.__module__}.{cls.__qualname__}":
-            raise ValueError(f"model source {name!r} is already registered ({type(old).__qualname__})")
+        SOURCES.add(name, cls(), same=_same_class)
         cls.name = name
-        SOURCES[name] = cls()
         return cls
     return register
 
@@ -195,11 +201,10 @@ def source_of(profile: Profile | str, who: str | None = None) -> Source:
     """The registered source of a profile (or of a ``source`` value); an unknown one is a
     :class:`ProfileError` naming the profile (``who``), the key and the known sources."""
     name = profile.source if isinstance(profile, Profile) else profile
-    found = SOURCES.get(name) if isinstance(name, str) else None
-    if found is None:
+    if not (isinstance(name, str) and name in SOURCES):
         who = who or (f"profile {profile.name!r}" if isinstance(profile, Profile) else "a profile")
         raise ProfileError(f"{who} key 'source' is {name!r}; expected one of {tuple(SOURCES)}")
-    return found
+    return SOURCES[name]
 
 
 # --------------------------------------------------------------------------------------------- registry

@@ -24,6 +24,7 @@ from . import analysis as analysis_page
 from . import datastory, departures, tables
 from . import seeds as seeds_page
 from ..cards import Card, card_page_source
+from ..registries import Registry
 
 if TYPE_CHECKING:
     from ..runner import RunRequest
@@ -156,19 +157,16 @@ class SubPage:
         return "/".join(parts)
 
 
-#: The sub-pages of every card, in sidebar order (card-level ones first, then each version's). More can be
-#: added with :func:`register_subpage`.
-SUBPAGES: list[SubPage] = []
+#: The sub-pages of every card, ``(slug, per_version)`` -> :class:`SubPage`, in sidebar order within each level
+#: (the card-level ones are shown first, then each version's). More can be added with :func:`register_subpage`.
+SUBPAGES: Registry[SubPage] = Registry("sub-page", show=lambda key: repr(key[0]))
 
 
 def register_subpage(page: SubPage, before: str | None = None) -> None:
-    """Add a sub-page to every card (at the end of its level, or before the page whose slug is ``before``);
-    a slug is registered once per level."""
-    if any(p.slug == page.slug and p.per_version == page.per_version for p in SUBPAGES):
-        raise ValueError(f"sub-page {page.slug!r} is already registered")
-    at = next((i for i, p in enumerate(SUBPAGES) if p.slug == before and p.per_version == page.per_version),
-              len(SUBPAGES))
-    SUBPAGES.insert(at, page)
+    """Add a sub-page to every card (at the end of its level, or before the page of its level whose slug is
+    ``before``); a slug is registered once per level."""
+    SUBPAGES.add((page.slug, page.per_version), page,
+                 before=None if before is None else (before, page.per_version))
 
 
 def short_title(card: Card) -> str:
@@ -295,7 +293,7 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
         shutil.copyfile(cell["_path"], src / json_rel)
         cell["_notebook_rel"], cell["_json_rel"] = (str(nb_rel) if nb_rel else None), str(json_rel)
     sections: list[dict] = []
-    card_level = [p for p in SUBPAGES if not p.per_version]
+    card_level = [p for p in SUBPAGES.values() if not p.per_version]
     made: dict[tuple, str] = {}
     for p in card_level:
         doc = _render_subpage(p, card, None, cells, src, failed, publish)
@@ -303,7 +301,7 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
             made[(p.slug, None)] = doc
             sections.append({"file": doc})
     for version in card.page_versions:
-        for p in (p for p in SUBPAGES if p.per_version):
+        for p in (p for p in SUBPAGES.values() if p.per_version):
             doc = _render_subpage(p, card, version, cells, src, failed, publish)
             if doc:
                 made[(p.slug, version)] = doc
@@ -361,7 +359,7 @@ def _more_markdown(card: Card, made: dict, page_dir: Path, src: Path, card_level
 
 
 def _version_links(card: Card, version: str, made: dict, page_dir: Path, src: Path) -> str:
-    parts = [_link(src, page_dir, made[(p.slug, version)], p.link or p.slug) for p in SUBPAGES
+    parts = [_link(src, page_dir, made[(p.slug, version)], p.link or p.slug) for p in SUBPAGES.values()
              if p.per_version and (p.slug, version) in made]
     if ("data", version) in made:
         parts.append(_link(src, page_dir, made[("data", version)], "data, split and caveats"))

@@ -32,6 +32,7 @@ from typing import Callable, Iterable
 
 from ..cards.facts import Fact, UnknownFact, join_and, missing  # noqa: F401  (the pages' names for them)
 from ..cards.facts import FactContext as _FactContext
+from ..registries import Registry
 
 PLACEHOLDER = re.compile(r"\{\{fact:([A-Za-z0-9_.\-]+)\}\}")
 
@@ -203,14 +204,13 @@ def _finetune(ctx: FactContext) -> dict[str, Fact]:
 #: namespace -> provider: the facts of several cards here; each card's own (its ``pages`` module's
 #: ``FACTS``) are added on first use (:func:`providers`), and other modules add theirs with
 #: :func:`register_provider`
-PROVIDERS: dict[str, Callable[[FactContext], dict[str, Fact]]] = {
-    "finetune": _finetune,
-}
+PROVIDERS: Registry[Callable[[FactContext], dict[str, Fact]]] = Registry("fact namespace")
+PROVIDERS.add("finetune", _finetune)
 _CARD_FACTS: dict[str, str] = {}  # namespace -> the card that registered it
 _CARDS_SEEN: set[str] = set()  # the card modules whose facts are registered
 
 
-def providers() -> dict[str, Callable[[FactContext], dict[str, Fact]]]:
+def providers() -> Registry[Callable[[FactContext], dict[str, Fact]]]:
     """:data:`PROVIDERS` with every discovered card's facts registered (each card's ``pages.FACTS``, through
     :func:`register_provider`; a card registers once, and two cards cannot claim one namespace)."""
     from ..cards import CARD_MODULES, card_names, card_pages
@@ -230,6 +230,4 @@ def register_provider(namespace: str, provider: Callable[[FactContext], dict[str
     """Add a namespace of facts from another module (e.g. ``register_provider("compare", my_facts)`` at import
     time of a module the book renderer imports): ``provider(ctx)`` returns ``{"compare.<name>": Fact(...)}``.
     A namespace is registered once; a second registration under the same name is an error."""
-    if namespace in PROVIDERS and PROVIDERS[namespace] is not provider:
-        raise ValueError(f"fact namespace {namespace!r} is already registered")
-    PROVIDERS[namespace] = provider
+    PROVIDERS.add(namespace, provider)
