@@ -32,6 +32,13 @@ def md(text) -> str:
     return html.escape(s, quote=False)
 
 
+def table_cell(text) -> str:
+    """The atlas's own text (a card's title, task and data, a published figure's note) in a Markdown table cell:
+    only what would break the table (a ``|``, a line break) is escaped, so its markup and its ``{{fact:...}}``
+    placeholders stay live. Never for user text (:func:`md`)."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def html_text(text) -> str:
     """``text`` for HTML the page writes itself (attribute values too)."""
     return html.escape(str(text), quote=True)

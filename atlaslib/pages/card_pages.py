@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 import pandas as pd
 
 from .. import plots, results
-from ..escape import md
+from ..escape import md, table_cell
 from . import analysis as analysis_page
 from . import datastory, departures, tables
 from . import seeds as seeds_page
@@ -56,10 +56,6 @@ def short_reason(reason: str | None) -> str:
     return (reason or "unknown reason").split(":")[0].strip()
 
 
-
-
-def _md_escape(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 
@@ -559,9 +555,9 @@ def reproduction_table(card: Card, cells: list[dict], heading: str = "") -> str:
                 (_fmt_num(e["ours"].get("loader")) if "loader" in e["ours"] else "—") for sys_ in (systems or ["ours"])]
         if not systems:
             vals = [_fmt_num(next(iter(e["ours"].values())))]
-        note = _md_escape(e["note"]) + (f" ({_md_escape(e['source'])})" if e["source"] else "")
+        note = table_cell(e["note"]) + (f" ({table_cell(e['source'])})" if e["source"] else "")
         note, prev_note = ("as above" if note == prev_note else note), note
-        lines.append("| " + " | ".join([_md_escape(fig), _fmt_num(e["published"])] + vals + [note]) + " |")
+        lines.append("| " + " | ".join([table_cell(fig), _fmt_num(e["published"])] + vals + [note]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -572,4 +568,4 @@ def _fmt_num(x) -> str:
         return f"{x:,.0f}" if x.is_integer() else f"{x:.3f}"
     if isinstance(x, int):
         return f"{x:,}"
-    return _md_escape(x)
+    return table_cell(x)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from .. import results
-from ..escape import md, md_code, public_location
+from ..escape import md, md_code, public_location, table_cell
 from . import datastory, departures
 from ..cards import Card
 from .card_pages import REPRODUCTION_MARK, fmt_metric, reproduction_table, short_reason
@@ -38,7 +38,7 @@ def render_intro(src: Path, cards: list[Card], cells: list[dict] = ()) -> None:
             if cell["card"] == c.name and n is not None:
                 sizes.setdefault(cell["version"], n)
         versions = ", ".join(f"`{v}`" + (f" ({sizes[v]:,})" if v in sizes else "") for v in c.page_versions)
-        lines.append(f"| [{md(c.title)}](cards/{c.name}.md) | {md(c.task)} | {md(c.data)} "
+        lines.append(f"| [{table_cell(c.title)}](cards/{c.name}.md) | {table_cell(c.task)} | {table_cell(c.data)} "
                      f"| {lic} | {versions} |")
     text = page.read_text(encoding="utf-8").replace(CARDS_MARK, "\n".join(lines))
     page.write_text(text, encoding="utf-8")
@@ -97,8 +97,8 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
             for c in sorted(mine, key=lambda c: (c["card"], c["version"], c["protocol"])):
                 card = by_card.get(c["card"])
                 base = headline_metric(card, c) if card else ""
-                val = md(fmt_metric(c["metrics"].get(f"{base}_{c['protocol']}")) if c["status"] == "ok" else
-                         f"not run: {short_reason(c.get('reason'))}")
+                val = fmt_metric(c["metrics"].get(f"{base}_{c['protocol']}")) if c["status"] == "ok" else \
+                    f"not run: {md(short_reason(c.get('reason')))}"
                 sp = rowinfo.speed(c)
                 mark = rowinfo.contamination_mark(c)
                 status = c["status"] + (f" · ◊ {md(mark)}" if mark else "")
