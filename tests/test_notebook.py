@@ -119,28 +119,32 @@ def test_the_run_digest_is_the_code_a_comment_leaves_it_and_a_statement_or_docst
     assert runner.source_digest(tmp_path) == notebook.source_digest(tmp_path)
 
 
+def _tree_digest(source: str) -> str:
+    """The digest worked by hand: sha256 of ``source``'s syntax tree as :mod:`ast` dumps it, field names left out
+    (the source written as the digest should see it)."""
+    import ast
+    import hashlib
+
+    return hashlib.sha256(ast.dump(ast.parse(source), annotate_fields=False).encode()).hexdigest()
+
+
 def test_the_model_code_digest_leaves_docstrings_out_the_run_digest_keeps_them(tmp_path):
     """One parse for both keys that hold code (:func:`atlaslib.syntax.dump`): the model-call store's
     ``code_digest`` of an adapter module is the tree without any body's leading string, field names left out
     (worked by hand: the tree of the module written without its docstrings), so a docstring edit keeps every
     stored model answer; a statement moves it. The run digest keeps docstrings (one can reach a cell)."""
-    import ast
-    import hashlib
-
     from atlaslib import syntax
     from atlaslib.models import calls
 
     with_docs = tmp_path / "with_docs.py"
     with_docs.write_text('"""Module."""\nclass A:\n    """Class."""\n    def f(self):\n        """Method."""\n'
                          '        return 1  # one\n')
-    by_hand = hashlib.sha256(ast.dump(ast.parse("class A:\n    def f(self):\n        return 1\n"),
-                                      annotate_fields=False).encode()).hexdigest()
+    by_hand = _tree_digest("class A:\n    def f(self):\n        return 1\n")
     assert calls.code_digest(str(with_docs)) == by_hand
     assert syntax.dump(with_docs.read_text()) != syntax.dump(with_docs.read_text(), docstrings=False)
     only_doc = tmp_path / "only_doc.py"
     only_doc.write_text('def g():\n    """Only a docstring."""\n')
-    assert calls.code_digest(str(only_doc)) == hashlib.sha256(
-        ast.dump(ast.parse("def g():\n    pass\n"), annotate_fields=False).encode()).hexdigest()
+    assert calls.code_digest(str(only_doc)) == _tree_digest("def g():\n    pass\n")
     edited = tmp_path / "edited.py"
     edited.write_text(with_docs.read_text().replace("return 1", "return 2"))
     assert calls.code_digest(str(edited)) != by_hand
@@ -151,9 +155,6 @@ def test_the_model_code_digest_leaves_out_what_only_describes_an_adapter(tmp_pat
     every stored answer (worked by hand: the tree without the property); an edit to the code that computes the
     outputs moves the digest. Checked on the option scorer's real module: its ``lm_head`` record and its
     LM-head rows."""
-    import ast
-    import hashlib
-
     from pathlib import Path
 
     from atlaslib.models import calls, hf_options
@@ -161,9 +162,7 @@ def test_the_model_code_digest_leaves_out_what_only_describes_an_adapter(tmp_pat
     mod = tmp_path / "mod.py"
     mod.write_text("class A:\n    @property\n    def info(self):\n        return {'a': 1}\n"
                    "    def f(self):\n        return 1\n")
-    by_hand = hashlib.sha256(ast.dump(ast.parse("class A:\n    def f(self):\n        return 1\n"),
-                                      annotate_fields=False).encode()).hexdigest()
-    assert calls.code_digest(str(mod)) == by_hand
+    assert calls.code_digest(str(mod)) == _tree_digest("class A:\n    def f(self):\n        return 1\n")
     real = Path(hf_options.__file__).read_text(encoding="utf-8")
     record, compute = tmp_path / "record.py", tmp_path / "compute.py"
     assert '"full logits"' in real and "def _head_rows" in real
