@@ -88,6 +88,13 @@ def predictions(test: pd.DataFrame, out: dict, data_dir=None, digits: int | None
     return rows
 
 
+def rounded(records: list[dict], digits: int = 6) -> list[dict]:
+    """``records`` (:func:`predictions` at full precision) with their scores rounded as the cell stores them:
+    the same rows as ``predictions(..., digits=digits)``, without building them (and reading the triggers)
+    again."""
+    return [dict(r, score=round(r["score"], digits)) if r.get("score") is not None else r for r in records]
+
+
 def seeded_metrics(test: pd.DataFrame, out: dict, protocol: str, *, n_resamples: int | None = None,
                    data_dir=None) -> dict:
     """A fine-tuned row over its training seeds (``out["seed_runs"]``): each seed's records counted and scored
