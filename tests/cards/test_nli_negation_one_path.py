@@ -59,6 +59,14 @@ def test_a_card_run_of_another_run_is_refused():
                                                             "zero_shot"))
 
 
+def test_a_card_run_recording_other_thresholds_is_refused():
+    """The cell records the CardRun's parameters and its gates are decided on run_card's: the two must agree."""
+    run = CardRun("nli_negation", "builtin-v1", nn.ALWAYS_ENTAILMENT, "zero_shot",
+                  parameters={"max_false_entailment_rate": 0.1})
+    with pytest.raises(nn.NliNegationInputError, match="max_false_entailment_rate 0.1 there, 0.2 here"):
+        nn.run_card(nn.ALWAYS_ENTAILMENT, card_run=run, max_false_entailment_rate=0.2)
+
+
 def test_an_undefined_false_entailment_rate_says_why_and_fails_its_gate():
     ent = [c for c in CASES if c.gold_label == "entailment"]
     records = [{"item_id": c.case_id, "gold": c.gold_label, "pred": "entailment"} for c in ent]

@@ -331,6 +331,12 @@ def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *, ca
         s = card_run.spec
         raise NliNegationInputError(f"parameter card_run: a run of {s.card} {s.version} {s.model} {s.protocol}, "
                                     f"not of {CARD.name} {version} {model} {protocol}")
+    else:   # the thresholds the cell records are the ones its gates are decided on
+        differ = {k: (card_run.spec.parameters[k], v) for k, v in params.items()
+                  if k in card_run.spec.parameters and card_run.spec.parameters[k] != v}
+        if differ:
+            raise NliNegationInputError("parameter card_run: its parameters differ from this run's: " + ", ".join(
+                f"{k} {a!r} there, {b!r} here" for k, (a, b) in differ.items()))
     run = dict(card_run=card_run, cases=cases, parameters=params)
     if predictor is None:
         from atlaslib.models import CapabilityMissing, WeightsUnavailable

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from ...phases import phase
 from .. import NotRun
-from .card import (ADDRESSES, BOOTSTRAP, DOCTIMEREL_BY_PROTOCOL, FOUND, METRIC_ROWS, MODELS,  # noqa: F401
-                   NOT_PREDICTED, PHASE2_GIVEN, data_sha256, not_addressed, thyme_dir)
+from .card import (ADDRESSES, BOOTSTRAP, FOUND, METRIC_ROWS, MODELS, data_sha256, not_addressed,  # noqa: F401
+                   thyme_dir)
 from .anafora_io import Document, parse_once, read_corpus, write_corpus
 from .baselines import Memorize, majority_doctimerel, phase2_input, with_closest, with_doctimerel
 from .scoring import score_directories, table_frame
