@@ -164,7 +164,7 @@ def local_roots(paths: BuildPaths, cells=()) -> dict[str, str]:
     import tempfile
 
     from . import sources
-    from .models import load_profiles
+    from .models import load_profiles, source_of
 
     roots = {str(paths.results): "RESULTS_DIR", str(paths.runs): "RUNS_DIR", str(paths.build): "BUILD_DIR",
              str(sources.cache_dir()): "CACHE_DIR", sys.prefix: "PYTHON_ENV", sys.base_prefix: "PYTHON",
@@ -172,7 +172,7 @@ def local_roots(paths: BuildPaths, cells=()) -> dict[str, str]:
     data = sources.data_dir()
     if data is not None:
         roots[str(data)] = "DATA_DIR"
-    models = [p.location for p in load_profiles().values() if p.source in ("path", "gguf")]
+    models = [p.location for p in load_profiles().values() if source_of(p).relative_location(p.location)]
     models += [str((c.get("spec") or {}).get("profile", {}).get("location") or "") for c in cells
                if (c.get("spec") or {}).get("profile", {}).get("source") == "path"]
     models += [c["model"] for c in cells if results.is_local_model(c.get("model", ""))]

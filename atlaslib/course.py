@@ -26,6 +26,7 @@ import pandas as pd
 from scipy.stats import binom
 
 from .metrics import bootstrap
+from .metrics.engine import ratio
 from .metrics.intervals import clopper_pearson
 
 SEED = bootstrap.DEFAULT_SEED
@@ -785,9 +786,8 @@ def span_sets(tags: Sequence[str]) -> set[tuple[str, int, int]]:
 def _prf(tp: int, fp: int, fn: int) -> dict:
     """Precision, recall and F1 from counts, by the atlas's zero-division rule: NaN (undefined), never 0, where
     the denominator is 0 (no mention predicted; no gold mention; neither)."""
-    nan = float("nan")
-    return {"tp": tp, "fp": fp, "fn": fn, "precision": tp / (tp + fp) if tp + fp else nan,
-            "recall": tp / (tp + fn) if tp + fn else nan, "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else nan}
+    return {"tp": tp, "fp": fp, "fn": fn, "precision": ratio(tp, tp + fp), "recall": ratio(tp, tp + fn),
+            "f1": ratio(2 * tp, 2 * tp + fp + fn)}
 
 
 def strict_prf(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict:

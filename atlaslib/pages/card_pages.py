@@ -56,10 +56,6 @@ def short_reason(reason: str | None) -> str:
     return (reason or "unknown reason").split(":")[0].strip()
 
 
-
-
-
-
 def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: Path, src: Path,
                          failed: list[RunRequest] = (), comparison=None) -> str:
     """The leaderboard of one (card, version): the card's metrics with their declared intervals (exact

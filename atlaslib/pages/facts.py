@@ -141,7 +141,7 @@ class FactContext(_FactContext):
     """:class:`atlaslib.cards.facts.FactContext` knowing every registered namespace (:func:`providers`: the facts
     of several cards here, each card's own, and those other modules register)."""
 
-    def known(self) -> dict[str, Callable[[_FactContext], dict[str, Fact]]]:
+    def known(self) -> Registry:
         return providers()
 
 
