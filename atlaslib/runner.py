@@ -270,102 +270,17 @@ def check_model_name(model, what: str = "--model") -> str:
     return s if s in own else check_name(s, what, taken=own, kind="a model name")
 
 
-def _unknown_model(request: RunRequest, exc: Exception) -> ValueError:
-    from .models import load_profiles
-
-    card = get_card(request.card)
-    if not card.capabilities:  # a card that runs only its own baselines (TempEval)
-        return ValueError(f"card {card.name} has no model {request.model!r}; expected one of "
-                          f"{', '.join(sorted(card.baselines))}")
-    names = sorted(card.baselines) + sorted(load_profiles())
-    return ValueError(f"unknown model {request.model!r} for card {request.card}: not an existing local model "
-                      f"folder, not a hub id 'org/name', and not one of {', '.join(names)}")
-
-
 def decide(request: RunRequest) -> dict:
     """Decide, without a kernel, whether ``request`` can run, once: the decision its kernel receives (the
-    notebook parameter ``decision``), its cache key holds and a not-run cell records. A JSON-able dict:
-
-    - ``run``: whether the run can happen; ``reason``: why not (None when it can), the words its cell records;
-    - ``profile``: the model's registry, local or hub profile, resolved here once (capabilities inferred from
-      the cached config of a hub id outside the registry), as a dict; None for a card baseline that is no
-      registry profile;
-    - ``capability``: the first of the capabilities the card asks of a model under the protocol
-      (``Card.capabilities``) that the profile has; None for a baseline or a protocol the card declares
-      none for (the card's own code decides those);
-    - ``baseline``: the model is one the card runs by itself (``Card.baselines``).
-
-    Everything it reads is the card's declaration (:class:`atlaslib.cards.Card`): its baselines and the
-    registry profile a baseline runs on (``baseline_weights``), the capabilities each protocol asks of a
-    model, and the runs that need a notebook parameter (``parameter_gates``); the reasons are worded the
-    same for every card. An invalid card, version, protocol or model raises ValueError (KeyError for an
+    notebook parameter ``decision``, which the notebook's :class:`~atlaslib.cards.run.CardRun` loads its model
+    by), its cache key holds and a not-run cell records (:func:`atlaslib.cards.deciding.decide`, which says
+    what the dict holds). An invalid card, version, protocol or model raises ValueError (KeyError for an
     unknown card) naming the bad value and the valid ones."""
-    from .models import CapabilityMissing, ProfileError, WeightsUnavailable, check_weights, get_profile
-    from .models import with_capabilities
-    from .models.registry import ModelConfigError
+    from .cards import deciding
 
     declared = check_request(request)
     check_model_name(request.model)  # before anything of it is resolved, run or written
-    card, model, protocol = request.card, request.model, request.protocol
-    baselines = declared.baselines
-    decision = {"run": True, "reason": None, "profile": None, "capability": None, "baseline": model in baselines}
-
-    def blocked(reason: str) -> dict:
-        return dict(decision, run=False, reason=reason)
-
-    if decision["baseline"] or not declared.capabilities:  # the card's own models (or a card that names none)
-        try:
-            decision["profile"] = get_profile(model).to_dict()
-        except Exception:  # a card baseline is no registry profile
-            pass
-    if not baselines and not declared.capabilities:
-        return decision  # a card that declares no models (a new or test card): its notebook decides
-    if model in baselines and protocol not in baselines[model]:
-        raise ValueError(f"card {card}: model {model!r} has no {protocol} run; its protocols: "
-                         f"{', '.join(baselines[model])}")
-    params = dict(request.params)
-    for gate in declared.parameter_gates:
-        if gate.blocks(request.version, model, protocol, params):
-            return blocked(f"{model} {protocol} {gate.reason}")
-    if model in baselines:
-        if model in declared.baseline_weights:
-            try:
-                check_weights(get_profile(declared.baseline_weights[model]))
-            except WeightsUnavailable as exc:
-                return blocked(exc.short)
-        return decision
-    if not declared.capabilities:
-        raise _unknown_model(request, KeyError(model))
-    if protocol not in declared.capabilities and any(protocol in p for p in baselines.values()):
-        fills = sorted(m for m, p in baselines.items() if protocol in p)
-        raise ValueError(f"card {card}: protocol {protocol!r} is a baseline's own protocol, run only by "
-                         f"{', '.join(fills)}; a model runs under "
-                         f"{', '.join(sorted(declared.capabilities))}")
-    try:
-        profile = get_profile(model)
-    except ModelConfigError:  # the model is there, its config.json is not usable: said as it is
-        raise
-    except ProfileError as exc:
-        raise _unknown_model(request, exc) from None
-    decision["profile"] = profile.to_dict()
-    wanted = declared.capabilities.get(protocol)
-    if wanted is None:  # a protocol the card declares no capabilities for: its notebook decides
-        return decision
-    try:
-        if profile.capabilities_known and not any(c in profile.capabilities for c in wanted):
-            raise CapabilityMissing(protocol)
-        check_weights(profile)
-        profile = with_capabilities(profile)  # a hub id outside the registry: from its cached config
-        decision["profile"] = profile.to_dict()
-        capability = next((c for c in wanted if c in profile.capabilities), None)
-        if capability is None:
-            raise CapabilityMissing(protocol)
-    except WeightsUnavailable as exc:
-        return blocked(exc.short)
-    except CapabilityMissing:
-        return blocked(f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
-                       f"{model} has {', '.join(profile.capabilities) or 'none'}")
-    return dict(decision, capability=capability)
+    return deciding.decide(declared, request.version, request.model, request.protocol, dict(request.params))
 
 
 def preflight(request: RunRequest) -> str | None:

@@ -219,3 +219,13 @@ def smollm2():
         return adapter
 
     return fresh
+
+
+@pytest.fixture
+def toy_registered():
+    """The tests' toy card (``tests/toy_card``) registered as card ``toy`` for the test, and gone after it."""
+    from atlaslib.cards import CARD_MODULES
+
+    CARD_MODULES.add("toy", "tests.toy_card")
+    yield
+    CARD_MODULES.pop("toy", None)

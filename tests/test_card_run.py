@@ -17,8 +17,7 @@ from atlaslib.metrics.intervals import clopper_pearson
 
 
 @pytest.fixture
-def toy(monkeypatch):
-    monkeypatch.setitem(CARD_MODULES, "toy", "tests.toy_card")
+def toy(toy_registered):
     return get_card("toy")
 
 
@@ -146,3 +145,40 @@ def test_attempt_records_not_run_and_lets_real_failures_through(toy):
 def test_bad_version_or_protocol_is_named(toy, args, message):
     with pytest.raises(ValueError, match=message):
         CardRun(*args)
+
+
+def test_the_kernel_loads_by_the_runners_decision_and_never_decides_again(toy, monkeypatch):
+    """Given the runner's decision, a CardRun loads the adapter it chose, with the card's declared options, and
+    decides nothing itself; without one it decides once, by the runner's own rule (the same dict); a decision
+    that the run cannot happen becomes the not-run cell with the decision's words."""
+    from atlaslib import models, runner
+    from atlaslib.cards import deciding
+
+    loaded = []
+    monkeypatch.setattr(models, "load_adapter", lambda profile, capability, **kw: loaded.append(
+        (profile.name, capability, kw)) or "the adapter")
+    decided = runner.decide(runner.RunRequest("toy", "toy-v1", "all-minilm-l6-v2", "finetune"))
+    assert decided["run"] and decided["capability"] == "embed.text.pooled"
+
+    def no_second_decision(*a, **k):
+        raise AssertionError("decided again in the kernel")
+
+    real_decide = deciding.decide
+    monkeypatch.setattr(deciding, "decide", no_second_decision)
+    run = CardRun("toy", "toy-v1", "all-minilm-l6-v2", "finetune", decision=decided)
+    got = run.load(data_dir="/data")
+    assert (got.adapter, got.capability, got.profile["name"]) == ("the adapter", "embed.text.pooled", "all-minilm-l6-v2")
+    assert loaded == [("all-minilm-l6-v2", "embed.text.pooled",
+                       {"data_dir": "/data", "max_length": 16, "embed_cache": False})]   # toy CARD.adapter_options
+
+    calls = []
+    monkeypatch.setattr(deciding, "decide", lambda *a, **k: calls.append(a) or real_decide(*a, **k))
+    run = CardRun("toy", "toy-v1", "all-minilm-l6-v2", "finetune")
+    assert run.load().capability == "embed.text.pooled" and run.decision == decided and len(calls) == 1
+
+    blocked = dict(decided, run=False, reason="weights unavailable: not in this machine's cache")
+    run = CardRun("toy", "toy-v1", "all-minilm-l6-v2", "finetune", decision=blocked)
+    with run.attempt(show=lambda text: None):
+        run.load()
+    cell = run.finish()
+    assert cell["status"] == "not_run" and cell["reason"] == blocked["reason"] and len(loaded) == 2

@@ -37,10 +37,10 @@ def toy_distribution(tmp_path, monkeypatch):
     for name in ("PROVIDERS", "_CARD_FACTS", "_CARDS_SEEN"):  # the facts it registers go with it
         monkeypatch.setattr(facts, name, copy.copy(getattr(facts, name)))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    before = dict(cards.CARD_MODULES)
+    before = set(cards.CARD_MODULES)
     yield package
-    cards.CARD_MODULES.clear()
-    cards.CARD_MODULES.update(before)
+    for name in [n for n in cards.CARD_MODULES if n not in before]:  # the cards it found go with it
+        cards.CARD_MODULES.pop(name)
     for name in [m for m in sys.modules if m.split(".")[0] == "toycards"]:
         del sys.modules[name]
 
@@ -104,7 +104,7 @@ def test_a_card_whose_declaration_has_another_name_is_refused(toy_distribution):
         cards.get_card("game")
 
 
-def test_the_toy_card_passes_every_cards_contract_tests(monkeypatch, data_dir):
+def test_the_toy_card_passes_every_cards_contract_tests(monkeypatch, data_dir, toy_registered):
     """The contract tests of the atlas's cards (``tests/cards/test_contract.py``), run on the toy card; its
     layout is the five files of a new card: ``card.py`` declares ``CARD`` and ``SCORING``, the contract functions
     are defined in ``data.py``, ``predict.py`` and ``counting.py``, and ``__init__.py`` only re-exports them. (It
@@ -115,7 +115,6 @@ def test_the_toy_card_passes_every_cards_contract_tests(monkeypatch, data_dir):
     from atlaslib.cards import CONTRACT
     from tests.cards import test_contract as contract
 
-    monkeypatch.setitem(cards.CARD_MODULES, "toy", "tests.toy_card")
     contract.test_card_declares_itself_as_data("toy")
     contract.test_data_pins_come_from_the_declaration_not_reflection("toy", monkeypatch)
     contract.test_runner_reads_baselines_and_capabilities_from_the_card("toy")

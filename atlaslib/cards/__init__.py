@@ -57,6 +57,8 @@ import importlib
 import pkgutil
 from dataclasses import dataclass, field
 
+from ..registries import Registry
+
 #: the entry-point group through which installed distributions declare card packages
 ENTRY_POINT_GROUP = "atlaslib.cards"
 
@@ -90,7 +92,9 @@ def _found() -> dict[str, str]:
 #: cards join on the first :func:`discover` (which :func:`card_names`, :func:`available_cards` and a name
 #: :func:`get_card` does not know yet call), so a kernel running one of the atlas's cards never reads the
 #: installed distributions
-CARD_MODULES: dict[str, str] = _packages()
+CARD_MODULES: Registry[str] = Registry("card")
+for _name, _module in _packages().items():
+    CARD_MODULES.add(_name, _module)
 _entry_points_read = False
 
 
@@ -99,7 +103,8 @@ def discover() -> dict[str, str]:
     to :data:`CARD_MODULES`; returns it."""
     global _entry_points_read
     for name, module in _found().items():
-        CARD_MODULES.setdefault(name, module)
+        if name not in CARD_MODULES:
+            CARD_MODULES.add(name, module)
     _entry_points_read = True
     return CARD_MODULES
 
@@ -209,6 +214,7 @@ class Card:
     caveats: tuple = ()                             # (caveat, what it means): what to know before reading a number
     baselines: dict = field(default_factory=dict)   # card baseline (not a registry profile) -> its protocols
     capabilities: dict = field(default_factory=dict)  # protocol -> capabilities a model needs (first present used)
+    adapter_options: dict = field(default_factory=dict)  # protocol -> load_adapter options (cards.deciding.load)
     baseline_weights: dict = field(default_factory=dict)  # baseline -> registry profile whose weights it runs on
     parameter_gates: tuple = ()                     # runs that need a notebook parameter set (see ParameterGate)
     analysis: Analysis = field(default_factory=Analysis)  # how "where models fail" reads its cells

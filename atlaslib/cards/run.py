@@ -1,17 +1,22 @@
-"""One run of any card: the frozen run spec, its timing, the not-run decision and the result cell.
+"""One run of any card: the frozen run spec, its timing, the decision, the model, the scoring and the cell.
 
 Every card notebook runs through a :class:`CardRun` (and so do scored predictions files and the contract's
-:func:`run`): the notebook computes what is particular to its card (the adapter's predictions, its metrics
-and plots) and hands the pieces to :meth:`CardRun.finish`, which alone builds and writes the cell. So the
-spec is fixed before anything runs, the wall time covers the whole run, a run that cannot happen becomes a
-not-run cell carrying the card's declared metric names, and the cell is made one way for every card::
+:func:`run`). It is made from the notebook's parameters, the runner's ``decision`` included (made before the
+kernel started; without the runner it decides by the same rule, :mod:`.deciding`); it loads the model the
+decision chose (:meth:`CardRun.load`, handed to the card's prediction code as ``load``); it scores the card's
+records through the card's ``counts`` and ``SCORING`` and the one engine (:meth:`CardRun.score`, a row over
+training seeds included), keeping the resamples for the page's plots; and :meth:`CardRun.finish` alone builds,
+validates and writes the cell. So the spec is fixed before anything runs, the wall time covers the whole run,
+a run that cannot happen becomes a not-run cell carrying the card's declared metric names, and every card's
+run is the same few calls::
 
-    run = CardRun("negex", version, model, protocol, parameters={"n_resamples": n_resamples},
-                  result_path=result_path)
-    with run.attempt():                   # NotRun inside: recorded, shown once, the page goes on
-        out = negex.run_protocol(...)
+    card_run = CardRun("negex", version, model, protocol, parameters={"n_resamples": n_resamples},
+                       result_path=result_path, decision=decision)
+    with card_run.attempt():              # NotRun inside: recorded, shown once, the page goes on
+        out = negex.run_protocol(..., load=card_run.load)
+    metrics = card_run.score(records)     # {training seed: records} for a fine-tuned row
     ...
-    run.finish(**negex.cell_parts(...))   # metrics, predictions, split, seeds, extra, ...
+    card_run.finish(**negex.cell_parts(...))   # metrics, predictions, split, seeds, extra, ...
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ class CardRun:
     ``result_path``, when given, is where :meth:`finish` writes the cell."""
 
     def __init__(self, card, version: str, model: str, protocol: str, *, parameters: dict | None = None,
-                 result_path=None):
+                 result_path=None, decision: dict | None = None):
         self.module = card_module(card)
         self.card = self.module.CARD
         if version not in self.card.versions:
@@ -42,6 +47,11 @@ class CardRun:
         self.spec = results.RunSpec(card=self.card.name, version=version, model=model, protocol=protocol,
                                     parameters=copy.deepcopy(dict(parameters or {})))
         self.result_path = result_path
+        self.decision = decision      # the runner's (the notebook parameter); None: decided here when loading
+        self.loaded = None            # what :meth:`load` loaded (adapter, capability, profile)
+        self.seed_scores: dict = {}   # training seed -> its metrics and unit counts (a seeded :meth:`score`)
+        self.sampled_metrics: dict = {}   # the metrics :meth:`samples` belongs to
+        self.sampled_label = ""           # "": the run's own; else which training seed they are
         self.not_run_reason: str | None = None
         self.cell: dict | None = None
         self._timer = results.Timer().__enter__()  # wall time, memory and the model calls of this run
@@ -69,24 +79,68 @@ class CardRun:
             self.not_run(str(exc))
             (show or _show)(f"**Not run:** {self.not_run_reason}")
 
-    def score(self, records: list, *, reasons: dict | None = None, seed: int | None = None,
+    def load(self, *, data_dir=None, **options):
+        """The model this run runs on, by the run's decision: the runner's (``decision``, made before the kernel
+        started) or, without the runner, one made now by the same rule (:func:`.deciding.decide`). Returns a
+        :class:`~.deciding.Loaded`: the adapter for the decided capability, loaded with the card's declared
+        options for the protocol (``Card.adapter_options``) and ``options`` (None for a card baseline, which the
+        card runs itself), the capability and the profile. A run that cannot happen raises :class:`NotRun`
+        (inside :meth:`attempt`: the not-run cell). It stays on :attr:`loaded`. A card's prediction code takes
+        this method as its ``load`` argument."""
+        from . import deciding
+
+        if self.decision is None:
+            s = self.spec
+            self.decision = deciding.decide(self.card, s.version, s.model, s.protocol, s.parameters)
+        self.loaded = deciding.load(self.card, self.spec.model, self.spec.protocol, self.decision,
+                                    data_dir=data_dir, **options)
+        return self.loaded
+
+    def score(self, records, *, reasons: dict | None = None, seed: int | None = None,
               n_resamples: int | None = None, cell: dict | None = None) -> dict:
         """The cell metrics of ``records`` (the card's prediction records, the cell's shape): the card's
         ``counts`` under its declared ``SCORING`` through the one engine (:func:`atlaslib.metrics.engine.evaluate`).
         ``cell``: further fields the card's counts read (e.g. a scorer's per-document table); ``reasons``: why
-        a metric is not reported (e.g. labels without scores)."""
+        a metric is not reported (e.g. labels without scores).
+
+        A row over training seeds is ``{training seed: records}`` (the recipe's order): each seed's records
+        counted and scored with the same unit resamples, the row's metrics the mean over seeds with the two-level
+        interval (:func:`atlaslib.metrics.seeds.score_seeds`); each seed's metrics and unit counts are kept on
+        :attr:`seed_scores`, and :meth:`samples` gives the first seed's resamples."""
+        if isinstance(records, dict):
+            from ..metrics import seeds
+
+            if not records or not all(isinstance(v, list) for v in records.values()):
+                raise ValueError(f"card {self.card.name}, predict of {self.spec.model} under {self.spec.protocol}: "
+                                 f"a row over training seeds is {{training seed: list of records}}, at least one "
+                                 f"seed; got {records!r:.200}")
+            first = next(iter(records))
+            self._score_one(records[first], reasons=reasons, seed=seed, n_resamples=n_resamples, cell=cell)
+            self.sampled_label = f"training seed {first} (the first of {len(records)})"
+            metrics, per = seeds.score_seeds(self.module, list(records.values()), list(records), self.spec.protocol,
+                                             cell=cell, reasons=reasons, seed=seed,
+                                             n_resamples=n_resamples or self.spec.parameters.get("n_resamples"))
+            self.seed_scores = {p["seed"]: p for p in per}
+            return metrics
+        return self._score_one(records, reasons=reasons, seed=seed, n_resamples=n_resamples, cell=cell)
+
+    def _score_one(self, records: list, *, reasons=None, seed=None, n_resamples=None, cell=None) -> dict:
         from ..metrics import engine
+
+        self.sampled_label = ""
 
         uc = self.module.counts({**(cell or {}), "predictions": list(records), "card": self.card.name,
                                  "model": self.spec.model, "protocol": self.spec.protocol})
         n = n_resamples or self.spec.parameters.get("n_resamples")
         self._scored = (uc, seed, n, {})
-        return engine.evaluate(self.module.SCORING, uc, self.spec.protocol, seed=seed, n_resamples=n, reasons=reasons,
-                               keep=self._scored[3])
+        self.sampled_metrics = engine.evaluate(self.module.SCORING, uc, self.spec.protocol, seed=seed,
+                                               n_resamples=n, reasons=reasons, keep=self._scored[3])
+        return self.sampled_metrics
 
     def samples(self) -> dict:
         """The resampled values behind the last :meth:`score`'s intervals (the same resamples, drawn once), for
-        plots."""
+        plots, beside :attr:`sampled_metrics` (their point values and intervals). For a row over training seeds
+        these are its first seed's (:attr:`sampled_label` says so): the row's own interval is two-level."""
         from ..metrics import engine
 
         uc, seed, n, kept = self._scored
@@ -133,6 +187,10 @@ class CardRun:
         else:
             cell = results.not_run_cell(spec, self.not_run_reason, self.card.metric_names(spec.protocol),
                                         extra=extra, **common)
+        for r in (cell.get("extra") or {}).get("seed_runs") or [] if self.ok else []:
+            scored = self.seed_scores.get(r.get("seed"))   # each seed as this run's score() scored it
+            if scored is not None:
+                r["metrics"], r["unit_counts"] = scored["metrics"], scored["unit_counts"]
         if self.ok and cell.get("predictions") and hasattr(self.module, "counts"):
             # the per-unit counts every page, comparison and slice reads (atlaslib.metrics.engine)
             cell["unit_counts"] = self.module.counts(cell).to_cell()
@@ -183,7 +241,7 @@ def run(card, version: str, model: str, protocol: str, *, data_dir=None, paramet
     manifest = mod.split(items, version)
     records = None
     with r.attempt(show=lambda text: None):
-        records = mod.predict(items, manifest, model, protocol, data_dir=data_dir, **options)
+        records = mod.predict(items, manifest, model, protocol, data_dir=data_dir, load=r.load, **options)
     return r.finish(**contract_parts(r, records, manifest))
 
 
@@ -204,15 +262,9 @@ def contract_parts(card_run: CardRun, records, manifest) -> dict:
         return parts
     if not isinstance(records, dict):
         return dict(parts, predictions=records, metrics=mod.score(records, protocol, model=model))
-    from ..metrics import seeds
-
-    if not records or not all(isinstance(v, list) for v in records.values()):
-        raise ValueError(f"card {card_run.card.name}, predict of {model} under {protocol}: a row over training "
-                         f"seeds is {{training seed: list of records}}, at least one seed; got {records!r:.200}")
     seed_list = list(records)
-    metrics, per = seeds.score_seeds(mod, list(records.values()), seed_list, protocol,
-                                     n_resamples=card_run.spec.parameters.get("n_resamples"))
-    seed_runs = [{**p, "predictions": [{k: x[k] for k in ("item_id", "pred", "score")} for x in records[p["seed"]]]}
-                 for p in per]
+    metrics = card_run.score(records)
+    seed_runs = [{**p, "predictions": [{k: x[k] for k in ("item_id", "pred", "score")} for x in records[s]]}
+                 for s, p in card_run.seed_scores.items()]
     return dict(parts, predictions=records[seed_list[0]], metrics=metrics, extra={"seed_runs": seed_runs},
                 seeds={"split": manifest.seed, "bootstrap": mod.SCORING.resampling.seed, protocol: seed_list})

@@ -1,5 +1,8 @@
 """Language models behind an OpenAI-compatible HTTP API (vLLM, llama.cpp server, TGI, hosted endpoints).
 
+Why one module of this size: one adapter and the one HTTP client it needs (keys, retries, bounded replies, the
+reply store), whose rules below are read together; the server-side tokenisation of ``score.options`` is in it.
+
 Profile (``source: openai-compatible``)::
 
     my-llm:

@@ -210,12 +210,17 @@ def test_memorize_run_and_cell(corpus, manifest):
 
 def test_hub_model_without_weights_is_not_run_with_overlap_marker(corpus, manifest, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from atlaslib import runner
+
     out = mc.run_protocol(corpus.items, manifest, "d4data/biomedical-ner-all", "zero_shot")
-    assert (out.status, out.reason) == ("not_run", "weights unavailable")
+    # worded as the runner words the decision its stub cell records: the run is decided by one rule
+    decided = runner.decide(runner.RunRequest("maccrobat", manifest.version, "d4data/biomedical-ner-all", "zero_shot"))
+    assert not decided["run"] and decided["reason"].startswith("weights unavailable")
+    assert (out.status, out.reason) == ("not_run", decided["reason"])
     assert out.overlap == ["maccrobat"]
     cell = cell_of(out, manifest, corpus.items)
     assert cell["status"] == "not_run" and cell["overlap"] == ["maccrobat"]
-    assert {m["reason"] for m in cell["metrics"].values()} == {"not run: weights unavailable"}
+    assert {m["reason"] for m in cell["metrics"].values()} == {f"not run: {decided['reason']}"}
     assert len(cell["metrics"]) == 4
 
 
@@ -350,13 +355,14 @@ def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(corpus
     monkeypatch.delenv(ft.RETRAIN_ENV, raising=False)
     monkeypatch.setenv("ATLAS_PROGRESS", "off")
     monkeypatch.setattr(mc.runs, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1, "seeds": [7, 8, 9]})
+    monkeypatch.setitem(mc.CARD.adapter_options, "finetune", {"max_length": 64, "embed_cache": False})  # its loading
     m = small_manifest(corpus.items)
     monkeypatch.setattr(mc, "split", lambda items, version: m)   # run() splits through the package
     encoder = str(tiny_encoder(tmp_path))
 
     cell = run("maccrobat", "atlas-n100-v1", encoder, "finetune", data_dir=data_dir, parameters={"n_resamples": 50})
     out = mc.run_protocol(corpus.items, m, encoder, "finetune", n_resamples=50)   # the notebook's path
-    assert cell["status"] == "ok" and out.seeded and cell["metrics"] == out.metrics()
+    assert cell["status"] == "ok" and out.seed_runs and cell["metrics"] == out.metrics()
     per = [r["metrics"]["entity_f1_finetune"]["value"] for r in out.seed_runs]
     assert cell["metrics"]["entity_f1_finetune"]["value"] == pytest.approx(np.mean(per))
     assert [r["seed"] for r in cell["extra"]["seed_runs"]] == [7, 8, 9]

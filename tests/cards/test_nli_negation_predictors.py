@@ -232,15 +232,26 @@ def test_missing_weights_and_missing_capability_give_not_run_cells(tmp_path):
                                     "false_entailment_gate_zero_shot", "combined_gate_zero_shot"}
     enc = tiny_encoder(tmp_path)                                         # an encoder has no predict.nli
     run = nn.run_card(str(enc))
-    assert run.status == "not_run" and run.reason.startswith("n/a")
+    assert run.status == "not_run" and run.reason == _decided(enc)["reason"]
+    assert run.reason.startswith("capability missing: zero_shot needs one of predict.nli")
+
+
+def _decided(model) -> dict:
+    """The runner's decision for ``model`` on this card: the words its stub cell records, which a run decided in
+    its kernel (no runner) uses too."""
+    from atlaslib import runner
+
+    return runner.decide(runner.RunRequest("nli_negation", nn.VERSION, str(model), "zero_shot"))
 
 
 def test_unknown_nli_label_names_are_not_taken_for_an_nli_head(tmp_path):
     """A sequence classifier whose id2label is not the NLI set is not a predict.nli model: the card
-    writes an n/a cell instead of guessing which class means entailment."""
+    writes a not-run cell (capability missing) instead of guessing which class means entailment."""
     odd = tiny_nli_classifier(tmp_path, labels=["ENTAILMENT", "NEUTRAL", "REFUTED"], name="odd-nli")
     run = nn.run_card(str(odd))
-    assert run.status == "not_run" and run.reason.startswith("n/a") and "predict.nli" in run.reason
+    assert run.status == "not_run" and run.reason == _decided(odd)["reason"]
+    assert run.reason.startswith("capability missing: zero_shot needs one of predict.nli; ")
+    assert "has embed.text.pooled, embed.text.tokens" in run.reason    # no predict.nli among them
 
 
 def test_run_card_rejects_bad_parameters():

@@ -329,13 +329,11 @@ def test_scores_feed_roc_auc_and_names_stay_apart(tmp_path, data_dir):
         atlaslib.evaluate("negex", "atlas-n100-v1", predict_fn=scored, name="majority", data_dir=data_dir)
 
 
-def test_a_card_without_an_external_loader_is_one_clear_error(tmp_path, capsys, monkeypatch):
+def test_a_card_without_an_external_loader_is_one_clear_error(tmp_path, capsys, toy_registered):
     """A registered card that declares no way to take outside predictions (the toy card): `atlas export`
     names the card and where a loader goes, exit 2, no traceback."""
-    from atlaslib.cards import CARD_MODULES
     from tests import toy_card as toy
 
-    monkeypatch.setitem(CARD_MODULES, "toy", "tests.toy_card")
     code = cli.main(["export", "--card", "toy", "--version", toy.VERSION, "--output", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1

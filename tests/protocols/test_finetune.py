@@ -268,6 +268,7 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     train, test = train[train.text.str.len() < 90].head(24), test[test.text.str.len() < 90].head(10)
     with pytest.raises(negex.NotRun, match="capability missing"):
         negex.run_protocol("majority", "finetune", train, test)
+    monkeypatch.setitem(negex.CARD.adapter_options, "finetune", {"max_length": 64, "embed_cache": False})
     monkeypatch.setattr(negex.runs, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1,
                                                         "seeds": [7, 8, 9]})  # read there
     out = negex.run_protocol(encoder_dir, "finetune", train, test, data_dir=data_dir)
@@ -316,6 +317,8 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     manifest = SplitManifest("maccrobat", "atlas-n100-v1", 1, [f"m-{i}" for i in range(6)], ["m-6", "m-7", "m-8"])
     assert maccrobat.run_protocol(mitems, manifest, "majority", "finetune", n_resamples=20).status == "not_run"
     monkeypatch.setattr(maccrobat.runs, "FINETUNE_RECIPE", {**RECIPE, "epochs": 1, "seeds": [7, 8]})  # read there
+    monkeypatch.setitem(maccrobat.CARD.adapter_options, "finetune", {"max_length": RECIPE["max_length"],
+                                                                     "embed_cache": False})  # loaded for it
     res = maccrobat.run_protocol(mitems, manifest, encoder_dir, "finetune", n_resamples=20)
     assert res.status == "ok" and [len(p) for p in res.pred] == [3, 3, 3]
     assert res.details["recipe"]["epochs"] == 1

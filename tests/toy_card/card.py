@@ -36,6 +36,7 @@ CARD = Card(
     caveats=(("Generated numbers", "Twenty of them: the card exercises the atlas, it measures nothing."),),
     baselines={"always-even": (PROTOCOL,), "parity-rule": (PROTOCOL,)},
     capabilities={FINETUNE: ("embed.text.pooled",)},   # a registry model's encoder, fine-tuned per seed
+    adapter_options={FINETUNE: {"max_length": FINETUNE_RECIPE["max_length"], "embed_cache": False}},
     training_protocols=(FINETUNE,),
     task="is the number even?",
     data="the numbers 0 to 19",

@@ -159,6 +159,8 @@ CARD = Card(
     baselines={"memorize": ("train_lookup",)},
     capabilities={"zero_shot": ("predict.ner",), "probe": ("embed.text.tokens",),
                   "finetune": ("embed.text.tokens",)},
+    # a fine-tune trains the encoder itself: its length is the recipe's, and no embedding is stored
+    adapter_options={"finetune": {"max_length": FINETUNE_RECIPE["max_length"], "embed_cache": False}},
     prediction_format="tags",
     analysis=Analysis(kind="spans", slices=SLICES, inputs=("words",)),
     departures=DEPARTURES,

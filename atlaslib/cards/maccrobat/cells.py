@@ -75,26 +75,23 @@ def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, me
     for row, pos in zip(preds, report_positions(items, out.item_ids)):
         row.update(pos)
     extra = {"per_type": per_type, "bootstrap": "cluster by document (case report)", **extra}
+    metrics = out.metrics() if metrics is None else metrics   # (scores each seed when the CardRun did not)
     if out.seed_runs:
-        extra["seed_runs"] = seed_run_records(out, preds)
-    return dict(parts, metrics=out.metrics() if metrics is None else metrics, predictions=preds, extra=extra)
+        extra["seed_runs"] = seed_run_records(out)
+    return dict(parts, metrics=metrics, predictions=preds, extra=extra)
 
 
-def seed_run_records(out: Outcome, preds: list[dict]) -> list[dict]:
+def seed_run_records(out: Outcome) -> list[dict]:
     """The cell's ``seed_runs``: per training seed its seed, its metrics with their item intervals (whole case
-    reports resampled), its per-unit counts (:func:`.counting.counts` over the cell's records with this seed's
-    tags), its tags per test sentence and its weight-cache key and weights checksum."""
-    from .counting import counts
-
+    reports resampled) and its per-unit counts (as they were scored: by the run's CardRun, which fills them in
+    when it writes the cell, or by :meth:`Outcome.metrics`), its tags per test sentence and its weight-cache key
+    and weights checksum."""
     rows = []
     for r in out.seed_runs:
         cache = r["details"].get("weight_cache") or {}
-        mine = [{**row, "pred": p} for row, p in zip(preds, r["pred"])]
-        uc = counts({"card": "maccrobat", "protocol": out.protocol, "predictions": mine}).to_cell()
-        rows.append({"seed": r["seed"], "metrics": r["metrics"], "unit_counts": uc,
+        rows.append({"seed": r["seed"], "metrics": r.get("metrics") or {}, "unit_counts": r.get("unit_counts"),
                      "trained_here": bool(r["details"].get("trained_here")),
                      "weights_key": cache.get("key"), "weights_sha256": cache.get("weights_sha256"),
                      "training_seconds": (r["details"].get("training") or {}).get("seconds"),
                      "predictions": [{"item_id": i, "pred": p} for i, p in zip(out.item_ids, r["pred"])]})
     return rows
-

@@ -27,14 +27,15 @@ def audit_items(items: pd.DataFrame, data_dir=None) -> dict:
 
 
 def predict(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str, *, data_dir=None,
-            **options) -> list[dict] | dict[int, list[dict]]:
+            load=None, **options) -> list[dict] | dict[int, list[dict]]:
     """Contract entry point over :func:`run_protocol`: one record per test sentence (``gold`` / ``pred`` IOB2
     tags over its words, ``score`` None, ``document`` the case report); a fine-tuned row over several training
     seeds: ``{training seed: records}`` in the recipe's order (the book's row, :func:`atlaslib.cards.run.
-    contract_parts`); a not-run outcome raises :class:`atlaslib.cards.NotRun` with its reason."""
+    contract_parts`); a not-run outcome raises :class:`atlaslib.cards.NotRun` with its reason. ``load``: the
+    run's :meth:`CardRun.load <atlaslib.cards.run.CardRun.load>` (the model by the run's decision)."""
     from .. import NotRun, record
 
-    out = run_protocol(items, manifest, model, protocol, **options)
+    out = run_protocol(items, manifest, model, protocol, load=load, **options)
     if out.status != "ok":
         raise NotRun(out.reason)
 

@@ -88,6 +88,17 @@ class Outcome:
         return [{"item_id": i, "document": d, "gold": g, "pred": p}
                 for i, d, g, p in zip(self.item_ids, self.documents, self.gold, self.pred)]
 
+    def seed_records(self) -> dict:
+        """A fine-tuned row's records per training seed, ``{seed: records}`` in the recipe's order (each seed's
+        tags in place of ``pred``): what :meth:`atlaslib.cards.run.CardRun.score` scores as a seeded row."""
+        base = self.records()
+        return {r["seed"]: [dict(rec, pred=list(p)) for rec, p in zip(base, r["pred"])] for r in self.seed_runs}
+
+    def scored_records(self):
+        """What the run's :meth:`~atlaslib.cards.run.CardRun.score` scores: :meth:`seed_records` for a row over
+        training seeds, else :meth:`records`."""
+        return self.seed_records() if self.seed_runs else self.records()
+
     def metrics(self) -> dict:
         """Cell metrics ``entity_*_<protocol>`` of a run without a :class:`~atlaslib.cards.run.CardRun` (a
         variant run, an outside system, the contract): its records through the card's scoring and the one
@@ -97,7 +108,9 @@ class Outcome:
         if self.status != "ok":
             return {name: _results.metric(None, reason=f"not run: {self.reason}")
                     for name in CARD.metric_names(self.protocol)}
-        if self.seeded:
+        if self.seed_runs:
+            if not self.seeded:
+                self.seeded = _score_seeds(self)
             return dict(self.seeded)
         return metrics_of(self.records(), self.protocol, n_resamples=self.n_resamples, seed=self.bootstrap_seed)
 
@@ -115,9 +128,14 @@ class Outcome:
 
     def per_type_scores(self) -> dict:
         """Per entity type ``{support, precision, recall, f1}``, each ``{value, ci_low, ci_high}`` (the same
-        case-report resamples as the cell's metrics; a resample without the type leaves its interval)."""
-        return span_metrics_with_ci(self.gold, self.pred, self.documents, types=TYPES, n_resamples=self.n_resamples,
-                                    seed=self.bootstrap_seed)["per_type"]
+        case-report resamples as the cell's metrics; a resample without the type leaves its interval). Computed
+        once per outcome: the page's table and the cell read the same."""
+        key = (id(self.pred), self.n_resamples, self.bootstrap_seed)   # a new prediction list: computed again
+        if getattr(self, "_per_type", (None,))[0] != key:
+            self._per_type = (key, span_metrics_with_ci(self.gold, self.pred, self.documents, types=TYPES,
+                                                        n_resamples=self.n_resamples,
+                                                        seed=self.bootstrap_seed)["per_type"])
+        return self._per_type[1]
 
 
 def profile_info(model: str) -> dict:
@@ -147,12 +165,14 @@ def trained_on(model: str, info: dict | None = None) -> list:
 
 def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str,
                  n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED, adapter=None,
-                 retrain: bool = False) -> Outcome:
+                 retrain: bool = False, load=None) -> Outcome:
     """Run one (model, protocol) on the split: ``memorize`` is the card's own baseline (protocol
-    ``train_lookup``: it looks up phrases memorised from the train sentences);
-    any other name goes through ``atlaslib.models.load_adapter``. Absent weights or a missing
-    capability give an Outcome with status ``not_run`` and the reason (never an exception). ``finetune``
-    trains the encoder with a new token head (:data:`FINETUNE_RECIPE`; ``retrain`` ignores cached weights)."""
+    ``train_lookup``: it looks up phrases memorised from the train sentences); any other model runs on what
+    ``load`` gives (the run's :meth:`CardRun.load <atlaslib.cards.run.CardRun.load>`: the model by the run's
+    decision), or on ``adapter`` (tests), else is decided and loaded here by the same rule
+    (:mod:`atlaslib.cards.deciding`). A run that cannot happen gives an Outcome with status
+    ``not_run`` and the reason as the decision words it (never an exception). ``finetune`` trains the encoder
+    with a new token head (:data:`FINETUNE_RECIPE`; ``retrain`` ignores cached weights)."""
     import time
 
     if protocol not in CARD.protocols:
@@ -189,21 +209,16 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
         from ...protocols import tokens as tok
 
         if adapter is None:
-            from ... import models
+            from .. import NotRun, deciding
 
             try:
-                options = ({"max_length": FINETUNE_RECIPE["max_length"], "embed_cache": False}
-                           if protocol == "finetune" else {})
-                adapter = models.load_adapter(model, PROTOCOL_CAPABILITY[protocol], **options)
-            except models.WeightsUnavailable as exc:
-                out.status, out.reason = "not_run", "weights unavailable"
-                out.details = {"error": str(exc)}
-                out.overlap = CARD.overlap(trained_on(model))
-                out.seconds = time.perf_counter() - t0
-                return out
-            except models.CapabilityMissing as exc:
-                out.status, out.reason = "not_run", f"capability missing: {PROTOCOL_CAPABILITY[protocol]}"
-                out.details = {"error": str(exc)}
+                if load is None:
+                    adapter = deciding.load(CARD, model, protocol,
+                                            deciding.decide(CARD, manifest.version, model, protocol)).adapter
+                else:
+                    adapter = load().adapter
+            except NotRun as exc:
+                out.status, out.reason = "not_run", str(exc)
                 out.overlap = CARD.overlap(trained_on(model))
                 out.seconds = time.perf_counter() - t0
                 return out
@@ -229,7 +244,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
         out.llm = llm_row_extra(adapter, profile_info(model), CARD, test["text"].tolist())
     out.pred = [list(p) for p in pred]
     if protocol == "finetune" and len(res.get("seed_runs") or []) > 1:
-        seeded(out, res["seed_runs"])
+        seeded(out, res["seed_runs"], score=False)  # scored once, by the run's CardRun or Outcome.metrics
     out.seconds = time.perf_counter() - t0
     return out
 
@@ -265,21 +280,32 @@ def _seed_predictor(adapter, models):
     return predict
 
 
-def seeded(out: Outcome, seed_runs: list[dict]) -> None:
-    """A fine-tuned row over its training seeds (``seed_runs``: ``{seed, tags, details}`` each): every seed's
-    records scored by the card's scoring through the one engine, the same case-report resamples for every seed
-    (``out``'s), with its metrics into ``out.seed_runs``, and the row's metrics, the mean over seeds with the
-    two-level interval, into ``out.seeded`` (:func:`atlaslib.metrics.seeds.score_seeds`)."""
+def seeded(out: Outcome, seed_runs: list[dict], score: bool = True) -> None:
+    """Make ``out`` a fine-tuned row over its training seeds (``seed_runs``: ``{seed, tags, details}`` each):
+    every seed's tags into ``out.seed_runs``; with ``score``, every seed's records scored now (as
+    :meth:`Outcome.metrics` scores them when first asked)."""
+    out.seed_runs = [{"seed": r["seed"], "pred": [list(p) for p in r["tags"]], "details": r["details"]}
+                     for r in seed_runs]
+    out.seeded = {}
+    if score:
+        out.metrics()
+
+
+def _score_seeds(out: Outcome) -> dict:
+    """The row's metrics over its training seeds (:meth:`Outcome.seed_records`): the same case-report resamples
+    for every seed (``out``'s), through the one engine; the mean over seeds with the two-level interval
+    (:func:`atlaslib.metrics.seeds.score_seeds`). Each seed's metrics and unit counts go into its
+    ``out.seed_runs`` entry."""
     import sys
 
     from ...metrics import seeds as S
 
-    preds = [[list(p) for p in r["tags"]] for r in seed_runs]
-    records = [[dict(rec, pred=p) for rec, p in zip(out.records(), pred)] for pred in preds]
-    out.seeded, per = S.score_seeds(sys.modules[__package__], records, [r["seed"] for r in seed_runs], out.protocol,
-                                    seed=out.bootstrap_seed, n_resamples=out.n_resamples)
-    out.seed_runs = [{"seed": r["seed"], "pred": pred, "details": r["details"], "metrics": m["metrics"]}
-                     for r, pred, m in zip(seed_runs, preds, per)]
+    by_seed = out.seed_records()
+    metrics, per = S.score_seeds(sys.modules[__package__], list(by_seed.values()), list(by_seed), out.protocol,
+                                 seed=out.bootstrap_seed, n_resamples=out.n_resamples)
+    for r, p in zip(out.seed_runs, per):
+        r.update(metrics=p["metrics"], unit_counts=p["unit_counts"])
+    return metrics
 
 
 def predictions_frame(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:

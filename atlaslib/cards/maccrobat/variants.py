@@ -45,7 +45,7 @@ def run_variants(cell: dict, out: Outcome, items: pd.DataFrame, manifest: SplitM
                 seeded(v, [{"seed": s, "tags": t, "details": {}} for s, t in by_seed])
             recs = [{"item_id": i, "document": d, "gold": g, "pred": q, **pos}
                     for i, d, g, q, pos in zip(v.item_ids, docs, gold, pred, report_positions(items, v.item_ids))]
-        extra = {"seed_runs": seed_run_records(v, recs)} if v.seed_runs else {}
+        extra = {"seed_runs": seed_run_records(v)} if v.seed_runs else {}
         made.append(variant_cell(cell, p.spec(), metrics=v.metrics(), predictions=recs,
                                  inputs_digest=inputs_sha256(words), n_items=len(test),
                                  n_applicable=frame.attrs["n_applicable"], timing=timer.timing, extra=extra))

@@ -168,6 +168,8 @@ CARD = Card(
     ),
     capabilities={"zero_shot": ("predict.assertion", "score.options"), "probe": ("embed.text.pooled",),
                   "finetune": ("embed.text.pooled",)},
+    # a fine-tune trains the encoder itself: its length is the recipe's, and no embedding is stored
+    adapter_options={"finetune": {"max_length": FINETUNE_RECIPE["max_length"], "embed_cache": False}},
     prediction_format="label",
     analysis=Analysis(kind="binary", slices=SLICES, positive=POSITIVE, rule_evidence=True, inputs=("concept", "text")),
     departures=DEPARTURES,

@@ -95,23 +95,31 @@ def rounded(records: list[dict], digits: int = 6) -> list[dict]:
     return [dict(r, score=round(r["score"], digits)) if r.get("score") is not None else r for r in records]
 
 
+def seed_records(test: pd.DataFrame, out: dict, full: list[dict] | None = None, data_dir=None) -> dict:
+    """A fine-tuned row's records per training seed (``out["seed_runs"]``), ``{seed: records}`` in the recipe's
+    order: ``full`` (the run's :func:`predictions` at full precision, built once; built here when None) with
+    each seed's prediction and score in place: what :meth:`atlaslib.cards.run.CardRun.score` scores as a
+    seeded row."""
+    full = predictions(test, out, data_dir, digits=None) if full is None else full
+    return {r["seed"]: [dict(row, pred=LABELS[int(p)], score=float(sc)) for row, p, sc in zip(full, r["pred"], r["score"])]
+            for r in out["seed_runs"]}
+
+
 def seeded_metrics(test: pd.DataFrame, out: dict, protocol: str, *, n_resamples: int | None = None,
                    data_dir=None) -> dict:
-    """A fine-tuned row over its training seeds (``out["seed_runs"]``): each seed's records counted and scored
-    by the card's declared scoring (items stratified by gold decision, the bootstrap seed: the same resamples
-    for every seed); the row's metrics are the mean over seeds with the two-level interval
+    """A fine-tuned row over its training seeds scored without a CardRun (a variant run): each seed's records
+    (:func:`seed_records`) counted and scored by the card's declared scoring with the same resamples; the
+    row's metrics are the mean over seeds with the two-level interval
     (:func:`atlaslib.metrics.seeds.score_seeds`). Each seed's metrics and unit counts go into its
     ``seed_runs`` entry (for the cell)."""
     import sys
 
     from ...metrics import seeds
 
-    runs = out["seed_runs"]
-    records = [predictions(test, {**out, "pred": r["pred"], "score": r["score"]}, data_dir, digits=None)
-               for r in runs]
-    metrics, per = seeds.score_seeds(sys.modules[__package__], records, [r["seed"] for r in runs], protocol,
+    by_seed = seed_records(test, out, data_dir=data_dir)
+    metrics, per = seeds.score_seeds(sys.modules[__package__], list(by_seed.values()), list(by_seed), protocol,
                                      n_resamples=n_resamples)
-    for r, p in zip(runs, per):
+    for r, p in zip(out["seed_runs"], per):
         r.update(metrics=p["metrics"], unit_counts=p["unit_counts"])
     return metrics
 

@@ -26,15 +26,16 @@ def audit_items(items: pd.DataFrame, data_dir=None) -> dict:
 
 
 def predict(items: pd.DataFrame, manifest: _splits.SplitManifest, model: str, protocol: str, *, data_dir=None,
-            **options) -> list[dict] | dict[int, list[dict]]:
+            load=None, **options) -> list[dict] | dict[int, list[dict]]:
     """Contract entry point over :func:`run_protocol`: one record per test item in the result cell's shape
     (``gold`` / ``pred`` the decision words ``negated`` / ``affirmed``, ``score`` = P(negated) or None, the
     item's ``sentence_key``); for a fine-tune, ``{training seed: records}`` over the recipe's seeds in its order (the run's
     ``seed_runs``), so :func:`atlaslib.cards.run.run` gives the book's row over seeds (as
-    :func:`.cells.seeded_metrics`), not the first seed's alone. :class:`NotRun` (a subclass of the contract's
-    :class:`atlaslib.cards.NotRun`) when the run cannot happen."""
+    :func:`.cells.seeded_metrics`), not the first seed's alone. :class:`atlaslib.cards.NotRun` when the run
+    cannot happen. ``load``: the run's :meth:`CardRun.load <atlaslib.cards.run.CardRun.load>` (the model by
+    the run's decision)."""
     train, test = split_frames(items, manifest)
-    out = run_protocol(model, protocol, train, test, data_dir=data_dir, **options)  # NotRun is the contract's
+    out = run_protocol(model, protocol, train, test, data_dir=data_dir, load=load, **options)  # NotRun is the contract's
     if out.get("seed_runs"):
         return {int(r["seed"]): _records(test, r["pred"], r["score"]) for r in out["seed_runs"]}
     return _records(test, out["pred"], out.get("score"))

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import NotRun as _ContractNotRun
+from .. import NotRun
 from .card import (ASSERTION_TO_DECISION, CARD, FINETUNE_RECIPE, LABELS, OPTION_PROMPT, OPTIONS,
-                   POSITIVE, SEED, ZERO_SHOT_CAPABILITIES)
+                   POSITIVE, SEED)
 from .data import data_sha256
 
 def option_prompts(frame: pd.DataFrame) -> list[str]:
     """The score.options prompt per item (unmarked, cleaned sentence)."""
     return [OPTION_PROMPT.format(sentence=s, concept=c) for s, c in zip(frame["sentence"], frame["concept"])]
-
-
-class NotRun(_ContractNotRun):
-    """The run cannot happen here (weights unavailable, capability missing); the reason goes in the cell."""
 
 
 def assertion_label_map() -> dict:
@@ -24,35 +20,26 @@ def assertion_label_map() -> dict:
 
 
 def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFrame, *, seed: int = SEED,
-                 data_dir=None, retrain: bool = False) -> dict:
+                 data_dir=None, retrain: bool = False, load=None) -> dict:
     """Run ``model`` under ``protocol`` on the split; returns ``{pred, score, capability, details, profile}``.
 
-    zero_shot uses ``predict.assertion`` when the profile has it, else ``score.options``; probe uses
-    ``embed.text.pooled``; finetune trains the encoder of an ``embed.text.pooled`` model with a new head
-    (:data:`FINETUNE_RECIPE`; ``retrain`` ignores cached weights). A missing capability or absent weights
-    raise :class:`NotRun` with the reason.
+    ``load``: the run's :meth:`CardRun.load <atlaslib.cards.run.CardRun.load>` (the model by the run's
+    decision); None: decided and loaded here by the same rule (:mod:`atlaslib.cards.deciding`). zero_shot uses ``predict.assertion`` when the profile has it, else
+    ``score.options``; probe uses ``embed.text.pooled``; finetune trains the encoder of an
+    ``embed.text.pooled`` model with a new head (:data:`FINETUNE_RECIPE`; ``retrain`` ignores cached weights).
+    A run that cannot happen raises :class:`NotRun` with the reason.
     """
-    from ...models import CapabilityMissing, WeightsUnavailable, get_profile, load_adapter, with_capabilities
     from ...protocols import items as P
+    from .. import deciding
 
-    try:
-        profile = with_capabilities(get_profile(model))
-    except WeightsUnavailable as exc:
-        raise NotRun(exc.short) from None
-    wanted = ZERO_SHOT_CAPABILITIES if protocol == "zero_shot" else ("embed.text.pooled",)
     if protocol not in CARD.protocols:
         raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
-    capability = next((c for c in wanted if c in profile.capabilities), None)
-    if capability is None:
-        raise NotRun(f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
-                     f"{model} has {', '.join(profile.capabilities) or 'none'}")
-    options = {"max_length": FINETUNE_RECIPE["max_length"], "embed_cache": False} if protocol == "finetune" else {}
-    try:
-        adapter = load_adapter(profile, capability, data_dir=data_dir, **options)
-    except WeightsUnavailable as exc:
-        raise NotRun(exc.short) from None  # the reason without the loader's low-level cause
-    except CapabilityMissing as exc:
-        raise NotRun(str(exc)) from None
+    if load is None:
+        loaded = deciding.load(CARD, model, protocol, deciding.decide(CARD, CARD.versions[0], model, protocol),
+                               data_dir=data_dir)
+    else:
+        loaded = load(data_dir=data_dir)
+    adapter, capability = loaded.adapter, loaded.capability
     res = None
     if capability == "predict.assertion":
         out = P.zero_shot_assertion(adapter, test["text"].tolist(), assertion_label_map(), gold=test["label"])
@@ -70,7 +57,7 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
                               "details": r["details"]} for r in res["seed_runs"]]}
     else:
         out = P.probe(adapter, train["text"].tolist(), train["label"].tolist(), test["text"].tolist(), seed=seed)
-    out.update(capability=capability, profile=profile.to_dict(), adapter=adapter,
+    out.update(capability=capability, profile=loaded.profile, adapter=adapter,
                predict=_predictor(adapter, capability, protocol, out, res))
     from ..llm import llm_row_extra
 

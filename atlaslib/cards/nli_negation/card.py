@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from atlaslib import results
-from atlaslib.cards import Analysis, Card, Departure
+from atlaslib.cards import Analysis, Card, Departure, NotRun
 from atlaslib.models.prompts import OptionPrompt, PromptSet
 from atlaslib.phases import phase
 
@@ -37,7 +37,7 @@ from .corpus import FINDINGS, LABELS, PATTERNS, VERSION, NliNegationCase, case_s
 from . import exchange
 from .errors import NliNegationInputError
 from .predictors import (ALWAYS_ABSTAIN, ALWAYS_ENTAILMENT, CONTEXT_PREDICTOR, HUB_NLI_PROFILE, OFFLINE_PREDICTORS,
-                         build_predictor)
+                         NliAdapterPredictor, build_predictor)
 
 PROTOCOL = "zero_shot"
 OPENMED_VERSION = "openmed-builtin-v1"
@@ -168,6 +168,7 @@ CARD = Card(
     baselines={"always-entailment": (PROTOCOL,), "always-abstain": (PROTOCOL,),
                "medspacy-context-nli": (PROTOCOL,), "minilm-similarity": (PROTOCOL,)},
     capabilities={PROTOCOL: ("predict.nli",)},
+    adapter_options={PROTOCOL: {"progress": False, "prompt": NLI_PROMPTS}},  # a causal LM scores these
     baseline_weights={"minilm-similarity": "all-minilm-l6-v2"},  # cosine similarity of MiniLM embeddings
     prediction_format="label",
     analysis=Analysis(kind="labels", slices=SLICES, inputs=("premise", "hypothesis")),
@@ -312,11 +313,13 @@ def case_templates(case: NliNegationCase) -> dict:
 def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *, card_run: CardRun | None = None,
              max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
              minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
-             run_key: str | None = None, predictor=None, **predictor_options) -> NliNegationRun:
+             run_key: str | None = None, predictor=None, load=None, **predictor_options) -> NliNegationRun:
     """Run one predictor on the cases of ``version`` (:func:`version_cases`) under ``card_run`` (the notebook's
     :class:`~atlaslib.cards.run.CardRun` of this version, model and protocol; one is made here when None, for tests
     and scripts). ``run_key`` (set by the runner) is stored in the run spec's parameters; ``predictor``
-    overrides the one built from ``model`` (tests); ``predictor_options`` go to :func:`build_predictor`."""
+    overrides the one built from ``model`` (tests); ``predictor_options`` go to :func:`build_predictor` (the
+    card's own predictors) or to the model's adapter, loaded by ``card_run``'s decision (or by ``load``, a
+    run's :meth:`CardRun.load <atlaslib.cards.run.CardRun.load>`, for the contract's :func:`.contract.predict`)."""
     if protocol not in CARD.protocols:
         raise NliNegationInputError(f"parameter protocol: expected one of {', '.join(CARD.protocols)}")
     if version not in CARD.versions:
@@ -344,7 +347,12 @@ def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *, ca
         if model == CONTEXT_PREDICTOR:
             options.setdefault("findings", CASE_SETS[version].findings)
         try:
-            predictor = build_predictor(model, prompt=NLI_PROMPTS, **options)
+            if model in CARD.baselines:   # the card's own predictors, which it builds itself
+                predictor = build_predictor(model, prompt=NLI_PROMPTS, **options)
+            else:                         # a model: loaded by the run's decision (its CardRun)
+                predictor = NliAdapterPredictor((load or card_run.load)(**options).adapter, name=model)
+        except NotRun as exc:
+            return NliNegationRun(status="not_run", reason=str(exc), timing=card_run.timing, **run)
         except (CapabilityMissing, WeightsUnavailable) as exc:
             reason = str(exc) or type(exc).__name__
             if isinstance(exc, CapabilityMissing) and not reason.startswith("n/a"):

@@ -40,10 +40,11 @@ def audit_items(items, data_dir=None) -> dict:
             "gold": dict(Counter(items["gold"]))}
 
 
-def predict(items, manifest, model: str, protocol: str = PROTOCOL, *, data_dir=None, **options) -> list[dict]:
+def predict(items, manifest, model: str, protocol: str = PROTOCOL, *, data_dir=None, load=None,
+            **options) -> list[dict]:
     """One record per test case (``gold`` / ``prediction`` NLI labels, ``abstention`` for no label, as in the
     result cell; ``score`` None; ``pattern``); a run that cannot happen raises :class:`atlaslib.cards.NotRun`."""
-    run = run_card(model, protocol, manifest.version, **options)
+    run = run_card(model, protocol, manifest.version, load=load, **options)
     if not run.ok:
         raise NotRun(run.reason)
     test = set(manifest.test)

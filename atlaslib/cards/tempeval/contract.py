@@ -49,11 +49,12 @@ def audit_items(items, data_dir=None) -> dict:
                           for (v, side), n in sorted(Counter(zip(items["version"], items["side"])).items())}}
 
 
-def predict(items, manifest, model: str, protocol: str, *, data_dir=None, **options) -> list[dict]:
+def predict(items, manifest, model: str, protocol: str, *, data_dir=None, load=None, **options) -> list[dict]:
     """One record per test document: ``gold`` / ``prediction`` = the number of gold / predicted EVENT,
     TIMEX3 and CONTAINS items, ``score`` None, ``counts`` = per scorer row the document's
     ``[reference, predicted, precision_correct, recall_correct]``. The note text under a DUA is never read
-    without ``thyme_text_dir``: such a run raises :class:`atlaslib.cards.NotRun`."""
+    without ``thyme_text_dir``: such a run raises :class:`atlaslib.cards.NotRun`. ``load`` (the run's
+    ``CardRun.load``) is not called: the card runs only its own baselines."""
     from .runs import TextUnavailable, run
 
     try:
