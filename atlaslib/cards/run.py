@@ -134,7 +134,8 @@ class CardRun:
         n = n_resamples or self.spec.parameters.get("n_resamples")
         self._scored = (uc, seed, n, {})
         self.sampled_metrics = engine.evaluate(self.module.SCORING, uc, self.spec.protocol, seed=seed,
-                                               n_resamples=n, reasons=reasons, keep=self._scored[3])
+                                               n_resamples=n, reasons=reasons, keep=self._scored[3],
+                                               parameters=self.spec.parameters)
         return self.sampled_metrics
 
     def samples(self) -> dict:

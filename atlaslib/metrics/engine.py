@@ -166,6 +166,9 @@ class Scoring:
     slices: SliceRule | None = None
     interval: str = "bootstrap"                   # the card's declared intervals: "bootstrap" or "exact"
     units_are_clusters: bool = False              # a unit holds many items (a document): few units, wide draws
+    # decisions on the metrics' values against a run's thresholds (a safety gate): (values by metric name, the
+    # run's parameters) -> {gate name: True (pass) / False (fail)}, reported as metrics 1.0 / 0.0 (see evaluate)
+    gates: Callable | None = None
 
     def metric(self, name: str) -> Metric:
         for m in self.metrics:
@@ -337,14 +340,17 @@ def interval(scoring: Scoring, uc: UnitCounts, name: str, seed: int | None = Non
 
 
 def evaluate(scoring: Scoring, uc: UnitCounts, protocol: str, *, seed: int | None = None,
-             n_resamples: int | None = None, reasons: dict | None = None, keep: dict | None = None) -> dict:
+             n_resamples: int | None = None, reasons: dict | None = None, keep: dict | None = None,
+             parameters: dict | None = None) -> dict:
     """The cell metrics of one run from its per-unit counts: ``{<metric>_<protocol>: {value, ci_low, ci_high}}``
     for every declared metric, with the card's declared interval (percentile over its resampling, one set of
     weights for all metrics, so the intervals are paired; or exact Clopper–Pearson where the card declares
     exact intervals). A metric the run does not report is null with ``reasons[name]`` or the counts' own
     reason; one that is undefined on the test set (NaN) is null with the metric's ``undefined_reason``.
     ``keep``: a dict that receives the weights and totals drawn (``w``, ``tot``), so :func:`samples` reuses
-    them instead of drawing the resamples again."""
+    them instead of drawing the resamples again. ``parameters``: the run's parameters (its thresholds), given
+    when the card declares ``gates``: each gate's decision on the values is a metric, 1.0 (pass) or 0.0 (fail),
+    after the declared ones (without ``parameters`` no gate is decided)."""
     from ..results import metric as cell_metric
 
     reasons = dict(reasons or {})
@@ -369,6 +375,10 @@ def evaluate(scoring: Scoring, uc: UnitCounts, protocol: str, *, seed: int | Non
         out[key] = cell_metric(v, lo, hi)
     if keep is not None and w is not None:
         keep.update(w=w, tot=tot)
+    if scoring.gates is not None and parameters is not None:
+        values = {m.name: out[f"{m.name}_{protocol}"]["value"] for m in scoring.metrics}
+        out.update({f"{g}_{protocol}": cell_metric(float(bool(passed)))
+                    for g, passed in scoring.gates(values, dict(parameters)).items()})
     return out
 
 

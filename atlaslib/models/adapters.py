@@ -39,6 +39,6 @@ def _load(profile_or_name, capability: str, *, data_dir=None, prompt=None, **opt
         raise CapabilityMissing(
             f"model {profile.name!r} has no capability {capability!r} "
             f"(it has: {', '.join(profile.capabilities) or 'none'})")
-    opts = {k: v for k, v in profile.options.items() if not k.startswith("_") and k != "archive"}
+    opts = {k: v for k, v in profile.options.items() if not k.startswith("_") and k not in source.weight_options}
     opts.update(options)
     return source.adapter(profile, capability, opts, data_dir=data_dir, prompt=prompt)

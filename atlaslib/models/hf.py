@@ -41,7 +41,7 @@ import torch
 from atlaslib.models import calls
 from atlaslib.models.cost import Cost
 from atlaslib.progress import progress_bar
-from atlaslib.models.registry import ASSERTION_LABELS, NLI_LABELS, Profile, ProfileError, check_texts
+from atlaslib.models.registry import ASSERTION_LABELS, NLI_LABELS, Profile, ProfileError, check_texts, source_of
 from atlaslib.models.weights import from_pretrained, is_causal_lm, resolve_weights
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -219,8 +219,9 @@ class _HFAdapter:
         prof = self.profile
         if not prof.revision:
             return None
-        names = ("torch", "transformers", "tokenizers") + (("gguf",) if prof.source == "gguf" else ())
-        return {"source": prof.source, "repo": prof.location if prof.source == "hub" else None,
+        src = source_of(prof)
+        names = ("torch", "transformers", "tokenizers") + tuple(src.packages)
+        return {"source": prof.source, "repo": prof.location if src.from_hub else None,
                 "revision": prof.revision, "model_class": type(self.model).__name__, "dtype": self.dtype,
                 "device": torch.device(self.device).type, "code": _code_digest(),
                 "versions": calls.package_versions(names)}

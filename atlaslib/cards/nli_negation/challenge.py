@@ -404,7 +404,7 @@ def decide_gates(accuracy: float, false_entailment_rate: float | None, upper_bou
                  certify: bool = False) -> GateDecision:
     """The gates (see the module docstring) decided on an accuracy and a false-entailment rate (None: undefined,
     the ceiling fails) and, under ``certify``, the rate's one-sided upper bound: the one rule the report and a
-    result cell's gate metrics (:func:`.card.gate_metrics`, on the scoring engine's values) both decide by."""
+    result cell's gate metrics (:func:`.counting.gates`, the card's scoring on the engine's values) both decide by."""
     max_fe = _check_threshold("max_false_entailment_rate", max_false_entailment_rate, False)
     min_acc = _check_threshold("minimum_aggregate_accuracy", minimum_aggregate_accuracy, True)
     if certify:

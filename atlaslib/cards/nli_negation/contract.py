@@ -1,13 +1,13 @@
 """The card contract (see :mod:`atlaslib.cards`) for the NLI negation challenge: :func:`load_items` and
 :func:`split` (the cases of every split version, every case a test case), and thin entry points over
 :func:`.card.run_card` and the card's scoring (:mod:`.counting` through the scoring engine, gates by
-:func:`.card.gate_metrics`), so they give the notebook's numbers."""
+:func:`.counting.gates`), so they give the notebook's numbers."""
 from __future__ import annotations
 
 from collections import Counter
 
 from .. import NotRun, record
-from .card import CARD, PROTOCOL, gate_metrics, run_card, version_cases
+from .card import CARD, PROTOCOL, run_card, version_cases
 from .corpus import ABSTENTION, VERSION
 
 
@@ -55,14 +55,13 @@ def predict(items, manifest, model: str, protocol: str = PROTOCOL, *, data_dir=N
 def score(records: list[dict], protocol: str = PROTOCOL, *, model: str | None = None) -> dict:
     """Aggregate accuracy and false-entailment rate with exact Clopper-Pearson intervals (the card's ``counts``
     under its ``SCORING`` through the scoring engine, as :meth:`atlaslib.cards.run.CardRun.score` makes them),
-    and the two gates at the default thresholds (:func:`.card.gate_metrics`)."""
+    and the two gates at the default thresholds (the scoring's :func:`.counting.gates`)."""
     from ...metrics import engine
     from .counting import SCORING
 
     if protocol not in CARD.protocols:
         raise ValueError(f"card {CARD.name} has no protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
-    metrics = engine.evaluate(SCORING, counts({"predictions": list(records)}), protocol)
-    return {**metrics, **gate_metrics(metrics)}
+    return engine.evaluate(SCORING, counts({"predictions": list(records)}), protocol, parameters={})
 
 
 from .counting import counts  # noqa: E402,F401  (the card contract: per-unit counts, see .counting)

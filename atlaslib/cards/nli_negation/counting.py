@@ -10,6 +10,7 @@ import numpy as np
 
 from ...metrics import bootstrap
 from ...metrics.engine import Metric, Resampling, Scoring, SliceRule, UnitCounts, check_labels, ratio
+from .challenge import DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY, decide_gates
 from .corpus import ABSTENTION, LABELS
 
 COLUMNS = ("correct", "case", "false_entailment", "non_entailing")
@@ -24,6 +25,22 @@ FALSE_ENTAILMENT = Metric("false_entailment_rate", lambda t: ratio(t["false_enta
 
 def _non_entailing(c):
     return c["non_entailing"] == 1
+
+
+def gates(values: dict, parameters: dict) -> dict:
+    """The card's two gates on a run's values (``aggregate_accuracy``, ``false_entailment_rate``; None when
+    undefined) at the run's thresholds (its parameters ``max_false_entailment_rate`` and
+    ``minimum_aggregate_accuracy``, the card's defaults when absent; None switches the accuracy floor off), by the
+    report's rule (:func:`.challenge.decide_gates`): ``false_entailment_gate`` and ``combined_gate``, True when
+    passed. An undefined rate fails its gate: no evidence of a false entailment is no evidence of safety."""
+    if values.get("aggregate_accuracy") is None:
+        raise ValueError("nli_negation gates: the run has no aggregate accuracy to decide the gates on")
+    g = decide_gates(values["aggregate_accuracy"], values.get("false_entailment_rate"),
+                     max_false_entailment_rate=parameters.get("max_false_entailment_rate",
+                                                              DEFAULT_MAX_FALSE_ENTAILMENT_RATE),
+                     minimum_aggregate_accuracy=parameters.get("minimum_aggregate_accuracy",
+                                                               DEFAULT_MINIMUM_AGGREGATE_ACCURACY))
+    return {"false_entailment_gate": g.false_entailment_gate_passed, "combined_gate": g.passed}
 
 
 SCORING = Scoring(
@@ -41,6 +58,7 @@ SCORING = Scoring(
                       assumes="cases built from one premise template are not independent", among=_non_entailing)),
     slices=SliceRule({"accuracy": ACCURACY}, support=lambda t: t["case"], min_units=10, unit="cases", exact=True),
     interval="exact",
+    gates=gates,
 )
 
 
