@@ -53,7 +53,7 @@ def negex_run(version, model, protocol):
     cell = run.finish(**negex.cell_parts(protocol, model, out=out, metrics=metrics, test=test,
                                          split_cell=summary["cell"]))
     t1 = time.perf_counter()
-    variants = negex.run_variants(cell, out, train, test)
+    variants = negex.run_variants(run, out, train, test)
     return t1 - t0, time.perf_counter() - t1, variants
 
 
@@ -68,7 +68,7 @@ def maccrobat_run(version, model, protocol):
     out = maccrobat.run_protocol(items, manifest, model, protocol)
     cell = run.finish(**maccrobat.cell_parts(out, manifest, items))
     t1 = time.perf_counter()
-    variants = maccrobat.run_variants(cell, out, items, manifest)
+    variants = maccrobat.run_variants(run, out, items, manifest)
     return t1 - t0, time.perf_counter() - t1, variants
 
 

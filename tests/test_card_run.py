@@ -182,3 +182,25 @@ def test_the_kernel_loads_by_the_runners_decision_and_never_decides_again(toy, m
         run.load()
     cell = run.finish()
     assert cell["status"] == "not_run" and cell["reason"] == blocked["reason"] and len(loaded) == 2
+
+
+def test_a_variant_run_is_made_and_written_by_its_finished_run(toy, tmp_path):
+    """The CardRun writes its variant runs' cells too: refused before the run is finished; after, each variant cell
+    is the run's spec with the variant, keyed under the run's key, written beside the run's cell, and a variant
+    file of the protocol that no variant of this run names is removed."""
+    variant = {"key": "digits-doubled", "kind": "perturbation"}
+    run = CardRun("toy", "toy-v1", "always-even", "zero_shot", result_path=tmp_path / "m" / "zero_shot.json")
+    with pytest.raises(ValueError, match="finish it first"):
+        run.variant(variant, metrics={}, predictions=[], inputs_digest="x", n_items=1)
+    stale = tmp_path / "m" / "variants" / "zero_shot" / "dropped.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    cell = run.finish(metrics={"accuracy_zero_shot": results.metric(0.5)},
+                      predictions=[{"item_id": "t1", "gold": 1, "pred": 1, "score": None, "n": 2}])
+    v = run.variant(variant, metrics={"accuracy_zero_shot": results.metric(1.0)},
+                    predictions=[{"item_id": "t1", "gold": 1, "pred": 1, "score": None, "n": 2}],
+                    inputs_digest="x", n_items=8)
+    assert v["spec"]["parameters"]["variant"]["key"] == "digits-doubled" and v["parent_run_key"] == cell.get("run_key")
+    written = run.write_variants()
+    assert [p.name for p in written] == ["digits-doubled.json"] and not stale.exists()
+    assert json.loads(written[0].read_text())["metrics"]["accuracy_zero_shot"]["value"] == 1.0

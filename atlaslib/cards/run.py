@@ -52,6 +52,7 @@ class CardRun:
         self.seed_scores: dict = {}   # training seed -> its metrics and unit counts (a seeded :meth:`score`)
         self.sampled_metrics: dict = {}   # the metrics :meth:`samples` belongs to
         self.sampled_label = ""           # "": the run's own; else which training seed they are
+        self.variant_cells: list = []     # the cells of this run's variant runs (:meth:`variant`)
         self.not_run_reason: str | None = None
         self.cell: dict | None = None
         self._timer = results.Timer().__enter__()  # wall time, memory and the model calls of this run
@@ -202,6 +203,44 @@ class CardRun:
             results.write_cell(cell, self.result_path)
         self.cell = cell
         return cell
+
+    # -- variant runs: the same model on the card's perturbations or prompt variants, after the run ------------
+
+    @classmethod
+    def of_cell(cls, cell: dict, *, result_path=None) -> "CardRun":
+        """The finished run whose result cell is ``cell`` (read back, e.g. to make its variant runs outside its
+        notebook: a benchmark, a test); ``result_path``: where its variant cells go beside it."""
+        run = cls(cell["card"], cell["version"], cell["model"], cell["protocol"],
+                  parameters=(cell.get("spec") or {}).get("parameters"), result_path=result_path)
+        run._timer.__exit__(None, None, None)
+        run.cell = cell
+        return run
+
+    def variant(self, variant: dict, *, metrics: dict, predictions: list, inputs_digest: str, n_items: int,
+                n_applicable: int | None = None, timing: dict | None = None, extra: dict | None = None) -> dict:
+        """The cell of a variant run of this finished run (a perturbation's or a prompt variant's, ``variant``
+        its spec: :meth:`atlaslib.variants.Perturbation.spec`), made by :func:`atlaslib.variants.variant_cell`
+        from this run's cell, with its metrics (scored as this run's are), ``predictions`` over the items it
+        read and the sha256 of its inputs; kept for :meth:`write_variants`. A run that did not finish, or did
+        not happen, has no variant."""
+        from ..variants import variant_cell
+
+        if self.cell is None or self.cell.get("status") != "ok":
+            s = self.spec
+            raise ValueError(f"CardRun.variant ({s.card} {s.version} {s.model} {s.protocol}): a variant run "
+                             f"needs its run finished and ok; finish it first")
+        cell = variant_cell(self.cell, variant, metrics=metrics, predictions=predictions, inputs_digest=inputs_digest,
+                            n_items=n_items, n_applicable=n_applicable, timing=timing, extra=extra)
+        self.variant_cells.append(cell)
+        return cell
+
+    def write_variants(self) -> list:
+        """Write the variant cells made (:meth:`variant`) beside this run's cell, when it has a ``result_path``
+        (a notebook run by hand writes nothing); a variant file of this protocol that none of them names is
+        removed (:func:`atlaslib.variants.write_variant_cells`). Returns the paths written."""
+        from ..variants import write_variant_cells
+
+        return write_variant_cells(self.variant_cells, self.result_path, self.spec.protocol)
 
 
 def card_module(card):

@@ -6,6 +6,7 @@ import pytest
 
 from atlaslib.cards import negex
 from atlaslib.metrics.classification import majority_macro_f1
+from atlaslib.cards.run import CardRun
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +203,7 @@ def test_outside_systems_and_variant_runs_are_scored_by_the_cards_declared_scori
             "spec": {"card": "negex", "version": "atlas-n100-v1", "model": "no-rule", "protocol": "zero_shot",
                      "parameters": {}}, "run_key": "k"}
     run = {"predict": lambda frame: dict(zip(("pred", "score"), answer(frame))), "capability": "predict.assertion"}
-    made = negex.run_variants(cell, run, train, test, data_dir=data_dir, n_resamples=200)
+    made = negex.run_variants(CardRun.of_cell(cell), run, train, test, data_dir=data_dir, n_resamples=200)
     assert made
     moved = 0
     for c in [outside, *made]:

@@ -16,6 +16,7 @@ from atlaslib.protocols import finetune as ft
 from atlaslib.protocols import finetune_cache as ft_cache
 from atlaslib.protocols import finetune_training as ft_train
 from tests.tiny_models import tiny_encoder
+from atlaslib.cards.run import CardRun
 
 RECIPE = {
     "optimizer": "torch.optim.AdamW", "learning_rate": 2e-3, "epochs": 2, "batch_size": 8, "length_grouping": 1,
@@ -301,7 +302,7 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     cell = {"card": "negex", "version": "atlas-n100-v1", "model": "enc", "protocol": "finetune", "status": "ok",
             "spec": {"card": "negex", "version": "atlas-n100-v1", "model": "enc", "protocol": "finetune",
                      "parameters": {}}, "run_key": "k", **parts}
-    made = negex.run_variants(cell, out, train, test, data_dir=data_dir, n_resamples=50)
+    made = negex.run_variants(CardRun.of_cell(cell), out, train, test, data_dir=data_dir, n_resamples=50)
     assert made and all([r["seed"] for r in v["extra"]["seed_runs"]] == [7, 8, 9] for v in made)
     v = made[0]
     per = [r["metrics"]["macro_f1_finetune"]["value"] for r in v["extra"]["seed_runs"]]

@@ -9,21 +9,23 @@ import pandas as pd
 from ... import results
 from ...phases import side
 from ...splits import SplitManifest
-from ...variants import inputs_sha256, variant_cell, write_variant_cells
+from ...variants import inputs_sha256
 from .card import BOOTSTRAP_RESAMPLES, PERTURBATIONS
 from .perturbations import perturbed_items
 from .runs import Outcome, seeded
 
 
 @side
-def run_variants(cell: dict, out: Outcome, items: pd.DataFrame, manifest: SplitManifest, *, result_path=None,
+def run_variants(card_run, out: Outcome, items: pd.DataFrame, manifest: SplitManifest, *,
                  n_resamples: int = BOOTSTRAP_RESAMPLES) -> list[dict]:
-    """The variant cells of the run whose cell is ``cell`` and whose outcome is ``out``: one per perturbation
-    that applies to some test sentence, its predictions and metrics (the card's, with the cluster bootstrap
-    over case reports) over those sentences; written beside the run's cell when ``result_path`` is given.
+    """The variant cells of the finished run ``card_run`` (its :class:`~atlaslib.cards.run.CardRun`, which makes
+    and writes them) whose outcome is ``out``: one per perturbation that applies to some test sentence, its
+    predictions and metrics (the card's, with the cluster bootstrap over case reports) over those sentences;
+    written beside the run's cell (:meth:`CardRun.write_variants <atlaslib.cards.run.CardRun.write_variants>`).
     None for a run that did not happen."""
     from .cells import report_positions, seed_run_records
 
+    cell = card_run.cell
     if out.status != "ok" or out.predict is None or cell.get("status") != "ok" or not out.reads_text:
         return []
     test = items.set_index("item_id").loc[manifest.test].reset_index()
@@ -46,8 +48,8 @@ def run_variants(cell: dict, out: Outcome, items: pd.DataFrame, manifest: SplitM
             recs = [{"item_id": i, "document": d, "gold": g, "pred": q, **pos}
                     for i, d, g, q, pos in zip(v.item_ids, docs, gold, pred, report_positions(items, v.item_ids))]
         extra = {"seed_runs": seed_run_records(v)} if v.seed_runs else {}
-        made.append(variant_cell(cell, p.spec(), metrics=v.metrics(), predictions=recs,
-                                 inputs_digest=inputs_sha256(words), n_items=len(test),
-                                 n_applicable=frame.attrs["n_applicable"], timing=timer.timing, extra=extra))
-    write_variant_cells(made, result_path, out.protocol)
+        made.append(card_run.variant(p.spec(), metrics=v.metrics(), predictions=recs,
+                                     inputs_digest=inputs_sha256(words), n_items=len(test),
+                                     n_applicable=frame.attrs["n_applicable"], timing=timer.timing, extra=extra))
+    card_run.write_variants()
     return made

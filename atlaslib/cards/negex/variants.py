@@ -9,7 +9,7 @@ import pandas as pd
 
 from ... import results
 from ...phases import side
-from ...variants import few_shot, inputs_sha256, sample, write_variant_cells
+from ...variants import few_shot, inputs_sha256, sample
 from ...variants import NOT_APPLICABLE
 from .card import MARK, OPTION_PROMPT, OPTIONS, PERTURBATIONS, POSITIVE, PROMPT_SET
 from .data import find_target
@@ -54,18 +54,19 @@ def prompts_for(variant, test: pd.DataFrame, train: pd.DataFrame) -> tuple[list[
 
 
 @side
-def run_variants(cell: dict, out: dict | None, train: pd.DataFrame, test: pd.DataFrame, *, result_path=None,
-                 data_dir=None, n_resamples: int = 1000) -> list[dict]:
-    """The variant cells of the run whose cell is ``cell`` and whose :func:`.runs.run_protocol` outcome is
-    ``out`` (its ``predict``: the same adapter, probe head or fine-tuned model): one per perturbation that
-    applies to some test item, and one per prompt variant when the run scores answer options; written beside
-    the run's cell (:func:`atlaslib.variants.write_variant_cells`) when ``result_path`` is given. A variant's
-    metrics are scored as its run's are (:func:`.contract.score`, or :func:`.cells.seeded_metrics` for a row
-    over training seeds). None for a run that did not happen or reads no text (a constant baseline)."""
-    from ...variants import variant_cell
+def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataFrame, *, data_dir=None,
+                 n_resamples: int = 1000) -> list[dict]:
+    """The variant cells of the finished run ``card_run`` (its :class:`~atlaslib.cards.run.CardRun`, which makes
+    and writes them) whose :func:`.runs.run_protocol` outcome is ``out`` (its ``predict``: the same adapter,
+    probe head or fine-tuned model): one per perturbation that applies to some test item, and one per prompt
+    variant when the run scores answer options; written beside the run's cell
+    (:meth:`CardRun.write_variants <atlaslib.cards.run.CardRun.write_variants>`). A variant's metrics are scored
+    as its run's are (:func:`.contract.score`, or :func:`.cells.seeded_metrics` for a row over training seeds).
+    None for a run that did not happen or reads no text (a constant baseline)."""
     from .cells import predictions, seed_run_records, seeded_metrics
     from .contract import score
 
+    cell = card_run.cell
     if out is None or cell.get("status") != "ok" or not getattr(out.get("adapter"), "reads_text", True):
         return []
     protocol = cell["protocol"]
@@ -101,8 +102,8 @@ def run_variants(cell: dict, out: dict | None, train: pd.DataFrame, test: pd.Dat
                  if "options" in details else {})
         if len(res.get("seed_runs") or []) > 1:
             extra["seed_runs"] = seed_run_records(frame, res)
-        made.append(variant_cell(cell, spec, metrics=metrics, predictions=recs, inputs_digest=inputs_sha256(inputs),
-                                 n_items=len(test), n_applicable=n_applicable, timing=timer.timing, extra=extra))
-    write_variant_cells(made, result_path, protocol)
+        made.append(card_run.variant(spec, metrics=metrics, predictions=recs, inputs_digest=inputs_sha256(inputs),
+                                     n_items=len(test), n_applicable=n_applicable, timing=timer.timing, extra=extra))
+    card_run.write_variants()
     return made
 
