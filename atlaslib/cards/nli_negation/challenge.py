@@ -260,17 +260,8 @@ def _calls_with_case(fn: Callable) -> bool:
 def _run_predictor(predictor, cases: tuple[NliNegationCase, ...]) -> list:
     batch = getattr(predictor, "predict_batch", None)
     if callable(batch):
-        failed = None
-        try:
-            out = batch([c.premise for c in cases], [c.hypothesis for c in cases])
-        except NliNegationError:  # the atlas's own errors are value-free already
-            raise
-        except Exception as exc:
-            failed = type(exc).__name__
-        if failed is not None:  # raised outside the handler: neither __cause__ nor __context__ keeps the text
-            raise NliNegationPredictorError(
-                f"the predictor raised {failed} on the batch of {len(cases)} cases "
-                "(message withheld: it may quote case text)") from None
+        out = _value_free(lambda: batch([c.premise for c in cases], [c.hypothesis for c in cases]),
+                          f"the batch of {len(cases)} cases")
         if isinstance(out, (str, bytes)) or not hasattr(out, "__iter__"):
             raise NliNegationInputError("the predictor's batch output is not a list of labels")
         out = list(out)
@@ -283,18 +274,23 @@ def _run_predictor(predictor, cases: tuple[NliNegationCase, ...]) -> list:
     with_case = _calls_with_case(predictor)
     out = []
     for i, c in enumerate(cases, 1):
-        failed = None
-        try:
-            out.append(predictor(c) if with_case else predictor(c.premise, c.hypothesis))
-        except NliNegationError:
-            raise
-        except Exception as exc:
-            failed = type(exc).__name__
-        if failed is not None:  # raised outside the handler: no exception chain keeps the case text
-            raise NliNegationPredictorError(
-                f"the predictor raised {failed} on the case at position {i} "
-                "(message withheld: it may quote case text)") from None
+        out.append(_value_free(lambda: predictor(c) if with_case else predictor(c.premise, c.hypothesis),
+                               f"the case at position {i}"))
     return out
+
+
+def _value_free(call, where: str):
+    """``call()``; an error from it that is not the atlas's own (those are value-free already) becomes one
+    :class:`NliNegationPredictorError` naming only the error's type and ``where``: its message may quote case
+    text. Raised outside the handler, so neither ``__cause__`` nor ``__context__`` keeps that text."""
+    try:
+        return call()
+    except NliNegationError:
+        raise
+    except Exception as exc:
+        failed = type(exc).__name__
+    raise NliNegationPredictorError(f"the predictor raised {failed} on {where} "
+                                    "(message withheld: it may quote case text)") from None
 
 
 def _predictions_by_id_or_position(predictions):
