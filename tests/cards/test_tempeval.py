@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from atlaslib.cards import get_card
+from tests.metrics.reference import bootstrap_f1
 from atlaslib.cards.tempeval import CARD, audit, baselines, runs, scoring, synthetic, thyme_dir
 from atlaslib.cards.tempeval.anafora_io import (SCHEMA, AnaforaError, Document, Entity, Relation, check_document,
                                                  read_corpus, read_document, to_xml_string, write_corpus,
@@ -184,15 +185,15 @@ def test_per_document_counts_sum_to_the_table_and_feed_the_bootstrap(tmp_path, c
         pc = row["correct"] if row["correct"] is not None else row["precision_correct"]
         rc = row["correct"] if row["correct"] is not None else row["recall_correct"]
         assert list(sums) == [row["reference"], row["predicted"], pc, rc], row["row"]
-        b = scoring.bootstrap_f1(per[row["row"]], n_resamples=200)
+        b = bootstrap_f1(per[row["row"]], n_resamples=200)
         assert b["value"] == pytest.approx(row["f1"]) and b["ci_low"] <= b["value"] + 1e-12 <= b["ci_high"] + 2e-12
     # identical documents: every resample has the same ratio, the interval collapses to the value
-    same = scoring.bootstrap_f1([[4, 5, 3, 3]] * 6, n_resamples=50)
+    same = bootstrap_f1([[4, 5, 3, 3]] * 6, n_resamples=50)
     assert same["ci_low"] == same["ci_high"] == same["value"] == pytest.approx(2 * 0.6 * 0.75 / 1.35)
     # the scorer's conventions: nothing predicted -> P = 1, F1 = 0 when nothing correct
     assert [float(x) for x in scoring.f1_from_counts(3, 0, 0, 0)] == [1.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="one \\[reference, predicted"):
-        scoring.bootstrap_f1([[1, 2, 3]])
+        bootstrap_f1([[1, 2, 3]])
 
 
 def test_cli_main_prints_the_table_as_json(tmp_path, corpus, capsys):
@@ -347,7 +348,7 @@ def test_card_run_scores_as_the_index_by_index_document_bootstrap(tmp_path, mode
         if base in skipped:
             assert got["value"] is None and got["reason"] == skipped[base], base
             continue
-        ref = scoring.bootstrap_f1(per[row], 1000, runs.BOOTSTRAP["seed"])
+        ref = bootstrap_f1(per[row], 1000, runs.BOOTSTRAP["seed"])
         assert [got["value"], got["ci_low"], got["ci_high"]] == [ref["value"], ref["ci_low"], ref["ci_high"]], base
     assert sum(m["value"] is not None for m in metrics.values()) == len(runs.ADDRESSES[(model, protocol)])
     assert metrics == r.metrics   # the paths without a CardRun (contract, outside folders) give the same

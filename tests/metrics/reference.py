@@ -2,7 +2,8 @@
 computed index by index (each resample's rows taken from ``stratified_indices``, each metric computed on
 them by the per-array functions of :mod:`atlaslib.metrics.classification`), with none of the engine's
 per-unit counts, weights or formulas over totals. The engine (:func:`atlaslib.metrics.engine.evaluate`
-under a card's ``SCORING``) must give these numbers to the bit."""
+under a card's ``SCORING``) must give these numbers to the bit. Also TempEval's document bootstrap of one scorer
+row's F1 (:func:`bootstrap_f1`), index by index."""
 from __future__ import annotations
 
 import numpy as np
@@ -54,3 +55,24 @@ def binary_resampled(y_true, y_pred, y_score, protocol: str, *, n_resamples: int
         for name, resampler in BINARY_SCORE_RESAMPLERS.items():
             out[f"{name}_{protocol}"] = resampler(y_true, np.asarray(y_score, float), idx)
     return out
+
+
+def bootstrap_f1(per_document_counts, n_resamples: int = 1000, seed: int = 20150605, level: float = 0.95) -> dict:
+    """Document-level bootstrap of one row's F1: resample documents with replacement, sum their scorer
+    counts, recompute F1; ``{value, ci_low, ci_high}`` (value from all documents, percentile interval).
+    TempEval's scorer counts (:func:`atlaslib.cards.tempeval.scoring.f1_from_counts`, the scorer's conventions);
+    no cell's metrics come from here (they come from the card's counts through the one engine): an index-by-index
+    reference the tests hold the engine to."""
+    from atlaslib.cards.tempeval.scoring import f1_from_counts
+
+    counts = np.asarray(per_document_counts, dtype=float)
+    if counts.ndim != 2 or counts.shape[1] != 4 or len(counts) == 0:
+        raise ValueError("bootstrap_f1 expects one [reference, predicted, precision_correct, recall_correct] "
+                         f"row per document, got shape {counts.shape}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(counts), size=(n_resamples, len(counts)))
+    sums = counts[idx].sum(axis=1)                      # (B, 4)
+    _, _, f = f1_from_counts(*sums.T)
+    value = float(f1_from_counts(*counts.sum(axis=0))[2])
+    lo, hi = bootstrap.percentile_ci(f, level)
+    return {"value": value, "ci_low": lo, "ci_high": hi}

@@ -340,28 +340,6 @@ def f1_from_counts(reference, predicted, precision_correct, recall_correct):
     return p, r, f
 
 
-def bootstrap_f1(per_document_counts, n_resamples: int = 1000, seed: int = 20150605, level: float = 0.95) -> dict:
-    """Document-level bootstrap of one row's F1: resample documents with replacement, sum their scorer
-    counts, recompute F1; ``{value, ci_low, ci_high}`` (value from all documents, percentile interval).
-    No cell's metrics come from here (they come from the card's counts through the one engine,
-    :mod:`.counting`): an index-by-index reference the tests hold the engine to."""
-    import numpy as np
-
-    from ...metrics.bootstrap import percentile_ci
-
-    counts = np.asarray(per_document_counts, dtype=float)
-    if counts.ndim != 2 or counts.shape[1] != 4 or len(counts) == 0:
-        raise ValueError("bootstrap_f1 expects one [reference, predicted, precision_correct, recall_correct] "
-                         f"row per document, got shape {counts.shape}")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(counts), size=(n_resamples, len(counts)))
-    sums = counts[idx].sum(axis=1)                      # (B, 4)
-    _, _, f = f1_from_counts(*sums.T)
-    value = float(f1_from_counts(*counts.sum(axis=0))[2])
-    lo, hi = percentile_ci(f, level)
-    return {"value": value, "ci_low": lo, "ci_high": hi}
-
-
 def closure_scores(reference_dir, predicted_dir, include, *, xml_name_regex: str = "[.]xml$") -> dict:
     """Temporal-closure P/R/F1 over any relation view (e.g. ``{("TLINK", "Type")}`` for every TLINK type),
     as ``python -m anafora.evaluate --temporal-closure -i TLINK:Type`` computes it."""
