@@ -204,3 +204,29 @@ def test_a_variant_run_is_made_and_written_by_its_finished_run(toy, tmp_path):
     written = run.write_variants()
     assert [p.name for p in written] == ["digits-doubled.json"] and not stale.exists()
     assert json.loads(written[0].read_text())["metrics"]["accuracy_zero_shot"]["value"] == 1.0
+
+
+def test_the_cells_unit_counts_are_the_ones_its_metrics_were_scored_from(tmp_path):
+    """A NegEx cell shows its scores with six digits while its metrics read them at full precision. The unit counts
+    every page reads are the ones the metrics were scored from: the engine on the cell's unit counts gives the
+    cell's ROC-AUC (0.75, by scikit-learn: a negated item scored 0.1000004 ranks above an affirmed one at
+    0.1000001), which the six-digit scores (a tie at 0.1, half a pair) would give as 0.625."""
+    from sklearn.metrics import roc_auc_score
+
+    from atlaslib.cards import negex
+    from atlaslib.metrics import engine
+
+    scores = [0.1000004, 0.9, 0.1000001, 0.2]
+    gold = ["negated", "negated", "affirmed", "affirmed"]
+    full = [{"item_id": f"i{k}", "gold": g, "pred": "negated" if s > 0.5 else "affirmed", "score": s}
+            for k, (g, s) in enumerate(zip(gold, scores))]
+    run = CardRun("negex", "atlas-n100-v1", "m", "zero_shot", parameters={"n_resamples": 50})
+    metrics = run.score(full)
+    cell = run.finish(metrics=metrics, predictions=negex.rounded(full))
+    assert [p["score"] for p in cell["predictions"]] == [0.1, 0.9, 0.1, 0.2]
+    y = [g == "negated" for g in gold]
+    assert metrics["roc_auc_zero_shot"]["value"] == roc_auc_score(y, scores) == 0.75
+    assert roc_auc_score(y, [p["score"] for p in cell["predictions"]]) == 0.625
+    again = engine.evaluate(negex.SCORING, engine.UnitCounts.from_cell(cell["unit_counts"]), "zero_shot",
+                            n_resamples=50)
+    assert again == metrics

@@ -194,8 +194,12 @@ class CardRun:
             if scored is not None:
                 r["metrics"], r["unit_counts"] = scored["metrics"], scored["unit_counts"]
         if self.ok and cell.get("predictions") and hasattr(self.module, "counts"):
-            # the per-unit counts every page, comparison and slice reads (atlaslib.metrics.engine)
-            cell["unit_counts"] = self.module.counts(cell).to_cell()
+            # the per-unit counts every page, comparison and slice reads (atlaslib.metrics.engine): the very
+            # counts this run's metrics were scored from (:meth:`score`; e.g. scores at full precision where the
+            # cell's predictions show six digits), else counted from the cell's predictions
+            scored = getattr(self, "_scored", None)
+            same_units = scored is not None and list(scored[0].ids) == [p.get("item_id") for p in cell["predictions"]]
+            cell["unit_counts"] = (scored[0] if same_units else self.module.counts(cell)).to_cell()
         if spec.parameters.get("run_key"):  # the runner's cache key, handed to the notebook: the cell carries it
             cell["run_key"] = spec.parameters["run_key"]
         results.validate_cell(cell, f"{spec.card} {spec.version} {spec.model} {spec.protocol}")
