@@ -368,3 +368,33 @@ def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(corpus
     assert [r["seed"] for r in cell["extra"]["seed_runs"]] == [7, 8, 9]
     for mine, theirs in zip(cell["extra"]["seed_runs"], out.seed_runs):
         assert [p["pred"] for p in mine["predictions"]] == theirs["pred"]
+
+
+def test_the_per_type_table_is_the_engines_and_equals_the_index_by_index_span_bootstrap():
+    """The per-type table (the page's and the cell's ``extra.per_type``) comes from the card's per-type scoring
+    through the engine; it equals ``span_metrics_with_ci``'s per-type entries (strict IOB2 mentions, whole case
+    reports drawn index by index), interval bounds to the bit, on six sentences of three reports where one type
+    is never predicted (its precision undefined, said why) and one is never in gold (its recall undefined)."""
+    import math
+
+    from atlaslib.metrics.spans import span_metrics_with_ci
+
+    a, b, c = mc.TYPES
+    gold = [["B-" + a, "O"], ["B-" + a, "I-" + a], ["B-" + b, "O"], ["O", "B-" + b], ["B-" + a, "O"], ["O", "O"]]
+    pred = [["B-" + a, "O"], ["B-" + a, "O"], ["O", "B-" + c], ["O", "B-" + c], ["B-" + a, "O"], ["B-" + c, "O"]]
+    docs = ["r1", "r1", "r2", "r2", "r3", "r3"]
+    out = mc.runs.Outcome(model="m", protocol="probe", version="atlas-n100-v1", status="ok",
+                          item_ids=[f"s{i}" for i in range(6)], documents=docs, gold=gold, pred=pred, n_resamples=200)
+    ref = span_metrics_with_ci(gold, pred, docs, types=mc.TYPES, n_resamples=200, seed=out.bootstrap_seed)["per_type"]
+    got = out.per_type_scores()
+    assert list(got) == list(ref) == list(mc.TYPES)
+    for t in mc.TYPES:
+        assert got[t]["support"] == ref[t]["support"]
+        for k in ("precision", "recall", "f1"):
+            want = {x: None if math.isnan(ref[t][k][x]) else ref[t][k][x] for x in ("value", "ci_low", "ci_high")}
+            assert {x: got[t][k][x] for x in want} == want, (t, k)
+            assert got[t][k].get("reason") == ref[t][k].get("reason"), (t, k)
+    assert got[b]["precision"]["reason"] == f"undefined: no {b} mention predicted"
+    assert got[c]["recall"]["reason"] == f"undefined: no gold {c} mention"
+    # by hand: 2 exact problem mentions; the cut span of the second sentence is 1 spurious and 1 missed
+    assert got[a]["f1"]["value"] == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))

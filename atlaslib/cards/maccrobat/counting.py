@@ -55,6 +55,28 @@ SCORING = Scoring(
 )
 
 
+def _type_metric(k: int, t: str, key: str) -> Metric:
+    return Metric(f"{t}:{key}", lambda tot: _scores(tot)[f"type_{key}"][..., k],
+                  undefined_reason=UNDEFINED_REASONS[f"type_{key}"].format(type=t))
+
+
+#: the per-type table's scoring: precision, recall and F1 of each entity type under the card's resampling (the
+#: same case-report resamples as the cell's metrics); a resample where a type's metric is undefined (no mention of
+#: it predicted, or in gold) leaves that interval
+PER_TYPE = Scoring(columns=COLUMNS, primary=f"{TYPES[0]}:f1", resampling=SCORING.resampling,
+                   metrics=tuple(_type_metric(k, t, key) for k, t in enumerate(TYPES)
+                                 for key in ("precision", "recall", "f1")))
+
+
+def per_type_scores(uc: UnitCounts, *, n_resamples: int | None = None, seed: int | None = None) -> dict:
+    """Per entity type ``{support, precision, recall, f1}`` of a run's unit counts, each ``{value, ci_low,
+    ci_high}`` (null with its reason where undefined): :data:`PER_TYPE` through the one engine."""
+    m = engine.evaluate(PER_TYPE, uc, "type", seed=seed, n_resamples=n_resamples)
+    support = _scores(uc.total())["type_support"]
+    return {t: {"support": int(support[k]), **{key: m[f"{t}:{key}_type"] for key in ("precision", "recall", "f1")}}
+            for k, t in enumerate(TYPES)}
+
+
 def _uc(recs, per_item, types) -> UnitCounts:
     return UnitCounts([r["item_id"] for r in recs], _columns(types), per_item.reshape(len(recs), -1),
                       {"document": [r["document"] for r in recs]})

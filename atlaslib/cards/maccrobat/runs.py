@@ -9,7 +9,7 @@ from typing import Sequence
 import pandas as pd
 
 from ... import results as _results
-from ...metrics.spans import mentions as tag_mentions, span_metrics_with_ci, tags_from_mentions
+from ...metrics.spans import mentions as tag_mentions, tags_from_mentions
 from ...splits import SplitManifest
 from .card import (BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE, NER_LABEL_TABLE,
                    PROTOCOL_CAPABILITY, SEED, SHA256SUMS_DIGEST, TAGS, TYPES)
@@ -127,14 +127,17 @@ class Outcome:
         return pd.DataFrame(rows).set_index("type")
 
     def per_type_scores(self) -> dict:
-        """Per entity type ``{support, precision, recall, f1}``, each ``{value, ci_low, ci_high}`` (the same
-        case-report resamples as the cell's metrics; a resample without the type leaves its interval). Computed
-        once per outcome: the page's table and the cell read the same."""
+        """Per entity type ``{support, precision, recall, f1}``, each ``{value, ci_low, ci_high}`` (null with its
+        reason where undefined): the card's per-type scoring through the one engine
+        (:func:`.counting.per_type_scores`), on the same case-report resamples as the cell's metrics; a resample
+        where a type's metric is undefined leaves its interval. Computed once per outcome: the page's table and
+        the cell read the same."""
+        from .counting import counts, per_type_scores
+
         key = (id(self.pred), self.n_resamples, self.bootstrap_seed)   # a new prediction list: computed again
         if getattr(self, "_per_type", (None,))[0] != key:
-            self._per_type = (key, span_metrics_with_ci(self.gold, self.pred, self.documents, types=TYPES,
-                                                        n_resamples=self.n_resamples,
-                                                        seed=self.bootstrap_seed)["per_type"])
+            self._per_type = (key, per_type_scores(counts({"predictions": self.records()}),
+                                                   n_resamples=self.n_resamples, seed=self.bootstrap_seed))
         return self._per_type[1]
 
 
