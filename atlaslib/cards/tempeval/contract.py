@@ -83,12 +83,11 @@ def score(records: list[dict], protocol: str, *, model: str | None = None) -> di
     interval from 1,000 document-level bootstrap resamples. The records must keep :func:`predict`'s order
     (the scorer's document order) for the interval to be the run's. ``model`` is required: a baseline
     addresses only some of the metrics (:func:`.card.not_addressed`)."""
-    from ...metrics import engine
-    from .counting import SCORING
+    from .counting import metrics_of
 
     if model is None:
         raise ValueError("tempeval score: model is required (a baseline addresses only some metrics)")
-    return engine.evaluate(SCORING, counts({"predictions": records, "model": model, "protocol": protocol}), protocol)
+    return metrics_of({"predictions": records}, model, protocol)
 
 
 from .counting import counts  # noqa: E402,F401  (the card contract: per-unit counts, see .counting)

@@ -85,3 +85,13 @@ def slice_counts(cell: dict, spec: dict, group_of, group_order):
         rows = [r["slices"][f].get(g, [0, 0, 0, 0]) for r in recs]
         out.append((g, UnitCounts([r["item_id"] for r in recs], PARTS, _ints(rows, len(recs)))))
     return out
+
+
+def metrics_of(fields: dict, model: str, protocol: str) -> dict:
+    """The cell metrics of a run's scored fields (``{"predictions": records}`` of the card contract, or the
+    scorer's table, :func:`.runs.scored_fields`) for ``model`` under ``protocol``: :func:`counts` under
+    :data:`SCORING` through the one engine, as :meth:`atlaslib.cards.run.CardRun.score` makes them (the paths
+    without a CardRun: the contract's ``score``, an outside system's folder)."""
+    from ...metrics import engine
+
+    return engine.evaluate(SCORING, counts({**fields, "model": model, "protocol": protocol}), protocol)

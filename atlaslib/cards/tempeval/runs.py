@@ -134,11 +134,9 @@ def metrics_from_table(table: dict, model: str, protocol: str) -> dict:
     the scorer's F1 with a 95 % interval from 1,000 resamples of the test documents; the metrics the run does
     not address (:func:`.card.not_addressed`) null with their reason. For the paths that have no :class:`CardRun`
     (the contract's ``score``, an outside system's folder)."""
-    from ...metrics import engine
-    from .counting import SCORING, counts
+    from .counting import metrics_of
 
-    uc = counts({**scored_fields(table), "model": model, "protocol": protocol})
-    return engine.evaluate(SCORING, uc, protocol)
+    return metrics_of(scored_fields(table), model, protocol)
 
 
 @dataclass
