@@ -31,8 +31,10 @@ class CardRun:
     """A run of ``card`` on ``version`` with ``model`` under ``protocol``; see the module docstring.
 
     ``card`` is a registered card's name or a card module (its ``CARD`` and contract functions: a card not
-    registered, e.g. the tests' toy card). ``parameters`` are frozen into the spec now (a copy: later changes to the caller's dict do not reach it);
-    ``result_path``, when given, is where :meth:`finish` writes the cell."""
+    registered, e.g. the tests' toy card). ``parameters`` are frozen into the spec now (a copy: later changes to
+    the caller's dict do not reach it); ``result_path``, when given, is where :meth:`finish` writes the cell;
+    ``decision``: the runner's (the notebook parameter), which :meth:`load` loads the model by (None: decided
+    there by the same rule)."""
 
     def __init__(self, card, version: str, model: str, protocol: str, *, parameters: dict | None = None,
                  result_path=None, decision: dict | None = None):
