@@ -249,8 +249,6 @@ BOMB = "".join(f"{a}: &{a} [{', '.join(['*' + p] * 9) if p else ', '.join(['lol'
 
 
 def test_case05_alias_bombs_are_refused_quickly(tmp_path, capsys, monkeypatch):
-    import tracemalloc
-
     monkeypatch.setenv("ATLAS_PROFILES", "")
     matrix = tmp_path / "m.yml"
     matrix.write_text(BOMB + "runs:\n- card: negex\n  version: atlas-n100-v1\n  predictions: p.jsonl\n  name: bomb\n"
@@ -260,10 +258,7 @@ def test_case05_alias_bombs_are_refused_quickly(tmp_path, capsys, monkeypatch):
                     "[embed.text.pooled]\n  label_map: {}\n  trained_on: []\n  description: *h\n")
     for args in (["book", "--no-run", "--matrix", matrix, "--results-dir", tmp_path / "r"],
                  ["list", "--profiles", prof]):
-        tracemalloc.start()
-        line = refused(capsys, *args)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
+        line, peak = _traced_peak(lambda: refused(capsys, *args))
         assert peak < 50 * 2 ** 20           # never expanded (9**8 = 43 million nodes if it were)
         assert "aliases" in line and "expand" in line and str(args[-1] if args[0] == "list" else matrix) in line
 
@@ -621,8 +616,6 @@ def test_minor_iob2_order_is_accepted_and_said_with_what_the_scorer_does(tmp_pat
 
 
 def test_minor_a_large_predictions_file_is_streamed(tmp_path, negex_ids):
-    import tracemalloc
-
     from atlaslib.external.score import read_predictions
 
     f = tmp_path / "big.jsonl"
@@ -632,10 +625,7 @@ def test_minor_a_large_predictions_file_is_streamed(tmp_path, negex_ids):
             fh.write(json.dumps({"item_id": i, "label": "affirmed", "score": 0.1, "note": pad}) + "\n")
     size = f.stat().st_size
     assert size > 50 * 2 ** 20
-    tracemalloc.start()
-    preds = read_predictions(f, "negex")
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    preds, peak = _traced_peak(lambda: read_predictions(f, "negex"))
     assert [p.item_id for p in preds] == negex_ids
     assert peak < size / 10, f"peak {peak:,} bytes for a {size:,}-byte file"
 
@@ -678,3 +668,21 @@ def test_property_a_name_is_refused_in_one_line_or_owns_one_folder(tmp_path_fact
         assert folder.name not in own_folders                                # no model of the atlas's
         assert owner.setdefault(folder.name, name) == name                  # no other name
         folder.mkdir(parents=True, exist_ok=True)                           # a folder this file system takes
+
+
+def _traced_peak(call):
+    """``(call(), the peak of memory traced while it ran, above what was traced before)``; tracing is stopped
+    afterwards only when it was started here (a run with ``PYTHONTRACEMALLOC`` traces from its start)."""
+    import tracemalloc
+
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    try:
+        out = call()
+        return out, tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if started:
+            tracemalloc.stop()
