@@ -145,3 +145,12 @@ def load(card, model: str, protocol: str, decision: dict, *, data_dir=None, **op
     except CapabilityMissing as exc:
         raise NotRun(str(exc)) from None
     return Loaded(adapter, capability, profile.to_dict(), decision)
+
+
+def load_for(card, version: str, model: str, protocol: str, run_load=None, *, data_dir=None) -> Loaded:
+    """What a card's prediction code runs on: ``run_load()`` when its run handed one (a
+    :meth:`CardRun.load <atlaslib.cards.run.CardRun.load>`, by the run's decision), else decided and loaded here
+    by the same rule (:func:`decide`, :func:`load`: a test or script calling the card directly)."""
+    if run_load is not None:
+        return run_load(data_dir=data_dir)
+    return load(card, model, protocol, decide(card, version, model, protocol), data_dir=data_dir)

@@ -191,10 +191,11 @@ class CardRun:
         else:
             cell = results.not_run_cell(spec, self.not_run_reason, self.card.metric_names(spec.protocol),
                                         extra=extra, **common)
-        for r in (cell.get("extra") or {}).get("seed_runs") or [] if self.ok else []:
-            scored = self.seed_scores.get(r.get("seed"))   # each seed as this run's score() scored it
+        seed_runs = ((cell.get("extra") or {}).get("seed_runs") or []) if self.ok else []
+        for r in seed_runs:   # each seed as this run's score() scored it
+            scored = self.seed_scores.get(r.get("seed"))
             if scored is not None:
-                r["metrics"], r["unit_counts"] = scored["metrics"], scored["unit_counts"]
+                r.update(metrics=scored["metrics"], unit_counts=scored["unit_counts"])
         if self.ok and cell.get("predictions") and hasattr(self.module, "counts"):
             # the per-unit counts every page, comparison and slice reads (atlaslib.metrics.engine): the very
             # counts this run's metrics were scored from (:meth:`score`; e.g. scores at full precision where the

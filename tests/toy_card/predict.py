@@ -25,9 +25,7 @@ def predict(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: 
                 for iid, row in test.iterrows()]
     if protocol != FINETUNE:
         raise NotRun(f"toy card runs only {', '.join(CARD.baselines)} under {protocol}")
-    loaded = (load(data_dir=data_dir) if load is not None else
-              deciding.load(CARD, model, protocol, deciding.decide(CARD, manifest.version, model, protocol),
-                            data_dir=data_dir))
+    loaded = deciding.load_for(CARD, manifest.version, model, protocol, load, data_dir=data_dir)
     train = items.set_index("item_id").loc[manifest.train]
     return {seed: [record(iid, int(row.gold), int(pred[i]), float(p_even[i]), n=int(row.n))
                    for i, (iid, row) in enumerate(test.iterrows())]

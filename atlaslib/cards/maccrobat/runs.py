@@ -130,15 +130,11 @@ class Outcome:
         """Per entity type ``{support, precision, recall, f1}``, each ``{value, ci_low, ci_high}`` (null with its
         reason where undefined): the card's per-type scoring through the one engine
         (:func:`.counting.per_type_scores`), on the same case-report resamples as the cell's metrics; a resample
-        where a type's metric is undefined leaves its interval. Computed once per outcome: the page's table and
-        the cell read the same."""
+        where a type's metric is undefined leaves its interval."""
         from .counting import counts, per_type_scores
 
-        key = (id(self.pred), self.n_resamples, self.bootstrap_seed)   # a new prediction list: computed again
-        if getattr(self, "_per_type", (None,))[0] != key:
-            self._per_type = (key, per_type_scores(counts({"predictions": self.records()}),
-                                                   n_resamples=self.n_resamples, seed=self.bootstrap_seed))
-        return self._per_type[1]
+        return per_type_scores(counts({"predictions": self.records()}), n_resamples=self.n_resamples,
+                               seed=self.bootstrap_seed)
 
 
 def profile_info(model: str) -> dict:
@@ -215,11 +211,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
             from .. import NotRun, deciding
 
             try:
-                if load is None:
-                    adapter = deciding.load(CARD, model, protocol,
-                                            deciding.decide(CARD, manifest.version, model, protocol)).adapter
-                else:
-                    adapter = load().adapter
+                adapter = deciding.load_for(CARD, manifest.version, model, protocol, load).adapter
             except NotRun as exc:
                 out.status, out.reason = "not_run", str(exc)
                 out.overlap = CARD.overlap(trained_on(model))

@@ -105,6 +105,12 @@ def seed_records(test: pd.DataFrame, out: dict, full: list[dict] | None = None, 
             for r in out["seed_runs"]}
 
 
+def scored_records(test: pd.DataFrame, out: dict, full: list[dict]):
+    """What the run's :meth:`~atlaslib.cards.run.CardRun.score` scores: :func:`seed_records` for a fine-tuned row
+    over training seeds, else ``full`` (the run's records at full precision)."""
+    return seed_records(test, out, full) if out.get("seed_runs") else full
+
+
 def seeded_metrics(test: pd.DataFrame, out: dict, protocol: str, *, n_resamples: int | None = None,
                    data_dir=None) -> dict:
     """A fine-tuned row over its training seeds scored without a CardRun (a variant run): each seed's records

@@ -34,11 +34,7 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
 
     if protocol not in CARD.protocols:
         raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
-    if load is None:
-        loaded = deciding.load(CARD, model, protocol, deciding.decide(CARD, CARD.versions[0], model, protocol),
-                               data_dir=data_dir)
-    else:
-        loaded = load(data_dir=data_dir)
+    loaded = deciding.load_for(CARD, CARD.versions[0], model, protocol, load, data_dir=data_dir)
     adapter, capability = loaded.adapter, loaded.capability
     res = None
     if capability == "predict.assertion":

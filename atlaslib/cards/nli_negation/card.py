@@ -329,17 +329,15 @@ def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *, ca
         options = dict(predictor_options)
         if model == CONTEXT_PREDICTOR:
             options.setdefault("findings", CASE_SETS[version].findings)
-        try:
-            if model in CARD.baselines:   # the card's own predictors, which it builds itself
-                predictor = build_predictor(model, prompt=NLI_PROMPTS, **options)
-            else:                         # a model: loaded by the run's decision (its CardRun)
-                predictor = NliAdapterPredictor((load or card_run.load)(**options).adapter, name=model)
+        baseline = model in CARD.baselines   # the card's own predictors, which it builds itself
+        try:   # by the run's decision (its CardRun's, or the one load was handed): a model is loaded by it
+            loaded = (load or card_run.load)(**({} if baseline else options))
+            predictor = (build_predictor(model, prompt=NLI_PROMPTS, **options) if baseline
+                         else NliAdapterPredictor(loaded.adapter, name=model))
         except NotRun as exc:
             return NliNegationRun(status="not_run", reason=str(exc), timing=card_run.timing, **run)
-        except (CapabilityMissing, WeightsUnavailable) as exc:
-            reason = str(exc) or type(exc).__name__
-            if isinstance(exc, CapabilityMissing) and not reason.startswith("n/a"):
-                reason = f"n/a: {reason}"
+        except (CapabilityMissing, WeightsUnavailable) as exc:   # a baseline's own weights, found absent late
+            reason = exc.short if isinstance(exc, WeightsUnavailable) else str(exc)
             return NliNegationRun(status="not_run", reason=reason, timing=card_run.timing, **run)
     with phase("prediction", items=len(cases)):
         labels = collect_predictions(cases, predictor=predictor)
