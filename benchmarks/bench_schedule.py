@@ -1,4 +1,5 @@
-"""How close a build's matrix came to the fastest any schedule of its runs could be, from the build's own log.
+"""How close a build's matrix came to the fastest any schedule of its runs could be, and what it would take on
+more workers, from the build's own log.
 
 The executor prints one line per finished run (``[i/N] <label>: ran (<status>, <seconds> s)``) and, at the end,
 ``matrix wall time: <seconds> s``. With W workers no schedule of the same work can finish before the runs' own
@@ -7,12 +8,22 @@ fine-tune's training seeds, each its own executor task) can only move the matrix
 between the wall time and ``max(sum / W, longest piece)`` is all such a split could gain (the same work
 assumed: a seed trained alone pays its own model load and kernel start, so the real gain is smaller).
 
-Run: ``python benchmarks/bench_schedule.py BUILD.log [BUILD2.log ...] [--workers 2]``; prints, per log, the
-runs, their summed seconds, the bound, the wall time and the ratio wall / bound.
+``--simulate 2,4,8,16,64`` replays the log's runs on that many workers with the executor's own rule
+(longest-processing-time first: each run, longest first, goes to the worker that frees first) and prints the
+simulated matrix time per worker count: once with each run one task (today's executor), and once with the runs
+matching ``--split GLOB=N`` cut into N equal pieces (e.g. ``'*finetune*=5'``: a fine-tune's five seeds as five
+tasks), each piece paying ``--overhead`` seconds more (its own kernel start and model load; state the value you
+assume). The simulation assumes a run's seconds do not change with the number of workers beside it: on a real
+machine with fewer cores than workers they do, so read it as what the schedule allows, not a prediction.
+
+Run: ``python benchmarks/bench_schedule.py BUILD.log [BUILD2.log ...] [--workers 2] [--simulate 2,4,8,16,64
+--split '*finetune*=5' --overhead 20]``.
 """
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import heapq
 import re
 import sys
 from pathlib import Path
@@ -34,20 +45,75 @@ def read_log(path: Path) -> tuple[dict[str, float], float]:
     return runs, walls[-1]
 
 
+def lpt_makespan(seconds: list[float], workers: int) -> float:
+    """The finishing time of longest-processing-time-first list scheduling: tasks sorted longest first, each
+    handed to the worker that frees first (the executor's ``longest_first`` order on a pool of ``workers``)."""
+    free = [0.0] * max(1, workers)
+    for s in sorted(seconds, reverse=True):
+        heapq.heapreplace(free, free[0] + s)
+    return max(free)
+
+
+def split_tasks(runs: dict[str, float], splits: list[tuple[str, int]], overhead: float) -> list[float]:
+    """The runs as tasks, each run whose label matches a ``(glob, n)`` cut into ``n`` equal pieces that each pay
+    ``overhead`` seconds more."""
+    tasks = []
+    for label, s in runs.items():
+        n = next((n for glob, n in splits if fnmatch.fnmatchcase(label, glob)), 1)
+        tasks += [s / n + (overhead if n > 1 else 0.0)] * n
+    return tasks
+
+
+def _split_arg(text: str) -> tuple[str, int]:
+    glob, sep, n = text.rpartition("=")
+    if not sep or not glob or not n.isdigit() or int(n) < 1:
+        raise argparse.ArgumentTypeError(f"--split {text!r}: expected GLOB=N with N a whole number >= 1, "
+                                         f"e.g. '*finetune*=5'")
+    return glob, int(n)
+
+
+def _workers_arg(text: str) -> list[int]:
+    try:
+        out = [int(w) for w in text.split(",")]
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"--simulate {text!r}: expected worker counts >= 1 separated by commas, "
+                                         f"e.g. 2,4,8,16,64")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("logs", nargs="+", type=Path)
     ap.add_argument("--workers", type=int, default=2, help="runs at once in that build (default 2: two cores)")
+    ap.add_argument("--simulate", type=_workers_arg, default=None, help="worker counts to replay the runs on")
+    ap.add_argument("--split", type=_split_arg, action="append", default=[],
+                    help="GLOB=N: runs matching GLOB become N equal tasks (repeatable)")
+    ap.add_argument("--overhead", type=float, default=0.0,
+                    help="seconds each piece of a split run pays more (kernel start, model load)")
     args = ap.parse_args(argv)
     print("| build log | runs | runs' own seconds summed | longest run | bound: max(sum / workers, longest) | "
           "matrix wall | wall / bound |")
     print("|---|---|---|---|---|---|---|")
-    for path in args.logs:
-        runs, wall = read_log(path)
+    read = [(path, *read_log(path)) for path in args.logs]
+    for path, runs, wall in read:
         total, longest = sum(runs.values()), max(runs.values())
         bound = max(total / args.workers, longest)
         print(f"| {path.name} | {len(runs)} | {total:,.0f} | {longest:,.0f} ({max(runs, key=runs.get)}) | "
               f"{bound:,.0f} | {wall:,.0f} | {wall / bound:.3f} |")
+    if args.simulate:
+        split_name = ", ".join(f"{g} in {n}" for g, n in args.split) or "nothing split"
+        print(f"\nSimulated matrix seconds, longest first (split: {split_name}; {args.overhead:g} s more per piece)")
+        print("| build log | schedule | " + " | ".join(f"{w} workers" for w in args.simulate) + " |")
+        print("|---|---|" + "---|" * len(args.simulate))
+        for path, runs, _ in read:
+            whole = list(runs.values())
+            pieces = split_tasks(runs, args.split, args.overhead)
+            for name, tasks in (("one task per run", whole), ("split", pieces)):
+                cells = " | ".join(f"{lpt_makespan(tasks, w):,.0f} (longest {max(tasks):,.0f})"
+                                   for w in args.simulate)
+                print(f"| {path.name} | {name} | {cells} |")
     return 0
 
 
