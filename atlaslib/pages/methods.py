@@ -41,6 +41,21 @@ def _calibration_facts(ctx: facts.FactContext) -> dict[str, facts.Fact]:
 facts.register_provider("calibration", _calibration_facts)
 
 
+def _probe_facts(ctx: facts.FactContext) -> dict[str, facts.Fact]:
+    """The probes' logistic heads as declared (``PROBE_SETTINGS``): solver and the tolerance they converge to."""
+    from ..protocols import items, tokens
+
+    def head(s) -> str:
+        return f"L2, C = {s['C']:g}, {s['solver']} to tolerance {s['tol']:g}"
+
+    return {"probe.item_head": facts.Fact(head(items.PROBE_SETTINGS), "text", "atlaslib.protocols.items.PROBE_SETTINGS"),
+            "probe.word_head": facts.Fact(head(tokens.PROBE_SETTINGS), "text",
+                                          "atlaslib.protocols.tokens.PROBE_SETTINGS")}
+
+
+facts.register_provider("probe", _probe_facts)
+
+
 def _tags(value) -> list[str]:
     if isinstance(value, str):
         value = ast.literal_eval(value)

@@ -43,7 +43,7 @@ def test_probe_on_pooled_embeddings(tmp_path, split_frames):
     assert out["capability"] == "embed.text.pooled"
     assert out["score"].shape == (len(test),) and np.all((out["score"] >= 0) & (out["score"] <= 1))
     assert np.array_equal(out["pred"], (out["score"] >= 0.5).astype(int))
-    assert out["details"]["probe"]["solver"] == "lbfgs"
+    assert out["details"]["probe"]["solver"] == "newton-cholesky" and out["details"]["probe"]["tol"] == 1e-10
 
 
 def test_missing_capability_and_missing_weights_are_not_run(split_frames):
