@@ -64,6 +64,25 @@ def _add_output_dirs(p: argparse.ArgumentParser, build: bool = False) -> None:
         p.add_argument("--build-dir", default=str(d.build), help="where the site is built (default: _build/)")
 
 
+def _add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default=None,
+                   help="where Hugging Face models compute: auto (CUDA when torch sees one, else the CPU; the "
+                        "default), cpu, cuda or cuda:N (default: $ATLAS_DEVICE, else each profile's option, else auto)")
+
+
+def _ask_device(args) -> None:
+    """``--device``: checked here (a CUDA request on a machine without CUDA is one line, exit 2) and handed to
+    every kernel and worker this command starts through ``ATLAS_DEVICE``."""
+    from .models import devices
+
+    if getattr(args, "device", None) is None:
+        return
+    name = devices.check_name(args.device, "--device")
+    if name != "auto":
+        devices.resolve(name, "--device")
+    os.environ[devices.VARIABLE] = name
+
+
 def _paths(args):
     from pathlib import Path
 
@@ -297,6 +316,7 @@ def main(argv=None) -> int:
     p.add_argument("--force", action="store_true", help="ignore the run cache")
     _add_data_dir(p)
     _add_output_dirs(p, build=True)  # a failed notebook is kept in <build dir>/failed/
+    _add_device(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("book", help="run the default matrix and build the HTML book")
@@ -312,6 +332,7 @@ def main(argv=None) -> int:
                         "LocalCluster)")
     p.add_argument("--workers", type=int, default=None, help="LocalCluster workers (default: the core count)")
     p.add_argument("--memory-limit", default=None, help="LocalCluster memory limit per worker, e.g. 4GiB")
+    _add_device(p)
     _add_data_dir(p)
     _add_output_dirs(p, build=True)
     p.set_defaults(func=cmd_book)
@@ -346,6 +367,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from .sources import DataSourceError
 
+    from .models.devices import DeviceUnavailable
+
+    try:
+        _ask_device(args)
+    except (ValueError, DeviceUnavailable) as exc:  # --device: not a device, or one this machine lacks
+        return _fail(args.command, exc, 2)
     with interrupts.handling():
         try:
             code = args.func(args)

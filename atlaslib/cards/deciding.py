@@ -94,6 +94,9 @@ def decide(card, version: str, model: str, protocol: str, params: dict | None = 
         if profile.capabilities_known and not any(c in profile.capabilities for c in wanted):
             raise CapabilityMissing(protocol)
         check_weights(profile)
+        device = _asked_device(profile)
+        if device:
+            decision["device"] = device  # an explicit request (never 'auto'): the run key holds it
         profile = with_capabilities(profile)  # a hub id outside the registry: from its cached config
         decision["profile"] = profile.to_dict()
         capability = next((c for c in wanted if c in profile.capabilities), None)
@@ -105,6 +108,17 @@ def decide(card, version: str, model: str, protocol: str, params: dict | None = 
         return blocked(f"capability missing: {protocol} needs one of {', '.join(wanted)}; "
                        f"{model} has {', '.join(profile.capabilities) or 'none'}")
     return dict(decision, capability=capability)
+
+
+def _asked_device(profile) -> str | None:
+    """The device a model's run was asked to compute on (``--device``, ``ATLAS_DEVICE`` or the profile's option),
+    checked against this machine (:class:`atlaslib.models.devices.DeviceUnavailable`, a not-run reason); None for
+    ``auto`` or a source that computes on no torch device."""
+    from ..models import devices, source_of
+
+    if not getattr(source_of(profile), "on_device", False):
+        return None
+    return devices.check(profile.options, profile.name)
 
 
 @dataclass

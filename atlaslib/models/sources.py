@@ -60,9 +60,13 @@ class HuggingFace(Source):
     """A Hugging Face checkpoint (not registered itself: the base of hub, pypi, path and gguf): one adapter
     class per capability, and a causal LM's ``predict.nli`` by scoring the card's prompt options."""
 
-    def adapter(self, profile: Profile, capability: str, options: dict, *, data_dir=None, prompt=None):
-        from atlaslib.models import hf, hf_options, hf_words
+    #: its adapters compute on a torch device (``device: auto``, :mod:`atlaslib.models.devices`)
+    on_device = True
 
+    def adapter(self, profile: Profile, capability: str, options: dict, *, data_dir=None, prompt=None):
+        from atlaslib.models import devices, hf, hf_options, hf_words
+
+        options = devices.place(options, profile.name)
         if capability == "predict.nli" and weights.is_causal_lm(profile):
             return hf_options.OptionNli(profile, prompt=prompt, **options)
         cls = {

@@ -223,6 +223,16 @@ def _with_seed_runs(runs: list[dict], **top) -> dict:
     return out
 
 
+def _cpu_copy(model):
+    """The encoder a seed trains from: a copy of the adapter's model, on the CPU. The fine-tunes' training and
+    prediction run on the CPU whatever device the adapter computes on (``device: auto`` puts the adapter on a GPU
+    when there is one); the seeded, deterministic training loop has no device of its own yet, and a copy left on
+    a GPU would meet its CPU batches."""
+    import copy
+
+    return copy.deepcopy(model).to("cpu")
+
+
 def check_positions(adapter, recipe: Mapping) -> None:
     """The recipe's ``max_length`` must fit the encoder's position embeddings (``max_position_embeddings``
     of its config, where it has one); else one clear error instead of a tensor-size failure mid-training."""
@@ -245,8 +255,6 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
     ``details["n_truncated"]``). Texts are tokenised once for all seeds. Returns ``{pred, proba, labels,
     model, details, seed_runs}``: ``pred`` the class index per test text and ``proba`` the softmax over
     ``labels`` of the first seed's model; ``seed_runs`` one ``{seed, pred, proba, details}`` per seed."""
-    import copy
-
     recipe = check_recipe(recipe)
     labels = list(labels)
     if len(set(labels)) != len(labels) or len(labels) < 2:
@@ -268,7 +276,7 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
         texts = list(map(str, train_texts))
         for seed in recipe["seeds"]:
             one = seed_recipe(recipe, seed)
-            model = SequenceHead(copy.deepcopy(adapter.model), len(labels), one["head_dropout"], seed)
+            model = SequenceHead(_cpu_copy(adapter.model), len(labels), one["head_dropout"], seed)
             fields = key_fields(adapter, "sequence", one, labels, train_ids, texts, targets, data_sha256)
             record, cache_info, logits, t0 = _fit_one_seed(model, fields, one, retrain, train_rows, targets, test_rows,
                                                            labels, tok.pad_token_id, keys, False, progress,
@@ -355,8 +363,6 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
 
     Returns ``{tags, model, details, seed_runs}``: ``tags`` one IOB2 list per test sentence, aligned with its
     words, from the first seed's model; ``seed_runs`` one ``{seed, tags, details}`` per seed."""
-    import copy
-
     recipe = check_recipe(recipe)
     tags = list(tags)
     if "O" not in tags or len(set(tags)) != len(tags):
@@ -391,7 +397,7 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
         test_inputs = [{k: e[k] for k in keys} for e in test_ex]
         for seed in recipe["seeds"]:
             one = seed_recipe(recipe, seed)
-            model = TokenHead(copy.deepcopy(adapter.model), len(tags), one["head_dropout"], seed)
+            model = TokenHead(_cpu_copy(adapter.model), len(tags), one["head_dropout"], seed)
             fields = key_fields(adapter, "token", one, tags, train_ids, train_words, train_tags, data_sha256)
             record, cache_info, logits, t0 = _fit_one_seed(model, fields, one, retrain, train_inputs, targets,
                                                            test_inputs, tags, tok.pad_token_id, keys, True, progress,
