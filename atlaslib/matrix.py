@@ -77,5 +77,28 @@ def print_timing(report: MatrixReport, log=print) -> None:
         log(f"{o.request.label[:70]:70s} {o.status:8s} {o.seconds:8.1f} {parts[0]:>6s} {parts[1]:>6s} {parts[2]:>7s} "
             f"{parts[3]:>6s} {peak:>9s} {made:>10s} {served:>8s}")
     log(f"matrix wall time: {report.seconds:.1f} s")
+    top = dominant_runs(report)
+    if top:
+        log("where the time went: " + "; ".join(f"{label} {s:,.0f} s ({share:.0%})" for label, s, share in top))
     for label, path in damaged:
         log(f"model-call store: a damaged entry was recomputed and replaced during {label}: {path}")
+
+
+#: the executed runs :func:`dominant_runs` names: the longest, until they hold this share of all executed seconds
+DOMINANT_SHARE = 0.8
+
+
+def dominant_runs(report: MatrixReport, share: float = DOMINANT_SHARE) -> list[tuple[str, float, float]]:
+    """The runs that dominate a build's time: ``(label, seconds, share of the executed runs' summed seconds)`` of
+    the executed runs, longest first, as few as together hold ``share`` of the sum (a cold build's cost is in
+    these; a cached run costs nothing). Empty when no run executed."""
+    ran = sorted(((o.request.label, float(o.seconds)) for o in report.outcomes if o.status == "ran"),
+                 key=lambda t: (-t[1], t[0]))
+    total = sum(s for _, s in ran)
+    out, held = [], 0.0
+    for label, s in ran:
+        if total <= 0 or held >= share * total:
+            break
+        out.append((label, s, s / total))
+        held += s
+    return out

@@ -156,6 +156,13 @@ def render_build_report(src: Path, report: MatrixReport | None) -> None:
         cached = sum(o.status == "cached" for o in report.outcomes)
         lines += ["", f"{len(report.outcomes)} runs: {ran} executed, {cached} from the cache, "
                       f"{len(report.failures)} failed; matrix wall time {report.seconds:.1f} s."]
+        from ..matrix import dominant_runs
+
+        top = dominant_runs(report)
+        if top:
+            lines += ["", f"Where the time went: these executed runs hold {sum(t[2] for t in top):.0%} of the executed "
+                          f"runs' summed seconds (longest first).", "", "| run | wall time (s) | share |", "|---|---|---|"]
+            lines += [f"| {md_code(label)} | {s:,.1f} | {sh:.1%} |" for label, s, sh in top]
     stories = [o for o in (report.stories if report else []) if o.status != "none"]
     if stories:
         lines += ["", "## Data stories", "",
