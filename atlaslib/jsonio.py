@@ -11,6 +11,8 @@ and, when the caller says it, what was expected:
   ``RecursionError`` in the decoder, or in whatever walks the data after it);
 - a number of more digits than Python turns into an integer (``sys.get_int_max_str_digits()``, 4,300 by
   default), with the line and column of the number;
+- an object that gives one key twice (``{"label": "A", "label": "B"}``: the decoder would silently keep the
+  last), naming the key;
 - (:func:`load`) the path is missing, a folder or not a regular file (a named pipe would block), larger than
   ``max_bytes``, or not UTF-8 text (a byte-order mark is fine).
 
@@ -94,6 +96,27 @@ def _depth(data) -> int:
     return deepest
 
 
+class _DuplicateKey(Exception):
+    """Raised by :func:`_unique_keys` for an object that gives ``key`` twice."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list) -> dict:
+    """The decoder's ``object_pairs_hook``: the object of ``pairs``, or :class:`_DuplicateKey` for a key given
+    twice (JSON leaves it to the reader; Python's keeps the last silently)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
 def _at(text: str, index: int, row: int | None) -> str:
     """Where character ``index`` of ``text`` stands: ``column C`` in a row, else ``line L, column C``."""
     col = index - (text.rfind("\n", 0, index) + 1) + 1
@@ -110,7 +133,11 @@ def loads(text: str, where: str, *, row: int | None = None, error=JsonError, exp
     deep = (f"{where}: arrays or objects nested more than {MAX_DEPTH} levels deep; the atlas reads at most "
             f"{MAX_DEPTH}{tail}")
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        key = exc.key if len(exc.key) <= 60 else exc.key[:59] + "…"
+        raise error(f"{where}: an object gives the key {key!r} twice (a reader would silently keep one of the two "
+                    f"values); give each key once{tail}") from None
     except json.JSONDecodeError as exc:
         raise error(f"{where}: not valid JSON ({_at(text, exc.pos, row)}: {exc.msg}){tail}") from None
     except RecursionError:

@@ -218,6 +218,12 @@ def _read_csv(path: Path, lines, key: str, max_rows: int | None = None) -> list[
         raise PredictionsError(f"{path}: row {rows.first}: the header must name the columns item_id and {key}"
                                + (" (and optionally score)" if key == "label" else "")
                                + f"; found {', '.join(header) or 'nothing'}")
+    for col in ("item_id", key, "score"):
+        at = [i for i, h in enumerate(header, 1) if h == col]
+        if len(at) > 1:
+            raise PredictionsError(f"{path}: row {rows.first}: the header names the column {col!r} {len(at)} times "
+                                   f"(columns {', '.join(map(str, at))}), so which one holds it is ambiguous; "
+                                   f"expected each column once: {columns}")
     expected = f"one prediction per row: {columns}"
     out, problems = [], []
     while True:
