@@ -363,6 +363,9 @@ def main(argv=None) -> int:
 
     external_cli.add_score_options(p)
     external_cli.register(sub)
+    from .harness import cli as harness_cli
+
+    harness_cli.register(sub)
 
     args = parser.parse_args(argv)
     from .sources import DataSourceError

@@ -1,0 +1,103 @@
+"""``atlas import``: other harnesses' logs compared with the book's statistics, written as a report.
+
+    atlas import [lm-eval|inspect] PATH ... -o DIR [--name NAME ...] [--cluster doc.FIELD] [--epochs mean|cluster]
+                 [--shared-only] [--metric M] [--resamples B] [--seed S]
+
+A PATH is an lm-eval output folder or ``samples_<task>_<date>.jsonl`` file, or an Inspect ``.eval`` log (or a
+folder of them); the harness is told by the word before the paths, else by each path (``.eval``: Inspect). Writes
+``report.json``, ``report.md`` and CSV files into DIR. Exit codes: 0 done, 2 bad input (one line naming the file,
+line or sample; nothing is written).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HARNESSES = ("lm-eval", "inspect")
+
+
+def register(sub) -> None:
+    """Add ``atlas import`` to the ``atlas`` subparsers."""
+    from ..metrics import bootstrap
+
+    p = sub.add_parser("import", help="compare runs from lm-eval or Inspect logs with the book's statistics")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="[lm-eval|inspect] then log files or folders (lm-eval --log_samples output, Inspect .eval)")
+    p.add_argument("-o", "--output", required=True, help="folder the report is written into")
+    p.add_argument("--name", action="append", default=[], help="a run's name, once per PATH in order (default: "
+                                                               "the model named in the log)")
+    p.add_argument("--cluster", default=None, metavar="doc.FIELD",
+                   help="resample whole clusters of documents sharing this document field (default: documents)")
+    p.add_argument("--epochs", choices=("mean", "cluster"), default="mean",
+                   help="Inspect epochs: the mean per sample (default), or each epoch a unit clustered by sample")
+    p.add_argument("--shared-only", action="store_true",
+                   help="compare on the documents every log shares when their document sets differ")
+    p.add_argument("--metric", default=None, help="the primary metric (ranks, detectable difference; default: the "
+                                                  "logs' first)")
+    p.add_argument("--resamples", type=int, default=bootstrap.DEFAULT_RESAMPLES, help="bootstrap resamples")
+    p.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED, help="bootstrap seed")
+    p.set_defaults(func=cmd_import)
+
+
+def harness_of(path: str) -> str:
+    """``inspect`` for an ``.eval`` log or a folder holding one, else ``lm-eval``."""
+    p = Path(path)
+    if p.suffix == ".eval" or (p.is_dir() and any(p.rglob("*.eval")) and not any(p.rglob("samples_*.jsonl"))):
+        return "inspect"
+    return "lm-eval"
+
+
+def read_runs(paths, names=(), harness: str | None = None, epochs: str = "mean") -> list:
+    """Every run of ``paths`` (see the module docstring); ``names`` label the paths' runs in order."""
+    from .logs import LogError, read_inspect, read_lm_eval
+
+    names = list(names)
+    if names and len(names) != len(paths):
+        raise LogError(f"--name given {len(names)} time(s) for {len(paths)} path(s); give one name per path, or none")
+    runs = []
+    for k, path in enumerate(paths):
+        which = harness or harness_of(path)
+        label = names[k] if names else None
+        got = read_inspect(path, label=label, epochs=epochs) if which == "inspect" else read_lm_eval(path, label=label)
+        if label and len(got) > 1:
+            raise LogError(f"{path}: holds {len(got)} logs; --name names one run (give the files one by one)")
+        runs.extend(got)
+    return runs
+
+
+def cmd_import(args) -> int:
+    from ..matrix import output_dir
+    from ..names import check_name
+    from .logs import LogError
+    from .pairing import pair
+    from .report import build, drift_line, write
+
+    paths = list(args.paths)
+    harness = paths.pop(0) if paths[0] in HARNESSES else None
+    try:
+        if not paths:
+            raise LogError(f"give one or more log paths after {harness!r}")
+        if args.resamples < 100:
+            raise LogError(f"--resamples {args.resamples}: expected at least 100")
+        for n in args.name:
+            check_name(n, "--name")
+        out = output_dir(args.output, "-o/--output")
+        runs = read_runs(paths, args.name, harness, args.epochs)
+        for r in runs:
+            check_name(r.label, f"{r.files[0]}: the model's name (give --name)", path=True)
+        p = pair(runs, cluster=args.cluster, shared_only=args.shared_only, primary=args.metric)
+        report = build(p, args.seed, args.resamples)
+    except (LogError, ValueError) as exc:
+        print(f"atlas import: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    drift = drift_line(report)
+    if drift:
+        print(f"atlas import: note: {drift}", file=sys.stderr)
+    for n in report["notes"]:
+        print(f"atlas import: note: {n}", file=sys.stderr)
+    files = write(report, out)
+    print(json.dumps({"task": report["task"], "runs": [r["label"] for r in report["runs"]],
+                      "n_units": report["n_units"], "unit": report["unit"], "prompt_drift": len(report["prompt_drift"]),
+                      "primary": report["primary"], "output": out, "files": files}, indent=1))
+    return 0
