@@ -136,7 +136,6 @@ def execute(src, out, params: dict, *, kernel_name: str = "python3", timeout: in
     (``PapermillExecutionError``) and the executed notebook kept at ``out``."""
     import papermill
 
-    os.environ.setdefault("ATLAS_PROGRESS", "plain")
     papermill.execute_notebook(str(src), str(out), parameters=params, kernel_name=kernel_name, cwd=str(REPO),
                                progress_bar=False, log_output=False, execution_timeout=timeout,
                                extra_arguments=["--IPKernelApp.log_level=ERROR"],
@@ -149,10 +148,18 @@ def quiet_shutdown_manager():
     before every shutdown. A kernel that gets it while handling the shutdown request logs
     ``[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel.`` on the terminal after a run that went
     well. The notebook has finished when papermill shuts its kernel down; a kernel still busy (a timed-out
-    cell) is terminated by the manager after its graceful wait, as before."""
+    cell) is terminated by the manager after its graceful wait, as before. The kernel's environment gets
+    ``ATLAS_PROGRESS=plain`` unless the caller's sets it (progress bars in a log): the kernel's alone, never this
+    process's."""
     from jupyter_client.manager import AsyncKernelManager
 
     class QuietShutdownKernelManager(AsyncKernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            cmd, kw = await super()._async_pre_start_kernel(**kw)
+            env = kw["env"] = dict(kw.get("env") or os.environ)   # the launch's own copy
+            env.setdefault("ATLAS_PROGRESS", "plain")
+            return cmd, kw
+
         async def _async_interrupt_kernel(self) -> None:
             if self.shutting_down:
                 return

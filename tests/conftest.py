@@ -8,11 +8,21 @@ every kernel and subprocess a test starts inherits it):
   Hugging Face home and hub cache (``HF_HOME``, ``HF_HUB_CACHE``: a hub model is never in the cache, whatever the
   user's own cache holds) and ``XDG_CACHE_HOME`` (matplotlib's font list, chromium's disk cache), so nothing is
   read from or written to ``~/.cache`` and no timing or result carries over from an earlier session;
+- the same folder is every process's temporary folder (``TMPDIR``, and :data:`tempfile.tempdir` in this one: a
+  library's scratch, Dask's ``dask-scratch-space``, a browser's or a server's files) and holds the user-level
+  configuration and state folders a test's processes would otherwise read and write in the home folder:
+  ``XDG_CONFIG_HOME``, ``XDG_DATA_HOME``, ``MPLCONFIGDIR`` (matplotlib), ``IPYTHONDIR`` (a kernel never runs the
+  user's IPython start-up files), ``JUPYTER_CONFIG_DIR`` / ``JUPYTER_DATA_DIR`` / ``JUPYTER_RUNTIME_DIR`` (kernel
+  connection files), ``DASK_CONFIG``; every other ``JUPYTER_*`` and ``DASK_*`` setting is cleared. pytest's own
+  base temporary folder (``tmp_path``, the artifacts) stays where pytest keeps it, its last three sessions, in
+  the machine's temporary folder (``PYTEST_DEBUG_TEMPROOT``, unless given);
 - each pytest-xdist worker, and every kernel and subprocess it starts, computes with its share of the cores
   (``ATLAS_TORCH_THREADS``, ``OMP_NUM_THREADS``, BLAS): :data:`THREADS`;
 - the hubs are offline, forced (``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1``), whatever the shell says;
-- the atlas's own switches a user may have exported (profiles files, a Dask scheduler, cache folders) are
-  cleared; ``ATLAS_DATA_DIR`` stays: the pinned data is an input, not a cache;
+- the atlas's own switches a user may have exported (profiles files, a Dask scheduler, cache folders, the
+  model-call store, progress bars, the device) are cleared, every ``ATLAS_*`` variable atlaslib reads
+  (``tests/test_sealed.py`` greps for them); ``ATLAS_DATA_DIR`` stays (:data:`KEPT`): the pinned data is an
+  input, not a cache;
 - Hypothesis keeps no example database, writes its other files to the session folder (not ``./.hypothesis``)
   and draws the same examples on every run (the profile ``atlas``; ``HYPOTHESIS_PROFILE=explore`` draws at
   random, still without a database).
@@ -51,10 +61,12 @@ if os.environ.get("PYTEST_XDIST_WORKER") and _pid == str(os.getppid()) and Path(
 else:
     SESSION_DIR, OWN_SESSION_DIR = Path(tempfile.mkdtemp(prefix="atlas-tests-")), True
     os.environ[SESSION_VARIABLE] = f"{os.getpid()}:{SESSION_DIR}"
+#: pytest's base temporary folder stays in the machine's temporary folder (pytest keeps the last three sessions')
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
 #: the atlas's environment switches a user may have set; none may reach a test, a kernel or a subprocess
 CLEARED = ("ATLAS_PROFILES", "ATLAS_RESULTS_DIR", "ATLAS_DASK_SCHEDULER", "ATLAS_EMBED_CACHE", "ATLAS_EMBED_CACHE_DIR",
            "ATLAS_FINETUNE_CACHE_DIR", "ATLAS_FINETUNE_RETRAIN", "ATLAS_REQUEST_CACHE", "ATLAS_COURSE_WORKERS",
-           "ATLAS_BOOK_CHECK", "TRANSFORMERS_CACHE", "HUGGINGFACE_HUB_CACHE", "SENTENCE_TRANSFORMERS_HOME",
+           "ATLAS_BOOK_CHECK", "ATLAS_MODEL_CALLS", "ATLAS_PROGRESS", "ATLAS_DEVICE", "TRANSFORMERS_CACHE", "HUGGINGFACE_HUB_CACHE", "SENTENCE_TRANSFORMERS_HOME",
            "HF_TOKEN", "HF_ENDPOINT")
 SEALED = {
     "ATLAS_CACHE_DIR": str(SESSION_DIR / "atlas-cache"),
@@ -66,7 +78,24 @@ SEALED = {
     "HF_DATASETS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "HYPOTHESIS_STORAGE_DIRECTORY": str(SESSION_DIR / "hypothesis"),   # its constants cache: not ./.hypothesis
+    "TMPDIR": str(SESSION_DIR / "tmp"),
+    "XDG_CONFIG_HOME": str(SESSION_DIR / "xdg-config"),
+    "XDG_DATA_HOME": str(SESSION_DIR / "xdg-data"),
+    "MPLCONFIGDIR": str(SESSION_DIR / "matplotlib"),
+    "IPYTHONDIR": str(SESSION_DIR / "ipython"),
+    "JUPYTER_CONFIG_DIR": str(SESSION_DIR / "jupyter" / "config"),
+    "JUPYTER_DATA_DIR": str(SESSION_DIR / "jupyter" / "data"),
+    "JUPYTER_RUNTIME_DIR": str(SESSION_DIR / "jupyter" / "runtime"),
+    "DASK_CONFIG": str(SESSION_DIR / "dask"),
 }
+#: the variables a user may have set that stay: the pinned data is an input, not a cache
+KEPT = ("ATLAS_DATA_DIR",)
+#: whole families of settings cleared (but for those :data:`SEALED` sets): Jupyter's and Dask's
+CLEARED_PREFIXES = ("JUPYTER_", "DASK_")
+#: the folders :data:`SEALED` names, made at once (every process finds them)
+SEALED_DIRS = ("ATLAS_CACHE_DIR", "HF_HUB_CACHE", "XDG_CACHE_HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+               "MPLCONFIGDIR", "IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR",
+               "DASK_CONFIG")
 #: each pytest-xdist worker's share of the cores, as its compute threads (torch's intra-op pool, OpenMP, BLAS),
 #: for the worker and every kernel and subprocess it starts: by default every process takes all the cores, and
 #: two workers' spinning thread pools on two cores slowed both (benchmarks/bench_test_threads.py; README)
@@ -79,11 +108,12 @@ N_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
 THREADS = str(max(1, cores() // N_WORKERS))
 SEALED.update({name: THREADS for name in ("ATLAS_TORCH_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                                           "OPENBLAS_NUM_THREADS")})
-for _name in CLEARED:
+for _name in [*CLEARED, *(n for n in os.environ if n.startswith(CLEARED_PREFIXES))]:
     os.environ.pop(_name, None)
 os.environ.update(SEALED)
-for _name in ("ATLAS_CACHE_DIR", "HF_HUB_CACHE", "XDG_CACHE_HOME"):
+for _name in SEALED_DIRS:
     Path(os.environ[_name]).mkdir(parents=True, exist_ok=True)
+tempfile.tempdir = SEALED["TMPDIR"]   # this process's own temporary files too (read once, before the seal)
 if "ATLAS_DATA_DIR" not in os.environ and SHARED_DATA.is_dir():
     os.environ["ATLAS_DATA_DIR"] = str(SHARED_DATA)
 

@@ -1,7 +1,9 @@
 """The suite is sealed from the machine (tests/conftest.py): what every test, kernel and subprocess sees."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +29,99 @@ def test_a_subprocess_inherits_the_seal(session_dir):
     code = "import os; print(os.environ['ATLAS_CACHE_DIR'], os.environ['HF_HUB_CACHE'], os.environ['HF_HUB_OFFLINE'])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == [str(session_dir / "atlas-cache"), str(session_dir / "hf-home" / "hub"), "1"]
+
+
+def test_a_subprocess_writes_its_temporary_configuration_and_state_files_in_the_session(session_dir):
+    """Temporary files, matplotlib's, IPython's (its start-up files) and Jupyter's folders (a kernel's connection
+    file), Dask's configuration: a subprocess finds them all in the session folder, never in the home folder or the
+    machine's temporary folder; and no other Jupyter or Dask setting of the user's reaches it."""
+    import tempfile
+
+    code = ("import json, os, tempfile, matplotlib; from IPython.paths import get_ipython_dir; "
+            "from jupyter_core import paths as j; import dask.config as d; "
+            "print(json.dumps({'tmp': tempfile.gettempdir(), 'mpl': matplotlib.get_configdir(), "
+            "'ipython': get_ipython_dir(), 'jupyter': [j.jupyter_config_dir(), j.jupyter_data_dir(), "
+            "j.jupyter_runtime_dir()], 'dask': d.PATH, 'xdg': [os.environ['XDG_CONFIG_HOME'], "
+            "os.environ['XDG_DATA_HOME']], 'other': sorted(n for n in os.environ if n.startswith(('JUPYTER_', "
+            "'DASK_')))}))")
+    seen = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                     check=True).stdout)
+    assert seen == {"tmp": str(session_dir / "tmp"), "mpl": str(session_dir / "matplotlib"),
+                    "ipython": str(session_dir / "ipython"),
+                    "jupyter": [str(session_dir / "jupyter" / n) for n in ("config", "data", "runtime")],
+                    "dask": str(session_dir / "dask"),
+                    "xdg": [str(session_dir / "xdg-config"), str(session_dir / "xdg-data")],
+                    "other": ["DASK_CONFIG", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"]}
+    assert tempfile.gettempdir() == str(session_dir / "tmp")     # this process's own temporary files too
+
+
+def test_every_atlas_variable_atlaslib_reads_is_cleared_or_sealed_or_deliberately_kept(repo):
+    """A user's ``ATLAS_MODEL_CALLS=off`` (or any switch atlaslib reads) must not reach a test: every ``ATLAS_*``
+    name in atlaslib's code is cleared, set by the seal, or kept on purpose (the pinned data)."""
+    from tests.conftest import CLEARED, KEPT, SEALED
+
+    found = {name for path in (repo / "atlaslib").rglob("*.py")
+             for name in re.findall(r"\bATLAS_[A-Z0-9_]+\b", path.read_text(encoding="utf-8"))}
+    assert {"ATLAS_PROFILES", "ATLAS_MODEL_CALLS", "ATLAS_PROGRESS", "ATLAS_DATA_DIR"} <= found   # the grep works
+    loose = sorted(found - set(CLEARED) - set(SEALED) - set(KEPT))
+    assert not loose, f"atlaslib reads {loose}: clear them in tests/conftest.py (CLEARED), or seal or keep them"
+    assert not [n for n in CLEARED if n in os.environ]
+
+
+def test_a_tempeval_run_without_a_work_folder_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
+    import gc
+    import tempfile
+
+    from atlaslib.cards.tempeval import runs
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    result = runs.run("synthetic-v1", "closest", "phase2")
+    assert result.table["n_documents"] == 12 and result.metrics["contains_f1_phase2"]["value"] > 0
+    assert result.predicted_dir is None and not list(tmp.iterdir())
+    corpus = runs.load_corpus("synthetic-v1")        # its reference folder lives as long as the corpus
+    assert corpus.reference_dir.is_dir() and tmp in corpus.reference_dir.parents
+    del corpus
+    gc.collect()
+    assert not list(tmp.iterdir())
+
+
+def test_a_notebook_execution_leaves_nothing_in_the_temporary_folder_nor_its_progress_setting(tmp_path,
+                                                                                           monkeypatch,
+                                                                                           session_dir):
+    """:func:`atlaslib.notebook.execute` gives its kernel plain progress bars (``ATLAS_PROGRESS=plain``) without
+    setting it for the whole process (later tests, later runs); the kernel runs sealed (no user IPython start-up
+    files, its connection file in the session) and leaves nothing in the temporary folder."""
+    import tempfile
+
+    import nbformat
+
+    from atlaslib import notebook
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.delenv("ATLAS_PROGRESS", raising=False)
+    seen = tmp_path / "seen.json"
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("seen = ''", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "import json, os, tempfile\n"
+            "open(seen, 'w').write(json.dumps({n: os.environ.get(n) for n in ('ATLAS_PROGRESS', 'IPYTHONDIR', "
+            "'JUPYTER_RUNTIME_DIR')} | {'ipython': get_ipython().profile_dir.location, "
+            "'tmp': tempfile.gettempdir()}))")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    src = tmp_path / "nb.ipynb"
+    nbformat.write(nb, src)
+    notebook.execute(src, tmp_path / "out.ipynb", {"seen": str(seen)}, timeout=300)
+    assert "ATLAS_PROGRESS" not in os.environ                    # the kernel's setting only
+    kernel = json.loads(seen.read_text())
+    assert kernel == {"ATLAS_PROGRESS": "plain", "IPYTHONDIR": str(session_dir / "ipython"),
+                      "JUPYTER_RUNTIME_DIR": str(session_dir / "jupyter" / "runtime"),
+                      "ipython": str(session_dir / "ipython" / "profile_default"), "tmp": str(tmp)}
+    assert not list(tmp.iterdir())
 
 
 def test_hypothesis_is_derandomised_keeps_no_database_and_writes_to_the_session(session_dir):

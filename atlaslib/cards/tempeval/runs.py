@@ -12,8 +12,10 @@ plus the sha256 of the predicted XML (which holds offsets and labels only).
 from __future__ import annotations
 
 import hashlib
+import shutil
 import tempfile
-from dataclasses import dataclass, field
+import weakref
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -38,7 +40,7 @@ class TextUnavailable(NotRun, RuntimeError):
 class Corpus:
     train: list[Document]
     test: list[Document]
-    reference_dir: Path
+    reference_dir: Path | None
     has_text: bool
     gated: bool
     data_sha256: dict = field(default_factory=dict)
@@ -54,15 +56,28 @@ def _text_dir(thyme_text_dir, split):
 
 
 def load_corpus(version: str, data_dir=None, thyme_text_dir=None, annotation_dir=None, work_dir=None) -> Corpus:
-    """Train and test documents (Train -> Dev) of a version, with text when available."""
-    work_dir = Path(work_dir or tempfile.mkdtemp(prefix="tempeval-"))
+    """Train and test documents (Train -> Dev) of a version, with text when available.
+
+    ``synthetic-v1`` writes its reference folder (annotations only) under ``work_dir``; without one, into a
+    temporary folder that lives as long as the returned :class:`Corpus` (removed when it is collected, or when
+    the process exits)."""
     if version == "synthetic-v1":
         from . import synthetic
 
         corpus = synthetic.build_corpus()
+        own = work_dir is None
+        work_dir = Path(tempfile.mkdtemp(prefix="tempeval-") if own else work_dir)
         ref = work_dir / "reference"
-        write_corpus([_strip_text(d) for d in corpus["Dev"]], ref)
-        return Corpus(corpus["Train"], corpus["Dev"], ref, True, False, {}, "synthetic.build_corpus(seed=%d)" % synthetic.SEED)
+        try:
+            write_corpus([_strip_text(d) for d in corpus["Dev"]], ref)
+        except BaseException:
+            if own:
+                shutil.rmtree(work_dir, ignore_errors=True)
+            raise
+        out = Corpus(corpus["Train"], corpus["Dev"], ref, True, False, {}, "synthetic.build_corpus(seed=%d)" % synthetic.SEED)
+        if own:
+            weakref.finalize(out, shutil.rmtree, work_dir, True)
+        return out
     if version != "thyme-dev-2015":
         raise ValueError(f"version {version!r}: expected one of {VERSIONS}")
     if annotation_dir is not None:
@@ -148,7 +163,7 @@ class RunResult:
     predictions: list
     info: dict
     corpus: Corpus
-    predicted_dir: Path
+    predicted_dir: Path | None
 
     @property
     def frame(self):
@@ -249,8 +264,18 @@ def _doc_record(doc: Document, path: Path, gold: Document | None = None) -> dict
 def run(version: str, model: str, protocol: str, *, data_dir=None, thyme_text_dir=None, annotation_dir=None,
         work_dir=None) -> RunResult:
     """Load, predict, write the predictions as Anafora XML under ``work_dir/predicted``, score with the
-    official scorer (with closure) and build the metrics."""
-    work_dir = Path(work_dir or tempfile.mkdtemp(prefix="tempeval-"))
+    official scorer (with closure) and build the metrics. Without ``work_dir`` the run works in a temporary
+    folder removed before it returns (the result's ``predicted_dir`` is then None; its corpus keeps no folder
+    of it either)."""
+    if work_dir is None:
+        with tempfile.TemporaryDirectory(prefix="tempeval-") as tmp:
+            result = run(version, model, protocol, data_dir=data_dir, thyme_text_dir=thyme_text_dir,
+                         annotation_dir=annotation_dir, work_dir=tmp)
+        corpus = result.corpus
+        if Path(tmp) in corpus.reference_dir.parents:
+            corpus = replace(corpus, reference_dir=None)
+        return replace(result, corpus=corpus, predicted_dir=None)
+    work_dir = Path(work_dir)
     with parse_once():  # each Anafora file is parsed once: the reader and the scorer share its tree
         corpus = load_corpus(version, data_dir, thyme_text_dir, annotation_dir, work_dir)
         docs, info = predict(model, protocol, corpus)
