@@ -68,7 +68,7 @@ def test_dask_localcluster_gives_the_serial_cells(serial, tmp_path, data_dir, re
     lines = []
     taken = socket.socket()
     try:
-        taken.bind(("", 8787))
+        taken.bind(("127.0.0.1", 8787))   # loopback only: nothing is opened to the network
         taken.listen()
     except OSError:
         pass  # already taken by another process: the same situation
@@ -196,14 +196,10 @@ def test_bad_scheduler_in_the_environment_is_named(monkeypatch):
     assert executor.resolve_scheduler(None) is None
 
 
-def test_unreachable_scheduler_is_named(tmp_path):
-    import socket
-
-    with socket.socket() as s:  # a loopback port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with pytest.raises(executor.ExecutorError, match=f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"):
-        executor.run_requests(REQS, build_paths(tmp_path), executor="dask", scheduler=f"tcp://127.0.0.1:{port}",
+def test_unreachable_scheduler_is_named(tmp_path, refused_url):
+    address = "tcp://" + refused_url.removeprefix("http://")   # a loopback port held, nobody listening
+    with pytest.raises(executor.ExecutorError, match=f"cannot reach the Dask scheduler at {address}"):
+        executor.run_requests(REQS, build_paths(tmp_path), executor="dask", scheduler=address,
                               log=lambda *a: None, connect_timeout="2s")
 
 

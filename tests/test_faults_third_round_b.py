@@ -12,7 +12,6 @@ properties: names that reach pages, and nested or oversized JSON and CSV inputs.
 from __future__ import annotations
 
 import json
-import socket
 from dataclasses import replace
 from pathlib import Path
 
@@ -189,7 +188,8 @@ def _profiles(path: Path, url: str = URL) -> Path:
     return path
 
 
-def test_case14_credentials_and_private_paths_of_profiles_stay_on_the_machine(tmp_path, capsys, monkeypatch):
+def test_case14_credentials_and_private_paths_of_profiles_stay_on_the_machine(tmp_path, capsys, monkeypatch,
+                                                                              refused_url):
     from atlaslib.cards import available_cards
     from atlaslib.models import get_profile
     from atlaslib.models.openai_compat import EndpointError, OpenAICompatible
@@ -206,10 +206,8 @@ def test_case14_credentials_and_private_paths_of_profiles_stay_on_the_machine(tm
     assert not [s for s in SECRETS if s in json.dumps(decision)]
     adapter = OpenAICompatible(leaky, "predict.assertion", model="m", max_retries=0, timeout=5)
     assert adapter.info["base_url"] == "http://127.0.0.1:18431/v1"  # what a cell records
-    with socket.socket() as s:                                     # a port nobody listens on: refused at once
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    closed = OpenAICompatible(replace(leaky, location=URL.replace("18431", str(port))), "predict.assertion",
+    port = refused_url.rsplit(":", 1)[1]                           # held, nobody listening: refused at once
+    closed = OpenAICompatible(replace(leaky, location=URL.replace("18431", port)), "predict.assertion",
                               model="m", max_retries=0, timeout=5)
     with pytest.raises(EndpointError) as exc:
         closed.post("/chat/completions", {"model": "m"})
