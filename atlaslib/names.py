@@ -15,12 +15,21 @@ and as nothing else. :func:`check_name` refuses, in one line naming the paramete
   equal, so ``m\u0430jority`` (Cyrillic а) and ``negspacy\u2011negex\u2011kit`` (non-breaking hyphens) read
   as ``majority`` and ``negspacy-negex-kit``.
 
+  A name that differs from one of them only by case (``PROBE-SYS``, ``Probe-sys`` beside ``probe-sys``) is
+  refused too, naming both: on a case-insensitive file system (macOS, Windows) their result folders are one
+  folder, and on a page they read as the same system. Case is compared folded (:func:`folded`), also after the
+  look-alike mapping (``MAJ0RITY`` beside ``majority``).
+
 The skeleton is TR39's (decompose, map each character to its prototype, decompose again) with compatibility
 decomposition (NFKD: fullwidth and mathematical letters become plain ones) and a small mapping, written out
 here (:data:`LOOKALIKES`), of the characters of other scripts and of symbols that look like an ASCII letter,
-digit, ``-``, ``.``, ``_`` or ``/`` (TR39 also takes ``I``, ``1`` and ``|`` for ``l`` and ``0`` for ``O``).
-It is a subset of TR39's confusables table, the part that can make a name look like an ASCII one (every name
-the atlas has is ASCII); look-alikes among non-Latin scripts are left out.
+digit, ``-``, ``.``, ``_`` or ``/`` (TR39 also takes ``I``, ``1`` and ``|`` for ``l`` and ``0`` for ``O``),
+plus TR39's prototypes of more than one character (:data:`MULTI`: ``m`` is ``rn``, so ``rnedspacy-context``
+reads as ``medspacy-context``; ``æ`` is ``ae``) and every hyphen-like character (:func:`is_dash`: Unicode's
+dash punctuation, e.g. U+058A ARMENIAN HYPHEN, U+2010 HYPHEN, U+2014 EM DASH, U+FF0D FULLWIDTH HYPHEN-MINUS,
+the minus signs, and the horizontal bars of :data:`BARS`) reads as ``-``. It is a subset of TR39's confusables
+table, the part that can make a name look like an ASCII one (every name the atlas has is ASCII); look-alikes
+among non-Latin scripts are left out.
 """
 from __future__ import annotations
 
@@ -103,7 +112,20 @@ LOOKALIKES = {
     "_": "\u07fa",
     "/": "\u2044\u2215\u2571\u27cb\u29f8\u3033\u31d3\u4e3f\u2cc6\u1735",
 }
+#: TR39's prototypes of more than one character (confusables.txt): character -> the characters it reads as
+MULTI = {
+    "m": "rn",
+    "\u00e6": "ae", "\u00c6": "AE", "\u0153": "oe", "\u0152": "OE",
+    "\u01c1": "ll", "\u042b": "bl", "\u042e": "lO",
+    "\u02a3": "dz", "\u02a6": "ts", "\u02aa": "ls", "\u02ab": "lz",
+}
+#: horizontal bars that read as ``-`` without being dash punctuation (box drawing, the katakana prolonged sound
+#: mark, the CJK and Hangul strokes)
+BARS = frozenset("\u2500\u2501\u23af\u23e4\u30fc\uff70\u4e00\u2f00\u31d0\u3161\u1173\uffda")
+#: the Dash characters that are math symbols, not punctuation (U+2212 MINUS SIGN and its super- and subscript)
+_MINUS = frozenset("\u2212\u207b\u208b\u2053")
 _PROTOTYPE = {ch: proto for proto, chars in LOOKALIKES.items() for ch in chars}
+_PROTOTYPE.update(MULTI)
 
 
 class NameRefused(ValueError):
@@ -116,8 +138,14 @@ def is_ignorable(ch: str) -> bool:
     return any(lo <= cp <= hi for lo, hi in IGNORABLE)
 
 
+def is_dash(ch: str) -> bool:
+    """True for a hyphen-like character other than ``-``: Unicode's dash punctuation (category Pd: U+058A
+    ARMENIAN HYPHEN, U+2010-U+2015, U+2E3A, U+FE58, U+FF0D ...), the minus signs and :data:`BARS`."""
+    return ch != "-" and (unicodedata.category(ch) == "Pd" or ch in _MINUS or ch in BARS)
+
+
 def _prototypes(text: str) -> str:
-    return "".join(_PROTOTYPE.get(ch, ch) for ch in text if not is_ignorable(ch))
+    return "".join("-" if is_dash(ch) else _PROTOTYPE.get(ch, ch) for ch in text if not is_ignorable(ch))
 
 
 @lru_cache(maxsize=4096)
@@ -126,6 +154,13 @@ def skeleton(name: str) -> str:
     prototypes around compatibility decomposition, ignorable characters dropped)."""
     s = _prototypes(unicodedata.normalize("NFKD", _prototypes(name)))
     return unicodedata.normalize("NFKD", _prototypes(s))
+
+
+@lru_cache(maxsize=4096)
+def folded(name: str) -> str:
+    """``name`` compared without case: its skeleton (:func:`skeleton`) of the case-folded name, folded again
+    (``PROBE-SYS``, ``Probe-sys`` and ``probe-sys`` fold alike; so do ``MAJ0RITY`` and ``majority``)."""
+    return skeleton(name.casefold()).casefold()
 
 
 def hidden_character(name: str) -> tuple[int, str, str] | None:
@@ -145,9 +180,31 @@ def _char(ch: str) -> str:
 
 
 def lookalike(name: str, taken: Iterable[str]) -> str | None:
-    """The first name of ``taken`` that ``name`` looks like without being it (equal skeletons), else None."""
-    mine = skeleton(name)
-    return next((t for t in taken if t != name and skeleton(t) == mine), None)
+    """The first name of ``taken`` that ``name`` looks like without being it (equal skeletons, or equal once
+    case is folded: :func:`folded`), else None."""
+    mine, mine_folded = skeleton(name), folded(name)
+    return next((t for t in taken if t != name and (skeleton(t) == mine or folded(t) == mine_folded)), None)
+
+
+def _why(name: str, other: str) -> str:
+    """What makes ``name`` read as ``other``, for a message: the first character (or characters) that read
+    as something else, or that the two differ only by case; "" when nothing single can be named."""
+    if name.casefold() == other.casefold():
+        return (": the two differ only by case (on a case-insensitive file system, as on macOS and Windows, "
+                "their result folders are one folder)")
+    plain = [unicodedata.normalize("NFKD", c) for c in name]
+    pos, ch = next(((i, c) for i, (c, d) in enumerate(zip(name, plain), 1)
+                    if c.isascii() and skeleton(c) != d and c not in MULTI or not c.isascii() and skeleton(c) != d),
+                   None) or next(((i, c) for i, (c, d) in enumerate(zip(name, plain), 1) if d != c), (None, None))
+    if ch is not None:
+        plain_ch = unicodedata.normalize("NFKD", ch)
+        reads = plain_ch if plain_ch != ch and plain_ch.isascii() else skeleton(ch)
+        return f": {_char(ch)} at position {pos} reads as {reads!r}"
+    for src, seq in MULTI.items():  # 'rn' written where the other has 'm'
+        at = name.find(seq)
+        if at >= 0 and src in other:
+            return f": {seq!r} at position {at + 1} reads as {src!r}"
+    return ""
 
 
 def check_name(name, what: str = "--name", *, taken: Mapping[str, str] | Iterable[str] = (), path: bool = False,
@@ -175,10 +232,7 @@ def check_name(name, what: str = "--name", *, taken: Mapping[str, str] | Iterabl
         other = lookalike(name, taken)
         if other is not None:
             whose = taken.get(other) if isinstance(taken, Mapping) else None
-            plain = [unicodedata.normalize("NFKD", c) for c in name]
-            pos, ch = next(((i, c) for i, (c, d) in enumerate(zip(name, plain), 1) if skeleton(c) != d), None) or \
-                next(((i, c) for i, (c, d) in enumerate(zip(name, plain), 1) if d != c), (None, None))
-            why = f": {_char(ch)} at position {pos} reads as {skeleton(ch)!r}" if ch else ""
+            why = _why(name, other)
             raise NameRefused(f"{what} {name!r} looks like {other!r}{f', {whose}' if whose else ''}, without "
                               f"being it{why}; choose a name that reads differently")
     return name

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from atlaslib import jsonio, predfiles
+from tests.external.test_score import atlas  # atlas(capsys, *args) -> (exit code, stdout, stderr), in-process
 from tests.test_faults_second_round import negex_ids, predictions, refused  # noqa: F401  (fixture)
 
 N100 = "atlas-n100-v1"
@@ -58,3 +59,50 @@ def test_item06_any_json_file_giving_a_key_twice_is_refused_naming_the_file(tmp_
     assert jsonio.loads('{"a": {"b": 1}, "c": {"b": 2}}', "x") == {"a": {"b": 1}, "c": {"b": 2}}  # keys per object
     with pytest.raises(jsonio.JsonError, match=r"^x: an object gives the key 'b' twice"):
         jsonio.loads('[{"b": 1, "b": 1}]', "x")
+
+
+# ------------------------------------------------------------------------------------------------ 9
+
+def _score(f, name, r):
+    return ("score", "--card", "negex", "--version", N100, "--predictions", f, "--name", name, "--results-dir", r)
+
+
+def test_item09_multi_character_and_hyphen_look_alikes_of_built_in_names_are_refused(tmp_path, capsys, negex_ids,
+                                                                                     monkeypatch):
+    monkeypatch.setenv("ATLAS_PROFILES", "")
+    r = tmp_path / "r"
+    f = predictions(tmp_path / "p.jsonl", negex_ids)
+    for name, other, said in (("rnedspacy-context", "medspacy-context", "'rn' at position 1 reads as 'm'"),
+                              ("negspacy\u058anegex\u058akit", "negspacy-negex-kit", "U+058A (ARMENIAN HYPHEN) at "
+                                                                                     "position 9 reads as '-'"),
+                              ("negspacy\u2014negex\u2e3akit", "negspacy-negex-kit", "U+2014 (EM DASH)"),
+                              ("\uff4dajority", "majority", "U+FF4D (FULLWIDTH LATIN SMALL LETTER M) at position 1 "
+                                                            "reads as 'm'")):
+        line = refused(capsys, *_score(f, name, r))
+        assert f"--name {name!r} looks like {other!r}, a registry profile" in line and said in line, line
+    assert not r.exists() or not any(r.rglob("*.json"))
+    prof = tmp_path / "p.yml"
+    prof.write_text("rnajority: {source: builtin, location: majority, revision: null, capabilities: "
+                    "[predict.assertion], label_map: {}, trained_on: [], description: x}\n")
+    line = refused(capsys, "list", "--profiles", prof)
+    assert f"{prof}: profile name 'rnajority' looks like 'majority'" in line
+
+
+def test_item09_names_differing_only_by_case_are_refused_naming_both(tmp_path, capsys, negex_ids, monkeypatch):
+    monkeypatch.setenv("ATLAS_PROFILES", "")
+    r = tmp_path / "r"
+    f = predictions(tmp_path / "p.jsonl", negex_ids)
+    code, out, err = atlas(capsys, *_score(f, "probe-sys", r))
+    assert code == 0, err
+    first = sorted(p.relative_to(r) for p in r.rglob("*") if p.is_file())
+    for name in ("PROBE-SYS", "Probe-sys"):
+        line = refused(capsys, *_score(f, name, r))
+        assert f"--name {name!r} looks like 'probe-sys', a result already in {r}" in line, line
+        assert "differ only by case" in line
+    assert sorted(p.relative_to(r) for p in r.rglob("*") if p.is_file()) == first   # one folder, nothing added
+    line = refused(capsys, *_score(f, "MAJORITY", r))                    # the atlas's own names too
+    assert "--name 'MAJORITY' looks like 'majority', a registry profile" in line and "only by case" in line
+    prof = tmp_path / "p.yml"
+    prof.write_text("Majority: {source: builtin, location: majority, revision: null, capabilities: "
+                    "[predict.assertion], label_map: {}, trained_on: [], description: x}\n")
+    assert f"{prof}: profile name 'Majority' looks like 'majority'" in refused(capsys, "list", "--profiles", prof)
