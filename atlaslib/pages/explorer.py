@@ -230,14 +230,26 @@ def _filter_bar(ex: EX.Explorer, frame: pd.DataFrame, table_id: str) -> str:
     return "\n".join(parts)
 
 
+def _as_html_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its column names and text cells escaped as HTML text (``&``, ``<``, ``>``, as itables escapes
+    cells), for itables told that the table is HTML (``allow_html=True``). Column names are user text (a run's
+    name) and itables escapes them in the header but not in the footer row of its column filters, which the
+    browser would read as markup; escaped here, every name and cell reaches the page once escaped."""
+    def esc(v):
+        return html.escape(v, quote=False) if isinstance(v, str) else v
+
+    out = frame.rename(columns=lambda c: esc(str(c)))
+    return out.apply(lambda col: col.map(esc)) if len(out.columns) else out
+
+
 def _datatable_html(frame: pd.DataFrame, table_id: str, text_cols: list[str]) -> str:
     from itables import to_html_datatable
 
     targets = [i for i, c in enumerate(frame.columns) if c in text_cols]
     return to_html_datatable(
-        frame, table_id=table_id, connected=False, maxBytes=0, showIndex=False, column_filters="footer",
+        _as_html_text(frame), table_id=table_id, connected=False, maxBytes=0, showIndex=False, column_filters="footer",
         display_logo_when_loading=False, classes="display compact nowrap", pageLength=PAGE_LENGTH,
-        lengthMenu=[10, 25, 100, 500], deferRender=True, scrollX=True, autoWidth=False, order=[], allow_html=False,
+        lengthMenu=[10, 25, 100, 500], deferRender=True, scrollX=True, autoWidth=False, order=[], allow_html=True,
         columnDefs=[{"targets": targets, "className": "atlas-text"}] if targets else [],
         warn_on_undocumented_option=False)
 
