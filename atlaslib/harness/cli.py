@@ -3,6 +3,8 @@
     atlas import [lm-eval|inspect] PATH ... -o DIR [--name NAME ...] [--cluster doc.FIELD] [--epochs mean|cluster]
                  [--shared-only] [--metric M] [--resamples B] [--seed S]
 
+    atlas export-task lm-eval|inspect DIR --card C --version V
+
 A PATH is an lm-eval output folder or ``samples_<task>_<date>.jsonl`` file, or an Inspect ``.eval`` log (or a
 folder of them); the harness is told by the word before the paths, else by each path (``.eval``: Inspect). Writes
 ``report.json``, ``report.md`` and CSV files into DIR. Exit codes: 0 done, 2 bad input (one line naming the file,
@@ -38,6 +40,16 @@ def register(sub) -> None:
     p.add_argument("--resamples", type=int, default=bootstrap.DEFAULT_RESAMPLES, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED, help="bootstrap seed")
     p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("export-task", help="write a card version as an lm-eval or Inspect task (local files only)")
+    p.add_argument("format", choices=("lm-eval", "inspect"), help="the harness the task is for")
+    p.add_argument("output", metavar="DIR", help="folder the task files are written into (never the book build)")
+    p.add_argument("--card", required=True)
+    p.add_argument("--version", required=True)
+    p.add_argument("--data-dir", default=None,
+                   help="local data directory holding the pinned files (default: $ATLAS_DATA_DIR, else the "
+                        "download cache)")
+    p.set_defaults(func=cmd_export_task)
 
 
 def harness_of(path: str) -> str:
@@ -100,4 +112,18 @@ def cmd_import(args) -> int:
     print(json.dumps({"task": report["task"], "runs": [r["label"] for r in report["runs"]],
                       "n_units": report["n_units"], "unit": report["unit"], "prompt_drift": len(report["prompt_drift"]),
                       "primary": report["primary"], "output": out, "files": files}, indent=1))
+    return 0
+
+
+def cmd_export_task(args) -> int:
+    from ..matrix import output_dir
+    from ..sources import DataSourceError
+    from .export import ExportError, export
+
+    try:
+        out = export(args.format, args.card, args.version, output_dir(args.output, "DIR"), data_dir=args.data_dir)
+    except (ExportError, ValueError, DataSourceError) as exc:
+        print(f"atlas export-task: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    print(json.dumps(out, indent=1))
     return 0
