@@ -106,3 +106,47 @@ def test_item09_names_differing_only_by_case_are_refused_naming_both(tmp_path, c
     prof.write_text("Majority: {source: builtin, location: majority, revision: null, capabilities: "
                     "[predict.assertion], label_map: {}, trained_on: [], description: x}\n")
     assert f"{prof}: profile name 'Majority' looks like 'majority'" in refused(capsys, "list", "--profiles", prof)
+
+
+# ------------------------------------------------------------------------------------------------ 10
+
+OPENAI = ("  source: openai-compatible\n  location: http://127.0.0.1:9/v1\n  revision: null\n"
+          "  capabilities: [predict.assertion]\n  options:\n    model: m\n")
+HUB = ("  source: hub\n  location: org/model\n  revision: " + "ab" * 20 + "\n  capabilities: [embed.text.pooled]\n"
+       "  options:\n")
+
+
+@pytest.mark.parametrize("head, option, value, got, expected", [pytest.param(*case, id=f"{case[1]}={case[2][:12]}")
+                                                                for case in [
+    (OPENAI, "backoff", ".nan", "the number nan", "a finite number from 0 to 3,600"),
+    (OPENAI, "backoff", "-.inf", "the number -inf", "a finite number from 0 to 3,600"),
+    (OPENAI, "timeout", "0", "the number 0", "a finite number above 0 to 86,400"),
+    (OPENAI, "max_retries", "-1", "the number -1", "a whole number from 0 to 100"),
+    (OPENAI, "max_retries", "2.5", "the number 2.5", "a whole number from 0 to 100"),
+    (OPENAI, "max_tokens", "1e999999", "the text '1e999999'", "a whole number from 1 to 1,048,576"),
+    (OPENAI, "max_tokens", "yes", "true", "a whole number from 1 to 1,048,576"),
+    (HUB, "max_length", ".nan", "the number nan", "a whole number from 1 to 1,048,576"),
+    (HUB, "max_length", "1.0e+999999", "the number inf", "a whole number from 1 to 1,048,576"),
+    (HUB, "batch_size", "0", "the number 0", "a whole number from 1 to 65,536"),
+    (HUB, "torch_threads", "1" + "0" * 40, "the integer 100000000000… (41 digits)", "a whole number from 1 to 1,024"),
+]])
+def test_item10_a_numeric_option_out_of_range_is_refused_naming_file_line_profile_and_option(
+        tmp_path, capsys, monkeypatch, head, option, value, got, expected):
+    monkeypatch.setenv("ATLAS_PROFILES", "")
+    prof = tmp_path / "p.yml"
+    prof.write_text(f"my-model:\n{head}    {option}: {value}\n  label_map: {{}}\n  trained_on: []\n"
+                    f"  description: x\n")
+    line = refused(capsys, "list", "--profiles", prof)
+    n = prof.read_text().splitlines().index(f"    {option}: {value}") + 1
+    assert line.startswith(f"atlas list: {prof}, line {n}: profile 'my-model' option {option!r} is {got}; "
+                           f"expected {expected} (")
+
+
+def test_item10_numeric_options_in_range_and_null_are_kept(tmp_path, capsys, monkeypatch):
+    from atlaslib.models.registry import merge_profiles
+
+    prof = tmp_path / "p.yml"
+    prof.write_text(f"my-model:\n{OPENAI}    backoff: 0\n    timeout: 0.5\n    max_retries: 0\n    max_tokens: null\n"
+                    "  label_map: {}\n  trained_on: []\n  description: x\n")
+    opts = merge_profiles({}, [prof])["my-model"].options
+    assert opts == {"model": "m", "backoff": 0, "timeout": 0.5, "max_retries": 0, "max_tokens": None}

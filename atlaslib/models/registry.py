@@ -50,6 +50,19 @@ TRAINING_DATA_KINDS = ("undisclosed", "web-crawl", "code-crawl", "none")
 #: options of an ``openai-compatible`` profile, and what such a model can offer
 OPENAI_OPTIONS = {"model", "api_key_env", "endpoint", "max_tokens", "timeout", "max_retries", "backoff", "cache"}
 OPENAI_CAPABILITIES = ("predict.assertion", "predict.nli", "score.options")
+#: the numeric options a profile may set, checked where profiles are read (:func:`check_numeric_options`):
+#: option -> (a whole number?, lowest, whether the lowest itself is allowed, highest, what it counts). The
+#: bounds keep a value one that its adapter can use: no NaN, no infinity, no negative count, nothing so large
+#: that a run would wait or allocate without end.
+NUMERIC_OPTIONS = {
+    "batch_size": (True, 1, True, 65_536, "rows per forward pass"),
+    "max_length": (True, 1, True, 1_048_576, "tokens per input"),
+    "torch_threads": (True, 1, True, 1_024, "CPU threads"),
+    "max_tokens": (True, 1, True, 1_048_576, "tokens per reply"),
+    "max_retries": (True, 0, True, 100, "further attempts after a failed request"),
+    "timeout": (False, 0, False, 86_400, "seconds a request may take"),
+    "backoff": (False, 0, True, 3_600, "seconds before the first retry, doubled at each"),
+}
 #: the shape of ``org/name``; a hub id also has no ``.`` or ``..`` part (:func:`is_hub_id`)
 HUB_ID_SHAPE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", re.ASCII)  # the hub's ids are ASCII: no look-alikes
 
@@ -214,6 +227,37 @@ def source_of(profile: Profile | str, who: str | None = None) -> Source:
 
 # --------------------------------------------------------------------------------------------- registry
 
+def check_numeric_options(name: str, options, where: str) -> None:
+    """Every option of :data:`NUMERIC_OPTIONS` that ``options`` sets (null: the adapter's default) is a finite
+    number in its range, a whole number where one is meant; :class:`ProfileError` otherwise, one line naming
+    ``where`` (the profiles file, with the line when known), the profile ``name``, the option, its value and
+    what was expected."""
+    import math
+
+    from atlaslib import yamlio
+    from atlaslib.jsonio import describe
+
+    if not isinstance(options, dict):
+        return
+    for key, (whole, low, low_ok, high, counts) in NUMERIC_OPTIONS.items():
+        value = options.get(key)
+        if value is None:
+            continue
+        ok = (isinstance(value, int) if whole else isinstance(value, (int, float))) and not isinstance(value, bool)
+        if ok and isinstance(value, float):
+            ok = math.isfinite(value)
+        if ok:
+            ok = (low <= value if low_ok else low < value) and value <= high
+        if ok:
+            continue
+        line = yamlio.line_of(options, key)
+        got = f"the text {value[:40]!r}" if isinstance(value, str) else describe(value)
+        kind = "a whole number" if whole else "a finite number"
+        rng = f"from {low:,}" if low_ok else f"above {low:,}"
+        raise ProfileError(f"{where}{f', line {line}' if line else ''}: profile {name!r} option {key!r} is {got}; "
+                           f"expected {kind} {rng} to {high:,} ({counts})")
+
+
 def _validate(name: str, entry: Any, where: str) -> Profile:
     if not isinstance(entry, dict):
         raise ProfileError(f"{where}: profile {name!r} must be a mapping of keys, got {type(entry).__name__}")
@@ -239,6 +283,7 @@ def _validate(name: str, entry: Any, where: str) -> Profile:
         if not isinstance(t, str) or not t.strip():
             raise ProfileError(f"{where}: profile {name!r} key 'training_data' must list strings (one of "
                                f"{', '.join(TRAINING_DATA_KINDS)} or a dataset's name), got {t!r}")
+    check_numeric_options(name, entry.get("options"), where)
     src.validate(name, entry, where)
     return Profile(
         name=name, source=entry["source"], location=str(entry["location"]),
