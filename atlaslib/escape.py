@@ -53,14 +53,13 @@ def md_code(text) -> str:
     return md(s)
 
 
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
-
-
 def public_location(location) -> str:
     """A location (a profile's base URL, a path) as it may be shown or recorded: a URL without its user name
     and password and without its query string and fragment (``http://alice:pw@host:8/v1?api_key=k`` ->
-    ``http://host:8/v1``), where credentials and keys travel; anything else as it is. The request itself
-    still uses the whole URL; nothing else shows it."""
+    ``http://host:8/v1``), where credentials and keys travel; anything else as it is. Parsed, not searched:
+    the user info is everything between ``://`` and the last ``@`` before the query string, whatever it holds
+    (spaces, quotes, ``<``, ``>``, ``%``, ``/``, ``:``, ``@``). The one redaction of a location: every message,
+    page and record that names one composes it from this function's result, never from the location itself."""
     s = str(location)
     m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*://)([^?#]*)", s)
     if m is None:
@@ -69,8 +68,3 @@ def public_location(location) -> str:
     if "@" in rest:  # user info ends at its last '@' (a password may hold an unencoded '/', ':' or '@')
         rest = rest[rest.rindex("@") + 1:]
     return m.group(1) + rest
-
-
-def public_urls(text) -> str:
-    """``text`` (a message) with every URL in it made :func:`public_location`."""
-    return _URL.sub(lambda m: public_location(m.group(0)), str(text))

@@ -117,13 +117,9 @@ MAX_TOTAL_WAIT = 300.0
 
 
 class EndpointError(RuntimeError):
-    """The server could not be reached, or its answer is not one (names the URL and what was wrong). URLs in the
-    message are shown without user name, password or query string (:func:`atlaslib.escape.public_urls`)."""
-
-    def __init__(self, message: str):
-        from atlaslib.escape import public_urls
-
-        super().__init__(public_urls(message))
+    """The server could not be reached, or its answer is not one (names the URL and what was wrong). The URL in
+    the message is the adapter's public one (:func:`atlaslib.escape.public_location`, made once from the profile's
+    location when the adapter is made): no user name, password or query string ever reaches a message."""
 
 
 class _Transient(Exception):
@@ -245,16 +241,18 @@ class OpenAICompatible:
             raise TypeError(f"OpenAICompatible: unknown option(s) {sorted(unused)}")
         self.profile, self.capability = profile, capability
         u = urlsplit(profile.location)
-        #: the whole location without its query string and trailing "/" (paths are joined onto it)
-        self.base_url = f"{u.scheme}://{u.netloc}{u.path.rstrip('/')}"
-        self.root_url = f"{u.scheme}://{u.netloc}"
+        #: the location without user name, password, query string and trailing "/" (paths are joined onto it):
+        #: what every message, the cell and the store key show (:func:`atlaslib.escape.public_location`, the one
+        #: parsing of a location's user info); the request adds only the query string (:meth:`_send`)
+        self.base_url = public_location(f"{u.scheme}://{u.netloc}{u.path.rstrip('/')}")
+        self.root_url = public_location(f"{u.scheme}://{u.netloc}")
         self._query = f"?{u.query}" if u.query else ""
         self.model, self.api_key_env, self.endpoint = model, api_key_env, endpoint
         self.max_tokens, self.timeout = int(max_tokens), float(timeout)
         self.max_retries, self.backoff = int(max_retries), float(backoff)
         self.cache = str(cache).lower() not in ("off", "false", "0", "no")
         self.calls = calls.CallSpace(
-            {"base_url": public_location(self.base_url), "model": self.model, "revision": profile.revision,
+            {"base_url": self.base_url, "model": self.model, "revision": profile.revision,
              "endpoint": self.endpoint}, "openai.reply", {"prompt_version": PROMPT_VERSION}, enabled=self.cache)
         self.requests_sent = 0
         self.cache_hits = 0
@@ -270,7 +268,7 @@ class OpenAICompatible:
         cost = self.cost.to_dict()
         cost["cached"] = self._cached_calls
         return {"profile": self.profile.name, "source": "openai-compatible",
-                "base_url": public_location(self.base_url),  # the cell records no credentials or keys
+                "base_url": self.base_url,  # public: the cell records no credentials or keys
                 "model": self.model, "capability": self.capability, "endpoint": self.endpoint, "temperature": 0,
                 "max_tokens": self.max_tokens, "prompt_version": PROMPT_VERSION,
                 "api_key_env": self.api_key_env, "unparseable": self.unparseable,
@@ -305,10 +303,11 @@ class OpenAICompatible:
         return h
 
     def _send(self, url: str, data: bytes, headers: dict) -> tuple[int, dict, bytes]:
-        """One POST; the whole request (connect, send, status, headers, body) is bounded by ``timeout``:
+        """One POST to ``url`` (public: :attr:`base_url` or :attr:`root_url` and a path) with the location's query
+        string; the whole request (connect, send, status, headers, body) is bounded by ``timeout``:
         a watchdog shuts the socket at the deadline, so a server that trickles bytes cannot hold it."""
         u = urlsplit(url)
-        path = u.path + (f"?{u.query}" if u.query else "")
+        path = u.path + self._query
         cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
         conn = cls(u.hostname, u.port, timeout=self.timeout)
         expired = threading.Event()
@@ -342,6 +341,10 @@ class OpenAICompatible:
                 raise _Transient("the server closed the connection without answering") from None
             raise EndpointError(f"{url} answered with something that is not HTTP (status line "
                                 f"{str(exc.line)[:60]!r}); is the base URL the API's?") from None
+        except http.client.InvalidURL:  # its message quotes the path and query string, where keys travel
+            raise EndpointError(f"{url}: the profile's location holds a character a request may not carry (a space "
+                                f"or a control character) in its path or query string; percent-encode it (a space "
+                                f"is %20). The query string is not shown.") from None
         except (http.client.HTTPException, OSError) as exc:  # refused, reset, unreachable, timed out
             if expired.is_set() or isinstance(exc, TimeoutError):
                 raise _Transient(late) from None
@@ -369,7 +372,7 @@ class OpenAICompatible:
                                      retry_after_seconds(resp_headers.get("retry-after")))
                 if 300 <= status < 400:  # never followed: the answer must come from the profile's own server
                     raise EndpointError(f"{url} answered HTTP {status}, a redirect to "
-                                        f"{resp_headers.get('location') or '(no Location header)'}; redirects are not "
+                                        f"{public_location(resp_headers.get('location') or '(no Location header)')}; redirects are not "
                                         f"followed: set the profile's location to the API's own base URL")
                 if not 200 <= status < 300:
                     raise EndpointError(f"{url} answered HTTP {status}{self._server_message(raw)}; not retried")
@@ -421,7 +424,7 @@ class OpenAICompatible:
         """POST ``body`` to ``<base URL><path>`` (``root``: to the server's root) and ``parse(answer, url)``
         the reply (which raises EndpointError for a reply that is not an answer); ``(parsed, answer)``. A
         cached reply is used when it still parses; only a reply that parsed is stored."""
-        url = (self.root_url if root else self.base_url) + path + self._query
+        url = (self.root_url if root else self.base_url) + path
         key = self._call_key(path, body, root)
         refresh = os.environ.get(CACHE_ENV, "").strip().lower() == "refresh"
         stored = None if refresh else self.calls.get(key)
@@ -446,7 +449,7 @@ class OpenAICompatible:
     def post(self, path: str, body: dict) -> dict:
         """POST ``body`` to ``<base URL><path>`` (not cached: a caller that caches checks the reply first,
         see :meth:`request`); the decoded JSON answer."""
-        return self._post_json(self.base_url + path + self._query, body)
+        return self._post_json(self.base_url + path, body)
 
     def _usage(self, answer: dict) -> tuple[int, int]:
         usage = answer.get("usage") if isinstance(answer, dict) else None
@@ -572,7 +575,7 @@ class OpenAICompatible:
         options = check_texts(options, "score_options(options)")
         ll = np.zeros((len(prompts), len(options)))
         token_ids = [[None] * len(options) for _ in prompts]
-        url = self.base_url + "/completions" + self._query
+        url = self.base_url + "/completions"
         with self._timed(len(prompts)):
             for i, p in enumerate(prompts):
                 p_ids = self.tokenize(p)
