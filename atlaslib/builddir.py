@@ -13,7 +13,8 @@ contents (:func:`_made_before_markers`).
 Two builds in one build folder would delete each other's trees: :func:`build_lock` holds an exclusive lock on
 ``<build>/.atlas-build.lock`` (``flock``: released by the system when the process ends, however it ends) for
 the whole build, and a second build stops at once with :class:`BuildDirBusy`, naming the folder and the pid
-that holds it. It stops rather than waits: a build takes minutes to hours, a wait that long would look like a
+that holds it. The lock file is made exclusively and never opened through a link (:func:`_open_lock`): a
+symbolic or hard link, a folder, a FIFO or a device at its path stops the build, naming it, with nothing written. It stops rather than waits: a build takes minutes to hours, a wait that long would look like a
 hang, and the second build would only redo what the first is doing; run it again when the first is done.
 """
 from __future__ import annotations
@@ -123,6 +124,41 @@ def snapshot_one(path: Path):
         return None
 
 
+def _open_lock(path: Path) -> int:
+    """A descriptor of the lock file ``path``, never of what a link there points to: made exclusively
+    (``O_CREAT | O_EXCL``) when there is none; else opened without following a symbolic link (``O_NOFOLLOW``) and
+    without waiting (``O_NONBLOCK``, a FIFO), and used only when it is a regular file with no other name (a hard
+    link's other name would be written too). Anything else is :class:`BuildDirError` naming it, with nothing
+    written."""
+    import stat
+
+    flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    advice = "the atlas writes its pid there; remove it, or give another --build-dir"
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        pass
+    if path.is_symlink():
+        raise BuildDirError(f"{path} is a symbolic link, not the build lock; the lock is never opened through a "
+                            f"link ({advice})")
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise BuildDirError(f"{path}: the build lock cannot be opened ({exc.strerror}); expected a regular file "
+                            f"({advice})") from None
+    st = os.fstat(fd)
+    what = (None if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 else
+            f"a file with {st.st_nlink} names (a hard link)" if stat.S_ISREG(st.st_mode) else
+            "a folder" if stat.S_ISDIR(st.st_mode) else "a named pipe" if stat.S_ISFIFO(st.st_mode) else
+            "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or
+            stat.S_ISBLK(st.st_mode) else "not a regular file")
+    if what is not None:
+        os.close(fd)
+        raise BuildDirError(f"{path} is {what}, not the build lock; expected a regular file the atlas made "
+                            f"({advice})")
+    return fd
+
+
 @contextlib.contextmanager
 def build_lock(build: str | os.PathLike):
     """Hold the build folder for one build (module docstring); :class:`BuildDirBusy` when another holds it."""
@@ -131,7 +167,7 @@ def build_lock(build: str | os.PathLike):
     build = Path(build)
     build.mkdir(parents=True, exist_ok=True)
     path = build / LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    fd = _open_lock(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

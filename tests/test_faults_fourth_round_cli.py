@@ -71,3 +71,42 @@ def test_fault07_public_location_parses_the_user_info_whatever_it_holds():
 
     for user, pw in ((USER, PASSWORD), ("a", "b c"), ("a b", ""), ("<a>", "\"x\"@y"), ("a%20b", "p/q:r")):
         assert public_location(f"https://{user}:{pw}@example.org:8443/v1?k=v#f") == "https://example.org:8443/v1"
+
+
+# ------------------------------------------------------------------------------------------------ 12
+
+
+def test_fault12_the_build_lock_is_never_opened_through_a_link(tmp_path, capsys):
+    import os
+
+    from atlaslib import builddir
+
+    b = tmp_path / "b"
+    b.mkdir()
+    mine = b / "n"
+    mine.write_text("the user's own notes\n", encoding="utf-8")
+    (b / ".atlas-build.lock").symlink_to("n")
+    code, out, err = atlas(capsys, "book", "--no-run", "--card", "negex", "--build-dir", b,
+                           "--results-dir", tmp_path / "r", "--runs-dir", tmp_path / "n")
+    assert code == 2, err
+    line = one_line(err)
+    assert line.startswith(f"atlas book: {b / '.atlas-build.lock'} is a symbolic link"), line
+    assert mine.read_text(encoding="utf-8") == "the user's own notes\n"      # not truncated, nothing written
+    assert sorted(p.name for p in b.iterdir()) == [".atlas-build.lock", "n"]  # nothing built beside it
+
+    (b / ".atlas-build.lock").unlink()                                    # a hard link: the same file by two names
+    os.link(mine, b / ".atlas-build.lock")
+    with pytest.raises(builddir.BuildDirError, match=r"is a file with 2 names \(a hard link\), not the build lock"):
+        with builddir.build_lock(b):
+            pass
+    assert mine.read_text(encoding="utf-8") == "the user's own notes\n"
+    (b / ".atlas-build.lock").unlink()
+    os.mkfifo(b / ".atlas-build.lock")                                    # a FIFO: refused at once, no wait
+    with pytest.raises(builddir.BuildDirError, match=r"is a named pipe, not the build lock"):
+        with builddir.build_lock(b):
+            pass
+    (b / ".atlas-build.lock").unlink()
+    with builddir.build_lock(b) as lock:                                  # none there: made, exclusively
+        assert lock.read_text().split()[1] == str(os.getpid())
+    with builddir.build_lock(b) as lock:                                  # its own, from the last build: reused
+        assert lock.is_file() and not lock.is_symlink()
