@@ -20,7 +20,9 @@ failed (:class:`WorkerLost`). Either way the failure is in ``MatrixReport.failur
 loudly; a run never just goes missing. Because the runner writes outputs by temp file + rename, a killed
 run leaves no partial file and the next run resumes from the finished cells. An existing scheduler must
 complete the connection within :data:`SCHEDULER_DEADLINE` seconds (:class:`ExecutorError` naming it
-otherwise: a server that accepts the connection and never answers cannot hold the command); when no run has
+otherwise: a server that accepts the connection and never answers cannot hold the command), and a ``tcp://``
+server must open with a Dask handshake, read here with bounded reads before Dask's client reads anything (one
+that sends anything else is refused at once, naming it: Dask would read a length from the garbage); when no run has
 finished for :data:`HEARTBEAT` seconds the scheduler is asked whether it still answers, and one that does not
 within the deadline (frozen, its machine gone) fails the runs not yet finished by name
 (:class:`SchedulerLost`), keeping the finished ones.
@@ -176,20 +178,9 @@ def check_options(executor: str | None = "serial", scheduler: str | None = None,
         raise ValueError(f"executor is {executor!r}; expected one of {', '.join(EXECUTORS)}")
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         raise ValueError(f"retries is {retries!r}; expected a whole number >= 0")
-    if n_workers is not None and (not isinstance(n_workers, int) or n_workers < 1):
+    if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1):
         raise ValueError(f"n_workers is {n_workers!r}; expected a whole number >= 1")
-    if memory_limit not in (None, "auto") and not isinstance(memory_limit, (int, float)):
-        from dask.utils import parse_bytes
-
-        try:
-            size = parse_bytes(memory_limit)
-        except (ValueError, TypeError):
-            raise ValueError(f"memory_limit is {memory_limit!r}; expected a size such as '4GiB' or '8 GB', "
-                             f"a number of bytes, or 'auto'") from None
-        if 0 < size < MIN_WORKER_MEMORY:
-            raise ValueError(f"memory_limit {memory_limit!r} ({size:,} bytes) is below what a Dask worker needs: "
-                             f"at least {MIN_WORKER_MEMORY // 2 ** 20} MiB (a worker with the runner loaded takes "
-                             f"about 120 MiB before it runs anything); give e.g. '4GiB', or leave it unset")
+    check_memory_limit(memory_limit)
     if executor == "serial" and scheduler:
         raise ValueError(f"scheduler={scheduler!r} needs executor='dask' (the serial executor runs here)")
     address = resolve_scheduler(scheduler) if executor == "dask" else None
@@ -198,6 +189,41 @@ def check_options(executor: str | None = "serial", scheduler: str | None = None,
                          f"sizes its own workers (leave them unset)")
     return executor, address
 
+
+def check_memory_limit(memory_limit) -> None:
+    """Refuse a LocalCluster worker's memory limit that Dask would take for something else or fail on later (in
+    its Nanny, with a traceback): ValueError naming it unless it is None, ``"auto"``, 0 (no limit), a share of
+    the machine's memory (a number in (0, 1], Dask's rule) or a finite size (bytes, or text such as ``"4GiB"``),
+    either coming to at least :data:`MIN_WORKER_MEMORY`. Negative, NaN and infinite sizes are refused."""
+    import math
+
+    from dask.utils import parse_bytes
+
+    if memory_limit is None or memory_limit == "auto":
+        return
+    expected = ("expected a size such as '4GiB' or '8 GB', a number of bytes, a share of the machine's memory "
+                "such as 0.5, 0 for no limit, or 'auto'")
+    size = None
+    if not isinstance(memory_limit, bool) and isinstance(memory_limit, (int, float, str)):
+        try:  # Dask reads a number first (as a share of the memory when it is at most 1), else a size
+            size = float(memory_limit)
+        except ValueError:
+            try:
+                size = float(parse_bytes(memory_limit))
+            except (ValueError, TypeError, OverflowError):
+                size = None
+    if size is None:
+        raise ValueError(f"memory_limit is {memory_limit!r}; {expected}")
+    if not math.isfinite(size) or size < 0:
+        raise ValueError(f"memory_limit is {memory_limit!r}; {expected} (a size is finite and not negative)")
+    if 0 < size <= 1:  # a share of the machine's memory
+        from distributed.system import MEMORY_LIMIT
+
+        size = size * MEMORY_LIMIT
+    if 0 < size < MIN_WORKER_MEMORY:
+        raise ValueError(f"memory_limit {memory_limit!r} ({int(size):,} bytes) is below what a Dask worker needs: "
+                         f"at least {MIN_WORKER_MEMORY // 2 ** 20} MiB (a worker with the runner loaded takes "
+                         f"about 120 MiB before it runs anything); give e.g. '4GiB', or leave it unset")
 
 def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, executor: str = "serial",
                  scheduler: str | None = None, n_workers: int | None = None, memory_limit=None,
@@ -322,6 +348,7 @@ def _connect(address: str, source: str, deadline: float):
 
     from distributed import Client
 
+    _probe_handshake(address, source, deadline)
     box, done, lock = {}, threading.Event(), threading.Lock()
 
     def connect():
@@ -349,8 +376,101 @@ def _connect(address: str, source: str, deadline: float):
         exc = box["error"]
         if isinstance(exc, (OSError, TimeoutError)):
             raise ExecutorError(f"cannot reach the Dask scheduler at {address} ({source}): {exc}") from None
+        if isinstance(exc, Exception):  # what Dask's comm raises on bytes that are no Dask message (struct.error,
+            # a numpy MemoryError for a length read from garbage, ...): the address is not a Dask scheduler
+            raise ExecutorError(_not_dask(address, source, f"{type(exc).__name__}: {_first_line(exc)}")) from None
         raise exc
     return box["client"]
+
+
+#: the most bytes a Dask handshake may announce (a scheduler's is under 100 bytes), and the most frames
+HANDSHAKE_BYTES, HANDSHAKE_FRAMES = 64 * 1024, 16
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _not_dask(address: str, source: str, why: str) -> str:
+    return (f"the server at {address} ({source}) did not answer with a Dask handshake ({why}); expected a Dask "
+            f"scheduler there (is the address right?)")
+
+
+def _probe_handshake(address: str, source: str, deadline: float) -> None:
+    """Read the first message of the server at a ``tcp://`` ``address`` (a Dask scheduler sends its handshake as
+    soon as it accepts a connection) with bounded reads and an overall ``deadline``, and check that it is a Dask
+    handshake: a length, frame lengths that add up, a msgpack mapping. ExecutorError naming the address
+    otherwise (garbage would have Dask read a length from it and try to allocate exabytes, or fail in
+    ``struct``), or when nothing comes within the deadline. A server that cannot be reached, or that closes
+    the connection, is left to Dask's own connect (it retries, and its message says why). A scheduler gets
+    its own handshake back, so it sees a complete connection closed by its client."""
+    import socket
+    import struct
+
+    scheme, _, loc = address.partition("://")
+    if scheme != "tcp" or ":" not in loc:
+        return  # tls/ws/ucx speak their own protocol first; Dask's connect, and its errors, cover them
+    host, port = loc.rsplit(":", 1)
+    end = time.monotonic() + deadline
+    silent = ExecutorError(f"the Dask scheduler at {address} ({source}) did not complete the connection within "
+                           f"{deadline:g} s (no Dask handshake); is a Dask scheduler running there?")
+    try:
+        sock = socket.create_connection((host, int(port)), timeout=deadline)
+    except socket.timeout:
+        raise ExecutorError(f"cannot reach the Dask scheduler at {address} ({source}): no connection within "
+                            f"{deadline:g} s") from None
+    except OSError:
+        return
+    got = bytearray()
+
+    def read(n: int) -> bool:  # until ``got`` holds n bytes; False when the server closed the connection
+        while len(got) < n:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise silent
+            sock.settimeout(left)
+            try:
+                chunk = sock.recv(min(n - len(got), 65536))
+            except socket.timeout:
+                raise silent from None
+            if not chunk:
+                return False
+            got.extend(chunk)
+        return True
+
+    with sock:
+        try:
+            if not read(8):
+                return
+            (size,) = struct.unpack_from("<Q", got)
+            if not 16 <= size <= HANDSHAKE_BYTES:
+                raise ExecutorError(_not_dask(address, source, f"its first 8 bytes announce a message of {size:,} "
+                                              f"byte(s); a Dask handshake has 16 to {HANDSHAKE_BYTES:,}"))
+            if not read(8 + size):
+                return
+            body = memoryview(bytes(got))[8:]
+            (n_frames,) = struct.unpack_from("<Q", body)
+            if not 1 <= n_frames <= HANDSHAKE_FRAMES or 8 * (1 + n_frames) > size:
+                raise ExecutorError(_not_dask(address, source, f"a message of {n_frames:,} frames"))
+            lengths = struct.unpack_from(f"<{n_frames}Q", body, 8)
+            start = 8 * (1 + n_frames)
+            if sum(lengths) != size - start:
+                raise ExecutorError(_not_dask(address, source, "frame lengths that do not add up"))
+            import msgpack  # Dask's own wire format (its loads would log a traceback for what it cannot decode)
+
+            try:
+                message = msgpack.unpackb(body[start:start + lengths[0]], raw=False, use_list=False,
+                                          strict_map_key=False)
+            except Exception as exc:  # noqa: BLE001  (any decoding failure: not a Dask message)
+                raise ExecutorError(_not_dask(address, source, f"an undecodable message: {type(exc).__name__}")) \
+                    from None
+            if not isinstance(message, dict):
+                raise ExecutorError(_not_dask(address, source, f"a message that is a {type(message).__name__}, "
+                                              f"not a mapping"))
+            sock.sendall(bytes(got))  # the same handshake back: a complete connection, then closed
+        except OSError:  # reset under us: Dask's connect says what it finds
+            return
 
 
 def _scheduler_answers(client, deadline: float) -> bool:
