@@ -334,10 +334,13 @@ class OutputError(OSError):
     """An output folder cannot be created or written: the run did not start and nothing was replaced."""
 
 
-def _replace_pair(new_nb: Path, new_cell: Path, nb_out: Path, res_out: Path, backup: Path) -> None:
+def _replace_pair(new_nb: Path, new_cell: Path, nb_out: Path, res_out: Path, backup: Path,
+                  variants: tuple[Path, Path] | None = None) -> None:
     """Move the new notebook and cell into place together. The old notebook is copied aside first and the
     old cell is only ever replaced by the last rename, so when either rename fails the old pair (or none)
-    is what stays: notebook and cell never disagree."""
+    is what stays: notebook and cell never disagree. ``variants``: (the run's staged variant folder, its place
+    beside the cell): the folder replaces the one in place (or removes it, when the run staged none) just
+    before the cell, and the old one comes back when the cell cannot be moved in."""
     from . import interrupts
 
     interrupts.check()  # Ctrl-C that a library swallowed late in the run: nothing is moved into place
@@ -354,9 +357,17 @@ def _replace_pair(new_nb: Path, new_cell: Path, nb_out: Path, res_out: Path, bac
     except OSError as exc:
         raise OutputError(f"could not write {nb_out} ({exc.strerror or type(exc).__name__}); the previous "
                           f"notebook and cell are kept") from None
+    undo = None
     try:
+        if variants is not None:
+            undo = _swap_folder(*variants, new_cell.parent / "old-variants")
         os.replace(new_cell, res_out)
     except BaseException as exc:
+        try:
+            if undo is not None:
+                undo()
+        except OSError:
+            pass
         try:
             os.replace(old_nb, nb_out) if had_nb else nb_out.unlink(missing_ok=True)
         except OSError:
@@ -369,6 +380,33 @@ def _replace_pair(new_nb: Path, new_cell: Path, nb_out: Path, res_out: Path, bac
         atomic_write_text(record_path(nb_out), digest + "\n")
     except OSError:  # no record: the next run is not served from the cache, which is safe
         record_path(nb_out).unlink(missing_ok=True)
+
+
+def _swap_folder(new: Path, out: Path, aside: Path):
+    """Put the folder ``new`` where ``out`` is (the old one moved to ``aside``, on the same file system); no
+    ``new``: ``out`` goes. Returns a function that puts the old folder back (undoing the swap); a swap that
+    fails or is interrupted undoes itself."""
+    had = out.is_dir()
+
+    def undo() -> None:
+        if out.is_dir() and (aside.is_dir() or not had):  # the new folder is in place: it goes
+            shutil.rmtree(out)
+        if aside.is_dir():
+            os.rename(aside, out)
+        _prune_empty(out.parent, out.parent.parent)  # no empty variants folder either
+
+    try:
+        if had:
+            os.rename(out, aside)
+        if new.is_dir():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(new, out)
+        else:
+            _prune_empty(out.parent, out.parent.parent)
+    except BaseException:
+        undo()
+        raise
+    return undo
 
 
 def _write_stub(request: RunRequest, decision: dict, key: str, nb_out: Path, res_out: Path, work: Path) -> dict:
@@ -428,6 +466,10 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
 
     if nb_out.parent.is_dir():  # work folders of killed runs go first: they are no output
         notebook.remove_stale_work_dirs(nb_out.parent, "atlas-run-*")
+    if res_out.parent.is_dir():  # as do the staging folders they left beside the cells (no work folder now)
+        for d in res_out.parent.glob(f"{STAGE_PREFIX}atlas-run-*"):
+            if d.is_dir() and not (nb_out.parent / d.name[len(STAGE_PREFIX):]).is_dir():
+                shutil.rmtree(d, ignore_errors=True)
     # a folder this run makes, or one a killed run left empty, is removed again when this run writes nothing
     made = [d for d in (nb_out.parent, res_out.parent) if not d.exists() or (d.is_dir() and not any(d.iterdir()))]
     work = None
@@ -470,19 +512,29 @@ def _refuse_clash(request: RunRequest, res_out: Path) -> None:
                           f"model folders, or score the predictions under another --name)")
 
 
+#: the prefix of a run's staging folder beside its cell (its cell and variant cells until they are moved in),
+#: followed by the name of the run's work folder: a staging folder whose work folder is gone is a killed run's
+STAGE_PREFIX = ".atlas-stage-"
+
+
 def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out: Path, data_dir, failed_dir: Path,
              kernel_name, timeout, start, retrain: bool = False) -> RunOutcome:
-    """Execute the run's notebook. Its result cell is written once, by the notebook (``result_path``: a
-    staged file beside the cell's place) and carrying ``run_key``; it is moved into place with the executed
-    notebook, never rewritten."""
+    """Execute the run's notebook. Its result cell is written once, by the notebook (``result_path``: a file
+    in a staging folder beside the cell's place, :data:`STAGE_PREFIX`; nothing in it but what the notebook
+    writes) and carrying ``run_key``; it is moved into place with the executed notebook, never rewritten. The
+    variant cells the notebook writes beside its cell (``variants/<protocol>/``) are staged with it and replace
+    the run's old ones in the same step, so a failed or interrupted run leaves the previous cell, notebook and
+    variants as they were."""
     import nbformat
     from papermill.exceptions import PapermillExecutionError
 
     src_ipynb, out_ipynb = work / "in.ipynb", work / "out.ipynb"
     run_nb = notebook.run_notebook(nb, request.version)  # the data story runs once per version, not here
     nbformat.write(run_nb, src_ipynb)
-    staged = Path(tempfile.mkstemp(dir=res_out.parent, prefix=f".{res_out.name}.", suffix=".tmp")[1])
-    staged.unlink()  # the notebook writes it; a notebook that writes nothing leaves nothing
+    stage = res_out.parent / f"{STAGE_PREFIX}{work.name}"  # the run's while its work folder lives
+    shutil.rmtree(stage, ignore_errors=True)  # (one of that name is a killed run's: its work folder is new)
+    stage.mkdir()
+    staged = stage / res_out.name  # the notebook writes it (and its variant cells beside it)
     params = {**request.parameters(), "data_dir": data_dir, "result_path": str(staged), "run_key": key,
               "decision": decision}
     if retrain:  # `--force` also retrains cached fine-tuned weights (not part of the cache key)
@@ -518,9 +570,11 @@ def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out
             cell.pop("_path", None)
             cell["run_key"] = key
             write_cell(cell, staged)
-        _replace_pair(out_ipynb, staged, nb_out, res_out, work / "backup")
+        variants = Path("variants", request.protocol)  # where the notebook wrote its variant cells, and their place
+        _replace_pair(out_ipynb, staged, nb_out, res_out, work / "backup",
+                      variants=(stage / variants, res_out.parent / variants))
     finally:
-        staged.unlink(missing_ok=True)
+        shutil.rmtree(stage, ignore_errors=True)
     return RunOutcome(request, "ran", seconds=round(seconds, 2), cell_status=cell["status"],
                       peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
                       notebook=str(nb_out), result=str(res_out),
