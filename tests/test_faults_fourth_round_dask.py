@@ -189,11 +189,15 @@ def test_d_an_interrupted_run_keeps_no_variant_cell_and_the_old_ones_stay(tmp_pa
     assert line == "atlas run: interrupted; no partial output was kept"
     assert not results.exists() or files_under(results) == {}, files_under(results)
 
-    # a finished run: its cell and its variant cells are in place together
+    # a finished run: its cell and its variant cells are in place together (and a killed run's staging folder,
+    # its work folder gone, is removed)
+    model = results / "negex" / N100 / "majority"
+    killed = model / ".atlas-stage-atlas-run-zero_shot-killed" / "variants" / "zero_shot"
+    killed.mkdir(parents=True)
+    (killed / "half.json").write_text("{")
     interrupt["now"] = False
     code, _, err = atlas(capsys, *args)
     assert code == 0, err
-    model = results / "negex" / N100 / "majority"
     before = files_under(results)
     assert sorted(before) == ["negex/atlas-n100-v1/majority/variants/zero_shot/new.json",
                               "negex/atlas-n100-v1/majority/zero_shot.json"], sorted(before)
