@@ -451,15 +451,17 @@ def read_cell(path: str | os.PathLike) -> dict:
 
 
 def _is_number(x) -> bool:
-    """A real number a float can hold (an integer too large for one would fail every page that shows it)."""
+    """A finite real number a float can hold: not NaN or infinity (JSON has neither, Python's reader takes both:
+    a page would show NaN as a blank and rank it first), not an integer too large for a float (it would fail
+    every page that shows it)."""
     from .jsonio import as_float
 
-    return isinstance(x, float) or (isinstance(x, int) and not isinstance(x, bool) and as_float(x) is not None)
+    return as_float(x) is not None
 
 
 def validate_cell(cell, path="result cell") -> dict:
     """Check a cell against the schema above: identity fields are non-empty strings, ``status`` is ok or
-    not_run, ``metrics`` maps names to ``{value, ci_low, ci_high[, reason]}`` with numbers or null (a null
+    not_run, ``metrics`` maps names to ``{value, ci_low, ci_high[, reason]}`` with finite numbers or null (a null
     value needs a reason), ``predictions`` is a list of objects. Raises :class:`ResultCellError` naming the
     file and the field; returns the cell."""
     from .jsonio import describe
@@ -484,7 +486,7 @@ def validate_cell(cell, path="result cell") -> dict:
             raise ResultCellError(f"{where} must be an object {{value, ci_low, ci_high}}")
         for k in ("value", "ci_low", "ci_high"):
             if e.get(k) is not None and not _is_number(e[k]):
-                raise ResultCellError(f"{where}.{k} must be a number or null, got {describe(e[k])}")
+                raise ResultCellError(f"{where}.{k} must be a finite number or null, got {describe(e[k])}")
         if e.get("value") is None and not isinstance(e.get("reason"), str):
             raise ResultCellError(f"{where}: a null value needs a 'reason' string")
         if e.get("reason") is not None and not isinstance(e["reason"], str):

@@ -75,12 +75,28 @@ def _manual_hint(pf: PinnedFile) -> str:
 
 def _present(pf: PinnedFile, path: Path, where: str) -> bool:
     """Whether ``path`` is there to be checked: a regular file. Something else in its place (a named pipe, a
-    device, a folder) is refused as such, never taken for a missing file (which would be downloaded)."""
+    device, a folder, a symbolic link that loops or leads nowhere, a path that cannot be looked at) is refused
+    as such, never taken for a missing file (which would be downloaded)."""
     what = fsio.kind(path)
     if what is not None:
         raise DataSourceError(f"{where} file {path} for {pf.name} is {what}, not a file; expected the pinned file "
                               f"(sha256 {pf.sha256}). {_manual_hint(pf)}")
-    return path.is_file()
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        if not os.path.islink(path):
+            return False
+        raise DataSourceError(f"{where} file {path} for {pf.name} is a symbolic link to {os.readlink(path)!r}, "
+                              f"which does not exist; expected the pinned file (sha256 {pf.sha256}): point the link "
+                              f"at it or remove the link. {_manual_hint(pf)}") from None
+    except OSError as exc:
+        import errno
+
+        why = ("a symbolic link that loops (it leads back to itself)" if exc.errno == errno.ELOOP else
+               f"not readable ({exc.strerror or type(exc).__name__})")
+        raise DataSourceError(f"{where} file {path} for {pf.name} is {why}; expected the pinned file (sha256 "
+                              f"{pf.sha256}): replace it with the file or remove it. {_manual_hint(pf)}") from None
+    return True
 
 
 def _check(pf: PinnedFile, path: Path, where: str) -> Path:

@@ -47,14 +47,15 @@ class YamlError(ValueError):
 
 
 class Mapping(dict):
-    """A YAML mapping as a ``dict`` that remembers where it stands: ``line`` (1-based) and ``lines`` (key ->
-    line of its value)."""
+    """A YAML mapping as a ``dict`` that remembers where it stands: ``line`` (1-based), ``lines`` (key ->
+    line of its value) and ``key_lines`` (key -> line of the key itself)."""
 
     line: int = 0
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.lines: dict = {}
+        self.key_lines: dict = {}
 
 
 def line_of(mapping, key=None) -> int | None:
@@ -118,6 +119,7 @@ def _construct_mapping(loader: _Loader, node):
         key = loader.construct_object(key_node, deep=True)
         data[key] = loader.construct_object(value_node, deep=False)
         data.lines[key] = value_node.start_mark.line + 1
+        data.key_lines[key] = key_node.start_mark.line + 1
 
 
 _Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)

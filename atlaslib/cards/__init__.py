@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from dataclasses import dataclass, field
 
 from ..registries import Registry
@@ -191,6 +192,12 @@ class Departure:
     why: str = ""
 
 
+#: words that say a licence is not confirmed, anywhere in a card's ``licence`` text (any case): a card whose
+#: ``licence_confirmed`` is True may not hold them
+UNCONFIRMED = re.compile(r"\b(?:un(?:confirmed|verified|clear|known)|not\s+(?:yet\s+)?(?:confirmed|verified|known|"
+                         r"clear)|to\s+be\s+(?:confirmed|verified|determined)|tbc|tbd|pending)\b", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Card:
     name: str
@@ -260,11 +267,12 @@ class Card:
 
     def __post_init__(self):
         # the flag decides what is published and the text is what pages say: a confirmed licence is never
-        # worded as unconfirmed (MACCROBAT once said both)
-        if self.licence_confirmed and self.licence.strip().lower().startswith(("unconfirmed", "not confirmed")):
+        # worded as unconfirmed anywhere in its text (MACCROBAT once said both; "MIT (unconfirmed)" too)
+        doubt = UNCONFIRMED.search(self.licence) if self.licence_confirmed else None
+        if doubt is not None:
             raise ValueError(f"card {self.name}: licence_confirmed is True while its licence reads "
-                             f"{self.licence!r}; make the flag and the text agree (the note says where each licence "
-                             f"statement comes from)")
+                             f"{self.licence!r} ({doubt.group()!r}); make the flag and the text agree (the note says "
+                             f"where each licence statement comes from)")
 
     @property
     def page(self) -> str:

