@@ -294,6 +294,37 @@ def _score_value(value, where: str, name: str) -> float:
     return _number(value, where, name)
 
 
+def harness_env() -> Path:
+    """Where inspect-ai and lm-eval are installed beside the book's environment (requirements-harness.txt):
+    ``$ATLAS_HARNESS_ENV``, else ``.venv/harness`` of the checkout."""
+    import os
+
+    return Path(os.environ.get("ATLAS_HARNESS_ENV") or Path(__file__).resolve().parents[2] / ".venv" / "harness")
+
+
+def _inspect_reader(p: Path):
+    """``inspect_ai.log.read_eval_log``: from the environment, else from :func:`harness_env` put *after* the book's
+    packages on ``sys.path`` (so that it adds inspect-ai and what only it needs, and changes no package the book
+    has)."""
+    import sys
+
+    try:
+        from inspect_ai.log import read_eval_log
+        return read_eval_log
+    except ImportError:
+        pass
+    env = harness_env()
+    if (env / "inspect_ai").is_dir() and str(env) not in sys.path:
+        sys.path.append(str(env))
+        try:
+            from inspect_ai.log import read_eval_log
+            return read_eval_log
+        except ImportError:
+            pass
+    raise LogError(f"{p}: reading Inspect logs needs inspect-ai 0.3.x: install requirements-harness.txt into "
+                   f"{env} (see README) or pip install inspect-ai==0.3.285")
+
+
 def read_inspect(path, *, label: str | None = None, epochs: str = "mean") -> list[ImportedRun]:
     """The run of an Inspect ``.eval`` (or ``.json``) log, read by ``inspect_ai.log.read_eval_log``. Refused
     (:class:`LogError`): a file Inspect cannot read (a truncated archive), a log that did not finish, an unknown
@@ -304,10 +335,7 @@ def read_inspect(path, *, label: str | None = None, epochs: str = "mean") -> lis
     files = sorted(f for f in p.rglob("*.eval") if f.is_file()) if p.is_dir() else [p]
     if not files:
         raise LogError(f"{p}: no .eval log in this folder; expected Inspect logs (inspect eval --log-dir)")
-    try:
-        from inspect_ai.log import read_eval_log
-    except ImportError:
-        raise LogError(f"{p}: reading Inspect logs needs inspect-ai (pip install inspect-ai==0.3.285)") from None
+    read_eval_log = _inspect_reader(p)
     runs = []
     for f in files:
         if not f.is_file():

@@ -4,6 +4,7 @@ lm-eval's ``resps`` equal the atlas's ``score.options`` within 1e-4, its accurac
 ``atlas import`` of that log gives the same accuracy."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 
 from atlaslib.cli import main
 from atlaslib.harness.export import documents, export, prompt_of
-from atlaslib.harness.logs import read_lm_eval
+from atlaslib.harness.logs import doc_hash, read_lm_eval
 from tests.tiny_models import tiny_causal_lm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,6 +65,9 @@ def test_real_lm_eval_on_the_exported_task_equals_the_atlas_item_by_item(tmp_pat
     docs, spec = documents("negex", "atlas-n100-v1", data_dir)
     by_id = {d["item_id"]: d for d in docs}
     logged = [by_id[d.fields["item_id"]] for d in run.docs]
+    # lm-eval's doc_hash and prompt_hash are the ones an exported Inspect task's log gets: the two harnesses pair
+    assert [d.key for d in run.docs] == [doc_hash(d) for d in logged]
+    assert [d.prompt_hash for d in run.docs] == [hashlib.sha256(prompt_of(d, spec).encode()).hexdigest() for d in logged]
     adapter = load_adapter(str(model), "score.options", progress=False)
     ours = adapter.score_options([prompt_of(d, spec) for d in logged], spec["options"])["loglik"]
     theirs = np.array([d.options for d in run.docs])
