@@ -41,7 +41,7 @@ from .pages import datastory
 from .pages.card_pages import render_card
 from .pages.site import (render_build_report, render_intro, render_models, render_reproduction,
                          render_toc, render_withheld)
-from .pages import facts, methods
+from .pages import facts, imported, methods
 from .pages.course import finish_course, start_course
 from .cards import Card, available_cards
 from .executor import run_requests
@@ -146,6 +146,7 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
         extra.append("book/withheld")
     facts.substitute_site(src, shown_cells, cache_dir=paths.build)  # {{fact:KEY}} placeholders, every page
     render_toc(src, card_docs, dropped, extra, model_docs)
+    imported.render(src, paths.results, publish)  # the "Imported evaluations" part, when imports exist
     if publish:  # executed notebooks and result cells name this machine's folders: not in what is uploaded
         redact_local_paths(src, local_roots(paths, shown_cells))
     builddir.keep_unchanged(src, before)

@@ -1,7 +1,7 @@
 """``atlas import``: other harnesses' logs compared with the book's statistics, written as a report.
 
     atlas import [lm-eval|inspect] PATH ... -o DIR [--name NAME ...] [--cluster doc.FIELD] [--epochs mean|cluster]
-                 [--shared-only] [--metric M] [--resamples B] [--seed S]
+                 [--shared-only] [--metric M] [--resamples B] [--seed S] [--book [--results-dir DIR]]
 
     atlas export-task lm-eval|inspect DIR --card C --version V
 
@@ -39,6 +39,9 @@ def register(sub) -> None:
                                                   "logs' first)")
     p.add_argument("--resamples", type=int, default=bootstrap.DEFAULT_RESAMPLES, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED, help="bootstrap seed")
+    p.add_argument("--book", action="store_true",
+                   help="also keep the report for the book's \"Imported evaluations\" part (under --results-dir)")
+    p.add_argument("--results-dir", default=None, help="where --book keeps it (default: results/)")
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("export-task", help="write a card version as an lm-eval or Inspect task (local files only)")
@@ -95,6 +98,11 @@ def cmd_import(args) -> int:
         for n in args.name:
             check_name(n, "--name")
         out = output_dir(args.output, "-o/--output")
+        book_dir = None
+        if args.book:
+            from ..book import BuildPaths
+
+            book_dir = output_dir(args.results_dir or BuildPaths().results, "--results-dir")
         runs = read_runs(paths, args.name, harness, args.epochs)
         for r in runs:
             check_name(r.label, f"{r.files[0]}: the model's name (give --name)", path=True)
@@ -108,7 +116,17 @@ def cmd_import(args) -> int:
         print(f"atlas import: note: {drift}", file=sys.stderr)
     for n in report["notes"]:
         print(f"atlas import: note: {n}", file=sys.stderr)
-    files = write(report, out)
+    try:
+        files = write(report, out)
+        if book_dir is not None:
+            from ..pages.imported import keep
+
+            kept = keep(report, book_dir)
+            print(f"atlas import: kept for the book in {kept}", file=sys.stderr)
+    except OSError as exc:
+        print(f"atlas import: the report could not be written ({exc.strerror or type(exc).__name__}: "
+              f"{exc.filename or out})", file=sys.stderr)
+        return 1
     print(json.dumps({"task": report["task"], "runs": [r["label"] for r in report["runs"]],
                       "n_units": report["n_units"], "unit": report["unit"], "prompt_drift": len(report["prompt_drift"]),
                       "primary": report["primary"], "output": out, "files": files}, indent=1))

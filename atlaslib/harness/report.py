@@ -123,44 +123,48 @@ def drift_line(report: dict) -> str | None:
             "not see the same prompts there; read the comparisons with that in mind")
 
 
-def markdown(report: dict) -> str:
-    """The report as Markdown (the same numbers as report.json)."""
-    lines = [f"# Imported evaluations: {report['task']}", ""]
+def markdown(report: dict, title: bool = True) -> str:
+    """The report as MyST Markdown (the same numbers as report.json; every name from the logs written as text,
+    :func:`atlaslib.escape.md`)."""
+    from ..escape import md
+
+    lines = [f"# Imported evaluations: {md(report['task'])}", ""] if title else []
     drift = drift_line(report)
     if drift:
-        lines += [f"**Prompt drift:** {drift}.", ""]
+        lines += [f"**Prompt drift:** {md(drift)}.", ""]
     for n in report["notes"]:
-        lines += [f"Note: {n}.", ""]
+        lines += [f"Note: {md(n)}.", ""]
     lines += ["## Runs", "", "| run | harness | version | model | documents |", "|---|---|---|---|---|"]
     for r in report["runs"]:
-        lines.append(f"| {r['label']} | {r['harness']} | {r['harness_version']} | {r['model']} | {r['n_documents']} |")
-    lines += ["", f"## Leaderboard (unit: {report['unit']}; {report['n_units']} units)", "",
+        lines.append(f"| {md(r['label'])} | {r['harness']} | {md(r['harness_version'])} | {md(r['model'])} | "
+                     f"{r['n_documents']} |")
+    lines += ["", f"## Leaderboard (unit: {md(report['unit'])}; {report['n_units']} units)", "",
               "| run | metric | value | 95 % interval |", "|---|---|---|---|"]
     for r in report["leaderboard"]:
-        lines.append(f"| {r['run']} | {r['metric']} | {_fmt(r['value'])} | {_fmt(r['ci_low'])}–{_fmt(r['ci_high'])} |")
+        lines.append(f"| {md(r['run'])} | {md(r['metric'])} | {_fmt(r['value'])} | {_fmt(r['ci_low'])}–{_fmt(r['ci_high'])} |")
     if report["ranks"]:
-        lines += ["", f"## Ranks on {report['primary']}", "",
+        lines += ["", f"## Ranks on {md(report['primary'])}", "",
                   "| run | value | rank | rank interval | P(rank 1) | not distinguishable from the best |",
                   "|---|---|---|---|---|---|"]
         for r in report["ranks"]:
-            lines.append(f"| {r['model']} | {_fmt(r['value'])} | {r['rank']} | {r['rank_low']}–{r['rank_high']} | "
+            lines.append(f"| {md(r['model'])} | {_fmt(r['value'])} | {r['rank']} | {r['rank_low']}–{r['rank_high']} | "
                          f"{_fmt(r['p_rank1'], 2)} | {'yes' if r['tie_group'] == 'top' else 'no'} |")
     if report["comparisons"]:
         lines += ["", "## Paired comparisons", "",
                   "| metric | A | B | A − B | 95 % interval | test | p | p (Holm) |", "|---|---|---|---|---|---|---|---|"]
         for r in report["comparisons"]:
-            lines.append(f"| {r['metric']} | {r['model_a']} | {r['model_b']} | {_fmt(r['difference'])} | "
+            lines.append(f"| {md(r['metric'])} | {md(r['model_a'])} | {md(r['model_b'])} | {_fmt(r['difference'])} | "
                          f"{_fmt(r['ci_low'])}–{_fmt(r['ci_high'])} | {r['test']} | {_fmt(r['p'], 4)} | "
                          f"{_fmt(r['p_holm'], 4)} |")
     mdd = report["detectable_difference"]
     if mdd.get("mdd_bootstrap") is not None:
-        lines += ["", f"Minimum detectable difference of {mdd['metric']} (80 % power, 5 % two-sided): "
+        lines += ["", f"Minimum detectable difference of {md(mdd['metric'])} (80 % power, 5 % two-sided): "
                       f"{_fmt(mdd['mdd_bootstrap'])} (paired bootstrap)"
                       + (f", {_fmt(mdd['mdd_mcnemar'])} (McNemar)" if mdd.get("mdd_mcnemar") is not None else "")]
     if report["calibration"]:
         lines += ["", "## Calibration (top option)", "", "| run | n | Brier | ECE |", "|---|---|---|---|"]
         for r in report["calibration"]:
-            lines.append(f"| {r['run']} | {r['n']} | {_fmt(r['brier'])} | {_fmt(r['ece'])} |")
+            lines.append(f"| {md(r['run'])} | {r['n']} | {_fmt(r['brier'])} | {_fmt(r['ece'])} |")
     return "\n".join(lines) + "\n"
 
 
