@@ -103,16 +103,21 @@ def test_nli_challenge_through_the_contract_matches_its_case_list():
     assert rowinfo.speed(cell)["n_answers"] == len(cases)
 
 
-def test_the_spec_is_frozen_when_the_run_starts_and_completed_by_what_the_adapter_was(toy):
+def test_the_spec_is_frozen_when_the_run_starts_and_completed_by_what_the_adapter_was(toy, monkeypatch):
+    import types
+
+    now = [100.0]   # the run's clock, given: the wall time is from the run's start to its finish
+    monkeypatch.setattr(results, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     params = {"n_resamples": 1000, "nested": {"seed": 1}}
     r = CardRun("toy", "toy-v1", "always-even", "zero_shot", parameters=params)
+    now[0] = 102.25
     params["n_resamples"], params["nested"]["seed"] = 5, 2   # later edits of the caller's dict do not reach it
     cell = r.finish(metrics={"accuracy_zero_shot": results.metric(0.5, 0.2, 0.8)}, predictions=[],
                     profile={"name": "always-even", "revision": "abc"}, capability="builtin",
                     details={"epochs": 3}, env={})
     assert cell["spec"]["parameters"] == {"n_resamples": 1000, "nested": {"seed": 1}, "details": {"epochs": 3}}
     assert (cell["spec"]["revision"], cell["spec"]["capability"]) == ("abc", "builtin")
-    assert cell["timing"]["wall_seconds"] >= 0 and r.cell is cell
+    assert cell["timing"]["wall_seconds"] == 2.25 and r.cell is cell
 
 
 def test_attempt_records_not_run_and_lets_real_failures_through(toy):

@@ -64,6 +64,19 @@ def test_probe_counts_exact_continuations_and_token_overlap(tmp_path, monkeypatc
     other = "blood pressure and heart rate were within normal limits here"
     short = "too short"
     model = _Parrot([seen])
+    import types
+
+    from atlaslib.models import contamination
+
+    now = [50.0]   # the probe's clock, given: its seconds are the model's 1.5 s of generation, nothing else
+    monkeypatch.setattr(contamination, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    generate = model.greedy_continuations
+
+    def timed(prefixes, n_new):
+        now[0] += 1.5
+        return generate(prefixes, n_new)
+
+    model.greedy_continuations = timed
     out = memorisation_probe(model, [seen, half_x, other, short, seen], min_tokens=4, max_new_tokens=32)
     assert out["n_distinct_sentences"] == 4 and out["n_skipped_short"] == 1 and out["n_probed"] == 3
     assert out["exact_matches"] == 1 and out["exact_match_rate"] == pytest.approx(1 / 3)
@@ -73,7 +86,7 @@ def test_probe_counts_exact_continuations_and_token_overlap(tmp_path, monkeypatc
     target = h[len(h) // 2:]
     hits = sum(t == "x" for t in target) / len(target)
     assert out["token_overlap"] == pytest.approx((1.0 + hits + 0.0) / 3)
-    assert "cached" not in out and out["seconds"] >= 0 and model.calls == 1
+    assert "cached" not in out and out["seconds"] == 1.5 and model.calls == 1
     # the probe keeps no cache of its own (the model-call store is the adapters'): a fake adapter that does not
     # use the store is asked again, and the probe counts no store calls for it
     assert out["model_calls"] == {"made": 0, "served": 0}
