@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import urllib.request
 from pathlib import Path
@@ -168,7 +169,11 @@ def test_case03_a_scheduler_that_accepts_but_never_answers_stops_the_book_naming
                        tmp_path / "n")
     finally:
         silent.close()
-    assert f"the Dask scheduler at {address} (scheduler) did not complete the connection within 2 s" in line
+    # one line naming the scheduler and saying no connection was made; which deadline ends the wait first, the
+    # atlas's (2 s) or Dask's own handshake timeout (0.8 of it), depends on the machine's load: either line will do
+    assert (f"the Dask scheduler at {address} (scheduler) did not complete the connection within 2 s" in line
+            or re.search(rf"cannot reach the Dask scheduler at {re.escape(address)} \(scheduler\): "
+                         rf"Timed out (during handshake while connecting|trying to connect) to ", line)), line
 
 
 @HANG_GUARD
@@ -193,13 +198,14 @@ def test_case03_a_scheduler_that_freezes_mid_build_fails_the_unfinished_runs_nam
         opened = executor._open_client
 
         def open_then_freeze(*a, **k):
-            client = opened(*a, **k)
+            client = opened(*a, **k)                 # a loaded machine may take long to connect: 120 s allowed
             scheduler.send_signal(signal.SIGSTOP)  # frozen after the connection: mid-build
+            monkeypatch.setattr(executor, "SCHEDULER_DEADLINE", 2.0)   # a frozen scheduler never answers
             return client
 
         monkeypatch.setattr(executor, "_open_client", open_then_freeze)
         monkeypatch.setattr(executor, "HEARTBEAT", 0.5, raising=False)
-        monkeypatch.setattr(executor, "SCHEDULER_DEADLINE", 2.0, raising=False)
+        monkeypatch.setattr(executor, "SCHEDULER_DEADLINE", 120.0, raising=False)
         reqs = [RunRequest("negex", N100, m, "zero_shot") for m in ("majority", "medspacy-context")]
         lines = []
         report = executor.run_requests(reqs, BuildPaths(results=tmp_path / "r", runs=tmp_path / "n",
