@@ -414,35 +414,47 @@ def test_a_damaged_entry_is_recomputed_replaced_and_named(models, store, damage)
 _WRITER = CALLS_ONLY + """
 import os, sys, time
 import numpy as np
-root, key, k, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+root, key, k, go, stop = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 sp = calls.CallSpace({"model": "concurrency"}, "test.cap", root=root)
 value = {"v": np.full(50_000 + 997 * k, k, dtype=np.float32), "writer": k}
 print("ready", flush=True)
-while not os.path.exists(go):
+deadline = time.monotonic() + 60          # a writer never outlives a reader that failed to say stop
+while not os.path.exists(go) and time.monotonic() < deadline:
     time.sleep(0.005)
-for _ in range(n):
+puts = 0
+while not os.path.exists(stop) and time.monotonic() < deadline:
     sp.put(key, value)
-print(sp.write_errors, flush=True)
+    puts += 1
+print("stopped" if os.path.exists(stop) else "timed out", puts, sp.write_errors, flush=True)
 """
+
+#: the reader's bounds: it reads until it has seen this many whole entries of each writer, or for at most this long
+WHOLE_EACH, READ_SECONDS = 50, 30.0
 
 
 def test_two_processes_writing_one_key_never_leave_a_torn_entry(tmp_path):
-    """Two processes write the same key over and over (each its own value, about 200 kB) while this one reads the
-    entry's file: every read is a whole valid entry of one writer, or no entry yet."""
+    """Two processes write the same key over and over (each its own value, about 200 kB) until told to stop, while
+    this one reads the entry's file: every read is a whole valid entry of one writer, or no entry yet. The reads
+    overlap the writes: both writers are still writing when the last read is done (they stop only when told, and
+    say so), and the reads see each writer's entry replace the other's."""
+    import time
+
     root = tmp_path / "calls"
     space = calls.CallSpace({"model": "concurrency"}, "test.cap", root=root)
     key = space.key(calls.digest("the same input"))
-    go = tmp_path / "go"
+    go, stop = tmp_path / "go", tmp_path / "stop"
     env = _second_process_env()
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(root), key, str(k), "200", str(go)],
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(root), key, str(k), str(go), str(stop)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for k in (1, 2)]
+    whole, absent, torn, switches, last = {1: 0, 2: 0}, 0, 0, 0, None
     try:
         for p in procs:
             assert p.stdout.readline().strip() == "ready", p.stderr.read()
         go.touch()
-        whole, absent, torn, writers = 0, 0, 0, set()
         path = space.path(key)
-        while any(p.poll() is None for p in procs) or whole == 0:
+        deadline = time.monotonic() + READ_SECONDS
+        while min(whole.values()) < WHOLE_EACH and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), "a writer stopped before it was told to"
             try:
                 data = path.read_bytes()
             except FileNotFoundError:
@@ -451,21 +463,26 @@ def test_two_processes_writing_one_key_never_leave_a_torn_entry(tmp_path):
             value = calls.decode_entry(data, key)
             if value is None:
                 torn += 1
-            else:
-                whole += 1
-                writers.add(value["writer"])
-                assert np.all(value["v"] == value["writer"]) and len(value["v"]) == 50_000 + 997 * value["writer"]
-            if whole > 10_000:
-                break
+                continue
+            k = value["writer"]
+            assert k in whole and np.all(value["v"] == k) and len(value["v"]) == 50_000 + 997 * k
+            whole[k] += 1
+            switches += last is not None and k != last
+            last = k
+        stop.touch()
         outs = [p.communicate(timeout=60) for p in procs]
     finally:
+        stop.touch()
         for p in procs:
             if p.poll() is None:
                 p.kill()
+                p.wait()
     assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
-    assert [o[0].split()[-1] for o in outs] == ["0", "0"]                 # no write errors
-    assert torn == 0 and whole > 0, (whole, absent, torn)
-    assert writers <= {1, 2}
+    said = [o[0].split() for o in outs]
+    assert [s[0] for s in said] == ["stopped", "stopped"], said     # still writing after the last read
+    assert [s[-1] for s in said] == ["0", "0"], said                # no write errors
+    assert torn == 0, (whole, absent, torn)
+    assert min(whole.values()) >= WHOLE_EACH and switches >= 1, (whole, absent, switches)
     assert [p.name for p in root.rglob("*") if p.is_file()] == [path.name]   # no temporary file left
 
 
