@@ -265,31 +265,43 @@ def seeded_paired(points: dict, scoring) -> compare.SeededPaired:
     return compare.SeededPaired(**{f.name: getattr(p, f.name) for f in fields(p)}, seeded=seeded)
 
 
-#: deepsig's bootstrap iterations in these tests (the atlas asks for 1,000: about 15 s a call on a loaded 2-core
-#: machine); the comparison's call goes through with these, so both sides ask deepsig the same question
-ITERATIONS = 150
+#: the atlas's own question to deepsig (seeds.almost_stochastic_order's defaults): 1,000 bootstrap iterations, the
+#: atlas's bootstrap seed, 95% confidence, one comparison
+ATLAS_ASO = {"confidence_level": 0.95, "num_comparisons": 1, "seed": bootstrap.DEFAULT_SEED,
+             "num_bootstrap_iterations": 1000, "show_progress": False}
+#: deepsig's answers by question (it is seeded: the same question has the same answer): each distinct question is
+#: asked once in the module, at the atlas's own iteration count (about 2 s each, 15 s on a loaded 2-core machine)
+_ASKED: dict = {}
+
+
+def _deepsig(real, a, b, kw):
+    q = (tuple(a), tuple(b), tuple(sorted(kw.items())))
+    if q not in _ASKED:
+        _ASKED[q] = float(real(list(a), list(b), **kw))
+    return _ASKED[q]
 
 
 @pytest.fixture
 def deepsig_aso(monkeypatch):
-    """deepsig's ``aso()``, called directly (``(better, worse) -> ε_min``, higher is better), and what the atlas
-    handed to it (``.calls``: every (scores_a, scores_b) in order)."""
+    """deepsig's ``aso()``, called directly (``(better, worse) -> ε_min``, higher is better, the atlas's settings
+    given here), and what the atlas handed to it (``.calls``: every (scores_a, scores_b) in order, with the keywords
+    it passed unchanged)."""
     import deepsig
 
     real = deepsig.aso
-    calls = []
+    calls, kwargs = [], []
 
     def recorded(scores_a, scores_b, **kw):
         calls.append((list(scores_a), list(scores_b)))
-        return real(scores_a, scores_b, **{**kw, "num_bootstrap_iterations": ITERATIONS})
+        kwargs.append(dict(kw))
+        return _deepsig(real, scores_a, scores_b, kw)
 
     monkeypatch.setattr(deepsig, "aso", recorded)
 
     def direct(better, worse) -> float:
-        return float(real(list(better), list(worse), confidence_level=0.95, num_comparisons=1,
-                          seed=bootstrap.DEFAULT_SEED, num_bootstrap_iterations=ITERATIONS, show_progress=False))
+        return _deepsig(real, better, worse, ATLAS_ASO)
 
-    direct.calls = calls
+    direct.calls, direct.kwargs = calls, kwargs
     return direct
 
 
@@ -303,7 +315,7 @@ def test_aso_of_a_lower_is_better_metric_is_deepsigs_on_negated_scores(order, de
     comp = compare.compare_paired(seeded_paired({k: ERRORS[k] for k in order}, SCORING_ERROR_FIRST))
     row = comp.pairs[comp.pairs["metric"] == "error"].iloc[0]
     good, bad = [-x for x in ERRORS["good"]], [-x for x in ERRORS["bad"]]
-    assert deepsig_aso.calls == [(pytest.approx(good), pytest.approx(bad))]
+    assert deepsig_aso.calls == [(pytest.approx(good), pytest.approx(bad))] and deepsig_aso.kwargs == [ATLAS_ASO]
     want = deepsig_aso(good, bad)
     assert row["aso_better"] == "good" and row["aso_eps_min"] == pytest.approx(want, abs=1e-12)
     assert want < 0.2 < 0.5 < deepsig_aso(ERRORS["good"], ERRORS["bad"])   # unoriented, deepsig says otherwise
@@ -315,6 +327,7 @@ def test_aso_of_a_higher_is_better_metric_is_deepsigs_on_the_scores(order, deeps
     comp = compare.compare_paired(seeded_paired({k: acc[k] for k in order}, SCORING))
     row = comp.pairs[comp.pairs["metric"] == "accuracy"].iloc[0]
     assert deepsig_aso.calls == [(pytest.approx(acc["good"]), pytest.approx(acc["bad"]))]
+    assert deepsig_aso.kwargs == [ATLAS_ASO]
     assert row["aso_better"] == "good"
     assert row["aso_eps_min"] == pytest.approx(deepsig_aso(acc["good"], acc["bad"]), abs=1e-12)
 
