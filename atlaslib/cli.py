@@ -367,7 +367,22 @@ def main(argv=None) -> int:
 
     harness_cli.register(sub)
 
-    args = parser.parse_args(argv)
+    from .streams import guarded
+
+    with guarded() as (out, err):  # output closed early or full never ends the work (atlaslib.streams)
+        args = parser.parse_args(argv)  # --help too: `atlas --help | head -1` is quiet
+        code = _main(args)
+        out.flush()
+        lost = out.lost_line(args.command) or err.lost_line(args.command)
+    if lost:
+        print(lost, file=sys.stderr)
+        sys.stderr.flush()
+        return code or 1
+    return code
+
+
+def _main(args) -> int:
+    """The command ``args`` asks for, its exit code."""
     from .sources import DataSourceError
 
     from .models.devices import DeviceUnavailable

@@ -7,6 +7,7 @@ pipe is needed, in a subprocess where the fault is the pipe itself.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,78 @@ from tests.external.test_score import atlas  # atlas(capsys, *args) -> (exit cod
 from tests.test_faults_second_round import one_line
 
 N100 = "atlas-n100-v1"
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ------------------------------------------------------------------------------------------------ 4
+
+
+def atlas_closed(*args, cwd: Path, stderr_closed: bool = False) -> tuple[int, str]:
+    """``atlas ARGS`` in a subprocess whose standard output (and error, with ``stderr_closed``) is a pipe closed
+    before it writes a byte, as ``| head -1`` leaves it once head has its line: (exit code, standard error)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "atlaslib.cli", *map(str, args)], cwd=cwd,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()
+    if stderr_closed:
+        proc.stderr.close()
+        return proc.wait(timeout=240), ""
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    return proc.wait(timeout=240), err
+
+
+def test_fault04_output_closed_early_never_ends_a_build_and_a_full_device_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    # atlas list | head -1: a quiet exit, with its output closed and with both closed
+    assert atlas_closed("list", cwd=tmp_path) == (0, "")
+    assert atlas_closed("list", cwd=tmp_path, stderr_closed=True)[0] == 0
+
+    # atlas list > /dev/full: one line naming where, exit 1
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "atlaslib.cli", "list"], cwd=tmp_path, stdout=full,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                              timeout=240)
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert line.startswith("atlas list: standard output (/dev/full) could not be written: No space left on device")
+
+    # atlas book ... | head -1: the build goes on and finishes its site; nothing of its work is left about
+    b, r, n = tmp_path / "b", tmp_path / "r", tmp_path / "n"
+    code, err = atlas_closed("book", "--no-run", "--card", "negex", "--build-dir", b, "--results-dir", r,
+                             "--runs-dir", n, cwd=tmp_path)
+    assert (code, err) == (0, "")
+    assert (b / "site" / "_build" / "html" / "index.html").is_file()
+    assert not list(tmp_path.rglob("atlas-story-*")) and not list(tmp_path.rglob("atlas-run-*"))
+
+
+def test_fault04_a_guarded_stream_keeps_writing_after_its_reader_is_gone():
+    """The output layer on its own: a pipe closed under a stream (written from two threads) costs no exception,
+    is quiet, and leaves the descriptor writable (pointed at /dev/null)."""
+    import threading
+
+    from atlaslib.streams import GuardedStream
+
+    read, write = os.pipe()
+    stream = os.fdopen(write, "w", buffering=1)
+    guard = GuardedStream(stream, "output")
+    guard.write("first\n")
+    os.close(read)
+    threads = [threading.Thread(target=lambda: [guard.write("more\n") for _ in range(1000)]) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    guard.flush()
+    assert guard.closed_early and guard.lost_line("list") is None
+    stream.write("after\n")
+    stream.flush()                        # the descriptor now writes nowhere, without an error
+    stream.close()
 
 
 # ------------------------------------------------------------------------------------------------ 7
