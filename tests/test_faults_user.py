@@ -368,7 +368,7 @@ def test_case10_predictor_errors_keep_no_case_text_and_a_bom_is_accepted(tmp_pat
 
 import random  # noqa: E402
 
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 # no shrinking: a failing input is reported as drawn (shrinking 100-row inputs takes minutes)
@@ -397,11 +397,19 @@ def assert_no_item_text(exc: BaseException, texts, window: int = 24) -> None:
             assert not any(t[i:i + window] in pieces for i in range(max(0, len(t) - window + 1))), (type(e), msg)
 
 
-def _mutate(draw, rows: list[dict], key: str, value_strategy) -> object:
-    """Valid rows, then maybe: a dropped row, a repeated row, an unknown id, a junk answer or score."""
+#: what _mutate does to valid rows; the first two are inputs the scorer accepts (asserted, and each an @example)
+KINDS = st.sampled_from(["valid", "dict", "valid", "drop", "repeat", "unknown", "junk_answer", "junk_score",
+                         "junk_id", "junk_row", "not_a_list"])
+ACCEPTED_KINDS = {"valid", "dict"}
+
+
+def _mutate(draw, rows: list[dict], key: str, kind: str) -> object:
+    """Valid rows (``kind`` "valid"), or a mapping of them by item id ("dict"), or valid rows with one fault: a
+    dropped row, a repeated row, an unknown id, a junk answer or score, a junk id or row; or not a list at all.
+    ``draw`` (Hypothesis's) draws the fault's details; an accepted kind draws nothing."""
     rows = [dict(r) for r in rows]
-    kind = draw(st.sampled_from(["valid", "valid", "drop", "repeat", "unknown", "junk_answer", "junk_score",
-                                 "junk_id", "junk_row", "dict", "not_a_list"]))
+    if kind in ACCEPTED_KINDS:
+        return rows if kind == "valid" else {r["item_id"]: r[key] for r in rows}
     i = draw(st.integers(0, len(rows) - 1))
     if kind == "drop":
         del rows[i]
@@ -419,8 +427,6 @@ def _mutate(draw, rows: list[dict], key: str, value_strategy) -> object:
         rows[i]["item_id"] = draw(st.one_of(st.none(), st.integers(), st.lists(st.integers(), max_size=1)))
     elif kind == "junk_row":
         rows[i] = draw(JUNK)
-    elif kind == "dict":
-        return {r["item_id"]: r[key] for r in rows}
     elif kind == "not_a_list":
         return draw(st.one_of(st.none(), st.integers(), st.floats()))
     return rows
@@ -441,21 +447,24 @@ def maccrobat_split(data_dir):
 
 
 @PROPERTY
-@given(st.data())
-def test_property_negex_prediction_records(negex_split, data_dir, data):
+@given(seed=st.integers(0, 2 ** 16), kind=KINDS, data=st.data())
+@example(seed=0, kind="valid", data=None)
+@example(seed=1, kind="dict", data=None)
+def test_property_negex_prediction_records(negex_split, data_dir, seed, kind, data):
     from sklearn.metrics import f1_score
 
     from atlaslib.external.score import evaluate
     from atlaslib.external.tasks import PredictionsError
 
     s = negex_split
-    rng = random.Random(data.draw(st.integers(0, 2 ** 16), label="seed"))
+    rng = random.Random(seed)
     labels = [rng.choice(["affirmed", "negated"]) for _ in s.ids]
     rows = [{"item_id": i, "label": lab} for i, lab in zip(s.ids, labels)]
-    preds = _mutate(data.draw, rows, "label", None)
+    preds = _mutate(data and data.draw, rows, "label", kind)
     try:
         cell = evaluate("negex", N100, predictions=preds, data_dir=data_dir, n_resamples=20)
     except PredictionsError as exc:
+        assert kind not in ACCEPTED_KINDS, f"{kind} predictions refused: {exc}"
         assert_no_item_text(exc, [r["sentence"] for r in s.records])
         return
     got = {r["item_id"]: r["label"] for r in (preds if isinstance(preds, list) else
@@ -468,20 +477,23 @@ def test_property_negex_prediction_records(negex_split, data_dir, data):
 
 @pytest.mark.filterwarnings("ignore:.*I- tag that continues no mention")  # random tags: said, and accepted
 @PROPERTY
-@given(st.data())
-def test_property_maccrobat_prediction_records(maccrobat_split, data_dir, data):
+@given(seed=st.integers(0, 2 ** 16), kind=KINDS, data=st.data())
+@example(seed=0, kind="valid", data=None)
+@example(seed=1, kind="dict", data=None)
+def test_property_maccrobat_prediction_records(maccrobat_split, data_dir, seed, kind, data):
     from seqeval.metrics import f1_score
 
     from atlaslib.external.score import evaluate
     from atlaslib.external.tasks import PredictionsError
 
     s = maccrobat_split
-    rng = random.Random(data.draw(st.integers(0, 2 ** 16), label="seed"))
+    rng = random.Random(seed)
     rows = [{"item_id": r["item_id"], "tags": [rng.choice(s.labels) for _ in r["words"]]} for r in s.records]
-    preds = _mutate(data.draw, rows, "tags", None)
+    preds = _mutate(data and data.draw, rows, "tags", kind)
     try:
         cell = evaluate("maccrobat", N100, predictions=preds, data_dir=data_dir, n_resamples=20)
     except PredictionsError as exc:
+        assert kind not in ACCEPTED_KINDS, f"{kind} predictions refused: {exc}"
         assert_no_item_text(exc, [" ".join(r["words"]) for r in s.records])
         return
     got = {r["item_id"]: r["tags"] for r in (preds if isinstance(preds, list) else
@@ -491,9 +503,21 @@ def test_property_maccrobat_prediction_records(maccrobat_split, data_dir, data):
     assert cell["metrics"]["entity_f1_zero_shot"]["value"] == pytest.approx(ref)
 
 
+#: the forms of NLI predictions the challenge accepts (asserted; each an @example): by case order or by case id
+NLI_ACCEPTED = ("list", "tuple", "dict", "series", "shuffled_series", "array", "iterator")
+
+
 @PROPERTY
-@given(st.data())
-def test_property_nli_prediction_inputs(data):
+@given(seed=st.integers(0, 2 ** 16),
+       form=st.sampled_from([*NLI_ACCEPTED, "frame", "set", "short", "junk_label", "dict_missing", "dict_extra",
+                             "duplicate_index", "scalar"]), data=st.data())
+@example(seed=0, form="list", data=None)
+@example(seed=1, form="tuple", data=None)
+@example(seed=2, form="dict", data=None)
+@example(seed=3, form="series", data=None)
+@example(seed=4, form="array", data=None)
+@example(seed=5, form="iterator", data=None)
+def test_property_nli_prediction_inputs(seed, form, data):
     import numpy as np
     import pandas as pd
 
@@ -501,11 +525,8 @@ def test_property_nli_prediction_inputs(data):
 
     cases = nn.default_nli_negation_cases()
     ids = [c.case_id for c in cases]
-    rng = random.Random(data.draw(st.integers(0, 2 ** 16), label="seed"))
+    rng = random.Random(seed)
     labels = [rng.choice(["entailment", "neutral", "contradiction", None, "abstention", " Neutral "]) for _ in ids]
-    form = data.draw(st.sampled_from(["list", "tuple", "dict", "series", "shuffled_series", "array", "iterator",
-                                      "frame", "set", "short", "junk_label", "dict_missing", "dict_extra",
-                                      "duplicate_index", "scalar"]))
     by_id = dict(zip(ids, labels))
     preds = {
         "list": lambda: list(labels), "tuple": lambda: tuple(labels), "dict": lambda: dict(by_id),
@@ -522,6 +543,7 @@ def test_property_nli_prediction_inputs(data):
     try:
         report = nn.run_nli_negation_challenge(preds)
     except nn.NliNegationError as exc:
+        assert form not in NLI_ACCEPTED, f"{form} predictions refused: {exc}"
         assert_no_item_text(exc, [t for c in cases for t in (c.premise, c.hypothesis)])
         return
     norm = [None if v is None or v.strip().lower() == "abstention" else v.strip().lower()
