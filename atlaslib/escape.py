@@ -67,4 +67,9 @@ def public_location(location) -> str:
     rest = m.group(2)
     if "@" in rest:  # user info ends at its last '@' (a password may hold an unencoded '/', ':' or '@')
         rest = rest[rest.rindex("@") + 1:]
+    else:  # a '?' or '#' in the user info: an '@' after it with no '/' before it ends the user info
+        whole = s[m.end(1):]
+        at = whole.rfind("@")
+        if at >= 0 and "/" not in whole[:at]:
+            rest = re.match(r"[^?#]*", whole[at + 1:]).group(0)
     return m.group(1) + rest

@@ -139,11 +139,25 @@ def test_fault07_credentials_with_spaces_quotes_and_brackets_never_reach_stderr_
         assert not [s for s in secrets if s in cell.read_text(encoding="utf-8")]
 
 
-def test_fault07_public_location_parses_the_user_info_whatever_it_holds():
+def test_fault07_public_location_parses_the_user_info_whatever_it_holds(tmp_path, capsys, monkeypatch):
     from atlaslib.escape import public_location
 
-    for user, pw in ((USER, PASSWORD), ("a", "b c"), ("a b", ""), ("<a>", "\"x\"@y"), ("a%20b", "p/q:r")):
+    for user, pw in ((USER, PASSWORD), ("a", "b c"), ("a b", ""), ("<a>", "\"x\"@y"), ("a%20b", "p/q:r"),
+                     ("al?ice", "se#same"), ("alice", "ses?ame")):
         assert public_location(f"https://{user}:{pw}@example.org:8443/v1?k=v#f") == "https://example.org:8443/v1"
+    # a '?', '#' or '/' in the user info would send the request elsewhere: the profile is refused, unshown
+    monkeypatch.setenv("ATLAS_PROFILES", "")
+    for location in ("http://alice:zq?xw@127.0.0.1:9/v1", "http://alice:zq/xw@127.0.0.1:9/v1",
+                     "http://alice:zq#xw@127.0.0.1:9/v1"):
+        prof = tmp_path / "p.yml"
+        prof.write_text(yaml.safe_dump({"leaky": {
+            "source": "openai-compatible", "location": location, "capabilities": ["predict.assertion"],
+            "options": {"model": "m"}, "revision": None, "label_map": {}, "trained_on": [], "description": "x"}}))
+        code, out, err = atlas(capsys, "list", "--profiles", prof)
+        assert code == 2, err
+        line = one_line(err)
+        assert line.startswith(f"atlas list: {prof}: profile 'leaky' key 'location'"), line
+        assert "the location is not shown" in line and "alice" not in line and "zq" not in line and "xw" not in line, line
 
 
 # ------------------------------------------------------------------------------------------------ 12

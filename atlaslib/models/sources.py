@@ -156,6 +156,19 @@ class OpenAICompatible(Source):
 
             raise ProfileError(f"{where}: profile {name!r} key 'location' must be the API's base URL "
                                f"(http://host:port/v1), got {public_location(loc)!r}")
+        from urllib.parse import urlsplit
+
+        u = urlsplit(loc)
+        try:
+            u.port
+        except ValueError:  # its text may be a piece of a password: not shown
+            raise ProfileError(f"{where}: profile {name!r} key 'location': the port is not a number (a '/', '?' or "
+                               f"'#' in a user name or password ends the host part early: percent-encode it, %2F, "
+                               f"%3F, %23); the location is not shown") from None
+        if "@" not in u.netloc and "@" in loc:  # user info cut short by a '?' or '#' in it
+            raise ProfileError(f"{where}: profile {name!r} key 'location' has an '@' after its host part: a '?' or "
+                               f"'#' in a user name or password ends the host part early (percent-encode it, %3F, "
+                               f"%23; an '@' in a path or query is %40); the location is not shown")
         opts = entry.get("options") or {}
         if not isinstance(opts, dict):
             raise ProfileError(f"{where}: profile {name!r} key 'options' must be a mapping")
