@@ -371,7 +371,13 @@ def main(argv=None) -> int:
 
     with guarded() as (out, err):  # output closed early or full never ends the work (atlaslib.streams)
         args = parser.parse_args(argv)  # --help too: `atlas --help | head -1` is quiet
-        code = _main(args)
+        try:
+            code = _main(args)
+        except Exception:  # a fault the command did not expect: work beside it (a data story's daemon thread)
+            from .notebook import remove_live_work_dirs  # dies with the process, so its folders go now
+
+            remove_live_work_dirs()
+            raise
         out.flush()
         lost = out.lost_line(args.command) or err.lost_line(args.command)
     if lost:

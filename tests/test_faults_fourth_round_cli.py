@@ -67,6 +67,22 @@ def test_fault04_output_closed_early_never_ends_a_build_and_a_full_device_is_one
     assert not list(tmp_path.rglob("atlas-story-*")) and not list(tmp_path.rglob("atlas-run-*"))
 
 
+def test_fault04_a_command_that_fails_unexpectedly_leaves_no_work_folder_of_a_thread_beside_it(tmp_path,
+                                                                                              monkeypatch):
+    """The data stories' thread is a daemon: it dies with the process and its finally never runs, so a command
+    that ends on an unexpected exception removes the work folders still live."""
+    from atlaslib import cli, notebook
+
+    def boom(args):
+        notebook.make_work_dir(tmp_path, "atlas-story-")    # what a data story holds while it runs
+        raise RuntimeError("not expected")
+
+    monkeypatch.setattr(cli, "cmd_list", boom)
+    with pytest.raises(RuntimeError, match="not expected"):
+        cli.main(["list"])
+    assert not list(tmp_path.glob("atlas-story-*"))
+
+
 def test_fault04_a_guarded_stream_keeps_writing_after_its_reader_is_gone():
     """The output layer on its own: a pipe closed under a stream (written from two threads) costs no exception,
     is quiet, and leaves the descriptor writable (pointed at /dev/null)."""
