@@ -100,7 +100,7 @@ def pair(runs: list[ImportedRun], *, cluster: str | None = None, shared_only: bo
         raise LogError(f"{r.files[0]}: {n} of its {len(keysets[lab])} documents are not in every other log "
                        f"({len(shared)} shared); expected the same document set (add --shared-only to compare on the "
                        "shared documents)")
-    epoch_mode = {r.epochs for r in runs}
+    epoch_mode = {r.epochs == "cluster" for r in runs}
     if len(epoch_mode) > 1:
         raise LogError("some logs keep epochs as units and others do not; import them with one --epochs rule")
     names = [m for m in base.metric_names() if all(m in r.metric_names() for r in runs)]

@@ -168,3 +168,26 @@ def test_shared_only_compares_on_the_shared_documents_and_says_so(tmp_path, caps
     assert code == 0, err
     assert "compared on the 6 shared documents; left out: m/b 2" in err
     assert json.loads(out)["n_units"] == 6
+
+
+class _Log:
+    def __init__(self, version, inspect_version, status):
+        from types import SimpleNamespace
+
+        self.version, self.status, self.samples = version, status, []
+        self.eval = SimpleNamespace(packages={"inspect_ai": inspect_version})
+
+
+@pytest.mark.parametrize("log, expected", [
+    (_Log(3, "0.3.285", "success"), "Inspect log format version 3; this atlas reads version 2"),
+    (_Log(2, "0.9.0", "success"), "written by inspect-ai 0.9.0; this atlas reads logs of inspect-ai 0.3.x"),
+    (_Log(2, "0.3.285", "error"), "the evaluation's status is 'error'; expected a finished log ('success')"),
+])
+def test_an_inspect_log_of_an_unknown_version_or_unfinished_is_one_line(tmp_path, capsys, monkeypatch, log, expected):
+    from atlaslib.harness import logs
+
+    monkeypatch.setattr(logs, "_inspect_reader", lambda p: lambda path: log)
+    f = tmp_path / "run.eval"
+    f.write_bytes(b"PK")
+    code, out, err = _import(tmp_path, capsys, "inspect", f)
+    assert code == 2 and err == f"atlas import: {f}: {expected}\n" and out == ""

@@ -124,3 +124,26 @@ def test_two_inspect_runs_pair_and_a_truncated_archive_is_one_line(inspect_logs,
     assert not (tmp_path / "bad").exists()
     with zipfile.ZipFile(log) as z:
         assert any(n.startswith("samples/") for n in z.namelist())
+
+
+def test_logs_of_the_two_harnesses_pair_on_the_documents_content(inspect_logs, tmp_path, capsys):
+    from atlaslib.harness.export import prompt_of
+
+    from .logs import sample, write_run
+
+    base, log = inspect_logs
+    data = next((base / "task").glob("atlas_*.jsonl"))
+    docs = [json.loads(line) for line in data.read_text().splitlines()][:30]
+    spec = {"template": 'Sentence: {sentence}\nQuestion: In this sentence, is "{concept}" negated (stated as absent)?'
+                        '\nAnswer:', "fields": ["sentence", "concept"]}
+    rows = [sample(k, d, [-1.0, -2.0], d["gold"], prompt=prompt_of(d, spec)) for k, d in enumerate(docs)]
+    for r in rows:                                    # the Inspect task's scorer is named "match"
+        r["metrics"], r["match"] = ["match"], r.pop("acc")
+        del r["loglik_gold"]
+    lm = write_run(tmp_path / "lm", "lm/model", rows, task="atlas_negex_atlas_n100_v1")
+    code = main(["import", str(lm), str(log), "-o", str(tmp_path / "rep"), "--resamples", "200"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    rep = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert rep["n_units"] == 30 and rep["prompt_drift"] == [] and "prompt differs" not in err
+    assert [r["harness"] for r in rep["runs"]] == ["lm-eval", "inspect"]
