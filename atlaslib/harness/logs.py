@@ -180,6 +180,7 @@ def read_lm_eval(path, *, label: str | None = None) -> list[ImportedRun]:
             raise LogError(f"{f}: no sample in this file; expected one lm-eval sample per line")
         by_doc: dict = {}
         filters: list = []
+        corpus: set = set()   # metrics lm-eval aggregates over the corpus (per-sample parts, not values)
         metric_names = None
         for n, s in rows:
             where = f"{f}, row {n}"
@@ -220,7 +221,13 @@ def read_lm_eval(path, *, label: str | None = None) -> list[ImportedRun]:
                                "expected each document once per filter")
             if s["doc_hash"] != entry["row"]["doc_hash"]:
                 raise LogError(f"{where}: doc_id {doc_id} has another doc_hash than at {entry['where']}")
-            entry["filters"][filt] = (n, {x: _number(s[x], where, x) for x in names})
+            values = {}
+            for x in names:
+                if isinstance(s[x], (list, dict)):  # a corpus-level metric (bleu, f1): its per-sample parts
+                    corpus.add(x)
+                elif x not in corpus:
+                    values[x] = _number(s[x], where, x)
+            entry["filters"][filt] = (n, values)
         ids = sorted(by_doc)
         expected = ((results.get("n-samples") or {}).get(task) or {}).get("effective")
         if isinstance(expected, int) and not isinstance(expected, bool) and expected != len(ids):
@@ -239,6 +246,8 @@ def read_lm_eval(path, *, label: str | None = None) -> list[ImportedRun]:
             metrics = {}
             for filt in filters:
                 for name, v in e["filters"][filt][1].items():
+                    if name in corpus:
+                        continue
                     metrics[name if len(filters) == 1 else f"{name},{filt}"] = v
             s = e["row"]
             options = gold = None
@@ -247,6 +256,9 @@ def read_lm_eval(path, *, label: str | None = None) -> list[ImportedRun]:
                 gold = _gold(s["target"], s["arguments"], len(options))
             docs.append(Doc(s["doc_hash"], str(doc_id), s["prompt_hash"], metrics, dict(s["doc"]),
                             options=options, gold=gold, where=e["where"]))
+        if not docs[0].metrics:
+            raise LogError(f"{f}: every metric ({', '.join(sorted(corpus))}) is aggregated over the corpus; the atlas "
+                           "compares per-sample metrics (accuracy, exact match, a per-sample score)")
         model_args = config.get("model_args")
         pretrained = None
         if isinstance(model_args, dict):
@@ -259,7 +271,8 @@ def read_lm_eval(path, *, label: str | None = None) -> list[ImportedRun]:
                     "generation_kwargs": task_config.get("generation_kwargs"), "gen_kwargs": config.get("gen_kwargs"),
                     "output_type": task_config.get("output_type"), "batch_size": config.get("batch_size"),
                     "device": config.get("device"), "limit": config.get("limit"),
-                    "task_version": (results.get("versions") or {}).get(task), "filters": filters}
+                    "task_version": (results.get("versions") or {}).get(task), "filters": filters,
+                    "corpus_metrics_left_out": sorted(corpus)}
         hib = {}
         for name, v in ((results.get("higher_is_better") or {}).get(task) or {}).items():
             if isinstance(v, bool):

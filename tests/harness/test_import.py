@@ -191,3 +191,19 @@ def test_an_inspect_log_of_an_unknown_version_or_unfinished_is_one_line(tmp_path
     f.write_bytes(b"PK")
     code, out, err = _import(tmp_path, capsys, "inspect", f)
     assert code == 2 and err == f"atlas import: {f}: {expected}\n" and out == ""
+
+
+def test_corpus_level_metrics_are_left_out_and_named(tmp_path, capsys):
+    ds = docs(6)
+    rows = [sample(i, ds[i], [-1.0, -2.0], i % 2, extra={"bleu": [["ref"], "pred"],
+                                                         "metrics": ["acc", "loglik_gold", "bleu"]}) for i in range(6)]
+    code, out, err = _import(tmp_path, capsys, write_run(tmp_path / "logs", "m/a", rows))
+    assert code == 0, err
+    rep = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert [m["name"] for m in rep["metrics"]] == ["acc", "loglik_gold"]
+    assert rep["runs"][0]["settings"]["corpus_metrics_left_out"] == ["bleu"]
+    only = [dict(r, metrics=["bleu"]) for r in rows]
+    for r in only:
+        del r["acc"], r["loglik_gold"]
+    code, out, err = _import(tmp_path / "b", capsys, write_run(tmp_path / "logs2", "m/a", only))
+    assert code == 2 and "every metric (bleu) is aggregated over the corpus" in err
