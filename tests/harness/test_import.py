@@ -207,3 +207,16 @@ def test_corpus_level_metrics_are_left_out_and_named(tmp_path, capsys):
         del r["acc"], r["loglik_gold"]
     code, out, err = _import(tmp_path / "b", capsys, write_run(tmp_path / "logs2", "m/a", only))
     assert code == 2 and "every metric (bleu) is aggregated over the corpus" in err
+
+
+def test_a_cluster_field_missing_in_a_document_and_a_card_without_options_are_one_line(tmp_path, capsys):
+    ds = docs(6)
+    run = write_run(tmp_path / "logs", "m/a", [sample(i, ds[i], [-1.0, -2.0], 0) for i in range(6)])
+    code, out, err = _import(tmp_path, capsys, run, "--cluster", "doc.ward")
+    assert code == 2 and "row 1: the document has no field 'ward' (--cluster doc.ward)" in err
+    code = main(["export-task", "lm-eval", str(tmp_path / "task"), "--card", "maccrobat", "--version", "atlas-n100-v1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err == ("atlas export-task: --card maccrobat: not an option-scoring card (no answer-option "
+                                 "prompt); the lm-eval and Inspect tasks are for cards whose zero-shot run scores "
+                                 "answer options\n")
+    assert not (tmp_path / "task").exists()
