@@ -1,11 +1,12 @@
 """Leaderboards in a real browser (headless chromium at 1,200 px) and in the rendered HTML.
 
 Reuses the session's small book (``tests/books.py``: NegEx atlas-n100-v1: the majority baseline and a
-not-run hub model). A copy of the card page gets a script that measures every leaderboard table after
-layout; chromium's ``--dump-dom`` returns the measurements. Checked: no leaderboard is wider than the
-1,200 px window or its article column (it would slide under the page's table of contents) or needs
-horizontal scrolling; no interval of zero width for a predictor that is not
-constant lacks its exact interval; no undefined metric is shown as a number; long reasons are footnotes.
+not-run hub model) and its two-run book (two outside systems, neither constant). A copy of the card page gets a
+script that measures every leaderboard table after layout; chromium's ``--dump-dom`` returns the measurements.
+Checked: no leaderboard is wider than the 1,200 px window or its article column (it would slide under the page's
+table of contents) or needs horizontal scrolling; no interval of zero width for a predictor that is not
+constant lacks its exact interval (read on the two systems' rows, and on the leaderboard of a non-constant system
+whose sensitivity interval is [1, 1]); no undefined metric is shown as a number; long reasons are footnotes.
 """
 from __future__ import annotations
 
@@ -90,19 +91,77 @@ def test_rendered_leaderboard_shows_exact_intervals_and_no_undefined_number(smal
     assert html.count("weights unavailable") == 1
 
 
-def test_no_zero_width_interval_without_exact_one_in_any_built_card(small_book):
-    """Over every card page of the build: a ``[x, x]`` interval appears only for a constant predictor's
-    non-proportion metric, or next to ``exact [...]``."""
-    html_dir, results_dir = small_book
+#: an interval cell of a leaderboard: ``value [low, high]``
+INTERVAL = re.compile(r"(\d\.\d{3})\s*\[(\d\.\d{3}), (\d\.\d{3})\]")
+
+
+def constant_models(results_dir) -> set:
+    """The models of a build whose predictions are all one label."""
     constant = set()
     for path in results_dir.rglob("*.json"):
         c = json.loads(path.read_text())
         preds = c.get("predictions") or []
         if preds and len({str(p.get("pred")) for p in preds}) == 1:
             constant.add(c["model"])
-    for page in (html_dir / "book" / "cards").glob("*.html"):
-        for row in _cells_text(page.read_text(encoding="utf-8")):
-            for cell in row[1:]:
-                m = re.match(r"(\d\.\d{3})\s*\[(\d\.\d{3}), (\d\.\d{3})\]", cell)
-                if m and m.group(2) == m.group(3) and "exact [" not in cell:
-                    assert row[0].split(" ")[0] in constant, (page.name, row)
+    return constant
+
+
+def zero_width_rule(rows, constant) -> tuple[int, list]:
+    """(interval cells of non-constant models checked, rows breaking the rule): a ``[x, x]`` interval appears
+    only for a constant predictor, or next to ``exact [...]``."""
+    checked, broken = 0, []
+    for row in rows:
+        model = row[0].split(" ")[0] if row else ""
+        for cell in row[1:]:
+            m = INTERVAL.match(cell)
+            if not m or model in constant:
+                continue
+            checked += 1
+            if m.group(2) == m.group(3) and "exact [" not in cell:
+                broken.append(row)
+    return checked, broken
+
+
+def test_no_zero_width_interval_without_exact_one_in_any_built_card(small_book, two_run_book):
+    """Over every card page of the small book (the constant majority baseline) and the two-run book (two
+    systems that are not constant): a ``[x, x]`` interval appears only for a constant predictor's
+    non-proportion metric, or next to ``exact [...]``; the rule is read on the two systems' rows."""
+    checked = 0
+    for html_dir, results_dir in (small_book, two_run_book):
+        constant = constant_models(results_dir)
+        for page in (html_dir / "book" / "cards").glob("*.html"):
+            n, broken = zero_width_rule(_cells_text(page.read_text(encoding="utf-8")), constant)
+            assert not broken, (page.name, broken)
+            checked += n
+    assert checked >= 8, f"only {checked} interval cells of non-constant models were read"   # 2 runs x 4 metrics
+
+
+def test_a_non_constant_predictor_at_one_shows_its_exact_interval(small_book, data_dir, tmp_path):
+    """A system right on every negated item and wrong on every fourth affirmed one: not constant, yet its
+    sensitivity's percentile interval is [1.000, 1.000]; its leaderboard row (beside the majority baseline's)
+    shows the exact interval there, and the rule holds on it."""
+    from atlaslib.cards import get_card, negex
+    from atlaslib.external import evaluate
+    from atlaslib.pages.card_pages import leaderboard_markdown
+    from tests.books import SMALL_BOOK_VERSION
+
+    items = negex.load_items(data_dir)
+    _, test = negex.split_frames(items, negex.split(items, SMALL_BOOK_VERSION))
+    flip, preds, affirmed = {"negated": "affirmed", "affirmed": "negated"}, {}, 0
+    for iid, gold in zip(test["item_id"], test["decision"]):
+        affirmed += gold == "affirmed"
+        preds[iid] = flip[gold] if gold == "affirmed" and affirmed % 4 == 0 else gold
+    cell = evaluate("negex", SMALL_BOOK_VERSION, predictions=preds, name="sure-of-negation",
+                    results_dir=tmp_path / "results", data_dir=data_dir)
+    sens = cell["metrics"]["sensitivity_zero_shot"]
+    assert sens["value"] == sens["ci_low"] == sens["ci_high"] == 1.0 and 0 < affirmed
+    majority = json.loads((small_book[1] / f"negex/{SMALL_BOOK_VERSION}/majority/zero_shot.json").read_text())
+    md = leaderboard_markdown(get_card("negex"), SMALL_BOOK_VERSION, [majority, cell], tmp_path, tmp_path)
+    board = md.split(":::")[1]                   # the metrics table
+    rows = [[re.sub(r"<[^>]+>", "", c).replace("\u200b", "").strip() for c in line.strip("|").split("|")]
+            for line in board.splitlines() if line.startswith("| ") and not line.startswith("| model")]
+    mine = [r for r in rows if r[0].startswith("sure-of-negation")]
+    assert len(rows) == 2 and len(mine) == 1, rows
+    assert re.search(r"1\.000 \[1\.000, 1\.000\]\s+exact\s+\[0\.\d{3}, 1\.000\]", " ".join(mine[0])), mine
+    checked, broken = zero_width_rule(rows, {"majority"})
+    assert checked == 4 and not broken, (checked, broken)
