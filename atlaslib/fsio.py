@@ -91,3 +91,23 @@ def read_text(path, encoding: str = "utf-8", expected: str | None = None) -> str
     """The text of a regular file (:func:`open_regular`; universal newlines, as ``Path.read_text``)."""
     with open_regular(path, "r", encoding=encoding, expected=expected) as fh:
         return fh.read()
+
+
+def remove_unless_regular(path) -> bool:
+    """Remove what stands at ``path`` when it is not a regular file (a symbolic link itself, never what it points
+    at; a folder with what it holds; a pipe, a socket, a device node): a cache's writer calls it before putting a
+    file there, so that a damaged entry of the wrong kind is replaced instead of failing every later write.
+    True when something was removed; a regular file or a missing path is left alone."""
+    import shutil
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if stat.S_ISREG(st.st_mode):
+        return False
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+    return True

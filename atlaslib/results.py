@@ -379,11 +379,17 @@ def read_cache_json(path: str | os.PathLike, fits=lambda value: True, log=print)
     try:
         value = json.loads(fsio.read_text(path))
         problem = None if fits(value) else "not the shape it is written in"
+    except fsio.NotAFile as exc:
+        problem = f"{exc.what}, not a file"
     except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         problem = f"{type(exc).__name__}: {exc}"
     if problem is None:
         return value
     log(f"build cache {path} is damaged ({' '.join(problem.split())[:120]}); computing it again")
+    try:  # a folder, a pipe or a link where the entry goes would fail the write of the new one: removed
+        fsio.remove_unless_regular(path)
+    except OSError:
+        pass
     return None
 
 
@@ -420,11 +426,17 @@ def record_path(notebook: str | os.PathLike) -> Path:
 
 def cell_as_recorded(notebook: str | os.PathLike, cell_file: str | os.PathLike) -> bool | None:
     """Whether ``cell_file`` holds the bytes the run recorded beside ``notebook`` (None: no record)."""
+    import warnings
+
+    from . import fsio
     from .sources import sha256_file
 
-    try:
-        recorded = record_path(notebook).read_text(encoding="utf-8").strip()
-    except OSError:
+    try:  # a pipe in the record's place is never opened for reading (it would block): no record, named
+        recorded = fsio.read_text(record_path(notebook)).strip()
+    except fsio.NotAFile as exc:
+        warnings.warn(f"run cache: {exc}; the run is not served from the cache", RuntimeWarning, stacklevel=2)
+        return None
+    except (OSError, UnicodeDecodeError):
         return None
     try:
         return sha256_file(cell_file) == recorded

@@ -32,6 +32,19 @@ Entries
     the run's cell records and the build report prints). A store that cannot be written (read-only, full)
     costs the cache, never the run: the outputs are used, a warning says so once.
 
+What a key promises
+    A value that passes the codec's checks is served only when it is what its call gives: the same array names,
+    dtypes and numbers of dimensions as a value the model computed in this space, the dimensions the model fixes
+    (an embedding's width, a head's number of labels) equal to that value's, the dimensions the input fixes
+    equal to the input's (one log-likelihood per answer option, a fine-tuned token head's row per token id, at
+    most ``n_new`` continued ids), and fields within what the capability declares (an assertion label of
+    :data:`atlaslib.models.registry.ASSERTION_LABELS`, evidence spans inside the text, a server's reply an
+    object). The model's part is learned from the first value the model computes in a space and kept beside
+    the entries (``calls/spaces/<space>.json``, :func:`template_of`); a space with no such record computes its
+    first input again before it serves any other (one input a space, once). Anything else is damaged: it is
+    recomputed, replaced and named like a torn entry. One mechanism for every adapter: :meth:`CallSpace.answer`
+    (and :meth:`CallSpace.get`) check every value they serve with :func:`value_problem`.
+
 Reproducible values
     An entry is computed once and then served to every version, protocol, variant, build and ``atlas run``,
     so its value must not depend on which call computed it first. The adapters therefore run the model on
@@ -50,6 +63,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import struct
 import tempfile
@@ -60,7 +74,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from atlaslib import sources, syntax
+from atlaslib import fsio, sources, syntax
 from atlaslib.calltally import TALLY, Tally  # noqa: F401  (the process's tally: results.Timer reads it too)
 from atlaslib.phases import CLOCK
 
@@ -149,31 +163,164 @@ def encode_entry(key: str, value: dict, space: dict | None = None, seconds: floa
 
 
 def decode_entry(data: bytes, key: str, meta: dict | None = None) -> dict | None:
-    """The value stored in ``data`` for ``key``; None when anything does not check out. ``meta``, when given,
-    receives the entry's recorded ``seconds`` (None for an entry stored without them)."""
+    """The value stored in ``data`` for ``key``; None when anything does not check out (the header not a JSON
+    object of the shape :func:`encode_entry` writes, nested too deeply, arrays of other dtypes than numbers,
+    negative or impossible shapes, bytes left over or missing). ``meta``, when given, receives the entry's
+    recorded ``seconds`` (None for an entry stored without them)."""
     m = len(MAGIC)
     if len(data) < m + 4 + 32 or data[:m] != MAGIC or hashlib.sha256(data[:-32]).digest() != data[-32:]:
         return None
     (n,) = struct.unpack_from("<I", data, m)
+    if m + 4 + n > len(data) - 32:
+        return None
     try:
         header = json.loads(data[m + 4:m + 4 + n].decode("utf-8"))
-        if header.get("key") != key:
-            return None
-        out = dict(header.get("fields") or {})
-        pos = m + 4 + n
-        if meta is not None:
-            meta["seconds"] = header.get("seconds")
-        for name, dtype, shape in header["arrays"]:
-            dt = np.dtype(dtype)
-            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-            end = pos + count * dt.itemsize
-            if end > len(data) - 32:
-                return None
-            out[name] = np.frombuffer(data, dtype=dt, count=count, offset=pos).reshape(shape).astype(dt.newbyteorder("="))
-            pos = end
-        return out if pos == len(data) - 32 else None
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
+    if not isinstance(header, dict) or header.get("key") != key:
+        return None
+    fields, arrays = header.get("fields", {}), header.get("arrays")
+    if not isinstance(fields, dict) or not isinstance(arrays, list):
+        return None
+    seconds = header.get("seconds")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not math.isfinite(seconds) or seconds < 0):
+        return None
+    out = dict(fields)
+    pos = m + 4 + n
+    for spec in arrays:
+        if not (isinstance(spec, list) and len(spec) == 3 and isinstance(spec[0], str) and spec[0] not in out
+                and isinstance(spec[1], str) and isinstance(spec[2], list)
+                and all(type(d) is int and d >= 0 for d in spec[2])):
+            return None
+        name, dtype, shape = spec
+        try:
+            dt = np.dtype(dtype)
+        except (TypeError, ValueError):
+            return None
+        if dt.kind not in "fiub" or dt.str != dtype:
+            return None
+        end = pos + math.prod(shape) * dt.itemsize
+        if end > len(data) - 32:
+            return None
+        count = math.prod(shape)
+        out[name] = np.frombuffer(data, dtype=dt, count=count, offset=pos).reshape(shape).astype(dt.newbyteorder("="))
+        pos = end
+    if pos != len(data) - 32:
+        return None
+    if meta is not None:
+        meta["seconds"] = seconds
+    return out
+
+
+# ------------------------------------------------------------------------------------ what a key promises
+
+#: the labels a capability declares (a stored ``label`` field must be one of them)
+def _declared_labels(kind: str):
+    from atlaslib.models.registry import ASSERTION_LABELS, NLI_LABELS
+
+    return {"predict.assertion": ASSERTION_LABELS, "predict.nli": NLI_LABELS}.get(kind)
+
+
+def template_of(value: dict) -> dict:
+    """What a computed value shows of its model: its arrays' dtypes and shapes, its fields' names."""
+    return {"arrays": {k: [v.dtype.str, list(v.shape)] for k, v in value.items() if isinstance(v, np.ndarray)},
+            "fields": sorted(k for k, v in value.items() if not isinstance(v, np.ndarray))}
+
+
+def _template_ok(t) -> bool:
+    """A template as :func:`template_of` writes it (what a record beside the entries must hold)."""
+    if not (isinstance(t, dict) and set(t) == {"arrays", "fields"} and isinstance(t["arrays"], dict)
+            and isinstance(t["fields"], list) and all(isinstance(f, str) for f in t["fields"])):
+        return False
+    for spec in t["arrays"].values():
+        if not (isinstance(spec, list) and len(spec) == 2 and isinstance(spec[0], str) and isinstance(spec[1], list)
+                and all(type(d) is int and d >= 0 for d in spec[1])):
+            return False
+        try:
+            if np.dtype(spec[0]).kind not in "fiub":
+                return False
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
+_NO_INPUT = object()
+
+
+def _dims(kind: str, name: str, model_shape: list, inp) -> list:
+    """The dimensions a call's array must have: an int (exactly), ``("<=", n)`` (at most n) or None (any). The
+    model fixes what its computed value shows; the input fixes the rest (see the module docstring)."""
+    if inp is not _NO_INPUT:
+        try:
+            if kind == "score.options" and name == "loglik":
+                return [len(inp["options"])]
+            if kind == "continue.greedy" and name == "ids":
+                return [("<=", int(inp["n_new"]))]
+            if kind == "finetune.logits" and name == "logits" and len(model_shape) == 2:
+                return [len(inp["input_ids"]), model_shape[1]]
+        except (TypeError, KeyError, ValueError, IndexError):
+            pass
+    if kind in ("embed.text.tokens", "continue.greedy", "score.options") or (
+            kind == "finetune.logits" and len(model_shape) == 2):
+        return [None, *model_shape[1:]]                     # a row a word / id / option / token: the input's
+    return list(model_shape)
+
+
+def _field_problem(kind: str, name: str, v, inp) -> str | None:
+    labels = _declared_labels(kind)
+    if kind == "openai.reply" and name == "reply" and not isinstance(v, dict):
+        return f"reply is {type(v).__name__}, not an object"
+    if kind == "predict.ner" and name == "tags" and not (isinstance(v, list) and all(isinstance(t, str) for t in v)):
+        return "tags are not a list of strings"
+    if name == "label" and labels is not None and (not isinstance(v, str) or v not in labels):
+        return f"label {str(v)[:40]!r} is not one of {', '.join(labels)}"
+    if name == "evidence" and labels is not None and v is not None:
+        span = v.get("span") if isinstance(v, dict) else None
+        if not (isinstance(v, dict) and isinstance(v.get("category"), str) and isinstance(span, list)
+                and len(span) == 2 and all(type(x) is int for x in span) and 0 <= span[0] <= span[1]
+                and (not isinstance(inp, str) or span[1] <= len(inp))):
+            return "evidence is not a category with a span inside the text"
+    return None
+
+
+def value_problem(kind: str, value: dict, template: dict | None, inp=_NO_INPUT) -> str | None:
+    """Why ``value`` (decoded from an entry of a ``kind`` call for the input ``inp``) is not what its key
+    promises, or None when it is. ``template``: what a value the model computed in this space showed
+    (:func:`template_of`; None: not known yet, only what the capability and the input fix is checked)."""
+    if not isinstance(value, dict):
+        return "not a mapping of outputs"
+    arrays = {k: v for k, v in value.items() if isinstance(v, np.ndarray)}
+    if template is not None:
+        want = template["arrays"]
+        if set(arrays) != set(want) or sorted(set(value) - set(arrays)) != sorted(template["fields"]):
+            return (f"outputs {sorted(value)}, expected {sorted([*want, *template['fields']])}")
+        for name, a in arrays.items():
+            dtype, shape = want[name]
+            if a.dtype != np.dtype(dtype):
+                return f"{name} is {a.dtype}, expected {np.dtype(dtype)}"
+            if a.ndim != len(shape):
+                return f"{name} has {a.ndim} dimensions, expected {len(shape)}"
+            for got, rule in zip(a.shape, _dims(kind, name, shape, inp)):
+                if rule is None:
+                    continue
+                if isinstance(rule, tuple) and got > rule[1]:
+                    return f"{name} has shape {list(a.shape)}, expected at most {rule[1]} rows"
+                if isinstance(rule, int) and got != rule:
+                    return f"{name} has shape {list(a.shape)}, expected {[r if isinstance(r, int) else '*' for r in _dims(kind, name, shape, inp)]}"
+    elif inp is not _NO_INPUT:
+        for name, a in arrays.items():
+            rule = _dims(kind, name, list(a.shape), inp)
+            if kind in ("score.options", "continue.greedy") and isinstance(rule[0], (int, tuple)):
+                lim = rule[0] if isinstance(rule[0], int) else rule[0][1]
+                if a.ndim != 1 or (a.shape[0] != lim if isinstance(rule[0], int) else a.shape[0] > lim):
+                    return f"{name} has shape {list(a.shape)} for this input"
+    for name, v in value.items():
+        if not isinstance(v, np.ndarray):
+            problem = _field_problem(kind, name, v, inp)
+            if problem:
+                return problem
+    return None
 
 
 class CallSpace:
@@ -198,6 +345,8 @@ class CallSpace:
         self._base = digest({"format": FORMAT, "model": model, "capability": capability,
                              "settings": self.settings}) if model is not None else None
         self.made = self.served = self.corrupt = self.write_errors = 0
+        self._known: dict | None = None       # this space's template (:meth:`_template`)
+        self._checked = False                 # its record read (once a process)
 
     # -- state
     @property
@@ -235,41 +384,52 @@ class CallSpace:
         return self.root / key[:2] / f"{key}{SUFFIX}"
 
     # -- reading and writing
-    def get(self, key: str, meta: dict | None = None) -> dict | None:
+    def _damaged(self, path, why: str) -> None:
+        self.corrupt += 1
+        TALLY.corrupt.append(str(path))
+        warnings.warn(f"model-call store: {path} {why}; recomputed and replaced", RuntimeWarning, stacklevel=4)
+
+    def _read(self, path: Path) -> bytes | None:
+        """The bytes of an entry (or record) that is a regular file; None when there is none. A pipe, a
+        device, a folder or a socket in its place is never opened for reading (it could block forever): it
+        is damaged, named, and replaced when the value is stored."""
+        try:
+            return fsio.read_bytes(path)
+        except fsio.NotAFile as exc:
+            self._damaged(path, f"is {exc.what}, not an entry")
+            return None
+        except OSError:
+            return None
+
+    def get(self, key: str, meta: dict | None = None, inp=_NO_INPUT) -> dict | None:
+        """The stored value of ``key`` when there is one that passes the codec's checks and is what the key
+        promises (:func:`value_problem`: what the capability, the input ``inp`` when given, and the values this
+        model computed in this space fix); None otherwise (a damaged entry is counted and named)."""
         if not self.enabled:
             return None
         path = self.path(key)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError:
+        data = self._read(path)
+        if data is None:
             return None
         value = decode_entry(data, key, meta)
         if value is None:
-            self.corrupt += 1
-            TALLY.corrupt.append(str(path))
-            warnings.warn(f"model-call store: {path} is damaged (it fails its checks); recomputed and replaced",
-                          RuntimeWarning, stacklevel=3)
+            self._damaged(path, "is damaged (it fails its checks)")
+            return None
+        problem = value_problem(self.capability, value, self._template(), inp)
+        if problem is not None:
+            self._damaged(path, f"does not hold what its key promises ({problem})")
+            return None
         return value
 
-    def put(self, key: str, value: dict, seconds: float | None = None) -> None:
-        if not self.enabled:
-            return
-        target = self.path(key)
-        tmp = None
+    def _write(self, target: Path, data: bytes) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fsio.remove_unless_regular(target)          # a folder or a pipe where the file goes: replaced
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:12]}.", suffix=".tmp")
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{key[:12]}.", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
-                f.write(encode_entry(key, value, self.label, seconds))
+                f.write(data)
             os.replace(tmp, target)
             tmp = None
-        except OSError as exc:
-            self.write_errors += 1
-            TALLY.write_errors += 1
-            if self.write_errors == 1:
-                warnings.warn(f"model-call store {self.root}: cannot write entries ({exc.strerror or exc}); the "
-                              f"model's outputs are used but not stored", RuntimeWarning, stacklevel=3)
         finally:
             if tmp is not None:
                 try:
@@ -277,50 +437,133 @@ class CallSpace:
                 except OSError:
                     pass
 
+    def _write_failed(self, exc: OSError) -> None:
+        self.write_errors += 1
+        TALLY.write_errors += 1
+        if self.write_errors == 1:
+            warnings.warn(f"model-call store {self.root}: cannot write entries ({exc.strerror or exc}); the "
+                          f"model's outputs are used but not stored", RuntimeWarning, stacklevel=4)
+
+    def put(self, key: str, value: dict, seconds: float | None = None) -> None:
+        if not self.enabled:
+            return
+        try:
+            self._write(self.path(key), encode_entry(key, value, self.label, seconds))
+        except OSError as exc:
+            self._write_failed(exc)
+
+    # -- what this space's values look like (the model's part of a key's promise)
+    @property
+    def record_path(self) -> Path:
+        return self.root / "spaces" / f"{self._base}.json"
+
+    def _template(self) -> dict | None:
+        """What a value this model computed in this space showed (:func:`template_of`): learned in this process
+        or read from the space's record; None when neither is known (a damaged record is named)."""
+        if self._checked or self._base is None:
+            return self._known
+        self._checked = True
+        path = self.record_path
+        data = self._read(path)
+        if data is not None:
+            try:
+                rec = json.loads(data.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                rec = None
+            if isinstance(rec, dict) and rec.get("space") == self._base and _template_ok(rec.get("template")):
+                self._known = rec["template"]
+            else:
+                self._damaged(path, "is damaged (not this space's record)")
+        return self._known
+
+    def _learn(self, value: dict) -> None:
+        """Take what a computed value shows as this space's template; record it beside the entries when it is
+        new or differs from the record (which is then named as damaged)."""
+        t = template_of(value)
+        old = self._template()
+        if old == t or (old is not None and value_problem(self.capability, value, old) is None):
+            return
+        if old is not None:
+            self._damaged(self.record_path, "does not match what the model computes")
+        self._known = t
+        try:
+            self._write(self.record_path, json.dumps({"space": self._base, "capability": self.capability,
+                                                      "template": t}, sort_keys=True).encode("utf-8"))
+        except OSError:
+            pass                # a store that cannot be written stores no entries either (put says so once)
+
     def answer(self, inputs: Sequence, compute: Callable[[list[int]], Sequence[dict]]) -> list[dict]:
         """The value of every input of ``inputs`` (each given by its exact model input: token ids, a text, or
         any JSON-able structure; it is hashed here, never stored): read from the store, or computed by
         ``compute(positions)`` (the positions in ``inputs`` of the distinct inputs the store lacks, in one
         call: the adapter batches them) and stored with their share of the call's time. Repeated inputs are
-        computed once. The recorded time of the answers served goes to the open phase (:mod:`atlaslib.phases`)."""
+        computed once. A stored value is served only when it is what its key promises (:func:`value_problem`);
+        a space that has never computed a value computes its first input before serving any (its template).
+        The recorded time of the answers served goes to the open phase (:mod:`atlaslib.phases`)."""
         digests = [digest(x) for x in inputs]
         first: dict[str, int] = {}
         for i, d in enumerate(digests):
             first.setdefault(d, i)
         out: list = [None] * len(inputs)
         keys = {d: self.key(d) for d in first} if self.enabled else {}
+        held: dict[str, tuple[dict, dict]] = {}
         todo = []
-        served_seconds, untimed = 0.0, 0
         for d, i in first.items():
             meta: dict = {}
-            value = self.get(keys[d], meta) if self.enabled else None
+            value = self.get(keys[d], meta, inputs[i]) if self.enabled else None
             if value is None:
                 todo.append(i)
             else:
-                out[i] = value
-                if meta.get("seconds") is None:
-                    untimed += 1
-                else:
-                    served_seconds += float(meta["seconds"])
-        n_served = len(first) - len(todo)
-        if todo:
+                held[d] = (value, meta)
+        witness = None
+        if held and not todo and self._template() is None:   # nothing computed here yet: compute one to learn
+            witness = next(iter(held))
+            todo.append(first[witness])
+
+        def run(positions):
             t0 = time.perf_counter()
-            values = list(compute(todo))
-            share = (time.perf_counter() - t0) / len(todo)
-            if len(values) != len(todo):
-                raise RuntimeError(f"model-call store: {len(todo)} inputs asked, {len(values)} values computed")
-            for i, v in zip(todo, values):
+            values = list(compute(positions))
+            share = (time.perf_counter() - t0) / len(positions)
+            if len(values) != len(positions):
+                raise RuntimeError(f"model-call store: {len(positions)} inputs asked, {len(values)} values computed")
+            if self.enabled and values:
+                self._learn(values[0])
+            for i, v in zip(positions, values):
                 out[i] = v
                 if self.enabled:
                     self.put(keys[digests[i]], v, share)
+
+        if todo:
+            run(todo)
+        again = []
+        if held and todo:                                   # served values checked against what was just learned
+            template = self._template()
+            for d in list(held):
+                problem = value_problem(self.capability, held[d][0], template, inputs[first[d]])
+                if problem is not None:
+                    self._damaged(self.path(keys[d]), f"does not hold what its key promises ({problem})")
+                    if d != witness:
+                        again.append(first[d])
+                if problem is not None or d == witness:
+                    del held[d]
+        if again:
+            run(again)
+        served_seconds, untimed = 0.0, 0
+        for d, (value, meta) in held.items():
+            out[first[d]] = value
+            if meta.get("seconds") is None:
+                untimed += 1
+            else:
+                served_seconds += float(meta["seconds"])
+        n_made, n_served = len(todo) + len(again), len(held)
         if n_served:
             CLOCK.served(served_seconds, untimed)
         for i, d in enumerate(digests):
             if out[i] is None:
                 out[i] = out[first[d]]
-        self.made += len(todo)
+        self.made += n_made
         self.served += n_served
-        TALLY.made += len(todo)
+        TALLY.made += n_made
         TALLY.served += n_served
         return out
 
@@ -378,16 +621,22 @@ def entries(root: Path | None = None):
 
 
 def read_label(path: Path) -> dict:
-    """The ``space`` of an entry's header (model, capability); {} when it cannot be read."""
+    """The ``space`` of an entry's header (model, capability, as text); {} when it cannot be read: not a regular
+    file (a pipe is never opened for reading), not an entry, a header that is not a JSON object or nested too
+    deeply."""
     try:
-        with open(path, "rb") as f:
+        with fsio.open_regular(path, "rb") as f:
             head = f.read(len(MAGIC) + 4)
-            if head[:len(MAGIC)] != MAGIC:
+            if len(head) < len(MAGIC) + 4 or head[:len(MAGIC)] != MAGIC:
                 return {}
             (n,) = struct.unpack_from("<I", head, len(MAGIC))
-            return json.loads(f.read(min(n, 1 << 20)).decode("utf-8")).get("space") or {}
-    except (OSError, ValueError, struct.error):
+            header = json.loads(f.read(min(n, 1 << 20)).decode("utf-8"))
+    except (OSError, ValueError, struct.error, RecursionError):
         return {}
+    space = header.get("space") if isinstance(header, dict) else None
+    if not isinstance(space, dict):
+        return {}
+    return {k: str(space[k]) for k in ("model", "capability") if isinstance(space.get(k), (str, int, float))}
 
 
 def listing(root: Path | None = None) -> list[dict]:
@@ -437,4 +686,15 @@ def clear(root: Path | None = None) -> int:
                 sub.rmdir()
             except OSError:
                 pass
+    spaces = root / "spaces"                  # the spaces' templates go with their entries
+    if spaces.is_dir() and not spaces.is_symlink():
+        for f in spaces.iterdir():
+            try:
+                f.unlink()
+            except OSError:
+                pass
+        try:
+            spaces.rmdir()
+        except OSError:
+            pass
     return n

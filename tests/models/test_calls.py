@@ -510,7 +510,8 @@ def test_no_input_text_is_in_the_store(models, store, kit_sentence):
     lm.score_options([f"Sentence: {kit_sentence}\nAnswer:"], OPTIONS)
     lm.greedy_continuations([lm.token_ids(kit_sentence)], [5])
     files = [p for p in store.rglob("*") if p.is_file()]
-    assert len(files) >= 8 and all(p.name.endswith(calls.SUFFIX) for p in files)
+    # the entries, and each space's template (dtypes and shapes) beside them: both scanned
+    assert len(files) >= 8 and all(p.name.endswith(calls.SUFFIX) or p.parent.name == "spaces" for p in files)
     blob = b"\n".join(p.read_bytes() for p in files) + b"\n".join(p.name.encode() for p in files)
     needles = {kit_sentence, kit_sentence.lower(), TEXTS[3]}
     needles |= {w.strip(".,;:()[]") for w in words + TEXTS[3].split()}
@@ -709,7 +710,16 @@ def test_reading_entries_opens_each_once_and_writes_nothing(tmp_path, monkeypatc
         opened.append((str(file), mode))
         return builtins.open(file, mode, *a, **kw)
 
+    from atlaslib import fsio
+
+    real = fsio.open_regular
+
+    def counting_open(file, mode="r", *a, **kw):
+        opened.append((str(file), mode))
+        return real(file, mode, *a, **kw)
+
     monkeypatch.setattr(calls, "open", counting_open, raising=False)
+    monkeypatch.setattr(fsio, "open_regular", counting_open)
     got = sp.answer(inputs, lambda pos: pytest.fail("nothing to compute"))
     assert np.array_equal(np.stack([g["v"] for g in got]), vecs) and sp.served == 300
     assert sorted(opened) == sorted((str(sp.path(sp.key(calls.digest(x)))), "rb") for x in inputs)
