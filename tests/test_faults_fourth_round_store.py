@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -100,7 +101,8 @@ def test_option_logliks_not_one_per_option_and_labels_outside_the_declared_set_a
 
     texts = ["No [entity] fever [entity].", "[entity] Cough [entity] today."]
     rules = _space(tmp_path, "predict.assertion")
-    label = lambda pos: [{"label": "ABSENT", "evidence": {"category": "NEG", "span": [0, 2]}} for _ in pos]  # noqa: E731
+    said = {"label": "ABSENT", "evidence": {"category": "NEG", "span": [0, 2]}}
+    label = lambda pos: [said] * len(pos)  # noqa: E731
     rules.answer(texts, label)
     bad = _plant(rules, texts[0], {"label": "MAYBE", "evidence": None})
     out, asked, named, _ = _answer(_space(tmp_path, "predict.assertion"), texts, label)
@@ -109,8 +111,6 @@ def test_option_logliks_not_one_per_option_and_labels_outside_the_declared_set_a
 
 def _entry_with_header(header: bytes) -> bytes:
     body = calls.MAGIC + struct.pack("<I", len(header)) + header
-    import hashlib
-
     return body + hashlib.sha256(body).digest()
 
 
@@ -218,7 +218,7 @@ def _within(seconds, fn, fifo):
     return box["value"]
 
 
-def test_a_named_pipe_in_place_of_a_store_entry_is_named_and_recomputed(tmp_path, monkeypatch):
+def test_a_named_pipe_in_place_of_a_store_entry_is_named_and_recomputed(tmp_path):
     sp = _space(tmp_path)
     sp.answer(INPUTS[:3], _embed)
     path = sp.path(sp.key(calls.digest(INPUTS[1])))

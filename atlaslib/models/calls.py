@@ -301,13 +301,13 @@ def value_problem(kind: str, value: dict, template: dict | None, inp=_NO_INPUT) 
                 return f"{name} is {a.dtype}, expected {np.dtype(dtype)}"
             if a.ndim != len(shape):
                 return f"{name} has {a.ndim} dimensions, expected {len(shape)}"
-            for got, rule in zip(a.shape, _dims(kind, name, shape, inp)):
-                if rule is None:
-                    continue
+            rules = _dims(kind, name, shape, inp)
+            for got, rule in zip(a.shape, rules):
                 if isinstance(rule, tuple) and got > rule[1]:
                     return f"{name} has shape {list(a.shape)}, expected at most {rule[1]} rows"
                 if isinstance(rule, int) and got != rule:
-                    return f"{name} has shape {list(a.shape)}, expected {[r if isinstance(r, int) else '*' for r in _dims(kind, name, shape, inp)]}"
+                    want = [r if isinstance(r, int) else "*" for r in rules]
+                    return f"{name} has shape {list(a.shape)}, expected {want}"
     elif inp is not _NO_INPUT:
         for name, a in arrays.items():
             rule = _dims(kind, name, list(a.shape), inp)
