@@ -1,7 +1,8 @@
 """The NegEx card exported as an lm-eval task and run by the real lm-evaluation-harness (0.4.13, from
 ``.venv/harness``: requirements-harness.txt) on a tiny random-weight GPT-2: every item's option log-likelihoods in
 lm-eval's ``resps`` equal the atlas's ``score.options`` within 1e-4, its accuracy equals the atlas's exactly, and
-``atlas import`` of that log gives the same accuracy."""
+``atlas import`` of that log gives the same accuracy; the card's own scorer gives the imported log the cell metrics of
+the atlas's own zero-shot records."""
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from atlaslib.cli import main
-from atlaslib.harness.export import documents, export, prompt_of
+from atlaslib.harness.export import card_records, documents, export, prompt_of
 from atlaslib.harness.logs import doc_hash, read_lm_eval
 from tests.tiny_models import tiny_causal_lm
 
@@ -74,6 +75,21 @@ def test_real_lm_eval_on_the_exported_task_equals_the_atlas_item_by_item(tmp_pat
     assert np.abs(theirs - ours).max() < 1e-4
     right = (np.where(ours[:, 0] > ours[:, 1], 0, 1) == np.array([d["gold"] for d in logged]))
     assert [d.metrics["acc"] for d in run.docs] == right.astype(float).tolist()
+    # the card's own scorer on the imported log's records = on the atlas's own zero-shot records of the same items
+    from atlaslib.cards import negex, record
+    from atlaslib.protocols.items import zero_shot_options
+
+    items = negex.load_items(data_dir).set_index("item_id")
+    frame = items.loc[[d["item_id"] for d in logged]].reset_index()
+    own = zero_shot_options(adapter, negex.option_prompts(frame), negex.OPTIONS)
+    labels = negex.LABELS
+    atlas_records = [record(i, labels[int(g)], labels[int(p)], float(s)) for i, g, p, s in
+                     zip(frame["item_id"], frame["label"], own["pred"], own["score"])]
+    imported = negex.score(card_records(run, "negex", "atlas-n100-v1", data_dir), "zero_shot", n_resamples=200)
+    theirs_cell = negex.score(atlas_records, "zero_shot", n_resamples=200)
+    for k in ("macro_f1_zero_shot", "sensitivity_zero_shot", "specificity_zero_shot", "precision_zero_shot"):
+        assert imported[k] == theirs_cell[k]
+    assert imported["roc_auc_zero_shot"]["value"] == pytest.approx(theirs_cell["roc_auc_zero_shot"]["value"], abs=1e-6)
     code = main(["import", "lm-eval", str(tmp_path / "out"), "-o", str(tmp_path / "rep"), "--resamples", "200"])
     capsys.readouterr()
     assert code == 0
