@@ -23,6 +23,15 @@ from .test_real_lm_eval import HARNESS_ENV, REPO
 pytestmark = pytest.mark.skipif(not (HARNESS_ENV / "inspect_ai").is_dir(),
                                 reason="inspect-ai is not installed in .venv/harness (see requirements-harness.txt)")
 
+
+
+@pytest.fixture(autouse=True)
+def _path_kept(monkeypatch):
+    """``atlas import`` of an .eval log appends .venv/harness to sys.path (for inspect-ai): later tests in this
+    process get the path they had."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+
+
 MOCK_TASK = '''
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset
