@@ -83,9 +83,23 @@ $(LLAMA_WHEEL_DIR)/.built:
 	touch $(LLAMA_WHEEL_DIR).tmp/.built
 	rm -rf $(LLAMA_WHEEL_DIR) && mv $(LLAMA_WHEEL_DIR).tmp $(LLAMA_WHEEL_DIR)
 
-$(VENV)/.test-installed: $(VENV)/.installed requirements-test.txt $(LLAMA_WHEEL_DIR)/.built
+$(VENV)/.test-installed: $(VENV)/.installed requirements-test.txt $(LLAMA_WHEEL_DIR)/.built $(VENV)/.harness-installed
 	$(INSTALL) -r requirements-test.txt
 	$(NODEPS) $(LLAMA_WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
+	touch $@
+
+# lm-eval and inspect-ai (the harness tests run them on exported cards) would move pins of the book's environment, so
+# they are installed, pinned and without dependency resolution, into a folder beside it (requirements-harness.txt):
+# only the processes that run a harness put it on their path.
+HARNESS := $(VENV)/harness
+ifeq ($(INSTALLER),pip)
+HARNESS_INSTALL := $(BIN)/python -m pip install --quiet --no-deps --target $(HARNESS)
+else
+HARNESS_INSTALL := $(UV) pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps --target $(HARNESS)
+endif
+$(VENV)/.harness-installed: $(VENV)/.installed requirements-harness.txt
+	rm -rf $(HARNESS)
+	$(HARNESS_INSTALL) -r requirements-harness.txt
 	touch $@
 
 book: env

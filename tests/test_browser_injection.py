@@ -24,7 +24,7 @@ from atlaslib.runner import RunRequest
 from tests import tiny_models
 
 from .test_browser import serve
-from .test_browser_explorer import DevTools
+from .test_browser_explorer import browser  # noqa: F401  (the fixture: a headless chromium per test)
 
 
 def xss(k: int, src: str = "data:,") -> str:
@@ -69,15 +69,6 @@ def hostile_publish(tmp_path_factory, data_dir):
                           log=lambda *a, **k: logs.append(" ".join(map(str, a))))
     assert code == 0, "\n".join(logs)
     return paths.html_out(True) / "_build" / "html"
-
-
-@pytest.fixture()
-def browser(tmp_path):
-    b = DevTools(tmp_path / "profile")
-    try:
-        yield b
-    finally:
-        b.close()
 
 
 def _ran(browser) -> str | None:
