@@ -184,8 +184,25 @@ def local_roots(paths: BuildPaths, cells=()) -> dict[str, str]:
     for root, name in roots.items():
         for r in {root, os.path.realpath(root)}:
             if r not in ("", os.sep) and os.path.isabs(r):
-                out.setdefault(r, name)
+                for form in written_forms(r):
+                    out.setdefault(form, name)
     return out
+
+
+def written_forms(path: str) -> list[str]:
+    """The ways a page, table or notebook of the site may have written ``path``: as it is, HTML-escaped (with or
+    without quotes), as MyST text (:func:`atlaslib.escape.md`), inside a JSON string, and each of those as JSON
+    writes it. A folder named ``a<b&c`` appears in a page as ``a&lt;b&amp;c``: the redaction must find it there
+    too, or the folders above it stay in the publish build."""
+    import html
+    import json
+
+    from .escape import md
+
+    forms = {path, html.escape(path, quote=False), html.escape(path), md(path)}
+    forms |= {json.dumps(f, ensure_ascii=False)[1:-1] for f in list(forms)}
+    forms |= {json.dumps(f)[1:-1] for f in list(forms)}
+    return sorted(forms)
 
 
 def redact_local_paths(src: Path, roots: dict[str, str]) -> int:

@@ -262,3 +262,22 @@ def test_item13_a_model_archive_with_an_entry_under_a_file_entry_is_refused_nami
     assert W.COPY_EVENTS == []
     models = tmp_path / "cache" / "models"
     assert not models.exists() or not any(models.iterdir())     # no half copy left behind
+
+
+def test_a_local_model_folder_is_redacted_in_every_form_a_page_writes_it(tmp_path):
+    """A local model's folder named with HTML or Markdown characters appears escaped on pages, in notebooks (JSON)
+    and in tables: the publish build replaces it in each form, so no folder above it is left behind."""
+    import html
+    import json
+
+    from atlaslib.book import redact_local_paths, written_forms
+    from atlaslib.escape import md
+
+    folder = "/srv/models/m<o&d>el_[x]"
+    forms = [folder, html.escape(folder), md(folder), json.dumps(html.escape(folder))[1:-1],
+             json.dumps({"p": md(folder)})]
+    page = tmp_path / "page.md"
+    page.write_text("\n".join(f"ran {f}/config.json" for f in forms), encoding="utf-8")
+    assert redact_local_paths(tmp_path, {f: "LOCAL_MODEL" for f in written_forms(folder)}) == 1
+    text = page.read_text(encoding="utf-8")
+    assert "/srv" not in text and text.count("LOCAL_MODEL") == len(forms)

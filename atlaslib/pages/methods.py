@@ -56,6 +56,17 @@ def _probe_facts(ctx: facts.FactContext) -> dict[str, facts.Fact]:
 facts.register_provider("probe", _probe_facts)
 
 
+def _scale_out_facts(ctx: facts.FactContext) -> dict[str, facts.Fact]:
+    """The executor's declared limits the scale-out page quotes."""
+    from .. import executor
+
+    return {"scale_out.min_worker_memory": facts.Fact(f"{executor.MIN_WORKER_MEMORY // 2 ** 20} MiB", "text",
+                                                      "atlaslib.executor.MIN_WORKER_MEMORY")}
+
+
+facts.register_provider("scale_out", _scale_out_facts)
+
+
 def _tags(value) -> list[str]:
     if isinstance(value, str):
         value = ast.literal_eval(value)

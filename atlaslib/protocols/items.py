@@ -16,13 +16,15 @@ import numpy as np
 #: in two of three perturbed fits). Newton's method on the L2-regularised (strictly convex) loss stops when the
 #: largest gradient entry is below ``tol`` (11 iterations on the NegEx probes); what is left of a 1e-6 feature
 #: change is then the optimum's own sensitivity (probabilities within 6e-5, no answer flipped), not the solver's
-#: slack. A fit that reaches ``max_iter`` is an error, never a silent answer.
+#: slack. A fit that reaches ``max_iter`` is an error, never a silent answer; ``max_iter`` leaves room for
+#: scikit-learn's lbfgs fallback, which takes over when a Hessian is too ill-conditioned to factor (a tiny random
+#: model's nearly collinear features).
 PROBE_SETTINGS = {
     "model": "sklearn.linear_model.LogisticRegression",
     "solver": "newton-cholesky",
     "tol": 1e-10,
     "C": 1.0,
-    "max_iter": 100,
+    "max_iter": 10000,
     "penalty": "l2",
     "scaling": "sklearn.preprocessing.StandardScaler fit on the train features",
     "class_weight": None,
