@@ -540,16 +540,42 @@ class _env:
 
 
 def _local_cluster(LocalCluster, n, memory_limit):
+    """The atlas's LocalCluster, its scratch space (Dask's ``dask-scratch-space``: worker folders and lock files)
+    in a temporary folder of its own, which :func:`_close_cluster` removes (and a cluster that fails to start)."""
     import logging
+    import shutil
+    import tempfile
 
-    return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-                        host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
-                        # a dead worker surfaces at once as KilledWorker; the retry is ours (same rule
-                        # as for external clusters, whose allowed-failures we do not control). Without a
-                        # dashboard the scheduler still serves its health routes over HTTP, by default on
-                        # port 8787 of every interface: here on a free port of 127.0.0.1, so two builds on
-                        # one machine neither collide nor warn
-                        scheduler_kwargs={"allowed_failures": 0, "dashboard_address": "127.0.0.1:0"})
+    import dask
+
+    scratch = tempfile.mkdtemp(prefix="atlas-dask-")
+    try:
+        with dask.config.set({"temporary-directory": scratch}):
+            cluster = LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
+                host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR, local_directory=scratch,
+                # a dead worker surfaces at once as KilledWorker; the retry is ours (same rule as for external
+                # clusters, whose allowed-failures we do not control). Without a dashboard the scheduler still
+                # serves its health routes over HTTP, by default on port 8787 of every interface: here on a free
+                # port of 127.0.0.1, so two builds on one machine neither collide nor warn
+                scheduler_kwargs={"allowed_failures": 0, "dashboard_address": "127.0.0.1:0"})
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    cluster.atlas_scratch = scratch
+    return cluster
+
+
+def _close_cluster(cluster) -> None:
+    """Close the atlas's LocalCluster and remove its scratch folder."""
+    import shutil
+
+    try:
+        cluster.close()
+    finally:
+        scratch = getattr(cluster, "atlas_scratch", None)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 #: the file, in the build folder, where each build records how long each run took (label -> seconds); the next
@@ -760,7 +786,7 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
         status.close()
         client.close(timeout=deadline)  # a scheduler that stopped answering cannot hold the close either
         if cluster is not None:
-            cluster.close()
+            _close_cluster(cluster)
         lost.__exit__(None, None, None)
     outcomes, failures = [], []
     for i, req in enumerate(reqs):

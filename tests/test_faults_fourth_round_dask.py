@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from atlaslib import executor
 from tests.external.test_score import atlas  # atlas(capsys, *args) -> (exit code, stdout, stderr), in-process
 from tests.test_faults_second_round import refused  # one line on stderr, no traceback, the exit code
 from tests.test_faults_user import files_under
@@ -210,3 +211,22 @@ def test_d_an_interrupted_run_keeps_no_variant_cell_and_the_old_ones_stay(tmp_pa
     assert line == "atlas run: interrupted; no partial output was kept"
     assert files_under(results) == before
     assert [p.name for p in model.iterdir()] and not list(model.glob(".atlas-stage-*"))
+
+
+def test_the_local_cluster_leaves_no_scratch_folder(tmp_path, monkeypatch):
+    """Dask's scratch space (worker folders, lock files) lives in a folder of the atlas's LocalCluster's own, which
+    closing the cluster removes: a build leaves no ``dask-scratch-space`` in the temporary folder."""
+    import tempfile
+
+    from distributed import Client, LocalCluster
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cluster = executor._local_cluster(LocalCluster, 1, "1GiB")
+    try:
+        with Client(cluster) as client:
+            assert client.submit(abs, -2).result(timeout=120) == 2
+        assert [p.name for p in tmp_path.iterdir()] == [Path(cluster.atlas_scratch).name]
+        assert (Path(cluster.atlas_scratch) / "dask-scratch-space").is_dir()
+    finally:
+        executor._close_cluster(cluster)
+    assert list(tmp_path.iterdir()) == []
