@@ -89,7 +89,11 @@ def main(argv=None) -> int:
     path = cell_path(args.results_dir, "negex", args.version, PROFILE, "zero_shot")
     if path.is_file():
         cell = read_cell(path)
-        book = {str(r["item_id"]): (int(r["pred"]), int(r["gold"])) for r in cell["predictions"]}
+        from atlaslib.cards.negex.card import POSITIVE
+
+        # the cell's decisions are the card's words ('negated' / 'affirmed'): 1 is the positive class, " yes"
+        book = {str(r["item_id"]): (int(r["pred"] == POSITIVE), int(r["gold"] == POSITIVE))
+                for r in cell["predictions"]}
         against = f"the book's zero-shot cell {path}"
     else:
         book = {d["item_id"]: (int(ours[k, 0] > ours[k, 1]), int(d["gold"] == 0)) for k, d in enumerate(logged)}
