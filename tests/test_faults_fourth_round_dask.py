@@ -125,13 +125,18 @@ def test_b_a_malformed_handshake_is_refused_naming_the_address(tmp_path, capsys,
 
     # whatever Dask's own connection then reads (a server that answers the check like a scheduler and the next
     # connection with garbage): one ExecutorError naming the address, never struct.error or a MemoryError
+    # (Dask may instead wait for the bytes the reply announces until the connection deadline ends it, named as for
+    # a silent server: which comes first depends on the machine's load and Dask's reads, and either is one line)
     for later in (MALFORMED, GARBAGE):
         with Answering(_dask_handshake(), later) as server:
             with pytest.raises(executor.ExecutorError) as err:
-                executor._connect(server.address, "scheduler", 60.0)
+                executor._connect(server.address, "scheduler", 10.0)
         msg = str(err.value)
-        assert f"the server at {server.address} (scheduler) did not answer with a Dask handshake" in msg, msg
-        assert "expected a Dask scheduler there" in msg and "\n" not in msg
+        refused_as_garbage = (f"the server at {server.address} (scheduler) did not answer with a Dask handshake" in msg
+                              and "expected a Dask scheduler there" in msg)
+        timed_out = (f"the Dask scheduler at {server.address} (scheduler) did not complete "
+                     f"the connection within 10 s" in msg)
+        assert (refused_as_garbage or timed_out) and "\n" not in msg, msg
 
 
 # ------------------------------------------------------------------------------------------------ (c)
