@@ -141,7 +141,7 @@ def markdown(report: dict, title: bool = True) -> str:
     lines += ["", f"## Leaderboard (unit: {md(report['unit'])}; {report['n_units']} units)", "",
               "| run | metric | value | 95 % interval |", "|---|---|---|---|"]
     for r in report["leaderboard"]:
-        lines.append(f"| {md(r['run'])} | {md(r['metric'])} | {_fmt(r['value'])} | {_fmt(r['ci_low'])}–{_fmt(r['ci_high'])} |")
+        lines.append(f"| {md(r['run'])} | {md(r['metric'])} | {_fmt(r['value'])} | [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] |")
     if report["ranks"]:
         lines += ["", f"## Ranks on {md(report['primary'])}", "",
                   "| run | value | rank | rank interval | P(rank 1) | not distinguishable from the best |",
@@ -154,7 +154,7 @@ def markdown(report: dict, title: bool = True) -> str:
                   "| metric | A | B | A − B | 95 % interval | test | p | p (Holm) |", "|---|---|---|---|---|---|---|---|"]
         for r in report["comparisons"]:
             lines.append(f"| {md(r['metric'])} | {md(r['model_a'])} | {md(r['model_b'])} | {_fmt(r['difference'])} | "
-                         f"{_fmt(r['ci_low'])}–{_fmt(r['ci_high'])} | {r['test']} | {_fmt(r['p'], 4)} | "
+                         f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | {r['test']} | {_fmt(r['p'], 4)} | "
                          f"{_fmt(r['p_holm'], 4)} |")
     mdd = report["detectable_difference"]
     if mdd.get("mdd_bootstrap") is not None:
