@@ -136,10 +136,25 @@ def execute(src, out, params: dict, *, kernel_name: str = "python3", timeout: in
     (``PapermillExecutionError``) and the executed notebook kept at ``out``."""
     import papermill
 
-    papermill.execute_notebook(str(src), str(out), parameters=params, kernel_name=kernel_name, cwd=str(REPO),
-                               progress_bar=False, log_output=False, execution_timeout=timeout,
-                               extra_arguments=["--IPKernelApp.log_level=ERROR"],
-                               kernel_manager_class=quiet_shutdown_manager())
+    for attempt in range(KERNEL_STARTS):
+        try:
+            papermill.execute_notebook(str(src), str(out), parameters=params, kernel_name=kernel_name, cwd=str(REPO),
+                                       progress_bar=False, log_output=False, execution_timeout=timeout,
+                                       extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                                       kernel_manager_class=quiet_shutdown_manager())
+            return
+        except RuntimeError as exc:
+            if not str(exc).startswith(KERNEL_DIED_AT_START) or attempt == KERNEL_STARTS - 1:
+                raise
+
+
+#: how many times a kernel is started for one execution when it dies before it answers (no cell has run). Its
+#: ports are chosen free by jupyter_client, then released, then bound by the kernel: another process may take one
+#: in between (seen as ``ZMQError: Address already in use`` in a test suite starting kernels, Dask workers and
+#: servers at once); a new start chooses new ports.
+KERNEL_STARTS = 3
+#: jupyter_client's words for a kernel that died before replying to its first request
+KERNEL_DIED_AT_START = "Kernel died before replying to kernel_info"
 
 
 @functools.cache
