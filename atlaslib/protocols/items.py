@@ -109,7 +109,7 @@ def probe(adapter, train_texts: Sequence[str], train_y: Sequence[int], test_text
 def fit_converged(clf, x, y, settings) -> None:
     """Fit the pipeline ``clf`` (scaler + logistic head) and refuse a head that stopped at ``max_iter`` before
     its declared ``tol``: its answers would move with float noise in the features (see :data:`PROBE_SETTINGS`).
-    The fit runs with sklearn's ConvergenceWarning turned into this one error."""
+    sklearn's ConvergenceWarning is silenced during the fit: this check says it instead, as one error."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning

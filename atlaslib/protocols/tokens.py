@@ -27,7 +27,7 @@ from .items import PROBE_SETTINGS as _ITEM_PROBE
 from .items import fit_converged
 
 # The same logistic head as the item-level probe, over the 7 IOB2 tags of each word, fit to convergence by lbfgs
-# (Newton's method on 7 x d coefficients and twelve thousand train words took 116 s against lbfgs's 31-50 s for
+# (Newton's method on 7 x d coefficients and twelve thousand train words took 116 s against lbfgs's 28-31 s for
 # MiniLM): sklearn's default stopping point, tol=1e-4, left a 1e-6 relative feature change flipping 9 of the 2,268
 # test words' tags (MACCROBAT atlas-n100-v1, MiniLM); at tol=1e-8 none flipped and probabilities moved by under
 # 1e-5. A fit that reaches max_iter first is an error (:func:`atlaslib.protocols.items.fit_converged`).
