@@ -44,6 +44,7 @@ from atlaslib import book, results
 from atlaslib.cards import available_cards, get_card
 from atlaslib.pages import card_pages, departures
 from tests.books import BUILD_TIMEOUT
+from tests.statements import collect as collect_more
 from tests.test_prose_numbers import render_without_lessons
 
 LEVEL = 0.95
@@ -554,6 +555,17 @@ SITES = {
                    check_tempeval_event_counts, check_ties_explained, check_departures_tables, check_not_ranked_rows,
                    check_explorer_counts_are_the_comparisons),
 }
+
+
+# the checks of ``tests/statements/`` (one module per area), held to the same rules: every check runs on a site of the
+# suite or on a whole book only
+_MORE, _MORE_SITES, _MORE_WHOLE = collect_more()
+CHECKS += _MORE
+WHOLE_BOOK_ONLY += _MORE_WHOLE
+for _site, _checks in _MORE_SITES.items():
+    if _site not in SITES:
+        raise KeyError(f"tests/statements names a site {_site!r}; the sites are {sorted(SITES)}")
+    SITES[_site] += _checks
 
 
 def all_problems(src: Path, cells, checks=CHECKS) -> list[str]:
