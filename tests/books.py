@@ -21,7 +21,7 @@ from atlaslib.runner import RunRequest
 
 #: pytest-timeout, in seconds, for the tests that build the course book (ten executed lessons) or send the cards'
 #: items through a llama.cpp server: on a 2-core machine with a book building beside the suite they took 20-30
-#: minutes, over the suite's default of 1,800 s; still a bound that names a hung test
+#: minutes, over the suite's default of 900 s (Makefile, pyproject.toml); still a bound that names a hung test
 BUILD_TIMEOUT = 3600
 
 SMALL_BOOK_VERSION = "atlas-n100-v1"
