@@ -191,10 +191,11 @@ def cmd_book(args) -> int:
         paths = _paths(args)
         if args.data_dir:  # the pages, data stories and lessons read data too: in this process and its kernels
             os.environ[sources.ENV_DATA_DIR] = _abs(args.data_dir)
-        if not args.no_run:  # a bad executor option is refused before a data story or cluster starts
-            from .executor import check_options
+        # a bad executor option is refused before a data story or cluster starts, and with --no-run too (a typo in
+        # a build script is named at once, not at the first build that runs something)
+        from .executor import check_options
 
-            check_options(args.executor, args.scheduler, args.workers, args.memory_limit)
+        check_options(args.executor, args.scheduler, args.workers, args.memory_limit)
         check_data(cards if cards is not None else available_cards(), _abs(args.data_dir))
         return book.build(paths=paths, publish=args.publish, force=args.force, run_runs=not args.no_run,
                           data_dir=_abs(args.data_dir), cards=cards, executor=args.executor,

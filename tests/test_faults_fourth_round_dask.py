@@ -152,6 +152,10 @@ def test_c_a_negative_nan_or_infinite_memory_limit_is_refused_before_anything_st
                        "--results-dir", tmp_path / "r")
         assert f"memory_limit is {bad!r}; expected a size such as '4GiB'" in line, line
         assert "finite and not negative" in line
+    # with --no-run too: the option is named though no run would use it
+    line = refused(capsys, "book", "--no-run", "--card", "negex", "--memory-limit=-1", "--executor", "dask",
+                   "--results-dir", tmp_path / "r")
+    assert "memory_limit is '-1'; expected a size such as '4GiB'" in line, line
     for bad in (-5, float("nan"), float("inf"), True):  # the same from Python
         with pytest.raises(ValueError, match="memory_limit is"):
             executor.check_options("dask", memory_limit=bad)
