@@ -93,7 +93,20 @@ def place(options: dict, profile_name: str | None = None) -> dict:
     out = dict(options)
     name, who = requested(out, profile_name)
     out["device"] = resolve(name, who, model=profile_name)
+    if out["device"].startswith("cuda"):
+        deterministic_cuda()
     rows = ROWS_PER_PASS.get(out["device"].split(":")[0])
     if rows and out.get("batch_size") is None:
         out["batch_size"] = rows
     return out
+
+
+#: cuBLAS's workspace setting for deterministic matrix products (CUDA's rule for torch's deterministic algorithms,
+#: which the fine-tunes train under): it must be in the environment before CUDA starts in the process
+CUBLAS_WORKSPACE_CONFIG = ":4096:8"
+
+
+def deterministic_cuda() -> None:
+    """Set ``CUBLAS_WORKSPACE_CONFIG`` (unless the user set a value of their own) before a model goes to CUDA, so
+    that a fine-tune on that device can train with deterministic algorithms."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)

@@ -144,6 +144,7 @@ def _predict_logits(model: _Head, examples: Sequence[dict], batch_size: int, pad
     from ..progress import progress_bar
 
     model.eval()
+    device = next(model.parameters()).device
     rows = [{k: list(e[k]) for k in keys} for e in examples]
 
     def compute(positions):
@@ -153,8 +154,8 @@ def _predict_logits(model: _Head, examples: Sequence[dict], batch_size: int, pad
             for width, members in calls.fixed_batches([len(rows[p]["input_ids"]) for p in positions], batch_size):
                 idx = [positions[m] for m in members]
                 fill = [rows[p] for p in idx] + [rows[idx[0]]] * (batch_size - len(idx))
-                batch = _collate(fill, pad_id, keys, width=width)
-                logits = model(batch).float()
+                batch = {k: v.to(device) for k, v in _collate(fill, pad_id, keys, width=width).items()}
+                logits = model(batch).float().cpu()
                 for r, i in enumerate(idx):
                     got[i] = {"logits": (logits[r, :len(rows[i]["input_ids"])] if logits.ndim == 3
                                          else logits[r]).numpy()}
@@ -192,6 +193,7 @@ def _details(adapter, recipe, seed, labels, record, cache_info, extra) -> dict:
             "validation": recipe["validation"],
             "seeds": {"finetune": seed, "head_init": seed, "data_order": seed, "dropout": seed},
             "versions": versions(), "deterministic_algorithms": True, "torch_threads": recipe["torch_threads"],
+            "device": device_of(adapter),
             "training": {k: record.get(k) for k in ("loss", "epoch_of_step", "lr", "steps", "steps_per_epoch",
                                                    "seconds", "n_train_examples")},
             "trained_here": not cache_info["hit"], "weight_cache": cache_info,
@@ -223,14 +225,20 @@ def _with_seed_runs(runs: list[dict], **top) -> dict:
     return out
 
 
-def _cpu_copy(model):
-    """The encoder a seed trains from: a copy of the adapter's model, on the CPU. The fine-tunes' training and
-    prediction run on the CPU whatever device the adapter computes on (``device: auto`` puts the adapter on a GPU
-    when there is one); the seeded, deterministic training loop has no device of its own yet, and a copy left on
-    a GPU would meet its CPU batches."""
+def device_of(adapter) -> str:
+    """The device a fine-tune of ``adapter`` trains and predicts on: the one its encoder was placed on
+    (:func:`atlaslib.models.devices.place`: ``--device`` / ``ATLAS_DEVICE`` / the profile's ``device`` / ``auto``),
+    e.g. ``cpu`` or ``cuda``."""
+    param = next(iter(adapter.model.parameters()), None)
+    return str(param.device) if param is not None else "cpu"
+
+
+def _head_on_device(head_class, adapter, n_labels: int, dropout: float, seed: int, device: str):
+    """A new head over a copy of the adapter's encoder, on ``device``: the head's weights are drawn on the CPU
+    (a seeded CPU generator, the same numbers on every device) and moved with it."""
     import copy
 
-    return copy.deepcopy(model).to("cpu")
+    return head_class(copy.deepcopy(adapter.model), n_labels, dropout, seed).to(device)
 
 
 def check_positions(adapter, recipe: Mapping) -> None:
@@ -269,15 +277,16 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
     tok = adapter.tokenizer
     retrain = retrain_requested(retrain)
     runs = []
-    with deterministic(recipe["torch_threads"]):
+    device = device_of(adapter)
+    with deterministic(recipe["torch_threads"], device):
         train_rows, keys, n_trunc_train = _encode_texts(tok, train_texts, recipe["max_length"])
         test_rows, _, n_trunc_test = _encode_texts(tok, test_texts, recipe["max_length"])
         targets = [labels.index(str(y)) for y in train_labels]
         texts = list(map(str, train_texts))
         for seed in recipe["seeds"]:
             one = seed_recipe(recipe, seed)
-            model = SequenceHead(_cpu_copy(adapter.model), len(labels), one["head_dropout"], seed)
-            fields = key_fields(adapter, "sequence", one, labels, train_ids, texts, targets, data_sha256)
+            model = _head_on_device(SequenceHead, adapter, len(labels), one["head_dropout"], seed, device)
+            fields = key_fields(adapter, "sequence", one, labels, train_ids, texts, targets, data_sha256, device)
             record, cache_info, logits, t0 = _fit_one_seed(model, fields, one, retrain, train_rows, targets, test_rows,
                                                            labels, tok.pad_token_id, keys, False, progress,
                                                            n_test=len(test_rows))
@@ -324,7 +333,7 @@ def predict_sequence(adapter, model: "SequenceHead", texts: Sequence[str], recip
     from ..phases import phase
 
     tok = adapter.tokenizer
-    with deterministic(recipe["torch_threads"]), phase("prediction", items=len(texts)):
+    with deterministic(recipe["torch_threads"], device_of(adapter)), phase("prediction", items=len(texts)):
         rows, keys, _ = _encode_texts(tok, texts, recipe["max_length"])
         logits = _predict_logits(model, rows, recipe["eval_batch_size"], tok.pad_token_id, keys, progress,
                                  "finetune: predict")
@@ -341,7 +350,7 @@ def predict_tokens(adapter, model: "TokenHead", test_words, tags: Sequence[str],
     from ..phases import phase
 
     tok = adapter.tokenizer
-    with deterministic(recipe["torch_threads"]), phase("prediction", items=len(test_words)):
+    with deterministic(recipe["torch_threads"], device_of(adapter)), phase("prediction", items=len(test_words)):
         sents = [list(w) for w in test_words]
         ex, _, segs, keys = _word_examples(adapter, sents)
         logits = _predict_logits(model, [{k: e[k] for k in keys} for e in ex], recipe["eval_batch_size"],
@@ -386,7 +395,8 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
     tok = adapter.tokenizer
     retrain = retrain_requested(retrain)
     runs = []
-    with deterministic(recipe["torch_threads"]):
+    device = device_of(adapter)
+    with deterministic(recipe["torch_threads"], device):
         stats_before = dict(adapter.stats)
         train_ex, targets, _, keys = _word_examples(adapter, train_words, train_tags, label_index)
         test_sents = [list(w) for w in test_words]
@@ -397,8 +407,8 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
         test_inputs = [{k: e[k] for k in keys} for e in test_ex]
         for seed in recipe["seeds"]:
             one = seed_recipe(recipe, seed)
-            model = TokenHead(_cpu_copy(adapter.model), len(tags), one["head_dropout"], seed)
-            fields = key_fields(adapter, "token", one, tags, train_ids, train_words, train_tags, data_sha256)
+            model = _head_on_device(TokenHead, adapter, len(tags), one["head_dropout"], seed, device)
+            fields = key_fields(adapter, "token", one, tags, train_ids, train_words, train_tags, data_sha256, device)
             record, cache_info, logits, t0 = _fit_one_seed(model, fields, one, retrain, train_inputs, targets,
                                                            test_inputs, tags, tok.pad_token_id, keys, True, progress,
                                                            n_test=len(test_sents))

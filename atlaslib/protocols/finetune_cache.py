@@ -5,7 +5,7 @@ The trained weights (safetensors) and the training record (loss per step, second
 stored under ``$ATLAS_FINETUNE_CACHE_DIR`` (default ``<atlas cache dir>/finetune``, i.e.
 ``~/.cache/clinical-nlp-atlas/finetune``) in a folder named by the *content key*: sha256 of the
 canonical JSON of the encoder (profile name, source, location, revision, model class), the recipe,
-the label list, the train item ids, the sha256 of the train inputs and labels, the card's data
+the device type it trains on, the label list, the train item ids, the sha256 of the train inputs and labels, the card's data
 sha256, the torch and transformers versions and the sha256 of the training code (:func:`code_sha256`).
 A rebuild with nothing changed loads the weights and trains nothing; a change of any field trains anew. An encoder
 without a pinned revision (a hub id not in the registry) has no reliable key and is never cached.
@@ -75,8 +75,10 @@ def code_sha256() -> str:
 
 
 def key_fields(adapter, task: str, recipe: Mapping, labels: Sequence[str], train_ids: Sequence[str],
-               train_inputs, train_targets, data_sha256: Mapping | None) -> dict:
-    """Everything that decides the trained weights (see the module docstring)."""
+               train_inputs, train_targets, data_sha256: Mapping | None, device: str = "cpu") -> dict:
+    """Everything that decides the trained weights (see the module docstring); ``device`` the type of the device
+    the weights are trained on (``cpu``, ``cuda``): kernels differ between devices, so weights trained on one are
+    never served for another."""
     info = dict(getattr(adapter, "info", {}) or {})
     return {
         "format": FORMAT, "task": task,
@@ -87,7 +89,7 @@ def key_fields(adapter, task: str, recipe: Mapping, labels: Sequence[str], train
         "train_item_ids_sha256": _sha256_json(list(train_ids)), "n_train": len(train_ids),
         "train_data_sha256": _sha256_json({"inputs": train_inputs, "targets": train_targets}),
         "data_sha256": dict(data_sha256 or {}),
-        "versions": versions(), "code_sha256": code_sha256(),
+        "versions": versions(), "code_sha256": code_sha256(), "device": str(device).split(":")[0],
     }
 
 
@@ -149,7 +151,7 @@ class WeightCache:
         the meta) atomically: written to a temporary folder, then renamed into place."""
         from safetensors.torch import save as save_bytes
 
-        state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+        state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
         data = save_bytes(state)
         meta = {**meta, "weights_sha256": hashlib.sha256(data).hexdigest()}
         if not self.enabled:

@@ -9,6 +9,7 @@ included) trains every fine-tuned model anew. Prediction (:mod:`.finetune`) and 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from typing import Mapping, Sequence
 
@@ -62,9 +63,20 @@ class TokenHead(_Head):
         return self.classifier(self.dropout(self.hidden(batch)))
 
 
+#: cuBLAS's workspace setting that makes its matrix products deterministic (CUDA's own rule for
+#: ``torch.use_deterministic_algorithms``); :func:`atlaslib.models.devices.place` sets it before CUDA starts
+CUBLAS_WORKSPACE = ("CUBLAS_WORKSPACE_CONFIG", (":4096:8", ":16:8"))
+
+
 @contextlib.contextmanager
-def deterministic(threads: int):
-    """Deterministic torch algorithms and ``threads`` intra-op threads inside the block (restored after)."""
+def deterministic(threads: int, device: str = "cpu"):
+    """Deterministic torch algorithms and ``threads`` intra-op threads inside the block (restored after). On a
+    CUDA ``device`` the cuBLAS workspace setting must be in place (set before CUDA started): else one
+    :class:`FinetuneError` saying so, before anything is trained."""
+    if str(device).startswith("cuda") and os.environ.get(CUBLAS_WORKSPACE[0]) not in CUBLAS_WORKSPACE[1]:
+        raise FinetuneError(f"finetune on {device}: deterministic training needs the environment variable "
+                            f"{CUBLAS_WORKSPACE[0]}={CUBLAS_WORKSPACE[1][0]} set before CUDA starts (atlas sets it "
+                            f"when it places a model on CUDA; it is {os.environ.get(CUBLAS_WORKSPACE[0])!r} here)")
     was_det, was_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(int(threads))
@@ -146,6 +158,7 @@ def train_loop(model: _Head, examples: Sequence[dict], targets: Sequence, recipe
     rng = np.random.default_rng(recipe["seed"])
     torch.manual_seed(recipe["seed"])
     loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX)
+    device = next(model.parameters()).device   # the run's device: batches go where the model is
     history, epoch_of, lrs = [], [], []
     model.train()
     t0 = time.perf_counter()
@@ -158,13 +171,13 @@ def train_loop(model: _Head, examples: Sequence[dict], targets: Sequence, recipe
             sbar = progress_bar(steps_per_epoch, f"{desc}: epoch {epoch + 1}/{epochs} steps", progress)
         for s in range(steps_per_epoch):
             idx = batches[s]
-            batch = _collate([examples[i] for i in idx], pad_id, keys)
+            batch = {k: v.to(device) for k, v in _collate([examples[i] for i in idx], pad_id, keys).items()}
             logits = model(batch)
             if token_level:
-                y = _pad([targets[i] for i in idx], IGNORE_INDEX)
+                y = _pad([targets[i] for i in idx], IGNORE_INDEX).to(device)
                 loss = loss_fn(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
             else:
-                y = torch.tensor([targets[i] for i in idx], dtype=torch.long)
+                y = torch.tensor([targets[i] for i in idx], dtype=torch.long, device=device)
                 loss = loss_fn(logits, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -12,7 +12,13 @@ from tests import tiny_models as tm
 
 @pytest.fixture(autouse=True)
 def _no_request(monkeypatch):
+    import os
+
     monkeypatch.delenv(devices.VARIABLE, raising=False)
+    # placing on a (pretended) CUDA device sets cuBLAS's setting for the process: put back what was there
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""))
+    if not os.environ["CUBLAS_WORKSPACE_CONFIG"]:
+        monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
 
 
 def test_auto_picks_the_cpu_on_a_machine_without_cuda(tmp_path):
@@ -83,9 +89,56 @@ def test_the_device_flag_is_checked_before_anything_runs(capsys, tmp_path, value
     assert not (tmp_path / "r").exists()
 
 
-def test_a_fine_tune_trains_from_a_cpu_copy_of_the_encoder(tmp_path):
-    from atlaslib.protocols.finetune import _cpu_copy
+def test_a_fine_tune_trains_and_predicts_where_its_encoder_is_and_its_weight_key_holds_the_device(tmp_path,
+                                                                                                   monkeypatch):
+    """The fine-tune trains on the device its encoder was placed on (here the CPU: auto), records it, and its
+    weight cache key names the device type; the same fields on CUDA give another key (weights trained on one device
+    are never served for another)."""
+    import torch
 
-    adapter = load_adapter(str(tm.tiny_encoder(tmp_path)), "embed.text.pooled", progress=False)
-    copy = _cpu_copy(adapter.model)
-    assert copy is not adapter.model and {p.device.type for p in copy.parameters()} == {"cpu"}
+    from atlaslib.protocols import finetune as ft
+    from atlaslib.protocols import finetune_cache as ft_cache
+    from tests.protocols.test_finetune import RECIPE, toy_items
+
+    monkeypatch.setenv(ft_cache.CACHE_ENV, str(tmp_path / "ftcache"))
+    monkeypatch.setenv("ATLAS_PROGRESS", "off")
+    adapter = load_adapter(str(tm.tiny_encoder(tmp_path)), "embed.text.pooled", embed_cache=False, progress=False)
+    ids, texts, labels = toy_items(16)
+    out = ft.finetune_sequence(adapter, ids, texts, labels, texts[:4], ("affirmed", "negated"), RECIPE)
+    assert ft.device_of(adapter) == "cpu" and out["details"]["device"] == "cpu"
+    assert {p.device.type for p in out["model"].parameters()} == {"cpu"}
+    assert out["model"].encoder is not adapter.model   # a copy: the adapter's own encoder is never trained
+    key = out["details"]["weight_cache"]["key"]
+    fields = ft_cache.key_fields(adapter, "sequence", ft.seed_recipe(RECIPE, 7), ["affirmed", "negated"], ids,
+                                 texts, [["affirmed", "negated"].index(y) for y in labels],
+                                 None)
+    assert fields["device"] == "cpu" and ft_cache.WeightCache(fields).key == key
+    on_cuda = ft_cache.key_fields(adapter, "sequence", ft.seed_recipe(RECIPE, 7), ["affirmed", "negated"], ids,
+                                  texts, [["affirmed", "negated"].index(y) for y in labels], None, "cuda:1")
+    assert on_cuda["device"] == "cuda" and ft_cache.WeightCache(on_cuda).key != key
+    assert not torch.are_deterministic_algorithms_enabled()   # the training's deterministic mode is restored
+
+
+def test_cuda_training_needs_cublas_determinism_and_placing_on_cuda_sets_it(monkeypatch):
+    """On CUDA, deterministic training needs cuBLAS's workspace setting before CUDA starts: placing a model on CUDA
+    sets it (a user's own value is kept); a fine-tune on CUDA without it is one error saying so, before anything
+    is trained (checked here without a GPU: the check comes before any CUDA call)."""
+    from atlaslib.protocols.finetune_training import FinetuneError, deterministic
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    with pytest.raises(FinetuneError, match=r"CUBLAS_WORKSPACE_CONFIG=:4096:8 set before CUDA starts") as err:
+        with deterministic(1, "cuda"):
+            pytest.fail("entered without the cuBLAS setting")
+    assert "\n" not in str(err.value)
+    monkeypatch.setattr(devices, "cuda_count", lambda: 1)
+    assert devices.place({}, "m")["device"] == "cuda"
+    import os
+
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    with deterministic(1, "cuda"):   # now allowed (nothing here touches CUDA)
+        pass
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    devices.place({}, "m")
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+    with deterministic(1, "cpu"):   # the CPU needs no setting
+        pass
