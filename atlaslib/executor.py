@@ -227,7 +227,7 @@ def check_memory_limit(memory_limit) -> None:
 
 def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, executor: str = "serial",
                  scheduler: str | None = None, n_workers: int | None = None, memory_limit=None,
-                 retries: int = 1, log=print, timing: bool = True, task=None, connect_timeout=None):
+                 retries: int = 1, log=print, timing: bool = True, task=None, connect_timeout=None, prepare=None):
     """Run every request (cached, see :func:`atlaslib.runner.run`) and collect a :class:`~atlaslib.matrix.MatrixReport`.
 
     ``executor``: ``"serial"``, ``"dask"``, or None for "dask when a scheduler is named (argument or
@@ -240,6 +240,11 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     done, naming it, and the finished ones are kept. ``retries``: how many times a run whose worker died is submitted again.
     Outcomes and failures are listed in request order; ``timing`` prints the per-run timing table.
     ``task`` replaces :func:`atlaslib.runner.run` (same signature; tests use it to kill workers).
+
+    On Dask, a fine-tune that would bound the schedule is split: each of its training seeds is a task of its own
+    (:func:`plan_preparation`, :func:`prepare_seed`; ``prepare`` replaces the latter in tests), handed out
+    before the other runs; the run itself starts when its own seeds are prepared, finds them in the caches and
+    makes the same cell. A seed that fails fails its run, by name.
     """
     executor, address = check_options(executor, scheduler, n_workers, memory_limit, retries)
     reqs = check_requests(requests)
@@ -268,7 +273,8 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
             outs, fails = _run_dask(todo, kwargs, runner.run if task is None else task, log, address=address,
                                     from_env=not scheduler, n_workers=n_workers, memory_limit=memory_limit,
                                     retries=retries, connect_timeout=connect_timeout, count_from=len(served),
-                                    count_of=len(reqs), expected=expected, record=record)
+                                    count_of=len(reqs), expected=expected, record=record,
+                                    prepare=prepare or prepare_seed)
             done, failed = dict(zip(todo, outs)), {f.request: f for f in fails}
         else:
             log(f"dask: all {len(reqs)} run(s) are current; no cluster needed")
@@ -651,16 +657,78 @@ def expected_seconds(reqs, record: dict):
     return Expected({r.label: record[r.label] if r.label in record else estimate(r) for r in reqs}, here)
 
 
-def next_run(queue, reqs, running, exclusive: bool = True) -> int | None:
+def next_run(queue, reqs, running, exclusive: bool = True, blocked=()) -> int | None:
     """The position in ``queue`` (``(request index, attempt)`` pairs, in hand-out order) of the next run to
     start while the runs ``running`` (request indices) are in flight: the first, except that with
     ``exclusive`` a run of an :data:`EXCLUSIVE_PROTOCOLS` protocol waits while another one runs (the first
-    other run goes instead). None when no queued run may start now."""
-    busy = exclusive and any(reqs[j].protocol in EXCLUSIVE_PROTOCOLS for j in running)
+    other run goes instead), and a run in ``blocked`` (one whose preparation tasks are not all done) waits. A
+    preparation task's index is ``len(reqs)`` or more (:func:`plan_preparation`). None when no queued run may
+    start now."""
+    n = len(reqs)
+    busy = exclusive and any(j < n and reqs[j].protocol in EXCLUSIVE_PROTOCOLS for j in running)
     for k, (i, _) in enumerate(queue):
-        if not (busy and reqs[i].protocol in EXCLUSIVE_PROTOCOLS):
+        if i >= n:
+            return k
+        if i not in blocked and not (busy and reqs[i].protocol in EXCLUSIVE_PROTOCOLS):
             return k
     return None
+
+
+def training_seeds(req) -> list[int]:
+    """The training seeds of a fine-tune request: its card's ``FINETUNE_RECIPE["seeds"]`` ([] for another
+    protocol, or a card that declares none)."""
+    if req.protocol != "finetune":
+        return []
+    from .cards.run import card_module
+
+    try:
+        recipe = getattr(card_module(req.card), "FINETUNE_RECIPE", None) or {}
+    except Exception:  # an unknown card: its run reports it
+        return []
+    return [int(s) for s in recipe.get("seeds") or []]
+
+
+def plan_preparation(reqs, expected: dict, workers) -> list[tuple[int, int]]:
+    """The preparation tasks of a build on ``workers`` workers: ``[(request index, training seed)]``. A fine-tune
+    whose expected time (``expected``: label -> seconds) is more than the build's total over the workers would
+    bound the schedule as one task: each of its training seeds becomes a task of its own (:func:`prepare_seed`),
+    and the run itself then finds every seed's weights and predictions in the caches and makes the same cell.
+    A run that does not bound the schedule is not split (on 2 workers the default book is not: each task costs a
+    process's loading and the items' encoding again). Longest runs first."""
+    if not workers or workers == float("inf") or workers < 2:
+        return []
+    bound = sum(expected[r.label] for r in reqs) / workers
+    out = []
+    for i in longest_first(reqs, expected):
+        seeds = training_seeds(reqs[i])
+        if len(seeds) > 1 and expected[reqs[i].label] > bound:
+            out += [(i, seed) for seed in seeds]
+    return out
+
+
+def prepare_seed(request, seed: int, *, data_dir=None, **_) -> float:
+    """A preparation task: one training seed of the fine-tune ``request`` trained and its test items predicted
+    through the card's contract (:func:`atlaslib.cards.run.run` with ``ATLAS_FINETUNE_SEEDS`` set to the seed), so
+    that its weights (the fine-tune weight cache) and its predictions (the model-call store) are there when the
+    run executes; no cell is written. Returns the seconds it took; a seed that cannot be prepared raises, naming it."""
+    from .cards.run import run as contract_run
+    from .protocols.finetune import SEEDS_ENV
+
+    start = time.perf_counter()
+    with _env(SEEDS_ENV, str(int(seed))):
+        cell = contract_run(request.card, request.version, request.model, request.protocol, data_dir=data_dir)
+    if cell.get("status") != "ok":
+        raise RuntimeError(f"{request.label}: training seed {seed} could not be prepared "
+                           f"({cell.get('status')}: {cell.get('reason') or cell.get('error') or 'no reason given'})")
+    return round(time.perf_counter() - start, 2)
+
+
+def _prepare_attempt(prepare, request, seed, kwargs) -> tuple:
+    """A preparation task's outcome as plain data: ``("done", seconds)`` or ``("error", {error, traceback})``."""
+    try:
+        return ("done", prepare(request, seed, **kwargs))
+    except Exception as exc:
+        return ("error", {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
 
 
 def longest_first(reqs, expected: dict | None = None) -> list[int]:
@@ -680,7 +748,7 @@ def longest_first(reqs, expected: dict | None = None) -> list[int]:
 
 def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_limit, retries, connect_timeout=None,
               no_worker_timeout: float = 600.0, count_from: int = 0, count_of: int | None = None,
-              expected: dict | None = None, record=None):
+              expected: dict | None = None, record=None, prepare=None):
     from collections import deque
     from concurrent.futures import CancelledError
 
@@ -715,7 +783,23 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
                           int(workers), log=log, groups={r.label: r.model for r in reqs})
     log = status.log
     results: dict[int, tuple] = {}
-    queue = deque((i, 0) for i in longest_first(reqs, expected))
+    n = len(reqs)
+    # preparation tasks (a long fine-tune's seeds) have indices n, n + 1, ...: handed out first, their run after them
+    preps = plan_preparation(reqs, expected, workers) if prepare is not None else []
+    waiting = {}
+    for p, (i, seed) in enumerate(preps):
+        waiting.setdefault(i, set()).add(n + p)
+    if preps:
+        log(f"dask: {len(waiting)} run(s) split into {len(preps)} training-seed task(s): "
+            + "; ".join(f"{reqs[i].label} ({len(ps)} seeds)" for i, ps in waiting.items()))
+
+    def label(i: int) -> str:
+        return reqs[i].label if i < n else f"{reqs[preps[i - n][0]].label} · seed {preps[i - n][1]}"
+
+    def main(i: int) -> int:
+        return i if i < n else preps[i - n][0]
+
+    queue = deque([(n + p, 0) for p in range(len(preps))] + [(i, 0) for i in longest_first(reqs, expected)])
     in_flight: dict = {}
     done, count_of = count_from, count_of or len(reqs)
     starved_since = None
@@ -725,15 +809,20 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
             if queue:
                 cap = capacity()
                 while queue and len(in_flight) < cap:
-                    k = next_run(queue, reqs, [j for j, _ in in_flight.values()], exclusive=cluster is not None)
+                    k = next_run(queue, reqs, [j for j, _ in in_flight.values()], exclusive=cluster is not None,
+                                 blocked={i for i, ps in waiting.items() if ps})
                     if k is None:
-                        break  # only exclusive runs are left and one is running: wait for it
+                        break  # only exclusive runs are left and one is running, or runs wait for their seeds
                     i, attempt = queue[k]
                     del queue[k]
-                    key = f"atlas-run-{reqs[i].label}-{attempt}-{uuid.uuid4().hex[:8]}"
-                    fut = client.submit(_attempt, task, reqs[i], kwargs, key=key, pure=False, retries=0)
+                    key = f"atlas-run-{label(i)}-{attempt}-{uuid.uuid4().hex[:8]}".replace(" · ", "-")
+                    if i < n:
+                        fut = client.submit(_attempt, task, reqs[i], kwargs, key=key, pure=False, retries=0)
+                        status.started(reqs[i].label)
+                    else:
+                        fut = client.submit(_prepare_attempt, prepare, reqs[preps[i - n][0]], preps[i - n][1], kwargs,
+                                            key=key, pure=False, retries=0)
                     in_flight[fut] = (i, attempt)
-                    status.started(reqs[i].label)
                 if not in_flight:  # every worker is (re)starting
                     starved_since = starved_since or time.monotonic()
                     if time.monotonic() - starved_since > no_worker_timeout:
@@ -755,18 +844,18 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
                            f"runs finished before are kept")
                     log(f"dask: {why}; {len(reqs) - len(results)} run(s) not finished")
                     for i in [j for j, _ in in_flight.values()] + [j for j, _ in queue]:
-                        results[i] = ("scheduler", {"error": why})
+                        results.setdefault(main(i), ("scheduler", {"error": why}))
                     break
                 heard = time.monotonic()
             for fut in finished:
                 i, attempt = in_flight.pop(fut)
-                req = reqs[i]
+                req = reqs[main(i)]
                 try:
                     kind, payload = fut.result()
                 except lost_errors as exc:
                     why = f"{type(exc).__name__}: {str(exc).split('. ')[0]}"
                     if attempt < retries:
-                        log(f"{req.label}: worker lost ({why}); retrying ({attempt + 1}/{retries})")
+                        log(f"{label(i)}: worker lost ({why}); retrying ({attempt + 1}/{retries})")
                         queue.appendleft((i, attempt + 1))
                         continue
                     kind, payload = "lost", {"error": why, "attempts": attempt + 1}
@@ -774,6 +863,24 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
                     kind, payload = "error", {"error": f"{type(exc).__name__}: {exc}", "traceback": ""}
                 finally:
                     fut.release()
+                if i >= n:  # a training seed prepared (its run may start when its others are) or failed (so does it)
+                    req_i = main(i)
+                    if kind == "done":
+                        log(f"{label(i)}: prepared ({payload:.1f} s)")
+                        waiting.get(req_i, set()).discard(i)   # (its run may have failed by another seed)
+                        continue
+                    if req_i in results:  # its run already failed by another seed
+                        continue
+                    why = payload.get("error", "") if isinstance(payload, dict) else str(payload)
+                    kind, payload = "error", {"error": f"{label(i)} failed: {why}",
+                                              "traceback": payload.get("traceback", "") if isinstance(payload, dict)
+                                              else ""}
+                    queue = deque((j, a) for j, a in queue if main(j) != req_i)
+                    waiting.pop(req_i, None)
+                    status.started(req.label)
+                    i = req_i
+                elif i in results:  # a run already failed by one of its seeds (cannot start, but be safe)
+                    continue
                 if kind == "done":
                     payload.extra = {**(payload.extra or {}), "attempts": attempt + 1}
                 results[i] = (kind, payload)

@@ -126,6 +126,28 @@ def seed_recipe(recipe: Mapping, seed: int) -> dict:
     return r
 
 
+#: the environment variable a preparation task sets to train (and predict with) only some of a recipe's seeds:
+#: each seed's weights and predictions go to the caches, where the whole run then finds them
+#: (:func:`atlaslib.executor.prepare_seed`); comma-separated seeds, each one of the recipe's
+SEEDS_ENV = "ATLAS_FINETUNE_SEEDS"
+
+
+def seeds_to_train(recipe: Mapping) -> list[int]:
+    """The recipe's seeds, or only those :data:`SEEDS_ENV` names (in the recipe's order); a seed there that is not
+    the recipe's is a :class:`FinetuneError` naming it."""
+    text = os.environ.get(SEEDS_ENV, "").strip()
+    if not text:
+        return list(recipe["seeds"])
+    try:
+        asked = {int(x) for x in text.split(",") if x.strip()}
+    except ValueError:
+        raise FinetuneError(f"{SEEDS_ENV}={text!r}: expected comma-separated whole numbers (training seeds)") from None
+    unknown = sorted(asked - set(recipe["seeds"]))
+    if unknown:
+        raise FinetuneError(f"{SEEDS_ENV}={text!r}: seeds {unknown} are not the recipe's ({recipe['seeds']})")
+    return [s for s in recipe["seeds"] if s in asked]
+
+
 def retrain_requested(retrain: bool = False) -> bool:
     """``retrain`` or the environment variable ``ATLAS_FINETUNE_RETRAIN`` (1 / true / yes / on)."""
     return bool(retrain) or os.environ.get(RETRAIN_ENV, "").strip().lower() in _ON
@@ -283,7 +305,7 @@ def finetune_sequence(adapter, train_ids: Sequence[str], train_texts: Sequence[s
         test_rows, _, n_trunc_test = _encode_texts(tok, test_texts, recipe["max_length"])
         targets = [labels.index(str(y)) for y in train_labels]
         texts = list(map(str, train_texts))
-        for seed in recipe["seeds"]:
+        for seed in seeds_to_train(recipe):
             one = seed_recipe(recipe, seed)
             model = _head_on_device(SequenceHead, adapter, len(labels), one["head_dropout"], seed, device)
             fields = key_fields(adapter, "sequence", one, labels, train_ids, texts, targets, data_sha256, device)
@@ -405,7 +427,7 @@ def finetune_tokens(adapter, train_ids: Sequence[str], train_words, train_tags, 
                        for k in ("n_unk_words", "n_chunked_sentences")}
         train_inputs = [{k: e[k] for k in keys} for e in train_ex]
         test_inputs = [{k: e[k] for k in keys} for e in test_ex]
-        for seed in recipe["seeds"]:
+        for seed in seeds_to_train(recipe):
             one = seed_recipe(recipe, seed)
             model = _head_on_device(TokenHead, adapter, len(tags), one["head_dropout"], seed, device)
             fields = key_fields(adapter, "token", one, tags, train_ids, train_words, train_tags, data_sha256, device)
