@@ -241,10 +241,11 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     Outcomes and failures are listed in request order; ``timing`` prints the per-run timing table.
     ``task`` replaces :func:`atlaslib.runner.run` (same signature; tests use it to kill workers).
 
-    On Dask, a fine-tune that would bound the schedule is split: each of its training seeds is a task of its own
-    (:func:`plan_preparation`, :func:`prepare_seed`; ``prepare`` replaces the latter in tests), handed out
-    before the other runs; the run itself starts when its own seeds are prepared, finds them in the caches and
-    makes the same cell. A seed that fails fails its run, by name.
+    On Dask, a run that would bound the schedule is split: each of a fine-tune's training seeds, or each fixed
+    slice of a zero-shot run's test items, is a task of its own (:func:`plan_preparation`, :func:`prepare_part`;
+    ``prepare`` replaces the latter in tests), handed out before the other runs; the run itself starts when its
+    own parts are prepared, finds them in the caches and makes the same cell. A part that fails fails its run,
+    by name.
     """
     executor, address = check_options(executor, scheduler, n_workers, memory_limit, retries)
     reqs = check_requests(requests)
@@ -274,7 +275,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
                                     from_env=not scheduler, n_workers=n_workers, memory_limit=memory_limit,
                                     retries=retries, connect_timeout=connect_timeout, count_from=len(served),
                                     count_of=len(reqs), expected=expected, record=record,
-                                    prepare=prepare or prepare_seed)
+                                    prepare=prepare or prepare_part)
             done, failed = dict(zip(todo, outs)), {f.request: f for f in fails}
         else:
             log(f"dask: all {len(reqs)} run(s) are current; no cluster needed")
@@ -688,45 +689,91 @@ def training_seeds(req) -> list[int]:
     return [int(s) for s in recipe.get("seeds") or []]
 
 
-def plan_preparation(reqs, expected: dict, workers) -> list[tuple[int, int]]:
-    """The preparation tasks of a build on ``workers`` workers: ``[(request index, training seed)]``. A fine-tune
-    whose expected time (``expected``: label -> seconds) is more than the build's total over the workers would
-    bound the schedule as one task: each of its training seeds becomes a task of its own (:func:`prepare_seed`),
-    and the run itself then finds every seed's weights and predictions in the caches and makes the same cell.
-    A run that does not bound the schedule is not split (on 2 workers the default book is not: each task costs a
-    process's loading and the items' encoding again). Longest runs first."""
+#: the protocols whose runs may be cut into slices of their test items (each slice's model calls fill the store the
+#: whole run then reads): a model's own answers, one item at a time. Not a probe (each slice would embed the whole
+#: train split again) or a fine-tune (split by its seeds instead), nor a card's own baseline (seconds)
+SHARDABLE_PROTOCOLS = ("zero_shot",)
+
+
+def _shardable(req) -> bool:
+    """A zero-shot run of a model (not a card's own baseline, not a built-in rule system or majority class)."""
+    if req.protocol not in SHARDABLE_PROTOCOLS:
+        return False
+    try:
+        if req.model in runner.get_card(req.card).baselines:
+            return False
+    except KeyError:  # an unknown card: its run reports it
+        return False
+    from .models import get_profile
+
+    try:
+        return get_profile(req.model).source != "builtin"
+    except Exception:  # a hub id or a local folder: a model
+        return True
+
+
+def plan_preparation(reqs, expected: dict, workers) -> list[tuple[int, tuple]]:
+    """The preparation tasks of a build on ``workers`` workers: ``[(request index, part)]``, a part
+    ``("seed", training seed)`` or ``("shard", k, n)``. A run whose expected time (``expected``: label -> seconds)
+    is more than the build's total over the workers would bound the schedule as one task, so it is split: a
+    fine-tune into its training seeds (:func:`training_seeds`), a model's zero-shot run into ``n`` fixed slices
+    of its test items (:func:`atlaslib.cards.run.shard_of`; ``n`` the smallest that brings each under the bound,
+    at most the workers). Each part is a task of its own (:func:`prepare_part`); the run itself then finds every
+    part's weights and answers in the caches and makes the same cell. A run that does not bound the schedule is not
+    split (on 2 workers the default book is not: each task costs a process's loading and the items' encoding
+    again). Longest runs first."""
+    import math
+
     if not workers or workers == float("inf") or workers < 2:
         return []
     bound = sum(expected[r.label] for r in reqs) / workers
     out = []
     for i in longest_first(reqs, expected):
+        seconds = expected[reqs[i].label]
+        if seconds <= bound:
+            continue
         seeds = training_seeds(reqs[i])
-        if len(seeds) > 1 and expected[reqs[i].label] > bound:
-            out += [(i, seed) for seed in seeds]
+        if len(seeds) > 1:
+            out += [(i, ("seed", seed)) for seed in seeds]
+        elif _shardable(reqs[i]):
+            n = min(int(workers), max(2, math.ceil(seconds / bound)))
+            out += [(i, ("shard", k, n)) for k in range(n)]
     return out
 
 
-def prepare_seed(request, seed: int, *, data_dir=None, **_) -> float:
-    """A preparation task: one training seed of the fine-tune ``request`` trained and its test items predicted
-    through the card's contract (:func:`atlaslib.cards.run.run` with ``ATLAS_FINETUNE_SEEDS`` set to the seed), so
-    that its weights (the fine-tune weight cache) and its predictions (the model-call store) are there when the
-    run executes; no cell is written. Returns the seconds it took; a seed that cannot be prepared raises, naming it."""
+def part_label(part: tuple) -> str:
+    """``seed 7`` or ``shard 2/4`` (1-based), for logs and messages."""
+    return f"seed {part[1]}" if part[0] == "seed" else f"shard {part[1] + 1}/{part[2]}"
+
+
+def prepare_part(request, part: tuple, *, data_dir=None, **_) -> float:
+    """A preparation task: one part of ``request`` (:func:`plan_preparation`) run through the card's contract
+    (:func:`atlaslib.cards.run.run`), no cell written: a training seed of a fine-tune (``ATLAS_FINETUNE_SEEDS`` set
+    to it: its weights go to the fine-tune weight cache, its test predictions to the model-call store), or a
+    slice of a zero-shot run's test items (its model calls go to the store). Returns the seconds it took; a part
+    that cannot be prepared raises, naming it."""
     from .cards.run import run as contract_run
     from .protocols.finetune import SEEDS_ENV
 
     start = time.perf_counter()
-    with _env(SEEDS_ENV, str(int(seed))):
-        cell = contract_run(request.card, request.version, request.model, request.protocol, data_dir=data_dir)
+    args = (request.card, request.version, request.model, request.protocol)
+    if part[0] == "seed":
+        with _env(SEEDS_ENV, str(int(part[1]))):
+            cell = contract_run(*args, data_dir=data_dir)
+    elif part[0] == "shard":
+        cell = contract_run(*args, data_dir=data_dir, test_shard=(int(part[1]), int(part[2])))
+    else:
+        raise ValueError(f"{request.label}: unknown preparation part {part!r}")
     if cell.get("status") != "ok":
-        raise RuntimeError(f"{request.label}: training seed {seed} could not be prepared "
+        raise RuntimeError(f"{request.label}: {part_label(part)} could not be prepared "
                            f"({cell.get('status')}: {cell.get('reason') or cell.get('error') or 'no reason given'})")
     return round(time.perf_counter() - start, 2)
 
 
-def _prepare_attempt(prepare, request, seed, kwargs) -> tuple:
+def _prepare_attempt(prepare, request, part, kwargs) -> tuple:
     """A preparation task's outcome as plain data: ``("done", seconds)`` or ``("error", {error, traceback})``."""
     try:
-        return ("done", prepare(request, seed, **kwargs))
+        return ("done", prepare(request, part, **kwargs))
     except Exception as exc:
         return ("error", {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
 
@@ -784,17 +831,18 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
     log = status.log
     results: dict[int, tuple] = {}
     n = len(reqs)
-    # preparation tasks (a long fine-tune's seeds) have indices n, n + 1, ...: handed out first, their run after them
+    # preparation tasks (a long run's seeds or item slices) have indices n, n + 1, ...: handed out first, their run
+    # after them
     preps = plan_preparation(reqs, expected, workers) if prepare is not None else []
     waiting = {}
-    for p, (i, seed) in enumerate(preps):
+    for p, (i, _) in enumerate(preps):
         waiting.setdefault(i, set()).add(n + p)
     if preps:
-        log(f"dask: {len(waiting)} run(s) split into {len(preps)} training-seed task(s): "
-            + "; ".join(f"{reqs[i].label} ({len(ps)} seeds)" for i, ps in waiting.items()))
+        log(f"dask: {len(waiting)} run(s) split into {len(preps)} task(s): " + "; ".join(
+            f"{reqs[i].label} ({len(ps)} {dict(preps)[i][0]}s)" for i, ps in waiting.items()))
 
     def label(i: int) -> str:
-        return reqs[i].label if i < n else f"{reqs[preps[i - n][0]].label} · seed {preps[i - n][1]}"
+        return reqs[i].label if i < n else f"{reqs[preps[i - n][0]].label} · {part_label(preps[i - n][1])}"
 
     def main(i: int) -> int:
         return i if i < n else preps[i - n][0]

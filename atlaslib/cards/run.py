@@ -275,17 +275,33 @@ def _show(text: str) -> None:
         print(text)
 
 
+def shard_of(manifest, shard: int, n_shards: int):
+    """``manifest`` with only the ``shard``-th of ``n_shards`` fixed slices of its test items (contiguous, in the
+    manifest's sorted order, sizes differing by at most one): what a preparation task asks the model for."""
+    import dataclasses
+
+    if not (isinstance(shard, int) and isinstance(n_shards, int) and 0 <= shard < n_shards):
+        raise ValueError(f"test shard {shard!r} of {n_shards!r}: expected 0 <= shard < n_shards")
+    k, extra = divmod(len(manifest.test), n_shards)
+    start = shard * k + min(shard, extra)
+    return dataclasses.replace(manifest, test=manifest.test[start:start + k + (shard < extra)])
+
+
 def run(card, version: str, model: str, protocol: str, *, data_dir=None, parameters: dict | None = None,
-        result_path=None, **options) -> dict:
+        result_path=None, test_shard: tuple[int, int] | None = None, **options) -> dict:
     """A run through the card contract alone (no notebook): load the items, split the version, predict with
     ``model`` under ``protocol``, score; the cell is :class:`CardRun`'s, its parts :func:`contract_parts`'s (a
     row over training seeds is the book's: the mean over seeds with the two-level interval, every seed's
     predictions in ``extra.seed_runs``). The pages' run-specific sections need the notebook; this gives the
-    same metrics (``tests/test_card_run.py``) for any card, including a new one that has only its contract."""
+    same metrics (``tests/test_card_run.py``) for any card, including a new one that has only its contract.
+    ``test_shard=(k, n)`` runs on the k-th of n fixed slices of the test items only (:func:`shard_of`: a
+    preparation task's, whose model calls fill the store the whole run then reads)."""
     mod = card_module(card)
     r = CardRun(mod, version, model, protocol, parameters=parameters, result_path=result_path)
     items = mod.load_items(data_dir)
     manifest = mod.split(items, version)
+    if test_shard is not None:
+        manifest = shard_of(manifest, *test_shard)
     records = None
     with r.attempt(show=lambda text: None):
         records = mod.predict(items, manifest, model, protocol, data_dir=data_dir, load=r.load, **options)
