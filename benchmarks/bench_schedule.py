@@ -16,8 +16,14 @@ tasks), each piece paying ``--overhead`` seconds more (its own kernel start and 
 assume). The simulation assumes a run's seconds do not change with the number of workers beside it: on a real
 machine with fewer cores than workers they do, so read it as what the schedule allows, not a prediction.
 
+``--planned`` replays them as the executor splits them today (:func:`atlaslib.executor.plan_preparation`: on W
+workers a run longer than the runs' total over W is cut, a fine-tune into its training seeds, a model's zero-shot
+run into slices of its items), each part paying ``--overhead`` more and its run, which then finds every answer in
+the caches, taking ``--overhead`` after its last part; parts are handed out first and a run waits for its own, as
+the executor does.
+
 Run: ``python benchmarks/bench_schedule.py BUILD.log [BUILD2.log ...] [--workers 2] [--simulate 2,4,8,16,64
---split '*finetune*=5' --overhead 20]``.
+--split '*finetune*=5' --overhead 20] [--planned]``.
 """
 from __future__ import annotations
 
@@ -64,6 +70,51 @@ def split_tasks(runs: dict[str, float], splits: list[tuple[str, int]], overhead:
     return tasks
 
 
+def _request(label: str):
+    """The run request a log label names (``card/version/model/protocol``; a hub model id has a slash of its own)."""
+    from atlaslib.runner import RunRequest
+
+    parts = label.split("/")
+    return RunRequest(parts[0], parts[1], "/".join(parts[2:-1]), parts[-1])
+
+
+def planned_makespan(runs: dict[str, float], workers: int, overhead: float) -> tuple[float, float, int]:
+    """(matrix seconds, longest task, runs split) of the executor's own plan on ``workers`` workers: the parts
+    :func:`atlaslib.executor.plan_preparation` makes (each ``seconds / n + overhead``) handed out first, then the runs
+    longest first, a split run (``overhead`` seconds: served from the caches) starting when its parts are done and a
+    worker is free."""
+    from atlaslib import executor
+
+    labels = list(runs)
+    reqs = [_request(x) for x in labels]
+    plan = executor.plan_preparation(reqs, runs, workers)
+    n_parts = {}
+    for i, _ in plan:
+        n_parts[i] = n_parts.get(i, 0) + 1
+    tasks = [(runs[labels[i]] / n_parts[i] + overhead, None, i) for i, _ in plan]    # (seconds, waits for, part of)
+    tasks += [(overhead if i in n_parts else runs[labels[i]], i if i in n_parts else None, None)
+              for i in executor.longest_first(reqs, runs)]
+    free = [0.0] * max(1, workers)
+    left = dict(n_parts)
+    done_at: dict[int, float] = {}
+    queue = list(tasks)
+    while queue:
+        t = heapq.heappop(free)
+        ready = [k for k, (_, wait, _) in enumerate(queue) if wait is None or (left.get(wait) == 0 and done_at[wait] <= t)]
+        if not ready:  # the free worker waits for the parts of the next run to finish
+            pending = [done_at[w] for _, w, _ in queue if w is not None and left.get(w) == 0]
+            heapq.heappush(free, min(pending) if pending else t + 1.0)
+            continue
+        seconds, _, part_of = queue.pop(ready[0])
+        end = t + seconds
+        if part_of is not None:
+            left[part_of] -= 1
+            done_at[part_of] = max(done_at.get(part_of, 0.0), end)
+        heapq.heappush(free, end)
+    longest = max(s for s, _, _ in tasks)
+    return max(free), longest, len(n_parts)
+
+
 def _split_arg(text: str) -> tuple[str, int]:
     glob, sep, n = text.rpartition("=")
     if not sep or not glob or not n.isdigit() or int(n) < 1:
@@ -92,6 +143,8 @@ def main(argv=None) -> int:
                     help="GLOB=N: runs matching GLOB become N equal tasks (repeatable)")
     ap.add_argument("--overhead", type=float, default=0.0,
                     help="seconds each piece of a split run pays more (kernel start, model load)")
+    ap.add_argument("--planned", action="store_true",
+                    help="also replay the runs as the executor's own plan splits them on each worker count")
     args = ap.parse_args(argv)
     print("| build log | runs | runs' own seconds summed | longest run | bound: max(sum / workers, longest) | "
           "matrix wall | wall / bound |")
@@ -114,6 +167,10 @@ def main(argv=None) -> int:
                 cells = " | ".join(f"{lpt_makespan(tasks, w):,.0f} (longest {max(tasks):,.0f})"
                                    for w in args.simulate)
                 print(f"| {path.name} | {name} | {cells} |")
+            if args.planned:
+                got = [planned_makespan(runs, w, args.overhead) for w in args.simulate]
+                cells = " | ".join(f"{m:,.0f} (longest {lo:,.0f}; {k} run(s) split)" for m, lo, k in got)
+                print(f"| {path.name} | the executor's plan | {cells} |")
     return 0
 
 
