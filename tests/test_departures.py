@@ -61,4 +61,22 @@ def test_a_model_page_shows_what_the_model_learnt_from_as_the_rows_notes_read_it
     declared = get_profile("smollm2-135m-instruct").training_data
     assert "web-crawl" in declared
     assert f"| training data (declared by its maker) | {', '.join(declared)} |" in page
-    assert "| trained on a card's data | none declared |" in page
+    assert "| trained or tuned on (the datasets the cards check for overlap) | none declared |" in page
+    assert "| overlaps a card's data | none of the cards |" in page
+
+
+def test_a_model_page_names_what_it_was_trained_on_apart_from_whether_that_overlaps_a_card(tmp_path):
+    """MiniLM's page called 'sentence-pairs-1b' "a card's data" (gpt2's 'webtext', the cross-encoder's 'snli,
+    multi_nli' the same): the field is what the model was trained or tuned on, and the overlap with a card is a row
+    of its own, by each card's own overlap rule; negspacy's NegEx-kit triggers do overlap the NegEx card."""
+    from atlaslib.cards import available_cards
+    from atlaslib.models import get_profile
+    from atlaslib.pages.site import render_models
+
+    render_models(tmp_path, available_cards(), [])
+    page = (tmp_path / "book" / "models" / "all-minilm-l6-v2.md").read_text(encoding="utf-8")
+    assert get_profile("all-minilm-l6-v2").trained_on == ["sentence-pairs-1b"]
+    assert "| trained or tuned on (the datasets the cards check for overlap) | sentence-pairs-1b |" in page
+    assert "| overlaps a card's data | none of the cards |" in page and "a card's data | sentence" not in page
+    rules = (tmp_path / "book" / "models" / "negspacy-negex-kit.md").read_text(encoding="utf-8")
+    assert "| overlaps a card's data | negex (negex-kit-triggers) |" in rules

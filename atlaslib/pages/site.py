@@ -71,7 +71,9 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
                       f"| capabilities | {', '.join(md_code(c) for c in prof.capabilities)} |",
                       f"| training data (declared by its maker) | "
                       f"{', '.join(md(t) for t in prof.training_data) or 'not declared'} |",
-                      f"| trained on a card's data | {', '.join(md(t) for t in prof.trained_on) or 'none declared'} |",
+                      f"| trained or tuned on (the datasets the cards check for overlap) | "
+                      f"{', '.join(md(t) for t in prof.trained_on) or 'none declared'} |",
+                      f"| overlaps a card's data | {card_overlaps(prof.trained_on)} |",
                       f"| label map | {md(', '.join(f'{k} → {v}' for k, v in prof.label_map.items())) or '—'} |",
                       ""]
             source, caps = prof.source, ", ".join(prof.capabilities)
@@ -242,3 +244,13 @@ def _add_unlisted_cards(toc: dict, src: Path, card_docs: dict, dropped: set[str]
 
 def _doc_exists(src: Path, doc: str) -> bool:
     return any((src / f"{doc}{ext}").is_file() for ext in (".md", ".ipynb", ".rst"))
+
+
+def card_overlaps(trained_on) -> str:
+    """Which cards a model's declared training data overlaps, by each card's own overlap rule
+    (:meth:`atlaslib.cards.Card.overlap`): ``negex (negex-kit-triggers)``, or "none of the cards" when none does."""
+    from ..cards import available_cards
+
+    hits = [f"{md(card.name)} ({', '.join(md(t) for t in card.overlap(trained_on))})" for card in available_cards()
+            if card.overlap(trained_on)]
+    return "; ".join(hits) or "none of the cards"
