@@ -151,7 +151,7 @@ def llm_table(rows: list[dict]) -> str:
                 if ((c.get("extra") or {}).get("memorisation") or {}).get("reference_card")), None)
     head = ["model", "may have seen this test set?", "memorisation: test (exact / overlap)",
             f"memorisation: {md(ref)} (exact / overlap)" if ref else "memorisation: reference",
-            "model calls: items/s", "tokens per item (prompt / scored or generated)"]
+            "items/s (prediction)", "tokens per item (prompt / scored or generated)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in llm:
         con = contamination(c)
@@ -162,10 +162,13 @@ def llm_table(rows: list[dict]) -> str:
         else:
             test, ref_text = _probe_text(mem.get("test")), _probe_text(mem.get("reference"))
         cost = model_cost(c)
-        ips = MISSING if not cost or not cost["items_per_second"] else f"{cost['items_per_second']:.1f}"
+        # the one throughput of the atlas (the leaderboard's): the prediction phase, served answers at the time they
+        # took when computed; not the adapter's own call timer, which timed a served call at the store's speed
+        fast = speed(c)
+        ips = MISSING if not fast else f"{fast['items_per_second']:.1f}"
         toks = MISSING if not cost or cost["prompt_tokens_per_item"] is None else (
             f"{cost['prompt_tokens_per_item']:.1f} / {cost['completion_tokens_per_item']:.1f}")
-        lines.append("| " + " | ".join([md(run_label(c)), f"{seen}: {md(con.get('reason') or '')}", test, ref_text,
+        lines.append("| " + " | ".join([md(run_label(c)), seen_text(seen, con.get("reason")), test, ref_text,
                                          ips, toks]) + " |")
     return ("**Language-model rows: contamination and cost.** ◊ marks a row whose model may have seen this public "
             "test set, from its profile's declared training data. Beside it, the memorisation probe: the model "
@@ -204,3 +207,18 @@ def download_fields(cell: dict) -> dict:
            "memorisation_exact_match_reference": (mem.get("reference") or {}).get("exact_match_rate"),
            "memorisation_token_overlap_reference": (mem.get("reference") or {}).get("token_overlap")}
     return out
+
+
+#: how a contamination reason opens when it gives its answer itself (:func:`atlaslib.models.contamination.may_have_seen`)
+_ANSWERS = ("no:", "no ", "yes:", "unknown:", "may have seen")
+
+
+def seen_text(mark: str, reason: str | None) -> str:
+    """The contamination cell: the answer's mark and the reason, the answer said once (a reason opening with its
+    own answer, "no: the test set is synthetic …", is not given a second one: the table said "no: no: …")."""
+    reason = (reason or "").strip()
+    if not reason:
+        return mark
+    if reason.lower().startswith(_ANSWERS):
+        return f"◊ {md(reason)}" if mark == "◊" else md(reason)
+    return f"{mark}: {md(reason)}"

@@ -274,6 +274,9 @@ def test_speed_machine_contamination_and_memorisation_on_the_board(tmp_path):
     assert b_row.rstrip(" |").endswith("| 2.0")        # 240 items in 120 s
     llm = next(ln for ln in md.splitlines() if ln.startswith("| b (zero_shot) | ◊"))
     assert "0.250 / 0.500 (8 sentences)" in llm and "0.000 / 0.125 (16 sentences)" in llm and "| 50.0 / 2.0 |" in llm
+    # its items/s is the leaderboard's (2.0: the prediction phase), not the adapter's call timer (4.0: 240 in 60 s)
+    assert "| 2.0 | 50.0 / 2.0 |" in llm and "| 4.0 |" not in llm
+    assert "◊ may have seen this public test set" in llm and "◊: may have" not in llm   # the answer said once
     comparisons.render(card, "v", two, tmp_path, tmp_path, comp)
     frame = pd.read_csv(tmp_path / "_downloads" / "leaderboard-negex-v.csv").set_index("model")
     assert frame.loc["a", "items_per_second"] == 50 and frame.loc["a", "machine"] == "Test CPU 9000, 2 cores"
@@ -291,3 +294,15 @@ def test_a_run_alone_in_its_band_is_not_given_a_rank_against_nobody(tmp_path):
     two = [cells["a"], cells["enc"]]                    # one zero-shot row, one probe row: two bands of one
     md = leaderboard_markdown(card, "v", two, tmp_path, tmp_path)
     assert md.count("the band's only run") == 2 and "| 1.000 |" not in md
+
+
+def test_a_contamination_reason_that_gives_its_answer_is_not_given_a_second_one():
+    """The NLI card's language-model table read "no: no: the test set is synthetic …"."""
+    from atlaslib.cards import get_card as card_of
+    from atlaslib.models.contamination import may_have_seen
+    from atlaslib.pages.rowinfo import seen_text
+
+    con = may_have_seen({"source": "gguf", "training_data": ["web-crawl"]}, card_of("nli_negation"))
+    assert con["may_have_seen"] is False and con["reason"].startswith("no: the test set is synthetic")
+    assert not seen_text("no", con["reason"]).startswith("no: no:")
+    assert seen_text("unknown", "the card says nothing") == "unknown: the card says nothing"
