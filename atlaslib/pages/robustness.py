@@ -171,7 +171,9 @@ def run_frame(cells: list[dict]) -> pd.DataFrame:
     unit = _stratum_unit(t["card"].iloc[0])
     metric = t["metric"].iloc[0]
     return pd.DataFrame({"variant": t["variant"] + " (" + t["kind"] + ")", "items read": t["n_read"],
-                         "of applicable": t["n_applicable"], "smallest stratum": t["smallest_stratum"],
+                         "of applicable": t["n_applicable"],
+                         # a count: shown as one ("21", not "21.0"), "—" where the card's resampling has no strata
+                         "smallest stratum": t["smallest_stratum"].map(lambda v: "—" if pd.isna(v) else f"{int(v)}"),
                          f"{metric} (this run)": t["default"].round(3),
                          f"{metric} (variant)": t["variant_value"].round(3),
                          "difference [95 %]": [difference_text(r, unit) for _, r in t.iterrows()],
