@@ -20,9 +20,16 @@ _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _BLOCK_START = re.compile(r"^(\s*)(\d*)([#>+=~:.)-])")
 
 
+class Markup(str):
+    """Page markup the atlas built itself from escaped parts (e.g. a link whose text and address were escaped when it
+    was made): :func:`md` passes it through as it is, so a table that escapes its text cells keeps it a link."""
+
+
 def md(text) -> str:
     """``text`` as literal MyST Markdown text on one line: HTML special characters as entities, Markdown
-    punctuation backslash-escaped, line breaks as spaces."""
+    punctuation backslash-escaped, line breaks as spaces. :class:`Markup` (already safe) is returned as it is."""
+    if isinstance(text, Markup):
+        return text
     s = " ".join(str(text).split())
     s = _PUNCT.sub(r"\\\1", s)
     s = _UNDERSCORE.sub(r"\\_", s)

@@ -68,8 +68,11 @@ def _runs(x) -> list[str]:
 
 
 def link_html(text: str, url: str) -> str:
-    """An HTML link (the text escaped): what a Markdown table cell or paragraph can carry."""
-    return f'<a class="atlas-explorer-link" href="{html.escape(url, quote=True)}">{html.escape(text)}</a>'
+    """An HTML link (the text and address escaped here): what a Markdown table cell or paragraph can carry; a
+    :class:`~atlaslib.escape.Markup`, so a table that escapes its text cells leaves it a link."""
+    from ..escape import Markup
+
+    return Markup(f'<a class="atlas-explorer-link" href="{html.escape(url, quote=True)}">{html.escape(text)}</a>')
 
 
 def pair_linker(card: str, version: str, cells: list[dict], page_dir: Path, src: Path):
@@ -92,7 +95,9 @@ def b_c(row, link=None) -> str:
     b, c = str(int(row["b"])), str(int(row["c"]))
     if link is None:
         return f"{b} / {c}"
-    return f"{link(row['model_a'], row['model_b'], b)} / {link(row['model_b'], row['model_a'], c)}"
+    from ..escape import Markup
+
+    return Markup(f"{link(row['model_a'], row['model_b'], b)} / {link(row['model_b'], row['model_a'], c)}")
 
 
 def count_link(card: str, version: str, page_dir: Path, src: Path, count: int, *, hard: bool = False,

@@ -274,3 +274,10 @@ def test_the_disagreement_counts_link_to_their_filters(tmp_path):
     assert t.loc["disputed (the runs do not all give the same answer)", "count"] == (
         f'<a class="atlas-explorer-link" href="{base}?disputed=1">3</a>')
     assert t.loc["items compared", "count"] == "7"
+    # on the failures page the table escapes its text cells (run labels are user text); the links stay links:
+    # six failures pages showed "<a class=…>422</a>" as text
+    from atlaslib.pages.analysis import _table
+
+    table = _table(t.reset_index())
+    assert f'<a class="atlas-explorer-link" href="{base}?disputed=1">3</a>' in table and "&lt;a" not in table
+    assert "&lt;script&gt;" in _table(pd.DataFrame({"what": ["<script>x</script>"], "count": ["1"]}))
