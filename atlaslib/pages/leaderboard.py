@@ -417,7 +417,9 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
              "pairs (the test that decided is named): not shown different, which is not the same as equal (the "
              "paired comparisons say where a pair is equivalent within the card's margin). The rank interval is "
              "the 2.5–97.5 % range of the row's rank in its band over the paired resamples, P(rank 1) the share of "
-             f"resamples where it ranks first. Items per second: {rowinfo.speed_note(ok)}")
+             "resamples where it ranks first. Rows tied for first on a resample (no row strictly better) each "
+             "count it, so the column is not a distribution and can sum above 1: two rows that answer alike on "
+             "every resample both get 1.000. Items per second: " + rowinfo.speed_note(ok))
     if worst:
         from ..analysis.perturbed import WORST_RULE
 

@@ -230,6 +230,9 @@ def test_the_leaderboard_column_names_its_test_and_the_intro_declares_the_rule(b
 
     out = leaderboard._ranks_table(get_card("negex"), "v1", book, None, leaderboard.Footnotes(), run_label)
     assert "worst perturbation (exact McNemar, Holm)" in out and "worst perturbation [95 %]" not in out
+    # how ties count in P(rank 1), which can sum above 1 over a band (n100: 0.714 + 0.364 + 0.003 read as an error)
+    assert "Rows tied for first on a resample (no row strictly better) each count it" in out
+    assert "can sum above 1" in out
     assert WORST_RULE.replace("the primary metric", "macro f1") in out
     m1 = next(x for x in out.splitlines() if x.startswith("| m1 "))
     m2 = next(x for x in out.splitlines() if x.startswith("| m2 "))
