@@ -245,7 +245,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     slice of a zero-shot run's test items, is a task of its own (:func:`plan_preparation`, :func:`prepare_part`;
     ``prepare`` replaces the latter in tests), handed out before the other runs; the run itself starts when its
     own parts are prepared, finds them in the caches and makes the same cell. A part that fails fails its run,
-    by name.
+    by name. A forced build (``force``: every fine-tune retrains in its run) is not split.
     """
     executor, address = check_options(executor, scheduler, n_workers, memory_limit, retries)
     reqs = check_requests(requests)
@@ -275,7 +275,9 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
                                     from_env=not scheduler, n_workers=n_workers, memory_limit=memory_limit,
                                     retries=retries, connect_timeout=connect_timeout, count_from=len(served),
                                     count_of=len(reqs), expected=expected, record=record,
-                                    prepare=prepare or prepare_part)
+                                    # --force retrains every fine-tune in its run: parts prepared before it would
+                                    # be trained twice, so a forced build is not split
+                                    prepare=None if force else (prepare or prepare_part))
             done, failed = dict(zip(todo, outs)), {f.request: f for f in fails}
         else:
             log(f"dask: all {len(reqs)} run(s) are current; no cluster needed")

@@ -87,6 +87,12 @@ def test_on_dask_a_split_run_starts_after_its_own_seeds_and_fails_by_name_when_o
     [failure] = report.failures
     assert failure.request == broken and f"{broken.label} · seed {SEEDS[1]} failed" in str(failure)
     assert "out of memory" in str(failure)
+    # forced (every fine-tune retrains in its own run: parts would be trained twice), it splits nothing
+    forced = tmp_path / "forced"
+    _record(build_paths(forced), {FT.label: 1000.0, broken.label: 900.0, SHORT[0].label: 5.0, SHORT[1].label: 5.0})
+    executor.run_requests(reqs, build_paths(forced), executor="dask", n_workers=3, task=fake_run, prepare=fake_prepare,
+                          log=lambda *a: None, timing=False, force=True)
+    assert not any(line.startswith("seed") for line in (forced / "order.log").read_text().splitlines())
     # the same build serially (one worker: nothing to gain) splits nothing
     executor.run_requests([FT, *SHORT], build_paths(tmp_path / "serial"), task=fake_run, prepare=fake_prepare,
                           log=lambda *a: None, timing=False)
