@@ -229,7 +229,7 @@ def test_negex_contract_scores_against_sklearn(contract_runs):
     scores = [r["score"] for r in records]
     ref = binary_metrics([int(g == "negated") for g in y], [int(q == "negated") for q in p],
                          None if None in scores else scores, "zero_shot",
-                         no_score_reason="a native assertion head gives labels without scores")
+                         no_score_reason="the run's answers are labels without scores")
     assert metrics == ref
     mod, items, *_ = contract_runs["negex"]
     facts = mod.audit_items(items)

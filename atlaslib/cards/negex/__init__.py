@@ -9,7 +9,8 @@ card's perturbations and prompt set: variant runs), :mod:`.contract` (the five c
 (outside systems: the split they see, their answers scored). Every name is re-exported here.
 """
 from .card import (SLICES, ANNOTATIONS, ASSERTION_TO_DECISION, CARD, FINETUNE_RECIPE, GENNEGEX, ITEMS_EXPECTED,  # noqa: F401
-                   KIT_URL_BASE, LABELS, MARK, METRIC_BASES, OPTION_PROMPT, OPTIONS, POSITIVE, ROWS_EXPECTED, SEED,
+                   KIT_URL_BASE, LABELS, MARK, METRIC_BASES, NO_SCORE_REASON, OPTION_PROMPT, OPTIONS, POSITIVE,
+                   ROWS_EXPECTED, SEED,
                    TRIGGERS, VERSIONS, ZERO_SHOT_CAPABILITIES)
 from .data import (_WS, HEADER_RE, NegexDataError, _shorten, audit, clean, data_sha256, find_target,  # noqa: F401
                    items_from_rows, load_rows, mark, read_rows, sentence_key)

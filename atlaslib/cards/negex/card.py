@@ -26,6 +26,9 @@ TRIGGERS = PinnedFile(
 
 MARK = "[entity]"
 POSITIVE = "negated"
+#: why a run's ROC-AUC is not reported when its answers carry no scores: true of a classifier's own assertion head,
+#: a rule system and the majority baseline alike (the cell's reason named "a native assertion head" for all of them)
+NO_SCORE_REASON = "the run's answers are labels without scores"
 LABELS = ("affirmed", "negated")
 ASSERTION_TO_DECISION = {"ABSENT": "negated", "PRESENT": "affirmed", "POSSIBLE": "affirmed"}
 OPTION_PROMPT = 'Sentence: {sentence}\nQuestion: In this sentence, is "{concept}" negated (stated as absent)?\nAnswer:'

@@ -52,17 +52,20 @@ def _records(test: pd.DataFrame, pred, scores) -> list[dict]:
 
 
 def score(records: list[dict], protocol: str, *, model: str | None = None, n_resamples: int = 1000,
-          no_score_reason: str = "a native assertion head gives labels without scores") -> dict:
+          no_score_reason: str | None = None) -> dict:
     """Contract entry point: macro F1, sensitivity, specificity, precision and ROC-AUC with stratified
     percentile intervals, from the records' per-item counts (:func:`.counting.counts`) through the scoring
     engine (:func:`atlaslib.metrics.engine.evaluate`), as :meth:`atlaslib.cards.run.CardRun.score` scores a
     notebook's run; also how outside systems and variant runs are scored. Records without scores get
-    ROC-AUC null with ``no_score_reason``. Checked against an index-by-index bootstrap
+    ROC-AUC null with ``no_score_reason`` (default :data:`.card.NO_SCORE_REASON`). Checked against an index-by-index bootstrap
     (``tests/metrics/reference.py``): the same numbers to the bit."""
     from ...metrics import engine
     from .counting import SCORING
 
+    from .card import NO_SCORE_REASON
+
     uc = counts({"predictions": records})
-    return engine.evaluate(SCORING, uc, protocol, n_resamples=n_resamples, reasons={"roc_auc": no_score_reason})
+    return engine.evaluate(SCORING, uc, protocol, n_resamples=n_resamples,
+                           reasons={"roc_auc": no_score_reason or NO_SCORE_REASON})
 
 from .counting import counts  # noqa: E402  (the card contract: per-unit counts, see .counting)
