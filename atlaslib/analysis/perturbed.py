@@ -106,9 +106,7 @@ def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
     # stratum's size, so one under the card's minimum has few distinct draws (a stratum of one: the same item in
     # every resample) and the paired interval cannot show its uncertainty (the exact McNemar p does not resample)
     rs = p.scoring.resampling
-    smallest = (min(Counter(map(str, p.counts[la].groups[rs.by])).values()) if rs.rule == "stratified"
-                else float("nan"))
-    minimum = stratum_minimum(base["card"])
+    smallest, minimum = smallest_draw(p.counts[la], rs, base["card"])
     ca, cb = _correct(a), _correct(b_)
     nb = sum(ca[i] and not cb[i] for i in ids)
     nc = sum(cb[i] and not ca[i] for i in ids)
@@ -172,6 +170,21 @@ def worst(table: pd.DataFrame, higher_is_better: bool = True) -> pd.DataFrame:
 
 
 # -- strata of the card's resampling among the items a variant read ------------------------------------------
+
+def smallest_draw(counts, rs, card: str) -> tuple[int, int]:
+    """``(what the resampling draws from, the fewest it needs)`` among the units read: under a stratified
+    resampling the smallest stratum against the card's minimum (:func:`stratum_minimum`, what its slice tables give
+    an interval for); under a resampling of rows or clusters, the units or distinct clusters drawn from against
+    :data:`atlaslib.metrics.intervals.FEW_CLUSTERS` (fewer: a percentile interval too narrow to read). A MACCROBAT
+    gold-cuts run reading 2 case reports was shown an interval with no mark."""
+    from ..metrics.intervals import FEW_CLUSTERS
+
+    if rs.rule == "stratified":
+        return min(Counter(map(str, counts.groups[rs.by])).values()), stratum_minimum(card)
+    if rs.rule == "clusters":
+        return len(set(map(str, counts.groups[rs.by]))), FEW_CLUSTERS
+    return counts.n, FEW_CLUSTERS
+
 
 def stratum_minimum(card: str) -> int:
     """The fewest units the card's slice tables give an interval for (its ``Scoring.slices.min_units``; without

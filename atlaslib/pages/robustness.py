@@ -93,11 +93,16 @@ def difference_text(row, unit: str = "items") -> str:
     interval cannot show its uncertainty: see :func:`small_stratum_note`)."""
     ci = "" if any(isinstance(x, float) and math.isnan(x) for x in (row["ci_low"], row["ci_high"])) else \
         f" [{_num(row['ci_low'], signed=True)}, {_num(row['ci_high'], signed=True)}]"
-    mark = ""
-    if _small(row):
-        mark = (f" {SMALL_STRATUM_MARK} too few {unit} in a stratum ({int(row['smallest_stratum'])} < "
-                f"{int(row['stratum_minimum'])})")
-    return _num(row["difference"], signed=True) + ci + mark
+    if not _small(row):
+        return _num(row["difference"], signed=True) + ci
+    # too few to resample: the point and the mark, no interval (as a slice table gives a group that small none);
+    # the CSV keeps the interval's numbers
+    from ..cards import scoring_of
+
+    rs = scoring_of(row["card"]).resampling if "card" in row else None
+    what = (f"{unit} in a stratum" if rs is None or rs.rule == "stratified" else f"{md(rs.unit)} to resample")
+    return (_num(row["difference"], signed=True) + f" {SMALL_STRATUM_MARK} too few {what} "
+            f"({int(row['smallest_stratum'])} < {int(row['stratum_minimum'])}): no interval")
 
 
 def small_stratum_note(rows: pd.DataFrame, card) -> str:
@@ -109,11 +114,15 @@ def small_stratum_note(rows: pd.DataFrame, card) -> str:
     rs = scoring_of(card).resampling
     minimum = int(rows["stratum_minimum"].iloc[0])
     unit = _stratum_unit(card)
+    if rs.rule != "stratified":
+        return (f"{SMALL_STRATUM_MARK} The items read hold fewer than {minimum} {md(rs.unit)}, the draws of the card's "
+                "resampling: a percentile interval over so few is too narrow to read, so none is shown (the "
+                "download keeps its numbers). Read the exact McNemar p beside it, which does not resample.")
     return (f"{SMALL_STRATUM_MARK} Among the items read, a stratum of the card's resampling ({md(rs.unit)}) holds "
             f"fewer than {minimum} {unit}, the card's minimum for an interval (a slice table gives a group that small "
-            "no interval): the resampling keeps each stratum's size, so a stratum that small has few distinct "
-            "draws (a stratum of one is the same item in every resample) and the interval cannot show its "
-            "uncertainty. Read the exact McNemar p beside it, which does not resample.")
+            "no interval, and neither does this table): the resampling keeps each stratum's size, so a stratum that "
+            "small has few distinct draws (a stratum of one is the same item in every resample) and the interval "
+            "cannot show its uncertainty. Read the exact McNemar p beside it, which does not resample.")
 
 
 def _range(values) -> str:

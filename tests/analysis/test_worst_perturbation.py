@@ -198,7 +198,8 @@ def test_end_to_end_the_rule_the_text_and_the_stratum_of_one(book, tmp_path, mon
     assert r["default"] == pytest.approx(float(base_f1)) and r["variant_value"] == pytest.approx(1.0)
     assert r["ci_low"] == pytest.approx(float(1 - base_f1)) == r["ci_high"]   # zero width: +0.514 both ends
     assert (r["smallest_stratum"], r["stratum_minimum"], bool(r["small_stratum"])) == (1, 20, True)
-    assert page.difference_text(r) == "+0.514 [+0.514, +0.514] † too few items in a stratum (1 < 20)"
+    # marked, and no interval printed (the page showed "+0.514 [+0.514, +0.514] †": an interval that is none)
+    assert page.difference_text(r) == "+0.514 † too few items in a stratum (1 < 20): no interval"
     # 30 / 30 strata over all 60 items: no mark
     m = t.loc[("m1", "many")]
     assert (m["smallest_stratum"], bool(m["small_stratum"])) == (30, False)
@@ -209,7 +210,8 @@ def test_end_to_end_the_rule_the_text_and_the_stratum_of_one(book, tmp_path, mon
     # the page: the mark, its sentence, the star beside the Holm p, the rule; the CSV says it too
     monkeypatch.setattr(page, "_samples", lambda *a, **k: "")
     body = page.render(card, "v1", book, tmp_path / "page", tmp_path)
-    assert "† too few items in a stratum (1 < 20)" in body and "the interval cannot show its uncertainty" in body
+    assert "† too few items in a stratum (1 < 20): no interval" in body and "the interval cannot show its uncertainty" in body
+    assert "[+0.514, +0.514]" not in body
     assert WORST_RULE.replace("the primary metric", "macro f1") in body
     line = next(x for x in body.splitlines() if "`many`" in x and "m1" in x)
     assert line.rstrip(" |").endswith(f"{holm[('m1', 'many')]:.3f}\\*")
@@ -246,3 +248,26 @@ def test_a_difference_that_rounds_to_zero_prints_as_plus_zero():
 
     row = {"difference": 0.0, "ci_low": -1.2e-17, "ci_high": 3e-17, "small_stratum": False}
     assert difference_text(row).startswith("+0.000 [+0.000, +0.000]")
+
+
+def test_a_resampling_of_clusters_marks_a_variant_read_on_too_few_of_them():
+    """MACCROBAT resamples case reports (clusters): a gold-cuts run that read 2 of them was shown
+    "-0.018 [-0.289, +0.200]" with no mark. Under a resampling of rows or clusters the units drawn from are counted
+    against the atlas's floor for a cluster bootstrap (intervals.FEW_CLUSTERS)."""
+    from atlaslib.analysis.perturbed import smallest_draw
+    from atlaslib.cards import scoring_of
+    from atlaslib.metrics.engine import UnitCounts
+    from atlaslib.metrics.intervals import FEW_CLUSTERS
+
+    rs = scoring_of("maccrobat").resampling
+    assert rs.rule == "clusters"
+    two = UnitCounts(ids=["s1", "s2", "s3"], columns=("tp",), counts=[[1], [0], [2]],
+                     groups={rs.by: ["d1", "d1", "d2"]})
+    assert smallest_draw(two, rs, "maccrobat") == (2, FEW_CLUSTERS)
+    row = {"card": "maccrobat", "difference": -0.018, "ci_low": -0.289, "ci_high": 0.2, "smallest_stratum": 2,
+           "stratum_minimum": FEW_CLUSTERS, "small_stratum": True}
+    assert page.difference_text(row, "gold mentions") == (
+        f"-0.018 † too few case reports to resample (2 < {FEW_CLUSTERS}): no interval")
+    rows = scoring_of("nli_negation").resampling
+    assert smallest_draw(UnitCounts(ids=["a", "b"], columns=("x",), counts=[[1], [0]]), rows, "nli_negation") == (
+        2, FEW_CLUSTERS)
