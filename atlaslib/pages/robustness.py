@@ -125,6 +125,36 @@ def small_stratum_note(rows: pd.DataFrame, card) -> str:
             "cannot show its uncertainty. Read the exact McNemar p beside it, which does not resample.")
 
 
+def holm_column(n: int, what: str) -> str:
+    """The column of Holm-adjusted p-values, named with its family: ``p (Holm over the table's 30 perturbation
+    runs)``. A run page and the card's robustness page adjust over different families (a run's own variants, every
+    run's), and the same "p (Holm)" header gave one variant 0.047 on one and 0.422 on the other."""
+    return f"p (Holm over {what}: {n:,})"
+
+
+def family_column(t: pd.DataFrame) -> str:
+    """A run page's Holm column: over the run's own variants of each kind (``p (Holm over this run's variants of
+    the same kind: 5 perturbations, 3 prompts)``), not the card's table of every run."""
+    kinds = t["kind"].value_counts()
+    sizes = ", ".join(f"{n:,} {k}{'s' if n != 1 else ''}" for k, n in sorted(kinds.items()))
+    return f"p (Holm over this run's variants of the same kind: {sizes})"
+
+
+def _answers(base: list[dict]) -> dict:
+    """``{(model, protocol, variant name): the one answer}`` of the runs and their variant runs that give one
+    answer to every item they read (:func:`atlaslib.analysis.perturbed.collapsed`; None where they do not)."""
+    from ..analysis.perturbed import collapsed
+    from ..variants import variant_of
+
+    return {(c["model"], c["protocol"], (variant_of(c) or {}).get("name")): collapsed(c)
+            for c in base + _variant_cells(base)}
+
+
+def collapsed_text(answer, n_read) -> str:
+    """The mark of a run that answers one label for every item read: it measures that, not the variant."""
+    return f"**collapsed: answers {md(answer)} for all {int(n_read):,} items**"
+
+
 def _range(values) -> str:
     lo, hi = int(min(values)), int(max(values))
     return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
@@ -187,7 +217,7 @@ def run_frame(cells: list[dict]) -> pd.DataFrame:
                          f"{metric} (variant)": t["variant_value"].round(3),
                          "difference [95 %]": [difference_text(r, unit) for _, r in t.iterrows()],
                          "b": t["b"], "c": t["c"], "p": t["p_mcnemar"].map(_p),
-                         "p (Holm)": t["p_holm"].map(_p)}).set_index("variant")
+                         family_column(t): t["p_holm"].map(_p)}).set_index("variant")
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> str:
@@ -255,15 +285,21 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, pub
                    if (pert.get("n_seeds", pd.Series(dtype=int)) > 1).any() else ""), ""]
         rows = []
         unit_word = _stratum_unit(card)
+        answers = _answers([c for c in cells if c["version"] == version and c.get("status") == "ok"])
         for _, r in pert.iterrows():
             seeds = f" ({int(r['n_seeds'])} seeds)" if int(r.get("n_seeds") or 1) > 1 else ""
-            rows.append([md(r["model"]) + seeds, r["protocol"].replace("_", "_<wbr>"), f"`{r['variant']}`",
+            one = answers.get((r["model"], r["protocol"], r["variant"]))
+            # a run that answers one label for all items read measures that, not the perturbation (as the prompt
+            # table marks it)
+            shown = f"`{r['variant']}`" + (f"; {collapsed_text(one, r['n_read'])}" if one is not None else "")
+            rows.append([md(r["model"]) + seeds, r["protocol"].replace("_", "_<wbr>"), shown,
                          f"{r['n_read']:,} of {r['n_applicable']:,}", _num(r["default"]), _num(r["variant_value"]),
                          difference_text(r, unit_word), str(r["b"]), str(r["c"]),
                          _p(r["p_mcnemar"]), _p(r["p_holm"]) + ("\\*" if r["significant"] else "")])
         out.append(":::{container} atlas-leaderboard\n" + _md_table(
             ["model", "protocol", "perturbation", "items read (applicable)", "default", "perturbed",
-             "difference [95 %]", "b", "c", "p", "p (Holm)"], rows) + "\n:::\n")
+             "difference [95 %]", "b", "c", "p", holm_column(len(pert), "the table's perturbation runs")], rows)
+            + "\n:::\n")
         note = small_stratum_note(pert, card)
         if note:
             out += [note, ""]
@@ -282,13 +318,11 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, pub
 def prompt_section(card, version: str, cells: list[dict], table: pd.DataFrame, page_dir: Path) -> str:
     """Each prompt variant against the card's prompt, and the spread across prompts beside the spread across
     models (the card's own prompt stays the leaderboard's)."""
-    from ..analysis.perturbed import collapsed, prompt_spread
-    from ..variants import variant_of
+    from ..analysis.perturbed import prompt_spread
 
     prompts = table[table["kind"] == "prompt"]
     base = [c for c in cells if c["version"] == version and c.get("status") == "ok"]
-    answers = {(c["model"], c["protocol"], (variant_of(c) or {}).get("name")): collapsed(c)
-               for c in base + _variant_cells(base)}
+    answers = _answers(base)
     metric = prompts["metric"].iloc[0].replace("_", " ")
     ps = card.prompt_set
     out = ["## Prompt and option sensitivity", "",
@@ -308,13 +342,13 @@ def prompt_section(card, version: str, cells: list[dict], table: pd.DataFrame, p
             f"{v.k_shot} in-context train items" if v and v.k_shot else ""] if x)
         one = answers.get((r["model"], r["protocol"], r["variant"]))
         if one is not None:      # the model gives one answer to every item: the variant measures that, not a prompt
-            what = (what + "; " if what else "") + f"**collapsed: answers {md(one)} for all {int(r['n_read'])} items**"
+            what = (what + "; " if what else "") + collapsed_text(one, r["n_read"])
         rows.append([md(r["model"]), f"`{r['variant']}`", what or "—", _num(r["default"]), _num(r["variant_value"]),
                      difference_text(r, _stratum_unit(card)), str(r["b"]), str(r["c"]),
                      _p(r["p_mcnemar"]), _p(r["p_holm"]) + ("\\*" if r["significant"] else "")])
     out.append(":::{container} atlas-leaderboard\n" + _md_table(
         ["model", "prompt", "what changes", "card's prompt", "variant", "difference [95 %]", "b", "c", "p",
-         "p (Holm)"], rows) + "\n:::\n")
+         holm_column(len(prompts), "the table's prompt-variant runs")], rows) + "\n:::\n")
     note = small_stratum_note(prompts, card)
     if note:
         out += [note, ""]

@@ -271,3 +271,26 @@ def test_a_resampling_of_clusters_marks_a_variant_read_on_too_few_of_them():
     rows = scoring_of("nli_negation").resampling
     assert smallest_draw(UnitCounts(ids=["a", "b"], columns=("x",), counts=[[1], [0]]), rows, "nli_negation") == (
         2, FEW_CLUSTERS)
+
+
+def test_each_holm_column_names_its_family_and_a_collapsed_perturbation_is_marked(book, tmp_path, monkeypatch):
+    """A run page adjusts over the run's own variants of a kind, the card's robustness page over the table of every
+    run: the same "p (Holm)" header gave one variant 0.047 on a run page and 0.422 on the card's page. And a run that
+    answers one label for every item a perturbation read (SmolLM2 under scope-distractor answered "affirmed" for all)
+    is marked in the robustness table as the prompt table marks it."""
+    card = get_card("negex")
+    m2 = book[1]
+    hdr = set([0] + list(range(30, 47)))
+    one = variant(m2, "header-removed", hdr)
+    for r in one["predictions"]:
+        r["pred"] = "affirmed"                                   # every item read: one answer
+    write_variant_cells([one, variant(m2, "few", {1, 2, 31, 32, 33})], m2["_path"], "zero_shot")
+    monkeypatch.setattr(page, "_samples", lambda *a, **k: "")
+    body = page.render(card, "v1", book, tmp_path / "page", tmp_path)
+    assert "p (Holm over the table's perturbation runs: 5) |" in body and "| p (Holm) |" not in body
+    row = next(x for x in body.splitlines() if x.startswith("| m2 ") and "`header-removed`" in x)
+    assert "**collapsed: answers affirmed for all 18 items**" in row
+    other = next(x for x in body.splitlines() if x.startswith("| m1 ") and "`header-removed`" in x)
+    assert "collapsed" not in other
+    frame = page.run_frame([book[0]] + of_cell(book[0]))
+    assert "p (Holm over this run's variants of the same kind: 3 perturbations)" in frame.columns
