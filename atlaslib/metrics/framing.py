@@ -20,8 +20,13 @@ metric (``Card.equivalence_margin``) and the paired resamples ``d_b`` of a diffe
 The one-sided bootstrap p-values ``p₋ = (1 + #{d_b ≤ −m}) / (B + 1)`` and ``p₊ = (1 + #{d_b ≥ m}) / (B + 1)``
 are reported with ``p_TOST = max(p₋, p₊)``; the verdict is the interval's.
 
+What the units can detect at all (:func:`resolution`): no paired test at level ``α`` rejects unless at least
+``k`` units favour one row (``2·½ᵏ < α``, k = 6 at 5 %), so on ``n`` units no difference below ``k/n`` is
+detectable. "Equivalent within the margin" and "best" are claimed only where ``k/n ≤ m``
+(:func:`can_detect_margin`); otherwise the page says what the units can detect instead.
+
 Minimum detectable difference of one pair (80 % power, 5 % two-sided): ``(z₀.₉₇₅ + z₀.₈)·SD(d_b)``, the SD
-of that pair's own paired resamples; for a pair with McNemar counts also McNemar's at that pair's
+of that pair's own paired resamples, and never below ``k/n``; for a pair with McNemar counts also McNemar's at that pair's
 discordance ``(b + c)/n`` (:func:`atlaslib.metrics.compare.mcnemar_mdd`).
 
 A paired cluster interval (:func:`cluster_paired`) resamples whole clusters (sentences, templates) with
@@ -118,9 +123,52 @@ def tost(diffs, margin: float, alpha: float = ALPHA) -> dict:
             "p_tost": float(max(p_lower, p_upper)), "equivalent": bool(-margin < lo and hi < margin)}
 
 
-def pair_mdd(sd: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """Minimum detectable difference of one pair: ``(z_{1−α/2} + z_power)·sd`` (NaN for a NaN SD)."""
-    return float((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * float(sd))
+def fewest_deciding_units(alpha: float = ALPHA) -> int:
+    """The fewest units that must all favour one of two rows before any paired test at two-sided level
+    ``alpha`` can reject "no difference": the smallest ``k`` with ``2·½ᵏ < alpha`` (the exact sign test of ``k``
+    of ``k``; 6 at 5 %)."""
+    k = 1
+    while 2 * 0.5 ** k >= alpha:
+        k += 1
+    return k
+
+
+def resolution(n_units: int, alpha: float = ALPHA) -> float:
+    """The smallest difference a test at level ``alpha`` can detect on ``n_units`` resampling units: that many
+    units (:func:`fewest_deciding_units`) out of ``n_units``, as a share; NaN when there are fewer units than
+    that (nothing is detectable)."""
+    k = fewest_deciding_units(alpha)
+    n = int(n_units or 0)
+    return float(k / n) if n >= k else float("nan")
+
+
+def can_detect_margin(n_units: int, margin: float | None, alpha: float = ALPHA) -> bool:
+    """Whether ``n_units`` units can detect a difference of the card's margin at level ``alpha``: the claims
+    "equivalent within the margin" and "best" rest on it (without a margin: whether anything is detectable)."""
+    r = resolution(n_units, alpha)
+    if not np.isfinite(r):
+        return False
+    return bool(margin is None or r <= margin)
+
+
+def too_few_units_text(n_units: int, unit: str, margin: float | None, alpha: float = ALPHA) -> str:
+    """Why no equivalence or "best" is claimed: what ``n_units`` units can detect against the margin."""
+    r, k = resolution(n_units, alpha), fewest_deciding_units(alpha)
+    what = (f"no difference at all (a test at {alpha:.0%} needs at least {k} units favouring one row)"
+            if not np.isfinite(r) else f"no difference below {r:.3f} ({k} of {int(n_units)} units favouring one row)")
+    against = f", wider than the card's margin ±{margin:g}" if margin is not None and np.isfinite(r) else ""
+    return f"{int(n_units)} {unit} can detect {what}{against}"
+
+
+def pair_mdd(sd: float, alpha: float = ALPHA, power: float = POWER, n_units: int | None = None) -> float:
+    """Minimum detectable difference of one pair: ``(z_{1−α/2} + z_power)·sd`` (NaN for a NaN SD); with
+    ``n_units``, never below what that many units can detect at all (:func:`resolution`; NaN when they can
+    detect nothing): a pair that agrees on every unit has SD 0, which is not a test that detects 0."""
+    m = float((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * float(sd))
+    if n_units is None:
+        return m
+    r = resolution(n_units, alpha)
+    return float("nan") if not np.isfinite(r) else max(m, r)
 
 
 def framed_pairs(comp, margin: float | None, alpha: float = ALPHA) -> pd.DataFrame:
@@ -143,9 +191,14 @@ def framed_pairs(comp, margin: float | None, alpha: float = ALPHA) -> pd.DataFra
         mm = np.nan
         if r.get("b") is not None and not pd.isna(r.get("b")) and r.get("n_items"):
             mm = mcnemar_mdd(int(r["n_items"]), (int(r["b"]) + int(r["c"])) / int(r["n_items"]))
+        n_units = int(comp.mdd.get("n_units") or 0)
+        detectable = can_detect_margin(n_units, margin, alpha)
+        if eq["equivalent"] and not detectable:     # an interval of 0 width on too few units is no equivalence
+            eq["equivalent"] = None
         rows.append({"ci90_low": eq["ci_low"], "ci90_high": eq["ci_high"], "p_tost": eq["p_tost"],
-                     "equivalent": eq["equivalent"], "margin": margin, "mdd": pair_mdd(r["sd"]),
-                     "mdd_mcnemar": mm})
+                     "equivalent": eq["equivalent"], "margin": margin,
+                     "mdd": pair_mdd(r["sd"], alpha, n_units=n_units), "mdd_mcnemar": mm,
+                     "margin_detectable": detectable})
     extra = pd.DataFrame(rows, index=t.index)
     return pd.concat([t, extra], axis=1)
 

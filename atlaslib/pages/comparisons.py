@@ -90,7 +90,7 @@ def mdd_markdown(comp, card=None) -> str:
     r = F.pair_row(framed, *top) if top else None
     if r is not None:
         parts.append(f"The top pair, {md(r['model_a'])} − {md(r['model_b'])}, would detect a difference in {base} "
-                     f"of about **{r['mdd']:.3f}** (its own minimum detectable difference: 80 % power, 5 % "
+                     f"of about **{_mdd_text(r['mdd'])}** (its own minimum detectable difference: 80 % power, 5 % "
                      f"two-sided, (z₀.₉₇₅ + z₀.₈) × the SD {r['sd']:.3f} of its paired resamples)")
         if not pd.isna(r.get("mdd_mcnemar")):
             parts[-1] += (f"; McNemar's test on its {int(r['n_items']):,} paired items at its discordance "
@@ -99,6 +99,10 @@ def mdd_markdown(comp, card=None) -> str:
         elif r.get("b") is not None and not pd.isna(r.get("b")):
             parts[-1] += "; McNemar's test detects no size at all on it: too few discordant items"
         parts[-1] += ". Every pair's own MDD is in the table."
+        margin = margin_of(card, comp) if card is not None else None
+        if not F.can_detect_margin(m["n_units"], margin):
+            parts.append(f"No pair here is called equivalent, and no row best: "
+                         f"{F.too_few_units_text(m['n_units'], m['unit'], margin)}.")
     elif "mdd_bootstrap" in m:
         parts.append(f"With one run in this band there is no pair: a difference in {base} smaller than about "
                      f"**{m['mdd_bootstrap']:.3f}** would be unlikely to be detected against another run like it "
@@ -189,7 +193,8 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
         f = framed.loc[idx]
         if margin:
             eqv = f["equivalent"]
-            verdict = ("—" if not isinstance(eqv, (bool, np.bool_)) else "equivalent" if eqv else
+            verdict = ("not claimed: too few units to detect the margin" if f.get("margin_detectable") in (False,)
+                       else "—" if not isinstance(eqv, (bool, np.bool_)) else "equivalent" if eqv else
                        "not shown equivalent")
             vals.append(f"{fmt_interval(f['ci90_low'], f['ci90_high'])} {verdict}")
         if mdd_head:

@@ -333,9 +333,18 @@ def _few_cluster_units(card, rows):
     return (n, rs.unit) if n < intervals.FEW_CLUSTERS else None
 
 
-def _tie_text(r) -> str:
-    """A ranked row against its band's best: "best", "not distinguishable (test)" or "below (test)"."""
+#: the top row's verdict where the band's units cannot detect the card's margin
+TOO_FEW_TO_TELL = "highest point estimate (too few units to tell)"
+
+
+def _tie_text(r, n_units: int | None = None, margin: float | None = None) -> str:
+    """A ranked row against its band's best: "best", "not distinguishable (test)" or "below (test)". With the
+    band's ``n_units`` (resampling units) and the card's ``margin``: "best" only where those units can detect
+    the margin (:func:`atlaslib.metrics.framing.can_detect_margin`), else "highest point estimate (too few
+    units to tell)"."""
     if r["decided_by"] == "best":
+        if n_units is not None and not F.can_detect_margin(n_units, margin):
+            return TOO_FEW_TO_TELL
         return "best"
     if r["tie_group"] == "top":
         return f"not distinguishable ({r['decided_by']})"
@@ -400,7 +409,8 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
                 vals = ["the band's only run", MISSING, MISSING]
             elif ranks is not None and lab in ranks.index:
                 r = ranks.loc[lab]
-                vals = [_tie_text(r), f"{int(r['rank'])} [{int(r['rank_low'])}–{int(r['rank_high'])}]",
+                verdict = _tie_text(r, (comparison.mdd or {}).get("n_units"), getattr(card, "equivalence_margin", None))
+                vals = [verdict, f"{int(r['rank'])} [{int(r['rank_low'])}–{int(r['rank_high'])}]",
                         f"{r['p_rank1']:.3f}"]
             else:
                 vals = [MISSING] * 3
@@ -412,7 +422,10 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
              "card's train items (a protocol or baseline the card declares as learning from them), outside "
              "predictions (systems the atlas did not run). The regimes answer different questions (what a model "
              "brings to the task, what the card's own train items add, what someone else's system does), so one "
-             "ranking across them would mix them. In each band the best row by point estimate is named; a row "
+             "ranking across them would mix them. In each band the best row by point estimate is named: *best* "
+             f"only where the test's units can detect the card's margin (a test at 5 % needs at least "
+             f"{F.fewest_deciding_units()} units favouring one row, so n units detect no difference below "
+             f"{F.fewest_deciding_units()}/n), else *{TOO_FEW_TO_TELL}*; a row "
              f"*{F.NOT_DISTINGUISHABLE}* has a Holm-adjusted p-value of at least 0.05 against it over the band's "
              "pairs (the test that decided is named): not shown different, which is not the same as equal (the "
              "paired comparisons say where a pair is equivalent within the card's margin). The rank interval is "
@@ -458,8 +471,9 @@ def leaderboard_frame(card, version: str, cells: list[dict], comparison=None) ->
         lab = run_label(c)
         if band != F.NOT_RANKED and ranks is not None and lab in ranks.index:
             r = ranks.loc[lab]
-            tie = ("best" if r["decided_by"] == "best" else F.NOT_DISTINGUISHABLE if r["tie_group"] == "top"
-                   else "below the best")
+            n_units = (comparison.mdd or {}).get("n_units")
+            tie = (_tie_text(r, n_units, getattr(card, "equivalence_margin", None)) if r["decided_by"] == "best"
+                   else F.NOT_DISTINGUISHABLE if r["tie_group"] == "top" else "below the best")
             row.update(tie_group=tie, decided_by=r["decided_by"], rank=int(r["rank"]),
                        rank_low=int(r["rank_low"]), rank_high=int(r["rank_high"]), p_rank1=float(r["p_rank1"]))
         row.update(rowinfo.download_fields(c))

@@ -209,7 +209,8 @@ def test_an_overlap_flagged_row_has_no_rank_anywhere(tmp_path):
     records = json.loads(Path(f"{stem}.json").read_text())
     kit_json = next(r for r in records if r["model"] == "flagged")
     assert not set(F.RANK_FIELDS) & set(kit_json) and kit_json["not_ranked_reason"]
-    assert next(r for r in records if r["model"] == "a")["tie_group"] == "best"
+    # 240 items detect no difference below 6/240 = 0.025, wider than the margin ±0.02: no "best" is claimed
+    assert next(r for r in records if r["model"] == "a")["tie_group"] == "highest point estimate (too few units to tell)"
     example = comparisons.worked_example(cells, "negex")
     assert example and "flagged" not in example
     pairs = json.loads((tmp_path / "_downloads" / "comparisons-negex-atlas-full-v1.json").read_text())
