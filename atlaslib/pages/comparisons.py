@@ -91,7 +91,9 @@ def mdd_markdown(comp, card=None) -> str:
     if r is not None:
         parts.append(f"The top pair, {md(r['model_a'])} − {md(r['model_b'])}, would detect a difference in {base} "
                      f"of about **{_mdd_text(r['mdd'])}** (its own minimum detectable difference: 80 % power, 5 % "
-                     f"two-sided, (z₀.₉₇₅ + z₀.₈) × the SD {r['sd']:.3f} of its paired resamples)")
+                     f"two-sided, (z₀.₉₇₅ + z₀.₈) × the SD {r['sd']:.3f} of its paired resamples"
+                     + (f", or {F.fewest_deciding_units()}/{m['n_units']:,} where that is more: no test detects less "
+                        f"on {m['n_units']:,} units)" if r["mdd"] > F.pair_mdd(r["sd"]) + 1e-12 else ")"))
         if not pd.isna(r.get("mdd_mcnemar")):
             parts[-1] += (f"; McNemar's test on its {int(r['n_items']):,} paired items at its discordance "
                           f"{(int(r['b']) + int(r['c'])) / int(r['n_items']):.3f} detects an accuracy difference of "

@@ -42,7 +42,7 @@ def test_seven_agreeing_items_are_neither_equivalent_nor_a_best(tmp_path):
     table = comparisons.pairs_markdown(band, card=card)
     assert "not claimed: too few units to detect the margin" in table and "] equivalent" not in table
     text = comparisons.mdd_markdown(band, card)
-    assert "**0.000**" not in text and "no row best: 7 " in text and "no difference below 0.857" in text
+    assert "**0.000**" not in text and "no row best: 7 " in text and "no difference below 0.857" in text and "or 6/7 where that is more" in text
     best = comp.ranks.set_index("model").loc["a (zero_shot)"]
     assert best["decided_by"] == "best"
     assert leaderboard._tie_text(best, comp.mdd["n_units"], card.equivalence_margin) == leaderboard.TOO_FEW_TO_TELL
