@@ -141,17 +141,34 @@ def brier_decomposition(y, s, n_bins: int = N_BINS, binning: str = "mass") -> di
             "uncertainty": float(ybar * (1 - ybar)), "within_bin": within / n}
 
 
-def scores_of(cell: dict, positive: str | None = None):
-    """``(y, s)`` arrays of a cell, or None when any record has no score."""
+#: what a calibration row is of: the score of the card's positive label, or the probability of the label the run
+#: answered (top-label, "confidence" calibration) for a run that records every label's probability per item
+KINDS = {"positive": "P(positive label)", "top-label": "P(answered label), top-label"}
+
+
+def scored(cell: dict, positive: str | None = None):
+    """``(y, s, kind)`` of a cell, or None when it has nothing to calibrate: with the card's positive label and a
+    ``score`` on every record, ``y`` = gold is the positive label and ``s`` the score (``kind`` "positive");
+    else, when every record holds its labels' probabilities (``scores``, the answered label among them), ``y`` =
+    the answer is right and ``s`` its probability (``kind`` "top-label": the course's confidence calibration, the
+    NLI card's runs, which were shown "n/a (labels only)" though their cells hold the probabilities)."""
     recs = cell.get("predictions") or []
-    if not recs or any(r.get("score") is None for r in recs):
+    if not recs:
         return None
     positive = positive or analysis_of(cell.get("card", "")).positive
-    if positive is None:
-        return None  # a card that declares no positive label: its scores have nothing to be calibrated against
-    y = np.array([r["gold"] == positive for r in recs], dtype=float)
-    s = np.array([float(r["score"]) for r in recs], dtype=float)
-    return y, s
+    if positive is not None and all(r.get("score") is not None for r in recs):
+        y = np.array([r["gold"] == positive for r in recs], dtype=float)
+        return y, np.array([float(r["score"]) for r in recs], dtype=float), "positive"
+    if all(isinstance(r.get("scores"), dict) and r.get("pred") in r["scores"] for r in recs):
+        y = np.array([r["pred"] == r["gold"] for r in recs], dtype=float)
+        return y, np.array([float(r["scores"][r["pred"]]) for r in recs], dtype=float), "top-label"
+    return None
+
+
+def scores_of(cell: dict, positive: str | None = None):
+    """``(y, s)`` of :func:`scored`, or None."""
+    got = scored(cell, positive)
+    return None if got is None else got[:2]
 
 
 def calibration_row(cell: dict, n_resamples: int | None = None, seed: int | None = None) -> dict:
@@ -159,27 +176,30 @@ def calibration_row(cell: dict, n_resamples: int | None = None, seed: int | None
     from ..metrics import bootstrap
 
     label = one_model_label(cell)
-    ys = scores_of(cell)
-    if ys is None:
+    got = scored(cell)
+    if got is None:
         return {"run": label, "n": len(cell.get("predictions") or []), "brier": None, "brier_low": None,
                 "brier_high": None, "ece": None, "ece_low": None, "ece_high": None, "ece_if_calibrated": None,
-                "ece_debiased": None, "note": NO_SCORES}
-    y, s = ys
+                "ece_debiased": None, "note": NO_SCORES, "of": None}
+    y, s, kind = got
     seed = seed if seed is not None else int((cell.get("seeds") or {}).get("bootstrap", bootstrap.DEFAULT_SEED))
-    idx = bootstrap.stratified_indices(y.astype(int), n_resamples or n_resamples_of(cell), seed)
+    # the positive label's score: resampled within the gold classes, as the card's intervals; the answered label's
+    # probability: items resampled (whether an answer is right is what the resampling has to vary)
+    strata = y.astype(int) if kind == "positive" else np.zeros(len(y), dtype=int)
+    idx = bootstrap.stratified_indices(strata, n_resamples or n_resamples_of(cell), seed)
     b_lo, b_hi = bootstrap.percentile_ci(brier(y[idx], s[idx]))
     e_lo, e_hi = bootstrap.percentile_ci(ece(y[idx], s[idx]))
     floor = ece_if_calibrated(s, seed=seed)
     value = float(ece(y, s))
     return {"run": label, "n": len(y), "brier": float(brier(y, s)), "brier_low": b_lo, "brier_high": b_hi,
             "ece": value, "ece_low": e_lo, "ece_high": e_hi, "ece_if_calibrated": floor,
-            "ece_debiased": value - floor, "note": ""}
+            "ece_debiased": value - floor, "note": "", "of": KINDS[kind]}
 
 
 def calibration_table(cells) -> pd.DataFrame:
     """Library entry point: one row per ok run: ``n``, Brier and ECE with intervals, the ECE a calibrated run
     with the same scores shows (its noise floor) and the debiased ECE, or ``note = "n/a (labels only)"``."""
-    cols = ["run", "n", "brier", "brier_low", "brier_high", "ece", "ece_low", "ece_high", "ece_if_calibrated",
+    cols = ["run", "of", "n", "brier", "brier_low", "brier_high", "ece", "ece_low", "ece_high", "ece_if_calibrated",
             "ece_debiased", "note"]
     return pd.DataFrame([calibration_row(c) for c in ok_cells(cells)], columns=cols)
 

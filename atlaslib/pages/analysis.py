@@ -238,11 +238,14 @@ def calibration_markdown(card, version, vcells, dl: _Downloads, page_dir: Path) 
            "even a perfectly calibrated run shows a positive ECE, the more so the fewer items per bin. Beside it "
            f"stand the ECE that a calibrated run with the same scores shows on average ({CAL.N_CONSISTENCY} "
            "draws of outcomes from the scores themselves) and the debiased ECE, the difference of the two (about "
-           "0, or below, when the observed ECE is within the noise). Runs that give labels only have no "
-           "calibration.\n"]
+           "0, or below, when the observed ECE is within the noise). The column *of* says what is calibrated: "
+           "the score of the card's positive label, or, for a run that records every label's probability "
+           "(and the card has no positive label), the probability of the label it answered against whether that "
+           "answer is right (top-label calibration; its intervals resample items). Runs that give labels only have "
+           "no calibration.\n"]
     scored = table["note"] == ""
     shown = pd.DataFrame({
-        "run": table["run"], "n": table["n"],
+        "run": table["run"], "of": [v or "—" for v in table["of"]], "n": table["n"],
         "Brier": [_with_ci(*r) if not n else n for r, n in zip(
             table[["brier", "brier_low", "brier_high"]].itertuples(index=False), table["note"])],
         f"ECE ({CAL.N_BINS} equal-mass bins)": [_with_ci(*r) if not n else n for r, n in zip(
@@ -254,7 +257,7 @@ def calibration_markdown(card, version, vcells, dl: _Downloads, page_dir: Path) 
     if not scored.any():
         shown = shown.drop(columns=["ECE if calibrated", "debiased ECE"])
     if not (table["note"] == "").any():
-        shown = shown.drop(columns=["n"])          # nothing scored: the table only says so, run by run
+        shown = shown.drop(columns=["n", "of"])    # nothing scored: the table only says so, run by run
     out.append(_table(shown))
     out.append(dl.link(table, "calibration", "calibration") + "\n")
     if (table["note"] == "").any():
@@ -269,8 +272,8 @@ def calibration_markdown(card, version, vcells, dl: _Downloads, page_dir: Path) 
             plt.close(fig)
             out.append(f"```{{figure}} _figures/{name}\n:alt: reliability diagram on {version}\n\n"
                        f"Reliability diagram on `{version}`: per equal-mass bin ({CAL.N_BINS} bins), the mean "
-                       "score against the observed rate of the positive class; the dashed line is perfect "
-                       "calibration.\n```\n")
+                       "score against the observed rate (of the positive class, or, top-label, of right answers); "
+                       "the dashed line is perfect calibration.\n```\n")
     return "\n".join(out)
 
 

@@ -178,3 +178,39 @@ def test_the_course_and_the_pages_draw_reliability_one_way():
     legend = [t for t in ax.get_legend().get_texts() if t.get_text() == "$x$ run"]
     assert legend and not legend[0].get_parse_math()
     assert ax.get_ylabel() == "observed share right" and ax.get_xlabel() == "mean forecast in the bin"
+
+
+def test_a_run_that_records_every_labels_probability_gets_its_top_label_calibration():
+    """The NLI card has no positive label; its SmolLM2 run records each label's probability per item, yet its
+    failures page said "n/a (labels only)" while the course computed the calibration from the same cell. The row
+    is the probability of the answered label against whether the answer is right (top-label), by hand, the
+    course's own frame giving the same pairs."""
+    from sklearn.metrics import brier_score_loss
+
+    from atlaslib.course import confidence_frame
+
+    labels = ("entailment", "neutral", "contradiction")
+    rng = np.random.default_rng(5)
+    recs = []
+    for i in range(40):
+        p = rng.dirichlet([1, 1, 1])
+        pred = labels[int(np.argmax(p))]
+        gold = pred if i % 3 else labels[(labels.index(pred) + 1) % 3]
+        recs.append({"item_id": f"n{i:02d}", "gold": gold, "pred": pred,
+                     "scores": {lab: float(q) for lab, q in zip(labels, p)}})
+    cell = {"card": "nli_negation", "version": "builtin-v1", "model": "lm", "protocol": "zero_shot", "status": "ok",
+            "predictions": recs, "seeds": {"bootstrap": 3},
+            "spec": {"card": "nli_negation", "version": "builtin-v1", "model": "lm", "protocol": "zero_shot",
+                     "parameters": {"n_resamples": 200}}}
+    y, s, kind = C.scored(cell)
+    assert kind == "top-label"
+    frame = confidence_frame(cell)
+    assert y.tolist() == frame["y"].tolist() and s.tolist() == frame["p"].tolist()
+    row = C.calibration_row(cell)
+    assert row["note"] == "" and row["of"] == C.KINDS["top-label"]
+    assert row["brier"] == pytest.approx(brier_score_loss(y, s))
+    idx = bootstrap.stratified_indices(np.zeros(40, dtype=int), 200, 3)     # items resampled
+    assert (row["ece_low"], row["ece_high"]) == pytest.approx(bootstrap.percentile_ci([C.ece(y[i], s[i]) for i in idx]))
+    # labels only (no probabilities): still n/a
+    bare = {**cell, "predictions": [{k: v for k, v in r.items() if k != "scores"} for r in recs]}
+    assert C.calibration_row(bare)["note"] == C.NO_SCORES
