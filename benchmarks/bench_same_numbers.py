@@ -17,6 +17,8 @@ It prints the number of values compared, the files only one side has, and every 
 ``benchmarks/same_numbers_allowed.txt`` (``<file glob> <column> <why>``: an intended change, named); the exit
 status is 1 when an unlisted difference remains.
 
+It prints the first 200 unlisted differences (``SAME_NUMBERS_SHOW=N`` in the environment: the first N).
+
 Run: ``.venv/bin/python benchmarks/bench_same_numbers.py --before /path/to/old/checkout --render``
 (``--after /path/to/new/checkout`` instead of ``--render`` compares two full builds).
 """
@@ -178,9 +180,9 @@ def main(argv=None) -> int:
         n = sum(1 for d in diffs if fnmatch.fnmatch(d[0], g) and (c in ('*', d[1]) or fnmatch.fnmatch(d[1], c)))
         if n:
             print(f"  intended: {n:,} in {g} {c}: {why}")
-    for f, col, what in left[:200]:
+    for f, col, what in left[:int(os.environ.get("SAME_NUMBERS_SHOW", "200"))]:
         print(f"DIFFERENT {f} {col}: {what}")
-    if len(left) > 200:
+    if len(left) > int(os.environ.get("SAME_NUMBERS_SHOW", "200")):
         print(f"... and {len(left) - 200:,} more")
     return 1 if left else 0
 
