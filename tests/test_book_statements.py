@@ -540,6 +540,8 @@ CHECKS = (check_false_entailment_bound, check_coverage_standard_errors, check_li
 #: suite's books have neither: a seeded fine-tune with its variants costs minutes). Each is tested on hand-made
 #: pages below and runs on a whole book with ``python -m tests.test_book_statements <checkout>``.
 WHOLE_BOOK_ONLY = (check_seeded_rows_are_over_their_seeds, check_worst_perturbation_follows_the_rule)
+#: the two of them this file tests on hand-made pages (tests/statements/ test their own checks)
+SEEDED_AND_WORST = WHOLE_BOOK_ONLY
 
 #: the checks each of the suite's sites is held to (the pages and cells it has); together, every check
 SITES = {
@@ -660,17 +662,17 @@ def test_the_seeded_row_and_worst_perturbation_checks_catch_one_seed_and_the_lar
     by point estimate, not the one the Holm-adjusted test shows)."""
     right = tmp_path / "right"
     cells = _seeded_site(right, "0.867 [0.700, 1.000]", "b -0.100 · b 9 / c 1 of 10 items read · Holm p 0.020")
-    assert all_problems(right, cells, WHOLE_BOOK_ONLY) == []
+    assert all_problems(right, cells, SEEDED_AND_WORST) == []
     wrong = tmp_path / "wrong"
     cells = _seeded_site(wrong, "1.000 [1.000, 1.000]", "a -0.300 · b 3 / c 0 of 10 items read · Holm p 0.200")
-    found = all_problems(wrong, cells, WHOLE_BOOK_ONLY)
+    found = all_problems(wrong, cells, SEEDED_AND_WORST)
     assert any("'1.000 [1.000, 1.000]' beside a row whose seeds' mean is 0.867" in p for p in found), found
     assert any("the rule gives b -0.100 · b 9 / c 1 · Holm p 0.020" in p for p in found), found
     none = tmp_path / "none"
     cells = _seeded_site(none, "0.867 [0.700, 1.000]", "none shown worse (2 perturbations, 10 items read)")
     (none / "book/cards/negex/v/_downloads/robustness-negex-v.csv").write_text(
         "model,protocol,kind,variant,metric,difference,b,c,p_holm\nm,finetune,perturbation,a,macro_f1,-0.3,3,0,0.2\n")
-    assert all_problems(none, cells, WHOLE_BOOK_ONLY) == []
+    assert all_problems(none, cells, SEEDED_AND_WORST) == []
 
 
 # -- the books ----------------------------------------------------------------------------------------------------
