@@ -14,8 +14,10 @@ applied to:
   (:func:`atlaslib.metrics.compare.mcnemar_exact`), Holm-adjusted (:func:`atlaslib.metrics.compare.holm`) over
   the table of one (card, version) and kind (the perturbations; the prompt variants);
 - a row over training seeds (``n_seeds`` > 1) whose variant ran every seed's model is compared as a row over
-  those seeds: its value the mean over seeds, its interval the two-level one (seeds and items drawn,
-  :class:`atlaslib.metrics.compare.SeededPaired`); a variant cell of its first seed's model alone (written before
+  those seeds: its value the mean over seeds, its difference's interval two-level and seed-paired (``interval``
+  :data:`SEED_PAIRED`: each seed's perturbed run against the same seed's default run, one seed draw for both on
+  the same resampled units, :func:`atlaslib.metrics.seeds.seed_paired_difference`; every other row's
+  ``interval`` is :data:`PAIRED`); a variant cell of its first seed's model alone (written before
   variants ran every seed) is compared with that seed's model (``n_seeds`` 1);
 - the number of items the variant read (``n_read``: its predictions; a declared ``max_items`` samples them by
   seed-hash rank), of those it applies to (``n_applicable``) and of the test items (``n_items``).
@@ -37,8 +39,16 @@ import pandas as pd
 
 COLUMNS = ["card", "version", "model", "protocol", "n_seeds", "kind", "variant", "variant_version", "n_read",
            "n_applicable", "n_items",
-           "unit", "metric", "default", "variant_value", "difference", "ci_low", "ci_high", "b", "c", "p_mcnemar",
+           "unit", "metric", "default", "variant_value", "difference", "ci_low", "ci_high", "interval", "b", "c", "p_mcnemar",
            "smallest_stratum", "stratum_minimum", "small_stratum", "p_holm", "significant"]
+
+#: what a row's interval is (its ``interval`` column): both runs on the same resamples of the card's units; a row
+#: over training seeds whose variant ran every seed also pairs the seeds (one seed draw for both runs)
+PAIRED = "paired"
+SEED_PAIRED = "seed-paired"
+#: the seed pairing in words, for the pages
+SEED_PAIRED_TEXT = ("seed-paired: each seed's perturbed run against the same seed's default run, the same seeds "
+                    "drawn for both and the same resampled units for every seed")
 
 
 def _restricted(cell: dict, ids: set, name: str, seeds: bool = False) -> dict:
@@ -100,7 +110,19 @@ def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
     p = paired_from_cells([a, b_], n)
     la, lb = p.labels
     base_v, var_v = p.point(la, p.primary), p.point(lb, p.primary)
-    d = p.resampled(lb, p.primary) - p.resampled(la, p.primary)
+    seeded = getattr(p, "seeded", {})
+    if seeds and p.primary in seeded.get(la, {}) and p.primary in seeded.get(lb, {}):
+        # one row's seeds read two ways: each seed's perturbed run against the same seed's default run, one seed
+        # draw for both (the default run's own) on the same resampled units; drawing the two sides' seeds apart
+        # gave [-0.012, +0.019] to perturbations under which no seed's model changed an answer
+        from ..metrics.seeds import seed_paired_difference
+
+        d = seed_paired_difference(seeded[lb][p.primary][1], seeded[la][p.primary][1],
+                                   seed=bootstrap.DEFAULT_SEED + 1 + p.labels.index(la))["resampled"]
+        interval = SEED_PAIRED
+    else:
+        d = p.resampled(lb, p.primary) - p.resampled(la, p.primary)
+        interval = PAIRED
     lo, hi = bootstrap.percentile_ci(d) if np.isfinite(d).any() else (float("nan"), float("nan"))
     # the smallest stratum of the card's resampling among the items read: the stratified resampling keeps each
     # stratum's size, so one under the card's minimum has few distinct draws (a stratum of one: the same item in
@@ -115,7 +137,7 @@ def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
             "n_read": len(ids), "n_applicable": int(v.get("n_applicable") or len(ids)),
             "n_items": int(v.get("n_items") or len(base["predictions"])), "unit": p.unit,
             "metric": p.primary, "default": base_v, "variant_value": var_v, "difference": var_v - base_v,
-            "ci_low": lo, "ci_high": hi, "b": int(nb), "c": int(nc), "p_mcnemar": mcnemar_exact(nb, nc),
+            "ci_low": lo, "ci_high": hi, "interval": interval, "b": int(nb), "c": int(nc), "p_mcnemar": mcnemar_exact(nb, nc),
             "smallest_stratum": float(smallest), "stratum_minimum": minimum, "small_stratum": bool(smallest < minimum),
             "n_seeds": n_seeds(a)}
 

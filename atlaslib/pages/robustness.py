@@ -202,6 +202,7 @@ def run_frame(cells: list[dict]) -> pd.DataFrame:
     the variant on them, the paired difference with its interval (marked † under the card's minimum stratum:
     :func:`difference_text`), McNemar's b and c and the exact p (Holm over the run's variants of one kind)."""
     from ..analysis import robustness
+    from ..analysis.perturbed import SEED_PAIRED
 
     cells = list(cells)
     t = robustness(cells)
@@ -209,13 +210,15 @@ def run_frame(cells: list[dict]) -> pd.DataFrame:
         return t
     unit = _stratum_unit(t["card"].iloc[0])
     metric = t["metric"].iloc[0]
+    # a row over training seeds pairs each seed with itself (analysis.perturbed.SEED_PAIRED_TEXT): the header says so
+    diff = "difference [95 %, seed-paired]" if (t["interval"] == SEED_PAIRED).all() else "difference [95 %]"
     return pd.DataFrame({"variant": t["variant"] + " (" + t["kind"] + ")", "items read": t["n_read"],
                          "of applicable": t["n_applicable"],
                          # a count: shown as one ("21", not "21.0"), "—" where the card's resampling has no strata
                          "smallest stratum": t["smallest_stratum"].map(lambda v: "—" if pd.isna(v) else f"{int(v)}"),
                          f"{metric} (this run)": t["default"].round(3),
                          f"{metric} (variant)": t["variant_value"].round(3),
-                         "difference [95 %]": [difference_text(r, unit) for _, r in t.iterrows()],
+                         diff: [difference_text(r, unit) for _, r in t.iterrows()],
                          "b": t["b"], "c": t["c"], "p": t["p_mcnemar"].map(_p),
                          family_column(t): t["p_holm"].map(_p)}).set_index("variant")
 
@@ -252,7 +255,7 @@ def _samples(card, version: str, publish: bool) -> str:
 
 def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, publish: bool = False) -> str | None:
     """The page body, or None when the version has no variant cells."""
-    from ..analysis.perturbed import WORST_RULE
+    from ..analysis.perturbed import SEED_PAIRED, SEED_PAIRED_TEXT, WORST_RULE
 
     table = table_for(card, version, cells)
     if table.empty:
@@ -280,9 +283,11 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, pub
                 f"is, {WORST_RULE.replace('the primary metric', metric)}."
                 + (" A run trained with several seeds (their number beside the model) ran every seed's model under "
                    "each perturbation and is compared as the leaderboard shows it: its value is the mean over its "
-                   "seeds' models, its interval draws seeds and items (two-level), and an item counts as right for "
-                   "McNemar when more than half of its seeds' models are right, as in the card's paired comparisons."
-                   if (pert.get("n_seeds", pd.Series(dtype=int)) > 1).any() else ""), ""]
+                   "seeds' models, and an item counts as right for McNemar when more than half of its seeds' models "
+                   "are right, as in the card's paired comparisons. Its difference's interval draws seeds and items "
+                   f"(two-level) and is {SEED_PAIRED_TEXT}. A perturbation under which no seed's model changes an "
+                   "answer has an interval of no width at no difference."
+                   if (pert.get("interval", pd.Series(dtype=str)) == SEED_PAIRED).any() else ""), ""]
         rows = []
         unit_word = _stratum_unit(card)
         answers = _answers([c for c in cells if c["version"] == version and c.get("status") == "ok"])

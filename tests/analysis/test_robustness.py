@@ -203,3 +203,52 @@ def test_prompt_spread_reads_variants_beside_their_run_and_compares_one_protocol
     by_hand = sorted([macro_f1(gold, np.array(PRED[:30])), macro_f1(gold, np.array(_flipped(PRED, 6)[:30]))])
     assert np.isclose(sp["models_range"], by_hand[1] - by_hand[0])
     assert collapsed(v) == "affirmed" and collapsed(a) is None
+
+
+def test_a_seeded_rows_perturbation_interval_pairs_each_seed_with_itself():
+    """A row over three seeds read two ways: the difference's interval draws the seeds once for both runs and
+    compares each seed's perturbed run with the same seed's default run on the same resampled items. By hand (an
+    index loop: the card's stratified resamples, three seeds drawn with replacement per resample from the default
+    run's seed stream, sklearn's macro F1 per seed): ``D_b`` = mean over the drawn seeds of (perturbed − default).
+    A perturbation under which no seed's model changes an answer gives [0, 0]; drawing the two runs' seeds apart
+    gave it an interval around a difference no seed shows."""
+    seeds = [PRED, _flipped(PRED, 5), _flipped(PRED, 4, 1)]
+    base = _seeded(base_cell(), seeds)
+    ids = [f"i{i:02d}" for i in range(0, N, 2)]
+    pos = [int(i[1:]) for i in ids]
+    gold = np.array(GOLD)[pos]
+    before = [np.array(s)[pos] for s in seeds]
+
+    def variant(after, name):
+        spec = {"kind": "perturbation", "name": name, "version": "v1", "key": f"{name}-v1"}
+        recs = [dict(r, pred=p) for r, p in zip([r for r in base["predictions"] if r["item_id"] in set(ids)],
+                                                after[0])]
+        v = variant_cell(base, spec, metrics={}, predictions=recs, inputs_digest="x", n_items=N,
+                         n_applicable=len(ids))
+        v["extra"] = {"seed_runs": [{"seed": 100 + k, "predictions": [{"item_id": i, "pred": p}
+                                                                      for i, p in zip(ids, s)]}
+                                    for k, s in enumerate(after)]}
+        return v
+
+    same = [list(s) for s in before]                                  # no seed's model changes an answer
+    moved = [_flipped(list(s), 3, k) for k, s in enumerate(before)]   # each seed's model changes some
+    table = robustness([base, variant(same, "same"), variant(moved, "moved")], n_resamples=200)
+    rows = {r["variant"]: r for _, r in table.iterrows()}
+    assert rows["same"]["n_seeds"] == 3
+    assert (rows["same"]["difference"], rows["same"]["ci_low"], rows["same"]["ci_high"]) == (0.0, 0.0, 0.0)
+
+    idx = bootstrap.stratified_indices((gold == "negated").astype(int), 200, 7)      # the card's resamples
+    drawn = np.random.default_rng(bootstrap.DEFAULT_SEED + 1).integers(0, 3, size=(200, 3))   # seeds, per resample
+    after = [np.array(s) for s in moved]
+    d = [np.mean([macro_f1(gold[i], after[s][i]) - macro_f1(gold[i], before[s][i]) for s in drawn[b]])
+         for b, i in enumerate(idx)]
+    r = rows["moved"]
+    assert np.isclose(r["difference"], np.mean([macro_f1(gold, a) - macro_f1(gold, b)
+                                                for a, b in zip(after, before)]))
+    assert np.allclose([r["ci_low"], r["ci_high"]], np.quantile(d, [0.025, 0.975]))
+    assert set(table["interval"]) == {"seed-paired"}        # the table says which interval it is
+    from atlaslib.pages.robustness import run_frame            # and a run page's column names it
+    frame = run_frame([base, variant(same, "same")])
+    assert frame.loc["same (perturbation)", "difference [95 %, seed-paired]"].startswith("+0.000")
+    # a row of one model keeps the plain paired interval
+    assert set(robustness([base_cell(), perturbed(base_cell(), "one", set(ids), 3)], 200)["interval"]) == {"paired"}
