@@ -16,7 +16,7 @@ applied to:
 - a row over training seeds (``n_seeds`` > 1) whose variant ran every seed's model is compared as a row over
   those seeds: its value the mean over seeds, its difference's interval two-level and seed-paired (``interval``
   :data:`SEED_PAIRED`: each seed's perturbed run against the same seed's default run, one seed draw for both on
-  the same resampled units, :func:`atlaslib.metrics.seeds.seed_paired_difference`; every other row's
+  the same resampled units, :func:`atlaslib.metrics.seeds.paired_difference` with ``same_seeds``; every other row's
   ``interval`` is :data:`PAIRED`); a variant cell of its first seed's model alone (written before
   variants ran every seed) is compared with that seed's model (``n_seeds`` 1);
 - the number of items the variant read (``n_read``: its predictions; a declared ``max_items`` samples them by
@@ -115,10 +115,10 @@ def pair_row(base: dict, variant: dict, n_resamples: int | None = None) -> dict:
         # one row's seeds read two ways: each seed's perturbed run against the same seed's default run, one seed
         # draw for both (the default run's own) on the same resampled units; drawing the two sides' seeds apart
         # gave [-0.012, +0.019] to perturbations under which no seed's model changed an answer
-        from ..metrics.seeds import seed_paired_difference
+        from ..metrics.seeds import paired_difference
 
-        d = seed_paired_difference(seeded[lb][p.primary][1], seeded[la][p.primary][1],
-                                   seed=bootstrap.DEFAULT_SEED + 1 + p.labels.index(la))["resampled"]
+        d = paired_difference(seeded[lb][p.primary][1], seeded[la][p.primary][1], same_seeds=True,
+                              seed=bootstrap.DEFAULT_SEED + 1 + p.labels.index(la))["resampled"]
         interval = SEED_PAIRED
     else:
         d = p.resampled(lb, p.primary) - p.resampled(la, p.primary)

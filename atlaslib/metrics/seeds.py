@@ -24,7 +24,7 @@ A **paired difference** of two rows A and B on the same units uses the same ``M[
 independent seed draws for each (a row with one model is ``S = 1``): ``D_b = T^A_b − T^B_b``. One row's seeds
 under two conditions (a perturbed run against its default run, every seed's model read both ways) are **seed
 paired**: one seed draw ``W[b]`` for both, each seed against itself, ``D_b = (1/S) Σ_s W[b, s]·(V^A[b, s] −
-V^B[b, s])`` (:func:`seed_paired_difference`).
+V^B[b, s])`` (:func:`paired_difference` with ``same_seeds``).
 
 :func:`almost_stochastic_order` wraps ``deepsig.aso`` (Dror et al. 2019; Ulmer et al. 2022, *deep-significance*)
 on the per-seed values of two seeded rows: ``ε_min`` below the stated threshold (0.2, deepsig's
@@ -209,36 +209,27 @@ def extra_interval(scoring, counts: Sequence, rs, name: str, *, seed: int = DEFA
 
 
 def paired_difference(values_a: np.ndarray, values_b: np.ndarray, *, seed: int = DEFAULT_SEED,
-                      level: float = 0.95) -> dict:
-    """Two-level paired difference of rows A and B on the same item resamples: ``V_a (B, S_a)``,
-    ``V_b (B, S_b)`` (``S = 1`` for a row with one model); seeds of A and of B drawn independently (seeds
-    ``seed`` and ``seed + 1``). Returns ``{ci_low, ci_high, sd, resampled}``."""
+                      level: float = 0.95, same_seeds: bool = False) -> dict:
+    """Two-level paired difference A − B on the same item resamples: ``V_a (B, S_a)``, ``V_b (B, S_b)`` (``S = 1``
+    for a row with one model). Two different rows: the seeds of A and of B drawn independently (seeds ``seed`` and
+    ``seed + 1``). ``same_seeds``: one row's seeds under two conditions (a variant run and its default run: seed
+    ``s`` of A is seed ``s``'s model of B, read differently), **one** seed draw ``W`` (``seed``) for both, so
+    ``D_b = (1/S) Σ_s W[b, s]·(V_a[b, s] − V_b[b, s])``: each seed is compared with itself, and a variant under
+    which no seed's model changes an answer gives ``D_b = 0`` on every resample (drawing that row's seeds apart
+    would add the spread between seeds to a difference none of them shows). Returns ``{ci_low, ci_high, sd,
+    resampled}``."""
     va, vb = np.asarray(values_a, dtype=float), np.asarray(values_b, dtype=float)
     va, vb = (va[:, None] if va.ndim == 1 else va), (vb[:, None] if vb.ndim == 1 else vb)
     if va.shape[0] != vb.shape[0]:
         raise SeedError(f"paired_difference: {va.shape[0]} and {vb.shape[0]} resamples; expected the same")
-    ta = _weighted_mean(seed_multiplicities(va.shape[1], va.shape[0], seed), va)
-    tb = _weighted_mean(seed_multiplicities(vb.shape[1], vb.shape[0], seed + 1), vb)
-    d = ta - tb
-    lo, hi = percentile_ci(d, level)
-    return {"ci_low": _num(lo), "ci_high": _num(hi), "sd": _num(np.nanstd(d)), "resampled": d}
-
-
-def seed_paired_difference(values_a: np.ndarray, values_b: np.ndarray, *, seed: int = DEFAULT_SEED,
-                           level: float = 0.95) -> dict:
-    """Two-level difference A − B of one row's seeds under two conditions (a variant run and its default run:
-    seed ``s`` of A is seed ``s``'s model of B, read differently): ``V_a``, ``V_b`` ``(B, S)`` on the same item
-    resamples, and **one** seed draw ``W`` (:func:`seed_multiplicities` with ``seed``) for both, so
-    ``D_b = (1/S) Σ_s W[b, s]·(V_a[b, s] − V_b[b, s])``. Each seed is compared with itself: a variant under which
-    no seed's model changes an answer gives ``D_b = 0`` on every resample. (:func:`paired_difference` draws the
-    two rows' seeds independently, as two different rows need; pairing the seeds of one row so would add the
-    spread between seeds to a difference none of them shows.) Returns ``{ci_low, ci_high, sd, resampled}``."""
-    va, vb = np.asarray(values_a, dtype=float), np.asarray(values_b, dtype=float)
-    va, vb = (va[:, None] if va.ndim == 1 else va), (vb[:, None] if vb.ndim == 1 else vb)
-    if va.shape != vb.shape:
-        raise SeedError(f"seed_paired_difference: resamples {va.shape} and {vb.shape}; expected the same seeds "
-                        "and resamples")
-    d = _weighted_mean(seed_multiplicities(va.shape[1], va.shape[0], seed), va - vb)
+    if same_seeds and va.shape != vb.shape:
+        raise SeedError(f"paired_difference: {va.shape[1]} and {vb.shape[1]} seeds; same_seeds compares each seed "
+                        "with itself")
+    if same_seeds:
+        d = _weighted_mean(seed_multiplicities(va.shape[1], va.shape[0], seed), va - vb)
+    else:
+        d = (_weighted_mean(seed_multiplicities(va.shape[1], va.shape[0], seed), va)
+             - _weighted_mean(seed_multiplicities(vb.shape[1], vb.shape[0], seed + 1), vb))
     lo, hi = percentile_ci(d, level)
     return {"ci_low": _num(lo), "ci_high": _num(hi), "sd": _num(np.nanstd(d)), "resampled": d}
 

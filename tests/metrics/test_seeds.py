@@ -89,6 +89,11 @@ def test_paired_difference_of_a_row_with_itself_is_zero_and_shapes_are_checked()
     assert same["ci_low"] == same["ci_high"] == 0
     with pytest.raises(seeds.SeedError, match="300 and 10 resamples"):
         seeds.paired_difference(v, v[:10])
+    # one row's seeds read two ways: one seed draw for both, each seed against itself (exactly 0 here)
+    assert seeds.paired_difference(v, v, same_seeds=True)["ci_low"] == 0 == seeds.paired_difference(
+        v, v, same_seeds=True)["ci_high"]
+    with pytest.raises(seeds.SeedError, match="5 and 4 seeds; same_seeds compares each seed with itself"):
+        seeds.paired_difference(v, v[:, :4], same_seeds=True)
     with pytest.raises(seeds.SeedError, match="5 per-seed values but resamples for 4 seeds"):
         seeds.two_level(np.zeros(5), v[:, :4])
 
