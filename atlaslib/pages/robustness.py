@@ -260,6 +260,10 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, pub
     table = table_for(card, version, cells)
     if table.empty:
         return None
+    # the runs (and their variant runs, read from disk once here) that answer one label for every item read: both
+    # tables below mark them
+    base = [c for c in cells if c["version"] == version and c.get("status") == "ok"]
+    answers = _answers(base)
     metric = table["metric"].iloc[0].replace("_", " ")
     unit = table["unit"].iloc[0]
     out = []
@@ -290,7 +294,6 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, pub
                    if (pert.get("interval", pd.Series(dtype=str)) == SEED_PAIRED).any() else ""), ""]
         rows = []
         unit_word = _stratum_unit(card)
-        answers = _answers([c for c in cells if c["version"] == version and c.get("status") == "ok"])
         for _, r in pert.iterrows():
             seeds = f" ({int(r['n_seeds'])} seeds)" if int(r.get("n_seeds") or 1) > 1 else ""
             one = answers.get((r["model"], r["protocol"], r["variant"]))
@@ -316,18 +319,18 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, pub
         out.append(_samples(card, version, publish))
     prompts = table[table["kind"] == "prompt"]
     if len(prompts):
-        out.append(prompt_section(card, version, cells, table, page_dir))
+        out.append(prompt_section(card, version, cells, table, page_dir, answers))
     return "\n".join(out)
 
 
-def prompt_section(card, version: str, cells: list[dict], table: pd.DataFrame, page_dir: Path) -> str:
+def prompt_section(card, version: str, cells: list[dict], table: pd.DataFrame, page_dir: Path,
+                   answers: dict) -> str:
     """Each prompt variant against the card's prompt, and the spread across prompts beside the spread across
-    models (the card's own prompt stays the leaderboard's)."""
+    models (the card's own prompt stays the leaderboard's); ``answers``: :func:`_answers` of the version's runs."""
     from ..analysis.perturbed import prompt_spread
 
     prompts = table[table["kind"] == "prompt"]
     base = [c for c in cells if c["version"] == version and c.get("status") == "ok"]
-    answers = _answers(base)
     metric = prompts["metric"].iloc[0].replace("_", " ")
     ps = card.prompt_set
     out = ["## Prompt and option sensitivity", "",
