@@ -123,6 +123,12 @@ def tost(diffs, margin: float, alpha: float = ALPHA) -> dict:
             "p_tost": float(max(p_lower, p_upper)), "equivalent": bool(-margin < lo and hi < margin)}
 
 
+def margin_of(card) -> float | None:
+    """The card's equivalence margin of its primary metric (``Card.equivalence_margin``; None for no card or none
+    declared): the one place the comparisons, the leaderboard's verdicts and the pages read it."""
+    return None if card is None else getattr(card, "equivalence_margin", None)
+
+
 def fewest_deciding_units(alpha: float = ALPHA) -> int:
     """The fewest units that must all favour one of two rows before any paired test at two-sided level
     ``alpha`` can reject "no difference": the smallest ``k`` with ``2·½ᵏ < alpha`` (the exact sign test of ``k``

@@ -86,7 +86,7 @@ def mdd_markdown(comp, card=None) -> str:
     base = m["metric"].replace("_", " ")
     parts = [f"**What this test set can detect.** {m['n_units']:,} resampling units ({m['unit']})."]
     top = F.top_pair(comp)
-    framed = F.framed_pairs(comp, margin_of(card, comp) if card is not None else None)
+    framed = F.framed_pairs(comp, F.margin_of(card))
     r = F.pair_row(framed, *top) if top else None
     if r is not None:
         parts.append(f"The top pair, {md(r['model_a'])} − {md(r['model_b'])}, would detect a difference in {base} "
@@ -101,7 +101,7 @@ def mdd_markdown(comp, card=None) -> str:
         elif r.get("b") is not None and not pd.isna(r.get("b")):
             parts[-1] += "; McNemar's test detects no size at all on it: too few discordant items"
         parts[-1] += ". Every pair's own MDD is in the table."
-        margin = margin_of(card, comp) if card is not None else None
+        margin = F.margin_of(card)
         if not F.can_detect_margin(m["n_units"], margin):
             parts.append(f"No pair here is called equivalent, and no row best: "
                          f"{F.too_few_units_text(m['n_units'], m['unit'], margin)}.")
@@ -165,17 +165,12 @@ def cluster_columns(card, comp, band_cells, resamplings=None) -> dict:
     return out
 
 
-def margin_of(card, comp=None) -> float | None:
-    """The card's equivalence margin of its primary metric (``Card.equivalence_margin``), or None."""
-    return getattr(card, "equivalence_margin", None)
-
-
 def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_cells=None) -> str:
     t = comp.pairs
     metric = metric or comp.mdd["metric"]
     if t.empty or not (t["metric"] == metric).any():
         return ""
-    margin = margin_of(card, comp) if card is not None and metric == comp.mdd["metric"] else None
+    margin = F.margin_of(card) if metric == comp.mdd["metric"] else None
     framed = F.framed_pairs(comp, margin) if metric == comp.mdd["metric"] else t[t["metric"] == metric]
     t = t[t["metric"] == metric]
     has_b = t["b"].notna().any()
@@ -272,9 +267,7 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, com
                        "difference whose paired interval excludes 0 is not the same as two leaderboard intervals that "
                        "do not overlap: intervals of two models can overlap while their paired difference is clearly "
                        "non-zero.\n")
-        first = next((b.comparison for b in bands if b.comparison is not None and not isinstance(b.comparison, str)),
-                     None)
-        margin = margin_of(card, first) if first is not None else getattr(card, "equivalence_margin", None)
+        margin = F.margin_of(card)
         if margin:
             out.append(f"The card's equivalence margin for {card.metrics[0].replace('_', ' ')} is ±{margin:g}"
                        + (f": {md(card.margin_note)}" if getattr(card, "margin_note", "") else "") + ".\n")
@@ -372,7 +365,7 @@ def render_metrics_chapter(src: Path, cells: list[dict]) -> None:
 def _framed_all(card, comp, band: str) -> pd.DataFrame:
     """Every pair of one band's comparison (all metrics), the primary metric's rows with the TOST and MDD
     columns of :func:`atlaslib.metrics.framing.framed_pairs`, and the band."""
-    framed = F.framed_pairs(comp, margin_of(card, comp))
+    framed = F.framed_pairs(comp, F.margin_of(card))
     rest = comp.pairs[comp.pairs["metric"] != comp.mdd["metric"]]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)

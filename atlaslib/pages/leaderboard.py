@@ -409,7 +409,7 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
                 vals = ["the band's only run", MISSING, MISSING]
             elif ranks is not None and lab in ranks.index:
                 r = ranks.loc[lab]
-                verdict = _tie_text(r, (comparison.mdd or {}).get("n_units"), getattr(card, "equivalence_margin", None))
+                verdict = _tie_text(r, (comparison.mdd or {}).get("n_units"), F.margin_of(card))
                 vals = [verdict, f"{int(r['rank'])} [{int(r['rank_low'])}–{int(r['rank_high'])}]",
                         f"{r['p_rank1']:.3f}"]
             else:
@@ -472,7 +472,7 @@ def leaderboard_frame(card, version: str, cells: list[dict], comparison=None) ->
         if band != F.NOT_RANKED and ranks is not None and lab in ranks.index:
             r = ranks.loc[lab]
             n_units = (comparison.mdd or {}).get("n_units")
-            tie = (_tie_text(r, n_units, getattr(card, "equivalence_margin", None)) if r["decided_by"] == "best"
+            tie = (_tie_text(r, n_units, F.margin_of(card)) if r["decided_by"] == "best"
                    else F.NOT_DISTINGUISHABLE if r["tie_group"] == "top" else "below the best")
             row.update(tie_group=tie, decided_by=r["decided_by"], rank=int(r["rank"]),
                        rank_low=int(r["rank_low"]), rank_high=int(r["rank_high"]), p_rank1=float(r["p_rank1"]))
