@@ -147,8 +147,15 @@ def _attempt(task, request, kwargs: dict) -> tuple:
         return ("run_failed", {"notebook": exc.notebook, "cell": exc.cell, "error": exc.error, "kept": exc.kept,
                                "message": str(exc), "seconds": round(time.perf_counter() - start, 2)})
     except Exception as exc:  # anything else is still this run's failure, reported by name
-        return ("error", {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
-                          "seconds": round(time.perf_counter() - start, 2)})
+        return _error(exc, start)
+
+
+def _error(exc: BaseException, start: float | None = None) -> tuple:
+    """``("error", {error, traceback[, seconds]})``: an exception as plain data (a run's or a preparation part's)."""
+    out = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    if start is not None:
+        out["seconds"] = round(time.perf_counter() - start, 2)
+    return ("error", out)
 
 
 def _to_failure(request, kind: str, payload: dict):
@@ -777,7 +784,7 @@ def _prepare_attempt(prepare, request, part, kwargs) -> tuple:
     try:
         return ("done", prepare(request, part, **kwargs))
     except Exception as exc:
-        return ("error", {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+        return _error(exc)
 
 
 def longest_first(reqs, expected: dict | None = None) -> list[int]:
@@ -840,8 +847,9 @@ def _run_dask(reqs, kwargs, task, log, *, address, from_env, n_workers, memory_l
     for p, (i, _) in enumerate(preps):
         waiting.setdefault(i, set()).add(n + p)
     if preps:
+        kind = {i: part[0] for i, part in preps}    # a run's parts are all seeds or all item slices
         log(f"dask: {len(waiting)} run(s) split into {len(preps)} task(s): " + "; ".join(
-            f"{reqs[i].label} ({len(ps)} {dict(preps)[i][0]}s)" for i, ps in waiting.items()))
+            f"{reqs[i].label} ({len(ps)} {kind[i]}s)" for i, ps in waiting.items()))
 
     def label(i: int) -> str:
         return reqs[i].label if i < n else f"{reqs[preps[i - n][0]].label} · {part_label(preps[i - n][1])}"
