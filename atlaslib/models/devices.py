@@ -102,11 +102,17 @@ def place(options: dict, profile_name: str | None = None) -> dict:
 
 
 #: cuBLAS's workspace setting for deterministic matrix products (CUDA's rule for torch's deterministic algorithms,
-#: which the fine-tunes train under): it must be in the environment before CUDA starts in the process
-CUBLAS_WORKSPACE_CONFIG = ":4096:8"
+#: which the fine-tunes train under): the variable, the values CUDA accepts (the first one set here); it must be in
+#: the environment before CUDA starts in the process
+CUBLAS_VARIABLE, CUBLAS_VALUES = "CUBLAS_WORKSPACE_CONFIG", (":4096:8", ":16:8")
 
 
 def deterministic_cuda() -> None:
     """Set ``CUBLAS_WORKSPACE_CONFIG`` (unless the user set a value of their own) before a model goes to CUDA, so
     that a fine-tune on that device can train with deterministic algorithms."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
+    os.environ.setdefault(CUBLAS_VARIABLE, CUBLAS_VALUES[0])
+
+
+def cublas_deterministic() -> bool:
+    """Whether cuBLAS's workspace setting is one that makes its matrix products deterministic."""
+    return os.environ.get(CUBLAS_VARIABLE) in CUBLAS_VALUES

@@ -251,6 +251,6 @@ def card_overlaps(trained_on) -> str:
     (:meth:`atlaslib.cards.Card.overlap`): ``negex (negex-kit-triggers)``, or "none of the cards" when none does."""
     from ..cards import available_cards
 
-    hits = [f"{md(card.name)} ({', '.join(md(t) for t in card.overlap(trained_on))})" for card in available_cards()
-            if card.overlap(trained_on)]
+    found = [(card, card.overlap(trained_on)) for card in available_cards()]
+    hits = [f"{md(card.name)} ({', '.join(md(t) for t in marks)})" for card, marks in found if marks]
     return "; ".join(hits) or "none of the cards"

@@ -128,7 +128,7 @@ def seed_recipe(recipe: Mapping, seed: int) -> dict:
 
 #: the environment variable a preparation task sets to train (and predict with) only some of a recipe's seeds:
 #: each seed's weights and predictions go to the caches, where the whole run then finds them
-#: (:func:`atlaslib.executor.prepare_seed`); comma-separated seeds, each one of the recipe's
+#: (:func:`atlaslib.executor.prepare_part`); comma-separated seeds, each one of the recipe's
 SEEDS_ENV = "ATLAS_FINETUNE_SEEDS"
 
 

@@ -63,20 +63,17 @@ class TokenHead(_Head):
         return self.classifier(self.dropout(self.hidden(batch)))
 
 
-#: cuBLAS's workspace setting that makes its matrix products deterministic (CUDA's own rule for
-#: ``torch.use_deterministic_algorithms``); :func:`atlaslib.models.devices.place` sets it before CUDA starts
-CUBLAS_WORKSPACE = ("CUBLAS_WORKSPACE_CONFIG", (":4096:8", ":16:8"))
-
-
 @contextlib.contextmanager
 def deterministic(threads: int, device: str = "cpu"):
     """Deterministic torch algorithms and ``threads`` intra-op threads inside the block (restored after). On a
     CUDA ``device`` the cuBLAS workspace setting must be in place (set before CUDA started): else one
     :class:`FinetuneError` saying so, before anything is trained."""
-    if str(device).startswith("cuda") and os.environ.get(CUBLAS_WORKSPACE[0]) not in CUBLAS_WORKSPACE[1]:
+    from ..models import devices   # cuBLAS's rule lives with the devices (devices.place sets it before CUDA starts)
+
+    if str(device).startswith("cuda") and not devices.cublas_deterministic():
         raise FinetuneError(f"finetune on {device}: deterministic training needs the environment variable "
-                            f"{CUBLAS_WORKSPACE[0]}={CUBLAS_WORKSPACE[1][0]} set before CUDA starts (atlas sets it "
-                            f"when it places a model on CUDA; it is {os.environ.get(CUBLAS_WORKSPACE[0])!r} here)")
+                            f"{devices.CUBLAS_VARIABLE}={devices.CUBLAS_VALUES[0]} set before CUDA starts (atlas sets "
+                            f"it when it places a model on CUDA; it is {os.environ.get(devices.CUBLAS_VARIABLE)!r} here)")
     was_det, was_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(int(threads))
