@@ -886,9 +886,11 @@ def confidence_frame(cell: dict) -> pd.DataFrame:
     if bad:
         raise ValueError(f"{cell['model']} ({cell['protocol']}): {len(bad)} answer(s) without a probability "
                          f"(first: item {bad[0]})")
-    out = pd.DataFrame({"item_id": frame["item_id"], "gold": frame["gold"], "pred": frame["pred"],
-                        "p": [float(s[lab]) for s, lab in zip(frame["scores"], frame["pred"])],
-                        "y": (frame["pred"] == frame["gold"]).astype(int)})
+    from .analysis.calibration import top_label
+
+    y, p = top_label(cell["predictions"])     # the pairs the atlas's calibration tables read
+    out = pd.DataFrame({"item_id": frame["item_id"], "gold": frame["gold"], "pred": frame["pred"], "p": p,
+                        "y": y.astype(int)})
     if "pattern" in frame:
         out["pattern"] = frame["pattern"]
     return out

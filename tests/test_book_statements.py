@@ -45,17 +45,13 @@ from atlaslib.cards import available_cards, get_card
 from atlaslib.pages import card_pages, departures
 from tests.books import BUILD_TIMEOUT
 from tests.statements import collect as collect_more
+from tests.statements import missing
 from tests.test_prose_numbers import render_without_lessons
 
 LEVEL = 0.95
 
 
 # -- reading a rendered site ----------------------------------------------------------------------------------
-
-def missing(what: str) -> list[str]:
-    """The problem a check reports when what it reads is not in the site: it cannot pass for want of input."""
-    return [f"{what} is missing: nothing to check"]
-
 
 def md(src: Path, page: str) -> str:
     p = Path(src) / page

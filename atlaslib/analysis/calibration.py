@@ -160,9 +160,15 @@ def scored(cell: dict, positive: str | None = None):
         y = np.array([r["gold"] == positive for r in recs], dtype=float)
         return y, np.array([float(r["score"]) for r in recs], dtype=float), "positive"
     if all(isinstance(r.get("scores"), dict) and r.get("pred") in r["scores"] for r in recs):
-        y = np.array([r["pred"] == r["gold"] for r in recs], dtype=float)
-        return y, np.array([float(r["scores"][r["pred"]]) for r in recs], dtype=float), "top-label"
+        return (*top_label(recs), "top-label")
     return None
+
+
+def top_label(recs) -> tuple[np.ndarray, np.ndarray]:
+    """``(y, s)`` of top-label calibration: ``y`` 1 where the answer is the gold label, ``s`` the probability the
+    record's ``scores`` give its answer (every record must hold one)."""
+    y = np.array([r["pred"] == r["gold"] for r in recs], dtype=float)
+    return y, np.array([float(r["scores"][r["pred"]]) for r in recs], dtype=float)
 
 
 def scores_of(cell: dict, positive: str | None = None):

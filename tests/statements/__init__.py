@@ -11,6 +11,11 @@ import importlib
 import pkgutil
 
 
+def missing(what: str) -> list[str]:
+    """The problem a check reports when what it reads is not in the site: it cannot pass for want of input."""
+    return [f"{what} is missing: nothing to check"]
+
+
 def collect() -> tuple[tuple, dict, tuple]:
     """(every check, {site: checks}, whole-book-only checks) of this package's modules, in module-name order."""
     checks, sites, whole = [], {}, []

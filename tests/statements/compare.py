@@ -9,6 +9,7 @@ from pathlib import Path
 from scipy.stats import binomtest
 
 from atlaslib.cards import available_cards
+from tests.statements import missing
 
 
 def _fewest_units(alpha: float = 0.05) -> int:
@@ -45,7 +46,7 @@ def check_claims_need_units_that_detect_the_margin(src: Path, cells) -> list[str
                 if re.search(r"\] equivalent \|", text):
                     problems.append(f"{what}, yet a pair is called equivalent")
                 break                                   # one version's test units: its bands share them
-    return problems if seen else ["a card page's 'What this test set can detect' is missing: nothing to check"]
+    return problems if seen else missing("a card page's 'What this test set can detect'")
 
 
 CHECKS = (check_claims_need_units_that_detect_the_margin,)

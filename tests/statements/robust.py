@@ -22,9 +22,7 @@ from pathlib import Path
 import nbformat
 from scipy.stats import binomtest
 
-
-def _missing(what: str) -> list[str]:
-    return [f"{what} is missing: nothing to check"]
+from tests.statements import missing
 
 
 # -- reading the pages ----------------------------------------------------------------------------------------
@@ -187,7 +185,7 @@ def check_seeded_perturbation_intervals_pair_the_seeds(src: Path, cells) -> list
                 if m and (float(m.group(1)) != 0 or float(m.group(2)) != 0):
                     out.append(f"{label}: no seed's model changes an answer on the {len(read)} items read, yet the "
                                f"robustness page shows {r[diff]!r} (seed-paired: [0, 0])")
-    return list(dict.fromkeys(out)) if seen or out else _missing("a row over training seeds with a perturbation run")
+    return list(dict.fromkeys(out)) if seen or out else missing("a row over training seeds with a perturbation run")
 
 
 # -- item 2: every Holm column names its family --------------------------------------------------------------------
@@ -243,7 +241,7 @@ def check_holm_columns_name_their_family(src: Path, cells) -> list[str]:
         if any("holm" in h.lower() for h in head) and any(h.startswith("difference") for h in head):
             seen += 1
             out += _holm_problems(str(page), head, rows, run_page=True)
-    return out if seen or out else _missing("a robustness table with a Holm column")
+    return out if seen or out else missing("a robustness table with a Holm column")
 
 
 # -- item 3: a collapsed variant run is marked -----------------------------------------------------------------------
@@ -286,7 +284,7 @@ def check_collapsed_variants_are_marked(src: Path, cells) -> list[str]:
                     out.append(f"{label}: marked collapsed, yet it gives more than one answer")
         if not found:
             out.append(f"{label}: no row on the {b['card']} {b['version']} robustness page")
-    return out if seen or out else _missing("a robustness page row of a variant run")
+    return out if seen or out else missing("a robustness page row of a variant run")
 
 
 CHECKS = (check_seeded_perturbation_intervals_pair_the_seeds, check_holm_columns_name_their_family,
