@@ -325,6 +325,8 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
     text = text.replace(departures.MARK, table) if departures.MARK in text else text.rstrip() + "\n\n" + table
     more = _more_markdown(card, made, page.parent, src, card_level)
     text = text.replace(SUBPAGES_MARK, more) if SUBPAGES_MARK in text else _insert_after_title(text, more)
+    from .summary import card_summary   # first on the page, right after the title (and the licence banner)
+    text = _insert_after_title(text, card_summary(card, cells))
     if not card.licence_confirmed:
         text = _insert_after_title(text, _licence_banner(card))
     page.write_text(text, encoding="utf-8")
