@@ -45,7 +45,7 @@ from pathlib import Path
 from . import notebook, phases
 from .cards import get_card
 from .notebook import ATLASLIB, REPO, NotebookError, declares_parameter, read_text_notebook  # noqa: F401
-from .results import atomic_write_text, cell_as_recorded, cell_path, read_cell, record_path, slug, write_cell
+from .results import atomic_write_text, cell_as_recorded, cell_path, read_cell, record_path, slug
 from .version import __version__
 
 #: papermill with the atlas's settings (:func:`atlaslib.notebook.execute`), under the name callers know
@@ -410,25 +410,24 @@ def _swap_folder(new: Path, out: Path, aside: Path):
 
 
 def _write_stub(request: RunRequest, decision: dict, key: str, nb_out: Path, res_out: Path, work: Path) -> dict:
+    """A run decided not to happen: its not-run cell, made and written by the run's
+    :class:`~atlaslib.cards.run.CardRun` (:meth:`~atlaslib.cards.run.CardRun.finish_decided`, as every cell is),
+    and the stub notebook, moved into place together."""
+    from types import SimpleNamespace
+
     import nbformat
 
-    from . import results
+    from .cards.run import CardRun
 
-    reason = decision["reason"]
-    profile = decision["profile"] or {"name": request.model}
-    spec = results.RunSpec(card=request.card, version=request.version, model=request.model,
-                           protocol=request.protocol, profile=profile, revision=profile.get("revision"),
-                           parameters={**dict(request.params), "run_key": key})
-    # a model trained on the card's data is marked, run or not (the card's declared rule)
-    overlap = get_card(request.card).overlap(profile.get("trained_on"))
-    cell = results.not_run_cell(spec, reason, get_card(request.card).metric_names(request.protocol),
-                                overlap=overlap, timing={"wall_seconds": 0.0, "peak_rss_mb": None},
-                                extra={"decided_before_run": True}, env=results.environment(torch_info=False))
-    cell["run_key"] = key
-    nbformat.write(stub_notebook(request, reason), work / "out.ipynb")
+    nbformat.write(stub_notebook(request, decision["reason"]), work / "out.ipynb")
     tmp_cell = Path(tempfile.mkstemp(dir=res_out.parent, prefix=f".{res_out.name}.", suffix=".tmp")[1])
     try:
-        write_cell(cell, tmp_cell)
+        # the declared card is all a not-run cell reads (its metric names, its overlap rule): no contract code
+        card_run = CardRun(SimpleNamespace(CARD=get_card(request.card)), request.version, request.model,
+                           request.protocol,
+                           parameters={**dict(request.params), "run_key": key}, result_path=tmp_cell,
+                           decision=decision)
+        cell = card_run.finish_decided()
         _replace_pair(work / "out.ipynb", tmp_cell, nb_out, res_out, work / "backup")
     finally:
         tmp_cell.unlink(missing_ok=True)
@@ -563,13 +562,12 @@ def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out
             raise RunFailed(request, card.notebook, None,
                             "the notebook finished without writing its result cell (result_path)", kept)
         cell = read_cell(staged)
-        if cell.get("run_key") != key:
-            # TRANSITIONAL: a notebook whose CardRun is handed no run_key (today the TempEval notebook's) writes
-            # a cell without it; the runner adds the key, the one rewrite left, until that notebook hands its
-            # CardRun the run key (parameters={"run_key": run_key, ...}) as the others do
-            cell.pop("_path", None)
-            cell["run_key"] = key
-            write_cell(cell, staged)
+        if cell.get("run_key") != key:  # a notebook whose CardRun was not handed the run key: never rewritten here
+            kept = _keep_failed(out_ipynb, request, failed_dir)
+            raise RunFailed(request, card.notebook, None,
+                            f"the notebook's result cell carries run key {cell.get('run_key')!r}, not this run's; "
+                            f"hand its CardRun the notebook parameter run_key (parameters={{'run_key': run_key, "
+                            f"...}})", kept)
         variants = Path("variants", request.protocol)  # where the notebook wrote its variant cells, and their place
         _replace_pair(out_ipynb, staged, nb_out, res_out, work / "backup",
                       variants=(stage / variants, res_out.parent / variants))

@@ -6,7 +6,9 @@ kernel started; without the runner it decides by the same rule, :mod:`.deciding`
 decision chose (:meth:`CardRun.load`, handed to the card's prediction code as ``load``); it scores the card's
 records through the card's ``counts`` and ``SCORING`` and the one engine (:meth:`CardRun.score`, a row over
 training seeds included), keeping the resamples for the page's plots; and :meth:`CardRun.finish` alone builds,
-validates and writes the cell. So the spec is fixed before anything runs, the wall time covers the whole run,
+validates and writes the cell: a notebook's, a run the runner decided cannot happen (:meth:`CardRun.finish_decided`,
+its stub without a kernel) and a scored predictions file's (``seal``: with its content digest) alike, so no other
+code writes a default cell. So the spec is fixed before anything runs, the wall time covers the whole run,
 a run that cannot happen becomes a not-run cell carrying the card's declared metric names, and every card's
 run is the same few calls::
 
@@ -34,10 +36,12 @@ class CardRun:
     registered, e.g. the tests' toy card). ``parameters`` are frozen into the spec now (a copy: later changes to
     the caller's dict do not reach it); ``result_path``, when given, is where :meth:`finish` writes the cell;
     ``decision``: the runner's (the notebook parameter), which :meth:`load` loads the model by (None: decided
-    there by the same rule)."""
+    there by the same rule); ``seal``: the cell is written with its content digest
+    (:func:`atlaslib.results.sealed`: a cell with no executed notebook beside it, a scored predictions file's,
+    which the score cache serves only unedited)."""
 
     def __init__(self, card, version: str, model: str, protocol: str, *, parameters: dict | None = None,
-                 result_path=None, decision: dict | None = None):
+                 result_path=None, decision: dict | None = None, seal: bool = False):
         self.module = card_module(card)
         self.card = self.module.CARD
         if version not in self.card.versions:
@@ -49,6 +53,7 @@ class CardRun:
         self.spec = results.RunSpec(card=self.card.name, version=version, model=model, protocol=protocol,
                                     parameters=copy.deepcopy(dict(parameters or {})))
         self.result_path = result_path
+        self.seal = seal
         self.decision = decision      # the runner's (the notebook parameter); None: decided here when loading
         self.loaded = None            # what :meth:`load` loaded (adapter, capability, profile)
         self.seed_scores: dict = {}   # training seed -> its metrics and unit counts (a seeded :meth:`score`)
@@ -58,6 +63,7 @@ class CardRun:
         self.not_run_reason: str | None = None
         self.cell: dict | None = None
         self._timer = results.Timer().__enter__()  # wall time, memory and the model calls of this run
+        self._no_time = False                      # a run decided not to happen before any kernel (finish_decided)
 
     @property
     def ok(self) -> bool:
@@ -153,7 +159,10 @@ class CardRun:
     @property
     def timing(self) -> dict:
         """Wall seconds and peak memory since construction, and the model calls made and served from the
-        model-call store (:mod:`atlaslib.models.calls`) in that time, with any damaged entry met."""
+        model-call store (:mod:`atlaslib.models.calls`) in that time, with any damaged entry met. A run decided
+        not to happen before any kernel (:meth:`finish_decided`) spent none: 0 s, no memory measured."""
+        if self._no_time:
+            return {"wall_seconds": 0.0, "peak_rss_mb": None}
         return self._timer.timing
 
     def finish(self, *, metrics: dict | None = None, predictions: list | None = None, split: dict | None = None,
@@ -167,11 +176,21 @@ class CardRun:
         ``parameters`` complete the spec (never replace what it froze). ``timing`` is for a run that was
         timed by its own code before this object existed (default: from construction to now). ``reason``: the
         card's own code found the run cannot happen (a card whose run returns a status instead of raising
-        :class:`NotRun`): recorded as :meth:`not_run` unless a reason is already there."""
+        :class:`NotRun`): recorded as :meth:`not_run` unless a reason is already there.
+
+        What every run has is filled here when the card's parts do not give it: the profile and capability of
+        the model :meth:`load` loaded, and the overlap marker by the card's one rule (:meth:`Card.overlap
+        <atlaslib.cards.Card.overlap>` of the profile's ``trained_on``)."""
         if reason and self.ok:
             self.not_run(reason)
         self._timer.__exit__(None, None, None)
         spec = copy.deepcopy(self.spec)
+        if profile is None and self.loaded is not None and self.loaded.profile is not None:
+            profile = self.loaded.profile
+        if capability is None and self.loaded is not None:
+            capability = self.loaded.capability
+        if overlap is None and profile is not None:
+            overlap = self.card.overlap(profile.get("trained_on"))
         if profile is not None:
             spec.profile, spec.revision = dict(profile), profile.get("revision")
         if capability is not None:
@@ -180,7 +199,8 @@ class CardRun:
             spec.parameters.setdefault(k, v)
         if details is not None:
             spec.parameters["details"] = details
-        timing = {"model_calls": self.timing["model_calls"], **timing} if timing else self.timing
+        timing = {"model_calls": self.timing["model_calls"], **timing} if timing and not self._no_time \
+            else self.timing
         common = dict(split=split, data_sha256=data_sha256, seeds=seeds, timing=timing, overlap=overlap, env=env)
         if self.ok:
             if metrics is None:
@@ -206,10 +226,30 @@ class CardRun:
         if spec.parameters.get("run_key"):  # the runner's cache key, handed to the notebook: the cell carries it
             cell["run_key"] = spec.parameters["run_key"]
         results.validate_cell(cell, f"{spec.card} {spec.version} {spec.model} {spec.protocol}")
+        if self.seal:
+            cell = results.sealed(cell)  # its content digest: a cache serves it only unedited
         if self.result_path:
+            from .. import interrupts
+
+            interrupts.check()  # Ctrl-C that a library swallowed: nothing is written
             results.write_cell(cell, self.result_path)
         self.cell = cell
         return cell
+
+    def finish_decided(self) -> dict:
+        """The not-run cell of a run its ``decision`` says cannot happen, made before any kernel (the runner's
+        stub): the decision's reason and profile (else the model's name), the overlap marker by the card's rule,
+        no time spent, ``extra.decided_before_run``, the environment without torch (none was loaded); written
+        to ``result_path`` as :meth:`finish` writes every cell."""
+        d = self.decision or {}
+        if d.get("run", True):
+            s = self.spec
+            raise ValueError(f"CardRun.finish_decided ({s.card} {s.version} {s.model} {s.protocol}): its decision "
+                             f"says the run can happen; finish it with its metrics instead")
+        self.not_run(d.get("reason") or "not run")
+        self._no_time = True
+        return self.finish(profile=d.get("profile") or {"name": self.spec.model},
+                           extra={"decided_before_run": True}, env=results.environment(torch_info=False))
 
     # -- variant runs: the same model on the card's perturbations or prompt variants, after the run ------------
 

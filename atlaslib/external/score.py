@@ -193,19 +193,12 @@ def _target(results_dir, card, version, name, protocol) -> Path | None:
     return target
 
 
-def _finish(card_run, parts: dict, key: str, target: Path | None) -> ScoreOutcome:
+def _finish(card_run, parts: dict, key: str) -> ScoreOutcome:
     """The scored file's cell, made by ``card_run`` from a scorer's ``parts`` (the run key joins the
-    parameters), written to ``target`` when one is given."""
+    parameters) and written by it (to its ``result_path``, sealed) as every cell is."""
     parts["parameters"] = {"run_key": key, **parts.get("parameters", {})}
     cell = card_run.finish(**parts)
-    cell["run_key"] = key
-    if target is not None:
-        from .. import interrupts
-
-        interrupts.check()  # Ctrl-C that a library swallowed: nothing is written
-        cell = results.sealed(cell)  # its content digest: the cache below serves it only unedited
-        results.write_cell(cell, target)
-    return ScoreOutcome("scored", cell, target)
+    return ScoreOutcome("scored", cell, card_run.result_path)
 
 
 def score(card: str, version: str, predictions: str | Path, name: str, *, description: str = "",
@@ -222,10 +215,11 @@ def score(card: str, version: str, predictions: str | Path, name: str, *, descri
     protocol, name = _protocol(c.name, protocol), _check_name(name, results_dir, c.name)
     path = Path(predictions)
     check_path(path, c.name)  # before hashing it: a named pipe would block the reader
-    card_run = CardRun(c.name, version, name, protocol)  # timed from here: reading and checking the file too
+    target = _target(results_dir, c.name, version, name, protocol)
+    # timed from here: reading and checking the file too; its cell is written by the run, sealed
+    card_run = CardRun(c.name, version, name, protocol, result_path=target, seal=target is not None)
     profile = external_profile(name, path.name, sha256_path(path), description, trained_on)
     key = run_key(c.name, version, protocol, profile, n_resamples)
-    target = _target(results_dir, c.name, version, name, protocol)
     notes = []
     if target is not None and target.is_file() and not force:
         existing = results.read_cell(target)
@@ -238,7 +232,7 @@ def score(card: str, version: str, predictions: str | Path, name: str, *, descri
     preds = read_predictions(path, c.name, max_rows=len(s.ids) + EXTRA_ROWS)
     notes += _check(str(path), s, preds, data_dir)
     parts = outside_module(c.name).outside_cell_parts(s, preds, profile, protocol, key, n_resamples, data_dir)
-    out = _finish(card_run, parts, key, target)
+    out = _finish(card_run, parts, key)
     out.notes = notes
     return out
 
@@ -318,7 +312,8 @@ def evaluate(card: str, version: str, predict_fn=None, predictions=None, *, name
     if version not in c.versions:
         raise ValueError(f"card {c.name} has no split version {version!r}; expected one of {', '.join(c.versions)}")
     protocol, name = _protocol(c.name, protocol), _check_name(name, results_dir, c.name)
-    card_run = CardRun(c.name, version, name, protocol)
+    target = _target(results_dir, c.name, version, name, protocol)
+    card_run = CardRun(c.name, version, name, protocol, result_path=target, seal=target is not None)
     s = load_split(c.name, version, "test", data_dir, protocol)
     if predict_fn is not None:
         preds = _from_function(s, predict_fn)
@@ -334,6 +329,5 @@ def evaluate(card: str, version: str, predict_fn=None, predictions=None, *, name
     location = (f"python function {where.split(' ', 1)[1]}" if predict_fn is not None else "python object")
     profile = external_profile(name, location, sha, description, trained_on)
     key = run_key(c.name, version, protocol, profile, n_resamples)
-    target = _target(results_dir, c.name, version, name, protocol)
     parts = outside_module(c.name).outside_cell_parts(s, preds, profile, protocol, key, n_resamples, data_dir)
-    return _finish(card_run, parts, key, target).cell
+    return _finish(card_run, parts, key).cell

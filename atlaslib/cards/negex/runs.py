@@ -20,11 +20,13 @@ def assertion_label_map() -> dict:
 
 
 def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFrame, *, seed: int = SEED,
-                 data_dir=None, retrain: bool = False, load=None) -> dict:
+                 data_dir=None, retrain: bool = False, load=None, version: str | None = None) -> dict:
     """Run ``model`` under ``protocol`` on the split; returns ``{pred, score, capability, details, profile}``.
 
     ``load``: the run's :meth:`CardRun.load <atlaslib.cards.run.CardRun.load>` (the model by the run's
-    decision); None: decided and loaded here by the same rule (:mod:`atlaslib.cards.deciding`). zero_shot uses ``predict.assertion`` when the profile has it, else
+    decision); None: decided and loaded here by the same rule (:mod:`atlaslib.cards.deciding`) for the split's
+    version: ``version``, else the one the test frame knows (:func:`.splitting.split_frames`; a decision is the
+    run's own, never another version's). zero_shot uses ``predict.assertion`` when the profile has it, else
     ``score.options``; probe uses ``embed.text.pooled``; finetune trains the encoder of an
     ``embed.text.pooled`` model with a new head (:data:`FINETUNE_RECIPE`; ``retrain`` ignores cached weights).
     A run that cannot happen raises :class:`NotRun` with the reason.
@@ -34,7 +36,12 @@ def run_protocol(model: str, protocol: str, train: pd.DataFrame, test: pd.DataFr
 
     if protocol not in CARD.protocols:
         raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
-    loaded = deciding.load_for(CARD, CARD.versions[0], model, protocol, load, data_dir=data_dir)
+    version = version or test.attrs.get("version")
+    if load is None and version not in CARD.versions:
+        raise ValueError(f"negex run_protocol of {model} {protocol}: decided here (no load of the run), it needs the "
+                         f"split's version (version=, or test items from negex.split_frames), one of "
+                         f"{', '.join(CARD.versions)}; got {version!r}")
+    loaded = deciding.load_for(CARD, version, model, protocol, load, data_dir=data_dir)
     adapter, capability = loaded.adapter, loaded.capability
     res = None
     if capability == "predict.assertion":

@@ -33,8 +33,12 @@ def split(items: pd.DataFrame, version: str, seed: int = SEED) -> _splits.SplitM
 
 
 def split_frames(items: pd.DataFrame, manifest: _splits.SplitManifest) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The train and test items of ``manifest``; each frame knows its split version (``attrs["version"]``), which
+    a run decided from the frames alone decides for (:func:`.runs.run_protocol`)."""
     idx = items.set_index("item_id")
-    return (idx.loc[manifest.train].reset_index(), idx.loc[manifest.test].reset_index())
+    train, test = idx.loc[manifest.train].reset_index(), idx.loc[manifest.test].reset_index()
+    train.attrs["version"] = test.attrs["version"] = manifest.version
+    return train, test
 
 
 def split_summary(items: pd.DataFrame, manifest: _splits.SplitManifest) -> dict:
