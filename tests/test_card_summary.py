@@ -94,7 +94,7 @@ def test_each_listed_row_is_weakest_where_its_errors_are(summary):
     overall = f1_score(y, a, average="macro")
     line = next(ln for ln in band.splitlines() if ln.strip().startswith("- **a (zero_shot)**"))
     assert f"weakest on section header = PLAN (n = 200): macro f1 {on_plan:.3f} [" in line
-    assert f"against {overall:.3f} overall" in line
+    assert f"against its {overall:.3f} overall" in line
     assert line.endswith("; 50.0 items/s")
 
 

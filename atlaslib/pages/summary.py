@@ -107,9 +107,10 @@ def weakest(card, cell: dict, table, metric: str) -> str:
     e = _entry(card, cell, metric)
     overall = (e.get("seeds") or {}).get("single_seed", {}).get("value") if e.get("seeds") else e.get("value")
     seed_runs = (cell.get("extra") or {}).get("seed_runs") or []
-    whose = f" (seed {md(seed_runs[0]['seed'])}'s model)" if run != run_label(cell) and seed_runs else ""
-    against = "" if overall is None else f" against {fmt_value(overall)} overall{whose}"
-    return (f"weakest on {md(r['slice'])} = {md(r['group'])} (n = {int(r['n']):,}): "
+    whose = f"seed {md(seed_runs[0]['seed'])}'s model " if run != run_label(cell) and seed_runs else ""
+    owner = "that model's" if whose else "its"
+    against = "" if overall is None else f" against {owner} {fmt_value(overall)} overall"
+    return (f"{whose}weakest on {md(r['slice'])} = {md(r['group'])} (n = {int(r['n']):,}): "
             f"{metric.replace('_', ' ')} {fmt_value(r['value'])} {fmt_interval(r['ci_low'], r['ci_high'])}{against}")
 
 
@@ -223,22 +224,25 @@ def card_summary(card, cells: list[dict]) -> str:
     headed :data:`HEADING`, placed first on the card page (see the module docstring)."""
     cells = [c for c in cells if c.get("card") == card.name]
     primary = card.metrics[0].replace("_", " ")
-    if card.leaderboard_version:
-        versions = [card.leaderboard_version]
-        others = [v for v in card.page_versions if v != card.leaderboard_version]
-        which = (f"On `{card.leaderboard_version}`, the split version the card ranks on"
+    run = [v for v in card.page_versions if any(c["version"] == v and c.get("status") == "ok" for c in cells)]
+    lead = card.leaderboard_version
+    if lead and lead in run:
+        versions = [lead]
+        others = [v for v in card.page_versions if v != lead]
+        which = (f"On `{lead}`, the split version the card ranks on"
                  + (f" (the leaderboard of {', '.join(f'`{v}`' for v in others)} is further down)" if others else "")
                  + ".")
     else:
-        versions = list(card.page_versions)
-        which = "Per split version (rankings never mix them)."
+        versions = run or list(card.page_versions)
+        which = "Per split version (rankings never mix them)" + (
+            f"; the version the card ranks on, `{lead}`, has no result in this build" if lead else "") + "."
     parts = [HEADING, "",
              f"{which} Each band ranks rows of one training regime on {primary}, with its declared 95 % interval; "
              "\"not distinguishable\" is not shown different, which is not the same as equal. Each listed run's "
              "weakest slice is the group where its slice metric is lowest (among groups large enough for an "
              "interval); items/s is its prediction speed on the build machine.", ""]
     for version in versions:
-        if len(versions) > 1 or not card.leaderboard_version:
+        if len(versions) > 1 or version != lead:
             parts += [f"**`{version}`**", ""]
         parts += _version(card, version, cells) + [""]
     licence = md(card.licence) if card.licence else "not declared"
