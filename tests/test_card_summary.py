@@ -139,3 +139,14 @@ def test_the_card_page_starts_with_the_summary(tmp_path):
     head = re.sub(r"\A```\{warning\}\n.*?\n```\n", "", head, flags=re.S).lstrip()   # the licence banner stays first
     assert head.startswith("## In brief\n"), text[:600]
     assert text.index("## In brief") < text.index("The card's text.") < text.index("## Leaderboard")
+
+    # the statements check reads the rendered page against its own tables: it holds, and it sees a changed figure
+    from tests.statements.summary import check_card_summary_figures_are_the_leaderboards as check
+
+    assert check(tmp_path, cells) == []
+    va = f"{f1_score(y, a, average='macro'):.3f}"
+    page = tmp_path / card.page
+    page.write_text(text.replace(f"**a (zero_shot)** {va}", "**a (zero_shot)** 0.999", 1), encoding="utf-8")
+    assert any(f"a (zero_shot) 0.999 [" in p and f"the leaderboard says {va} [" in p for p in check(tmp_path, cells))
+    page.write_text(text.replace("## In brief", "## Summary"), encoding="utf-8")
+    assert any("does not start with its summary" in p for p in check(tmp_path, cells))
