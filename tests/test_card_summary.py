@@ -150,3 +150,15 @@ def test_the_card_page_starts_with_the_summary(tmp_path):
     assert any(f"a (zero_shot) 0.999 [" in p and f"the leaderboard says {va} [" in p for p in check(tmp_path, cells))
     page.write_text(text.replace("## In brief", "## Summary"), encoding="utf-8")
     assert any("does not start with its summary" in p for p in check(tmp_path, cells))
+
+
+def test_names_and_reasons_from_cells_are_escaped():
+    from atlaslib.pages.summary import card_summary
+
+    y, a, b, _ = _data()
+    bad = "<img src=x onerror=alert(1)>*[x](y)|"
+    text = card_summary(get_card("negex"), [_cell(bad, y, a), _cell("b", y, b),
+                                            _cell("ov", y, y, overlap="negex-kit-<b>x</b>")])
+    assert "<img" not in text and "<b>" not in text
+    assert "**&lt;img src=x onerror=alert(1)&gt;\\*\\[x\\](y)\\| (zero_shot)** " in text
+    assert "(negex-kit-&lt;b&gt;x&lt;/b&gt;)" in text

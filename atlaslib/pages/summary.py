@@ -177,7 +177,7 @@ def _cannot_tell(card, comps: list, n_test) -> str:
     text = f"*Cannot tell.* {size}"
     if parts:
         text += "; " + "; ".join(parts)
-    text += (f". A smaller difference is not shown by these tests"
+    text += (f". A true difference smaller than that would likely go unseen"
              + (f"; the card's equivalence margin is ±{margin:g}" if margin else "") + ".")
     return text
 
