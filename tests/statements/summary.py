@@ -164,5 +164,6 @@ def check_card_summary_figures_are_the_leaderboards(src: Path, cells) -> list[st
 
 
 CHECKS = (check_card_summary_figures_are_the_leaderboards,)
-SITES: dict = {}
-WHOLE_BOOK_ONLY = (check_card_summary_figures_are_the_leaderboards,)
+#: the two-run book's card page summarises two outside systems with a paired comparison and slices
+SITES: dict = {"two-run book": (check_card_summary_figures_are_the_leaderboards,)}
+WHOLE_BOOK_ONLY = ()
