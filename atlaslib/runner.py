@@ -520,7 +520,8 @@ def _execute(request, card, nb, key, decision, work: Path, nb_out: Path, res_out
              kernel_name, timeout, start, retrain: bool = False) -> RunOutcome:
     """Execute the run's notebook. Its result cell is written once, by the notebook (``result_path``: a file
     in a staging folder beside the cell's place, :data:`STAGE_PREFIX`; nothing in it but what the notebook
-    writes) and carrying ``run_key``; it is moved into place with the executed notebook, never rewritten. The
+    writes) and carrying ``run_key``; it is moved into place with the executed notebook, never rewritten (a cell
+    without the run's key fails the run: its notebook's CardRun was not handed ``run_key``). The
     variant cells the notebook writes beside its cell (``variants/<protocol>/``) are staged with it and replace
     the run's old ones in the same step, so a failed or interrupted run leaves the previous cell, notebook and
     variants as they were."""
