@@ -122,7 +122,7 @@ def _system(card, cell: dict, table, metric) -> str:
 
 # -- one band ---------------------------------------------------------------------------------------------------
 
-def _ranked_band(card, band, vcells, unit: str) -> tuple[list[str], list[dict]]:
+def _ranked_band(card, band, unit: str) -> tuple[list[str], list[dict]]:
     """The sentences of one ranked band and the cells they list (best and not distinguishable)."""
     name = band.name.capitalize()
     comp = band.comparison
@@ -200,7 +200,7 @@ def _version(card, version: str, cells: list[dict]) -> list[str]:
     for band in bands:
         if not band.ranked:
             continue
-        lines, listed = _ranked_band(card, band, vcells, unit)
+        lines, listed = _ranked_band(card, band, unit)
         listed_all.append((lines, listed))
         if band.comparison is not None and not isinstance(band.comparison, str) and len(band.cells) > 1:
             compared.append((band.name, band.comparison))

@@ -19,6 +19,8 @@ from atlaslib.cards import available_cards
 from tests.statements import missing
 
 FIG = r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]"
+#: "weakest on <slice> = <group> (n = N): <metric> <figure>"
+WEAKEST = rf"weakest on (.+?) = (.+?) \(n = [\d,]+\): \S+(?: \S+)*? ({FIG})"
 
 
 def _clean(cell: str) -> str:
@@ -73,7 +75,8 @@ def _boards(section: str):
         if head[:2] == ["model", "protocol, regime"]:
             for r in rows:
                 m = re.match(rf"({FIG}|\d\.\d{{3}}|n/a|—|not run)", r[2])
-                figures.setdefault(f"{r[0]} ({r[1].split()[0]})", m.group(1) if m else r[2])   # the primary metric's table
+                # the first such table holds the primary metric (a card with many metrics has several tables)
+                figures.setdefault(f"{r[0]} ({r[1].split()[0]})", m.group(1) if m else r[2])
         elif head[:2] == ["model", "vs the band's best (Holm, 5 %)"]:
             for r in rows:
                 ranks[r[0]] = dict(zip(head, r))
@@ -121,7 +124,7 @@ def check_card_summary_figures_are_the_leaderboards(src: Path, cells) -> list[st
                     if m.group(1) != fig:
                         problems.append(f"{where}: {label} {m.group(1)}, the leaderboard says {fig}")
             plain = _clean(block)
-            for m in re.finditer(rf"weakest on (.+?) = (.+?) \(n = [\d,]+\): \S+(?: \S+)*? ({FIG})", plain):
+            for m in re.finditer(WEAKEST, plain):
                 checked.add(m.start(3))
             for m in re.finditer(FIG, plain):
                 if m.start() not in checked:
@@ -139,8 +142,7 @@ def check_card_summary_figures_are_the_leaderboards(src: Path, cells) -> list[st
                 if label in apart and apart[label]["why not ranked"] not in plain_line:
                     problems.append(f"{where}: {label}'s reason is not the not-ranked table's "
                                     f"({apart[label]['why not ranked']})")
-                weak = re.search(rf"(?:seed \S+'s model )?weakest on (.+?) = (.+?) \(n = [\d,]+\): \S+(?: \S+)*? ({FIG})",
-                                 plain_line)
+                weak = re.search(WEAKEST, plain_line)
                 if weak:
                     seen += 1
                     shown = _slice_figure(failures, weak.group(1), weak.group(2), label)
