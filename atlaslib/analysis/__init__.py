@@ -79,6 +79,45 @@ def one_model_label(cell: dict) -> str:
     return f"{run_label(cell)[:-1]}, seed {runs[0]['seed']}'s model of {len(runs)})"
 
 
+def seeds_label(cell: dict) -> str:
+    """How a row is named in a table that reads every seed's model (slices, calibration): a row over training
+    seeds (:func:`seed_runs_of`) is ``model (protocol, mean over S seeds)``; any other row is
+    :func:`one_model_label` (its own predictions)."""
+    runs = seed_runs_of(cell)
+    if not runs:
+        return one_model_label(cell)
+    return f"{run_label(cell)[:-1]}, mean over {len(runs)} seeds)"
+
+
+def seed_cells(cell: dict) -> list[tuple]:
+    """``[(seed, cell of that seed's model)]`` of a row over training seeds (:func:`seed_runs_of`), in the
+    recipe's order; ``[]`` for a row of one model. Each seed's cell is the row's cell with the seed's answers
+    (its records' ``pred``, ``score``, …) laid over the row's own records (which keep gold and the slice fields),
+    in the row's record order, and the seed's kept ``unit_counts`` when its records come in that order (else its
+    card's counts are computed from the records). A seed record of an item the row's records lack is an error."""
+    runs = seed_runs_of(cell)
+    if not runs:
+        return []
+    own = cell["predictions"]
+    ids = [r["item_id"] for r in own]
+    keep = {k: v for k, v in cell.items() if k not in ("predictions", "unit_counts", "extra")
+            and not k.startswith("_")}
+    extra = {k: v for k, v in (cell.get("extra") or {}).items() if k != "seed_runs"}
+    out = []
+    for r in runs:
+        mine = {x["item_id"]: x for x in r["predictions"]}
+        if set(mine) != set(ids):
+            odd = sorted(set(mine) ^ set(ids), key=str)[:3]
+            raise ValueError(f"{cell.get('card')} {cell.get('version')} {run_label(cell)}: seed {r.get('seed')}'s "
+                             f"records are not of the row's items (e.g. {', '.join(map(str, odd))}); expected "
+                             f"one record per item of the row")
+        c = {**keep, "extra": extra, "predictions": [{**rec, **mine[i]} for rec, i in zip(own, ids)]}
+        if r.get("unit_counts") is not None and [x["item_id"] for x in r["predictions"]] == ids:
+            c["unit_counts"] = r["unit_counts"]
+        out.append((r["seed"], c))
+    return out
+
+
 def addresses(cell: dict, metrics) -> bool:
     """True when one of ``metrics`` (a base name or several) has a value in the cell (for the cell's
     protocol): the run addresses that sub-task."""

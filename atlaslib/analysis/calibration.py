@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import analysis_of, n_resamples_of, ok_cells, one_model_label
+from . import analysis_of, n_resamples_of, ok_cells, one_model_label, seed_cells, seeds_label
 
 N_BINS = 10
 #: the two binnings, ``binning=`` of :func:`ece`, :func:`reliability` and :func:`brier_decomposition`
@@ -181,6 +181,8 @@ def calibration_row(cell: dict, n_resamples: int | None = None, seed: int | None
     """Brier and ECE (10 equal-mass bins) of one run with their percentile intervals, or n/a."""
     from ..metrics import bootstrap
 
+    if seed_cells(cell):
+        return seeded_calibration_row(cell, n_resamples, seed)
     label = one_model_label(cell)
     got = scored(cell)
     if got is None:
@@ -202,12 +204,85 @@ def calibration_row(cell: dict, n_resamples: int | None = None, seed: int | None
             "ece_debiased": value - floor, "note": "", "of": KINDS[kind]}
 
 
+def _no_calibration(label: str, n: int, note: str) -> dict:
+    return {"run": label, "n": n, "brier": None, "brier_low": None, "brier_high": None, "ece": None, "ece_low": None,
+            "ece_high": None, "ece_if_calibrated": None, "ece_debiased": None, "note": note, "of": None}
+
+
+def seeded_calibration_row(cell: dict, n_resamples: int | None = None, seed: int | None = None) -> dict:
+    """:func:`calibration_row` of a row over training seeds (:func:`atlaslib.analysis.seed_cells`), by the
+    leaderboard's rule for it (:func:`atlaslib.metrics.seeds.seed_mean`): Brier and ECE are the means over the
+    seeds' models of each model's own, with the two-level interval (seeds drawn with replacement, the items by the
+    same stratified resamples for every seed); the ECE if calibrated is the mean of the models' noise floors and
+    the debiased ECE the difference of the two means. A row where some seed's records carry no scores has none
+    (the note names the seeds), never a mean over fewer seeds. ``brier_seeds`` and ``ece_seeds`` give each seed's
+    figure with its own interval."""
+    from ..metrics import bootstrap
+    from ..metrics.seeds import per_seed_text, seed_mean
+
+    by_seed = seed_cells(cell)
+    label = seeds_label(cell)
+    n = len(cell.get("predictions") or [])
+    got = [(sd, scored(c)) for sd, c in by_seed]
+    lacking = [str(sd) for sd, g in got if g is None]
+    if len(lacking) == len(got):
+        return _no_calibration(label, n, NO_SCORES)
+    if lacking:
+        return _no_calibration(label, n, f"n/a (the records of seed{'s' if len(lacking) > 1 else ''} "
+                                         f"{', '.join(lacking)} of {len(got)} carry no scores)")
+    kinds = {g[2] for _, g in got}
+    if len(kinds) > 1:
+        return _no_calibration(label, n, "n/a (the seeds' models score different things: "
+                                         f"{', '.join(sorted(KINDS[k] for k in kinds))})")
+    kind = kinds.pop()
+    seed = seed if seed is not None else int((cell.get("seeds") or {}).get("bootstrap", bootstrap.DEFAULT_SEED))
+    y0 = got[0][1][0]
+    strata = y0.astype(int) if kind == "positive" else np.zeros(len(y0), dtype=int)
+    idx = bootstrap.stratified_indices(strata, n_resamples or n_resamples_of(cell), seed)
+    names = [sd for sd, _ in got]
+    b_pts, e_pts, b_res, e_res, floors = [], [], [], [], []
+    for _, (y, s, _k) in got:
+        b_pts.append(float(brier(y, s)))
+        e_pts.append(float(ece(y, s)))
+        b_res.append(np.asarray(brier(y[idx], s[idx]), dtype=float))
+        e_res.append(np.asarray(ece(y[idx], s[idx]), dtype=float))
+        floors.append(ece_if_calibrated(s, seed=seed))
+    b = seed_mean(names, b_pts, np.stack(b_res, axis=1))
+    e = seed_mean(names, e_pts, np.stack(e_res, axis=1))
+    floor = float(np.mean(floors))
+    return {"run": label, "n": len(y0), "brier": b["value"], "brier_low": b["ci_low"], "brier_high": b["ci_high"],
+            "ece": e["value"], "ece_low": e["ci_low"], "ece_high": e["ci_high"], "ece_if_calibrated": floor,
+            "ece_debiased": e["value"] - floor, "note": "", "of": KINDS[kind],
+            "brier_seeds": per_seed_text(b["per_seed"]), "ece_seeds": per_seed_text(e["per_seed"])}
+
+
 def calibration_table(cells) -> pd.DataFrame:
     """Library entry point: one row per ok run: ``n``, Brier and ECE with intervals, the ECE a calibrated run
-    with the same scores shows (its noise floor) and the debiased ECE, or ``note = "n/a (labels only)"``."""
+    with the same scores shows (its noise floor) and the debiased ECE, or ``note = "n/a (labels only)"``. A row
+    over training seeds is the mean over its seeds' models (:func:`seeded_calibration_row`); a table with one has
+    the columns ``brier_seeds`` and ``ece_seeds`` (each seed's figure) too."""
     cols = ["run", "of", "n", "brier", "brier_low", "brier_high", "ece", "ece_low", "ece_high", "ece_if_calibrated",
             "ece_debiased", "note"]
-    return pd.DataFrame([calibration_row(c) for c in ok_cells(cells)], columns=cols)
+    rows = [calibration_row(c) for c in ok_cells(cells)]
+    if any("brier_seeds" in r for r in rows):
+        cols += ["brier_seeds", "ece_seeds"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def seeded_reliability(cell: dict, n_bins: int = N_BINS) -> pd.DataFrame | None:
+    """The reliability diagram's points of a row over training seeds, or None when a seed's records carry no
+    scores: per equal-mass bin (every seed's model has the same bin sizes), the mean over the seeds' models of
+    the bin's mean score and observed rate; ``score_min``/``score_max`` span every model's bin."""
+    tables = []
+    for _, c in seed_cells(cell):
+        ys = scores_of(c)
+        if ys is None:
+            return None
+        tables.append(reliability(*ys, n_bins=n_bins))
+    both = pd.concat(tables)
+    return both.groupby("bin", sort=True).agg(n=("n", "first"), score_min=("score_min", "min"),
+                                               score_max=("score_max", "max"), mean_score=("mean_score", "mean"),
+                                               observed_rate=("observed_rate", "mean")).reset_index()
 
 
 def draw_reliability(tables: dict, title: str = "", xlabel: str = "mean score in the bin",
@@ -241,8 +316,16 @@ def plot_reliability(cells, title: str = ""):
     import matplotlib
     matplotlib.use("Agg")
 
-    runs = [(one_model_label(c), scores_of(c)) for c in ok_cells(cells)]
-    tables = {lab: reliability(*ys) for lab, ys in runs if ys is not None}
+    tables = {}
+    for c in ok_cells(cells):
+        if seed_cells(c):
+            t = seeded_reliability(c)
+            if t is not None:
+                tables[seeds_label(c)] = t
+            continue
+        ys = scores_of(c)
+        if ys is not None:
+            tables[one_model_label(c)] = reliability(*ys)
     if not tables:
         return None
     return draw_reliability(tables, title, xlabel="mean score in bin (10 equal-mass bins)")

@@ -22,7 +22,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from . import analysis_of, n_resamples_of, ok_cells, one_model_label
+from . import analysis_of, n_resamples_of, ok_cells, one_model_label, seed_cells, seeds_label
 
 #: the fewest units a group needs for an interval under the cards' bootstrap slice rules
 #: (:class:`atlaslib.metrics.engine.SliceRule`'s default ``min_units``)
@@ -132,6 +132,7 @@ def slice_table(cells, card: str | None = None, slices: dict | None = None) -> p
 
     cells = list(cells)
     card = card or (cells[0]["card"] if cells else None)
+    columns = COLUMNS
     if card is None:
         return pd.DataFrame([], columns=COLUMNS)
     slices = card_slices(card) if slices is None else slices
@@ -143,11 +144,87 @@ def slice_table(cells, card: str | None = None, slices: dict | None = None) -> p
     for cell in ok_cells(cells):
         if rule is None:
             break
-        run = one_model_label(cell)
         seed, n_res = _seed(cell, scoring.resampling.seed), n_resamples_of(cell)
+        by_seed = seed_cells(cell)
+        if by_seed:
+            columns = COLUMNS + ["per_seed"]
+            rows += seeded_rows(cell, by_seed, slices, scoring, slice_counts, seed, n_res, cache)
+            continue
+        run = one_model_label(cell)
         for name, spec in slices.items():
             groups = groups_of(cell, spec, slice_counts)
             for g, sub in groups or ():
                 for shown, n, v, lo, hi, note in slice_rows(scoring, sub, rule, seed, n_res, cache):
                     rows.append(_row(run, name, g, n, shown, v, lo, hi, note))
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def seeded_rows(cell: dict, by_seed: list, slices: dict, scoring, slice_counts, seed: int, n_res: int,
+                cache: dict) -> list[dict]:
+    """The slice rows of a row over training seeds (``by_seed``: :func:`atlaslib.analysis.seed_cells`), by the
+    leaderboard's rule for it (:func:`atlaslib.metrics.seeds.seed_mean`): each group's metric is the mean over
+    the seeds' models of the card's formula on that model's counts of the group, with the two-level interval
+    (seeds drawn with replacement, the group's units by the card's resampling, the same draw for every seed).
+    A group under the rule's ``min_units`` gets the mean without an interval; a metric the rule marks undefined
+    for some seed's model is undefined for the row (naming the seed). Each row's ``per_seed`` gives every
+    seed's figure with its own item interval."""
+    from ..metrics import engine
+    from ..metrics.seeds import SeedError, per_seed_text, seed_mean
+
+    rule = scoring.slices
+    run = seeds_label(cell)
+    names = [sd for sd, _ in by_seed]
+    rows = []
+    for name, spec in slices.items():
+        per = [groups_of(c, spec, slice_counts) for _, c in by_seed]
+        if any(p is None for p in per):
+            continue
+        maps = [dict(p) for p in per]
+        order = list(dict.fromkeys(g for p in per for g, _ in p))
+        for g in order:
+            subs = [m.get(g) for m in maps]
+            lacking = [sd for sd, u in zip(names, subs) if u is None]
+            if lacking:
+                for shown in rule.metrics:
+                    rows.append(_row(run, name, g, 0, shown, None,
+                                     note=f"no such group for seed {lacking[0]}'s model") | {"per_seed": ""})
+                continue
+            first = subs[0]
+            if any(list(map(str, u.ids)) != list(map(str, first.ids)) for u in subs[1:]):
+                raise SeedError(f"slices of {run}: the seeds' models were not scored on the same units of "
+                                f"{name} = {g}")
+            tots = [u.total() for u in subs]
+            n = int(rule.support(tots[0]))
+            w = None
+            if n >= rule.min_units:
+                key = None
+                if scoring.resampling.rule == "stratified":
+                    key = (seed, n_res, np.asarray(first.groups[scoring.resampling.by]).tobytes())
+                w = cache.get(key) if key is not None else None
+                if w is None:
+                    w = engine.weights(first, scoring.resampling, n_res, seed)
+                    if key is not None:
+                        cache[key] = w
+                wtots = [engine.totals(u, w) for u in subs]
+            for shown, m in rule.metrics.items():
+                whys = [(sd, m.undefined_if(t)) for sd, t in zip(names, tots)] if m.undefined_if else []
+                whys = [(sd, why) for sd, why in whys if why]
+                if whys:
+                    why = whys[0][1] if len(whys) == len(names) else f"{whys[0][1]} (seed {whys[0][0]})"
+                    rows.append(_row(run, name, g, n, shown, None, note=why) | {"per_seed": ""})
+                    continue
+                points = [float(m.formula(t)) for t in tots]
+                if n < rule.min_units:
+                    v = float(np.mean(points))
+                    note = f"too few {rule.unit} ({n} < {rule.min_units}) for an interval"
+                    each = [{"seed": sd, "value": p if np.isfinite(p) else None} for sd, p in zip(names, points)]
+                    rows.append(_row(run, name, g, n, shown, v, note=note) | {"per_seed": per_seed_text(each)})
+                    continue
+                values = np.stack([np.asarray(m.formula(t), dtype=float) for t in wtots], axis=1)
+                got = seed_mean(names, points, values)
+                v = got["value"]
+                note = "" if v is not None else "undefined on this group"
+                rows.append(_row(run, name, g, n, shown, v if v is not None else float("nan"),
+                                 got["ci_low"] if v is not None else None, got["ci_high"] if v is not None else None,
+                                 note) | {"per_seed": per_seed_text(got["per_seed"])})
+    return rows

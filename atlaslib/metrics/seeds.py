@@ -183,6 +183,29 @@ def score_seeds(module, records_by_seed: Sequence[list], seed_list: Sequence[int
     return metrics, [{"seed": s, "metrics": m, "unit_counts": uc.to_cell()} for s, m, uc in zip(seed_list, per_m, ucs)]
 
 
+def seed_mean(seed_list: Sequence, points: Sequence[float], values, *, level: float = 0.95) -> dict:
+    """A figure beside the leaderboard (a slice, a calibration statistic) of a seeded row, by the leaderboard's
+    own rule (:func:`seeded_metrics`): the mean of the per-seed ``points`` with the two-level interval of
+    :func:`two_level` over the per-seed item resamples ``values`` (``(B, S)``: the same item draw for every seed,
+    by the card's resampling) and the seeds drawn as :func:`seeded_metrics` draws them (seed
+    :data:`~atlaslib.metrics.bootstrap.DEFAULT_SEED`). Returns ``{value, ci_low, ci_high, n_seeds, per_seed:
+    [{seed, value, ci_low, ci_high}]}`` (``value`` None when a seed's point is undefined)."""
+    tl = two_level(points, values, seeds=list(seed_list), seed=DEFAULT_SEED, level=level)
+    return {k: tl[k] for k in ("value", "ci_low", "ci_high", "n_seeds", "per_seed")}
+
+
+def per_seed_text(per_seed: Sequence[dict]) -> str:
+    """``seed: value [lo, hi]; …`` of :func:`seed_mean`'s ``per_seed`` (three decimals; "n/a" for an undefined
+    value, the interval left out where it has none): each seed's figure, for a download beside the mean."""
+    def one(p):
+        v = p.get("value")
+        if v is None:
+            return f"{p['seed']}: n/a"
+        lo, hi = p.get("ci_low"), p.get("ci_high")
+        return f"{p['seed']}: {v:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")
+    return "; ".join(one(p) for p in per_seed)
+
+
 def extra_interval(scoring, counts: Sequence, rs, name: str, *, seed: int = DEFAULT_SEED, level: float = 0.95) -> dict:
     """A seeded row's interval under a resampling beside the declared one (``rs``, e.g. whole sentences): each
     seed's per-unit counts (``counts``: ``[(seed, UnitCounts)]``, the same units for every seed) resampled by
