@@ -102,7 +102,9 @@ def pooled_label(k: int, n: int, unit: str = "items") -> str:
 
 def pool_small_slices(card, vcells, minimum: int):
     """The cells and slice specs with, per slice, the groups of fewer than ``minimum`` units pooled into one
-    group "other (k slices, n items)" (when two or more are that small): each record gets the group it falls
+    group "other (k slices, n items)" (when two or more are that small; when the slice's ``top`` rule already
+    pools its rarer values as "other", one small group is enough and they join that group, k counting the distinct
+    values pooled, so a table has one "other" row): each record gets the group it falls
     in under a derived field, so the card's own slice scorer scores the pooled group like any other. Slices
     of mentions stay as they are (their groups are not fields of a record). Returns ``(cells, slices)``."""
     import copy
@@ -116,6 +118,7 @@ def pool_small_slices(card, vcells, minimum: int):
     first = ok[0]["predictions"]
     for name, spec in slices.items():
         f = spec.get("field")
+        top = None
         if spec.get("unit") == "mention" or kind == "spans" or not f:
             out_specs[name] = spec
             continue
@@ -135,11 +138,17 @@ def pool_small_slices(card, vcells, minimum: int):
             order = SL.group_order(spec, labels)
             size = {g: labels.count(g) for g in order}
         small = [g for g in order if size[g] < minimum]
-        if len(small) < 2:
+        k = len(small)
+        if top is not None and "other" in size and any(g != "other" for g in small):
+            # the values the slice's ``top`` rule pools as "other" and the small groups are one pooled group (never
+            # two "other" rows in one table); k counts the distinct values in it
+            small = [g for g in order if g in small or g == "other"]
+            k = len({repr(r[f]) for r, g in zip(first, labels) if g in small})
+        elif len(small) < 2:
             out_specs[name] = spec
             continue
         unit = "gold items" if kind == "temporal" else "items"
-        pooled = pooled_label(len(small), sum(size[g] for g in small), unit)
+        pooled = pooled_label(k, sum(size[g] for g in small), unit)
         key = f"{f}__pooled"
         out_specs[name] = {"field": key, "order": tuple(g for g in order if g not in small) + (pooled,),
                            **({"metric": spec["metric"]} if "metric" in spec else {})}
@@ -180,6 +189,13 @@ def _exact_beside(value, lo, hi, n) -> str:
     return f" exact [{elo:.3f}, {ehi:.3f}]"
 
 
+#: the note under a slice or calibration table with a row over training seeds (its figures are over every seed)
+SEEDED_NOTE = ("A row trained with several seeds (\"mean over S seeds\") is, as on the leaderboard, the mean over "
+               "its seeds' models of each model's own {what}, with the leaderboard's two-level interval: the seeds "
+               "drawn with replacement and {where}, the same draw for every seed. Each seed's figure, with its own "
+               "interval, is in the download.")
+
+
 def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
     from ..cards import scoring_of
 
@@ -204,6 +220,8 @@ def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
                f"{unit})\"; a group still under {minimum} has no interval and says so. Where an interval has zero "
                "width because the run is right (or wrong) on every unit of the group, the exact Clopper–Pearson "
                "interval of that share stands beside it.\n")
+    if "per_seed" in table.columns:
+        out.append(SEEDED_NOTE.format(what="the slice's figure", where="its units resampled as above") + "\n")
     prim = table[table["metric"] == primary]
     cells = {(r.slice, r.group, r.run): r for r in prim.itertuples(index=False)}
     runs = list(dict.fromkeys(prim["run"]))
@@ -243,6 +261,11 @@ def calibration_markdown(card, version, vcells, dl: _Downloads, page_dir: Path) 
            "(and the card has no positive label), the probability of the label it answered against whether that "
            "answer is right (top-label calibration; its intervals resample items). Runs that give labels only have "
            "no calibration.\n"]
+    if "brier_seeds" in table.columns:
+        out.append(SEEDED_NOTE.format(what="its Brier score and ECE", where="the items resampled as above")
+                   + " The ECE if calibrated is the mean of the models' own, and the debiased ECE the difference "
+                   "of the two means; the reliability diagram shows, per bin, the mean over the models. A row where "
+                   "a seed's model gives no scores has no calibration.\n")
     scored = table["note"] == ""
     shown = pd.DataFrame({
         "run": table["run"], "of": [v or "—" for v in table["of"]], "n": table["n"],
