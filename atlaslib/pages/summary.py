@@ -94,20 +94,21 @@ def weakest(card, cell: dict, table, metric: str) -> str:
     """``weakest on <slice> <group> (n units): v [lo, hi] against <overall> overall`` for one row: the group of its
     slices (among those with an interval) where the slice metric is lowest relative to the run's own overall
     value; "" when the run has no such group."""
-    from ..analysis import one_model_label
+    from ..analysis import one_model_label, seeds_label
 
     if table is None or table.empty:
         return ""
-    run = one_model_label(cell)
+    run = seeds_label(cell)        # a row over training seeds: its slices are the mean over its seeds' models
     t = table[(table["run"] == run) & table["value"].notna() & (table["note"] == "")]
     if t.empty:
         return ""
     higher = card.higher_is_better.get(metric, True)
     r = t.sort_values("value", ascending=higher, kind="stable").iloc[0]
     e = _entry(card, cell, metric)
-    overall = (e.get("seeds") or {}).get("single_seed", {}).get("value") if e.get("seeds") else e.get("value")
+    single = run == one_model_label(cell) != run_label(cell)     # seeds without their answers: the first seed's
+    overall = (e.get("seeds") or {}).get("single_seed", {}).get("value") if single and e.get("seeds") else e.get("value")
     seed_runs = (cell.get("extra") or {}).get("seed_runs") or []
-    whose = f"seed {md(seed_runs[0]['seed'])}'s model " if run != run_label(cell) and seed_runs else ""
+    whose = f"seed {md(seed_runs[0]['seed'])}'s model " if single and seed_runs else ""
     owner = "that model's" if whose else "its"
     against = "" if overall is None else f" against {owner} {fmt_value(overall)} overall"
     return (f"{whose}weakest on {md(r['slice'])} = {md(r['group'])} (n = {int(r['n']):,}): "
