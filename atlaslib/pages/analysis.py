@@ -190,8 +190,8 @@ def _exact_beside(value, lo, hi, n) -> str:
 
 
 #: the note under a slice or calibration table with a row over training seeds (its figures are over every seed)
-SEEDED_NOTE = ("A row trained with several seeds (\"mean over S seeds\") is, as on the leaderboard, the mean over "
-               "its seeds' models of each model's own {what}, with the leaderboard's two-level interval: the seeds "
+SEEDED_NOTE = ("A row trained with several seeds (named \"mean over … seeds\") is, as on the leaderboard, the mean "
+               "over its seeds' models of each model's own {what}, with the leaderboard's two-level interval: the seeds "
                "drawn with replacement and {where}, the same draw for every seed. Each seed's figure, with its own "
                "interval, is in the download.")
 
@@ -221,7 +221,7 @@ def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
                "width because the run is right (or wrong) on every unit of the group, the exact Clopper–Pearson "
                "interval of that share stands beside it.\n")
     if "per_seed" in table.columns:
-        out.append(SEEDED_NOTE.format(what="the slice's figure", where="its units resampled as above") + "\n")
+        out.append(SEEDED_NOTE.format(what="figure for the slice", where="its units resampled as above") + "\n")
     prim = table[table["metric"] == primary]
     cells = {(r.slice, r.group, r.run): r for r in prim.itertuples(index=False)}
     runs = list(dict.fromkeys(prim["run"]))
@@ -262,7 +262,7 @@ def calibration_markdown(card, version, vcells, dl: _Downloads, page_dir: Path) 
            "answer is right (top-label calibration; its intervals resample items). Runs that give labels only have "
            "no calibration.\n"]
     if "brier_seeds" in table.columns:
-        out.append(SEEDED_NOTE.format(what="its Brier score and ECE", where="the items resampled as above")
+        out.append(SEEDED_NOTE.format(what="Brier score and ECE", where="the items resampled as above")
                    + " The ECE if calibrated is the mean of the models' own, and the debiased ECE the difference "
                    "of the two means; the reliability diagram shows, per bin, the mean over the models. A row where "
                    "a seed's model gives no scores has no calibration.\n")

@@ -94,7 +94,8 @@ def _slice_figure(failures: str, slice_name: str, group: str, run: str) -> str |
         for r in rows:
             if r[0] == group:
                 row = dict(zip(head, r))
-                cell = next((v for k, v in row.items() if k == run or k.startswith(run[:-1] + ", seed") or k.startswith(run[:-1] + ", mean over")), None)
+                cell = next((v for k, v in row.items()
+                             if k == run or k.startswith((run[:-1] + ", seed", run[:-1] + ", mean over"))), None)
                 f = re.match(FIG, cell or "")
                 return f.group(0) if f else cell
     return None
