@@ -8,6 +8,10 @@ so a reader's own notebook can produce the tables of the card pages for their ow
 - :func:`atlaslib.analysis.slices.slice_table`: the card's metric per slice (slices declared as data in each
   card's ``CARD.analysis.slices``), with bootstrap intervals, or a note when a slice is too small for one.
 
+A row trained with several seeds (``extra.seed_runs``) is read over every seed (:func:`seed_cells`): the slices and
+calibration are the mean over its seeds' models with the leaderboard's two-level interval
+(:func:`atlaslib.metrics.seeds.seed_mean`), the disagreement and the explorer its seeds' majority answer.
+
 What each module does with a card follows from the card's declaration, :class:`atlaslib.cards.Analysis`
 (``kind``: binary, labels, spans or temporal; its slices; the positive label; rule evidence), so a new card
 needs no change here.
