@@ -708,14 +708,15 @@ def group_mcnemar(pairs: pd.DataFrame, groups: Sequence) -> pd.DataFrame:
 def macro_f1_labels(y_true, y_pred, labels: Sequence) -> np.ndarray | float:
     """Macro F1 over ``labels`` (the gold classes), vectorised over rows of ``(B, n)`` arrays: the mean over the
     classes of ``2·TP / (2·TP + FP + FN)``; a prediction outside ``labels`` (an abstention) is a false negative
-    of its gold class and nobody's false positive."""
+    of its gold class and nobody's false positive. A class absent from a row's gold and predictions has no F1
+    (:func:`atlaslib.metrics.engine.ratio`), and the row's macro F1 is then NaN (undefined)."""
     y, p = np.asarray(y_true), np.asarray(y_pred)
     f1 = []
     for lab in labels:
         tp = np.sum((y == lab) & (p == lab), axis=-1)
         fp = np.sum((y != lab) & (p == lab), axis=-1)
         fn = np.sum((y == lab) & (p != lab), axis=-1)
-        f1.append(2 * tp / np.maximum(2 * tp + fp + fn, 1))
+        f1.append(ratio(2 * tp, 2 * tp + fp + fn))
     return np.mean(f1, axis=0)
 
 
@@ -815,10 +816,8 @@ def lenient_prf(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) ->
         right_pred += sum(overlaps(m, gs) for m in ps)
         found += sum(overlaps(m, ps) for m in gs)
         n_pred, n_gold = n_pred + len(ps), n_gold + len(gs)
-    nan = float("nan")
-    prec = right_pred / n_pred if n_pred else nan
-    rec = found / n_gold if n_gold else nan
-    f1 = nan if not n_pred + n_gold else 2 * prec * rec / (prec + rec) if right_pred and found else 0.0
+    prec, rec = ratio(right_pred, n_pred), ratio(found, n_gold)
+    f1 = ratio(2 * prec * rec, prec + rec) if right_pred and found else ratio(0, n_pred + n_gold)
     return {"precision": prec, "recall": rec, "f1": f1, "predicted": n_pred, "gold": n_gold}
 
 

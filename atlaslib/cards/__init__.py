@@ -185,11 +185,14 @@ class Departure:
     does instead (``atlas``) and ``why``. Any number in ``atlas`` is a fact placeholder (``{{fact:…}}``), computed
     from the data and the result cells when the page renders (the card's own published figures, quoted in
     ``card``, are the specification's text). A card adds a departure by adding an entry to its
-    ``departures``; every entry is a row of the table."""
+    ``departures``; every entry is a row of the table. ``code``: the functions that carry a departure from one
+    of the atlas's own rules out (``"atlaslib.cards.x.module.function"``; not shown on the page): the one place
+    such a second definition may live (``tests/test_one_rule.py``)."""
     topic: str
     card: str
     atlas: str
     why: str = ""
+    code: tuple = ()
 
 
 #: words that say a licence is not confirmed, anywhere in a card's ``licence`` text (any case): a card whose

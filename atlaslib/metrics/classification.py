@@ -10,13 +10,15 @@ Confusion counts per row: TP = #(y=1, ŷ=1), FP = #(y=0, ŷ=1), TN = #(y=0, ŷ=0
 Zero division, one rule for the atlas: a ratio whose denominator is 0 on the items scored is undefined
 and comes back as NaN (never 0): precision with nothing predicted positive, a class F1 with the class
 absent from both gold and predictions, sensitivity without a positive, specificity without a negative.
-A result cell stores such a metric as ``n/a (undefined: …)`` (:data:`UNDEFINED_REASONS`); bootstrap
+The rule is written once, :func:`atlaslib.metrics.engine.ratio`. A result cell stores such a metric as ``n/a (undefined: …)`` (:data:`UNDEFINED_REASONS`); bootstrap
 intervals leave out the resamples where it is undefined. A ratio with a non-zero denominator is
 defined, even when its numerator is 0: always predicting "affirmed" has F1₁ = 0/FN = 0.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from .engine import rank_auc, ratio  # noqa: F401  (rank_auc: ROC-AUC's one definition, re-exported)
 
 
 def check_binary(y, what: str = "y") -> np.ndarray:
@@ -52,14 +54,6 @@ def _counts(y_true, y_pred):
     return tp, fp, tn, fn
 
 
-def _div(num, den, empty=np.nan):
-    num = np.asarray(num, dtype=float)
-    den = np.asarray(den, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(den > 0, num / np.where(den > 0, den, 1), empty)
-    return out if out.ndim else float(out)
-
-
 def confusion(y_true, y_pred) -> dict:
     """Confusion counts ``{tp, fp, tn, fn}`` (ints for 1-d input)."""
     tp, fp, tn, fn = _counts(y_true, y_pred)
@@ -86,30 +80,30 @@ def from_confusion(tp, fp, tn, fn) -> dict:
     >>> bool(np.isnan(from_confusion(0, 0, 5, 0)["sensitivity"]))
     True
     """
-    f1_pos = _div(2 * np.asarray(tp), 2 * np.asarray(tp) + fp + fn)
-    f1_neg = _div(2 * np.asarray(tn), 2 * np.asarray(tn) + fn + fp)
+    f1_pos = ratio(2 * np.asarray(tp), 2 * np.asarray(tp) + fp + fn)
+    f1_neg = ratio(2 * np.asarray(tn), 2 * np.asarray(tn) + fn + fp)
     macro = (np.asarray(f1_pos) + np.asarray(f1_neg)) / 2 if np.ndim(f1_pos) else (f1_pos + f1_neg) / 2
-    return {"macro_f1": macro, "sensitivity": _div(tp, np.asarray(tp) + fn), "specificity": _div(tn, np.asarray(tn) + fp),
-            "precision": _div(tp, np.asarray(tp) + fp)}
+    return {"macro_f1": macro, "sensitivity": ratio(tp, np.asarray(tp) + fn), "specificity": ratio(tn, np.asarray(tn) + fp),
+            "precision": ratio(tp, np.asarray(tp) + fp)}
 
 
 def sensitivity(y_true, y_pred):
     """Sensitivity (recall of the positive class) = TP / (TP + FN); NaN when there is no positive."""
     tp, fp, tn, fn = _counts(y_true, y_pred)
-    return _div(tp, tp + fn)
+    return ratio(tp, tp + fn)
 
 
 def specificity(y_true, y_pred):
     """Specificity (recall of the negative class) = TN / (TN + FP); NaN when there is no negative."""
     tp, fp, tn, fn = _counts(y_true, y_pred)
-    return _div(tn, tn + fp)
+    return ratio(tn, tn + fp)
 
 
 def precision(y_true, y_pred):
     """Precision / PPV of the positive class = TP / (TP + FP); NaN (undefined) when nothing is called
     positive (scikit-learn's ``zero_division=np.nan``)."""
     tp, fp, tn, fn = _counts(y_true, y_pred)
-    return _div(tp, tp + fp)
+    return ratio(tp, tp + fp)
 
 
 def macro_f1(y_true, y_pred):
@@ -127,31 +121,6 @@ def majority_macro_f1(n_pos: int, n_neg: int) -> float:
     ``F1_major = 2·n_major / (2·n_major + n_minor)``."""
     major, minor = max(n_pos, n_neg), min(n_pos, n_neg)
     return (2 * major / (2 * major + minor)) / 2
-
-
-def rank_auc(positive: np.ndarray, scores: np.ndarray, w: np.ndarray | None = None):
-    """ROC-AUC (Mann-Whitney U / (n₁·n₀), ties counted ½) of units with ``scores``, weighted by the
-    multiplicities ``w`` (``(B, n)``; None: each unit once). Scores are ranked once; NaN with a class absent.
-
-    >>> float(rank_auc(np.array([1, 0, 1, 0]), np.array([0.9, 0.1, 0.4, 0.4])))
-    0.875
-    """
-    t = np.asarray(positive).astype(bool)
-    _, code = np.unique(np.asarray(scores, dtype=float), return_inverse=True)
-    code = code.reshape(-1)
-    single = w is None
-    w = np.ones((1, len(t)), dtype=np.int64) if single else np.asarray(w)
-    perm = np.argsort(code, kind="stable")                       # units by score, ties together
-    starts = np.flatnonzero(np.r_[True, np.diff(code[perm]) != 0]) if code.size else np.zeros(0, int)
-    wp = w[:, perm] * t[perm]                                    # drawn positives per unit (exact integers)
-    pc = np.add.reduceat(wp, starts, axis=1)                     # (B, distinct scores)
-    nc = np.add.reduceat(w[:, perm], starts, axis=1) - pc
-    below = np.cumsum(nc, axis=1) - nc
-    u2 = (pc * (2 * below + nc)).sum(1)
-    den = (pc.sum(1) * nc.sum(1)).astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(den > 0, (u2 / 2) / np.where(den > 0, den, 1), np.nan)
-    return float(out[0]) if single else out
 
 
 def roc_auc(y_true, y_score):

@@ -33,7 +33,6 @@ import numpy as np
 
 from . import bootstrap
 from .bootstrap import multiplicities
-from .classification import rank_auc
 from .intervals import clopper_pearson, clopper_pearson_upper
 
 RULES = ("stratified", "rows", "clusters")
@@ -85,6 +84,30 @@ def ratio(num, den, empty=np.nan):
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(den > 0, num / np.where(den > 0, den, 1), empty)
     return out if out.ndim else float(out)
+
+
+def rank_auc(positive: np.ndarray, scores: np.ndarray, w: np.ndarray | None = None):
+    """ROC-AUC (Mann-Whitney U / (n₁·n₀), ties counted ½) of units with ``scores``, weighted by the
+    multiplicities ``w`` (``(B, n)``; None: each unit once). Scores are ranked once; NaN with a class absent.
+
+    >>> float(rank_auc(np.array([1, 0, 1, 0]), np.array([0.9, 0.1, 0.4, 0.4])))
+    0.875
+    """
+    t = np.asarray(positive).astype(bool)
+    _, code = np.unique(np.asarray(scores, dtype=float), return_inverse=True)
+    code = code.reshape(-1)
+    single = w is None
+    w = np.ones((1, len(t)), dtype=np.int64) if single else np.asarray(w)
+    perm = np.argsort(code, kind="stable")                       # units by score, ties together
+    starts = np.flatnonzero(np.r_[True, np.diff(code[perm]) != 0]) if code.size else np.zeros(0, int)
+    wp = w[:, perm] * t[perm]                                    # drawn positives per unit (exact integers)
+    pc = np.add.reduceat(wp, starts, axis=1)                     # (B, distinct scores)
+    nc = np.add.reduceat(w[:, perm], starts, axis=1) - pc
+    below = np.cumsum(nc, axis=1) - nc
+    u2 = (pc * (2 * below + nc)).sum(1)
+    den = (pc.sum(1) * nc.sum(1)).astype(float)
+    out = np.atleast_1d(ratio(u2 / 2, den))
+    return float(out[0]) if single else out
 
 
 @dataclass(frozen=True)

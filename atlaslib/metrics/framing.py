@@ -67,15 +67,12 @@ NOT_DISTINGUISHABLE = "not distinguishable from the best (Holm, 5 %)"
 
 def overlap_reason(cell: dict) -> str | None:
     """Why a row is not ranked: its training data overlap the card's test data (the cell's ``overlap``
-    marker, with what the profile says it was trained on), else None."""
-    marks = list(cell.get("overlap") or [])
+    marker: the entries of the profile's ``trained_on`` that the card's one rule, :meth:`atlaslib.cards.Card.
+    overlap`, picked when the cell was made), else None."""
+    marks = [str(m) for m in cell.get("overlap") or []]
     if not marks:
         return None
-    trained = [str(t) for t in ((cell.get("spec") or {}).get("profile") or {}).get("trained_on") or []]
-    low = [str(m).lower() for m in marks]
-    named = [t for t in trained if any(m in t.lower() or t.lower() in m for m in low)]
-    what = ", ".join(named or [str(m) for m in marks])
-    return f"trained on data that overlap this card's test data ({what})"
+    return f"trained on data that overlap this card's test data ({', '.join(marks)})"
 
 
 def regime(card, cell: dict) -> str:

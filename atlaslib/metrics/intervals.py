@@ -62,16 +62,6 @@ def clopper_pearson_upper(k: int, n: int, level: float = LEVEL) -> float:
     return 1.0 if k == n else float(beta.ppf(level, k + 1, n - k))
 
 
-def is_degenerate(value, ci_low, ci_high, constant_predictor: bool = False) -> bool:
-    """True when an interval needs the exact interval beside it: the proportion sits at 0 or 1, or the
-    percentile interval has zero width although the predictor is not constant."""
-    if value is None:
-        return False
-    if value in (0.0, 1.0):
-        return True
-    return (ci_low is not None and ci_high is not None and ci_low == ci_high and not constant_predictor)
-
-
 def _group_sums(values: np.ndarray, inverse: np.ndarray, n_groups: int) -> np.ndarray:
     out = np.zeros((n_groups,) + values.shape[1:], dtype=np.int64)
     np.add.at(out, inverse, values.astype(np.int64))
@@ -99,14 +89,6 @@ def cluster_proportion_ci(successes: Sequence, groups: Sequence, *, n_resamples:
     lo, hi = bootstrap.percentile_ci(values, level)
     return {"value": float(s.mean()), "ci_low": lo, "ci_high": hi, "n_clusters": int(g),
             "few_clusters": bool(g < FEW_CLUSTERS), "method": "cluster bootstrap", "resamples": values}
-
-
-def metrics_from_confusion(tp, fp, tn, fn) -> dict:
-    """The NegEx label metrics from confusion counts (any shape), NaN where undefined: the formulas of
-    :func:`atlaslib.metrics.classification.from_confusion` (written once there)."""
-    from .classification import from_confusion
-
-    return from_confusion(*(np.asarray(x, dtype=float) for x in (tp, fp, tn, fn)))
 
 
 def item_bootstrap_ci(successes: Sequence, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,

@@ -8,8 +8,8 @@ reference; ``private``; ``unknown``) with its ``test_set_note``, and the profile
 
 1. synthetic or private test set: no (the reason says which);
 2. unknown exposure: unknown (None);
-3. the profile's ``training_data`` or ``trained_on`` names the card (an entry starting with the card's name):
-   yes, it was trained on it;
+3. the profile's ``training_data`` or ``trained_on`` names the card's data (the card's one overlap rule,
+   :meth:`atlaslib.cards.Card.overlap`, by its declared ``overlap_marks``): yes, it was trained on it;
 4. ``undisclosed``, or nothing declared for a language model (a profile of a source whose class says
    ``language_model``: ``gguf``, ``openai-compatible``): yes, its training data are undisclosed;
 5. ``web-crawl`` or ``code-crawl``: yes, a crawl may hold the public test set;
@@ -85,8 +85,8 @@ def may_have_seen(profile, card) -> dict:
         return out(False, f"no: the test set is not public{where}")
     if exposure != "public":
         return out(None, "unknown: the card does not say whether its test set is public")
-    name = str(getattr(card, "name", "")).lower()
-    named = [t for t in td + [str(t) for t in p.get("trained_on") or []] if name and t.lower().startswith(name)]
+    rule = getattr(card, "overlap", None)   # the card's one overlap rule (a card without one names nothing)
+    named = rule(td + [str(t) for t in p.get("trained_on") or []]) if callable(rule) else []
     if named:
         return out(True, f"yes: its training data name this card's data ({', '.join(named)})")
     if "undisclosed" in low or (not td and _llm_source(p)):

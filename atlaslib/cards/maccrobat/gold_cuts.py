@@ -8,6 +8,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from ...metrics.engine import ratio
 from ...splits import SplitManifest
 from ...phases import side
 from .words import char_mentions, natural_word_spans, uncut_tags  # noqa: F401  (re-exported)
@@ -35,13 +36,14 @@ def gold_cut_mentions(items: pd.DataFrame) -> dict:
 
 def char_span_f1(gold: Sequence[set], pred: Sequence[set]) -> dict:
     """Micro P/R/F1 over character-span mentions pooled over sentences: a mention counts when its type,
-    start and end character match. P = TP / (TP + FP), R = TP / (TP + FN), F1 = 2·TP / (2·TP + FP + FN)
-    (0 when there is nothing to count)."""
+    start and end character match. P = TP / (TP + FP), R = TP / (TP + FN), F1 = 2·TP / (2·TP + FP + FN), each
+    undefined (NaN) when its denominator is 0: the atlas's one zero-division rule
+    (:func:`atlaslib.metrics.engine.ratio`)."""
     tp = sum(len(g & p) for g, p in zip(gold, pred))
     fp = sum(len(p - g) for g, p in zip(gold, pred))
     fn = sum(len(g - p) for g, p in zip(gold, pred))
-    return {"tp": tp, "fp": fp, "fn": fn, "precision": tp / (tp + fp) if tp + fp else 0.0,
-            "recall": tp / (tp + fn) if tp + fn else 0.0, "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0}
+    return {"tp": tp, "fp": fp, "fn": fn, "precision": ratio(tp, tp + fp), "recall": ratio(tp, tp + fn),
+            "f1": ratio(2 * tp, 2 * tp + fp + fn)}
 
 
 @side

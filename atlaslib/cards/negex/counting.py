@@ -8,7 +8,7 @@ import numpy as np
 
 from ...metrics import bootstrap
 from ...metrics.engine import Metric, Resampling, Scoring, SliceRule, UnitCounts, check_labels
-from ...metrics.intervals import metrics_from_confusion
+from ...metrics.classification import from_confusion
 from .card import LABELS
 
 COLUMNS = ("tp", "fp", "tn", "fn", "positive")
@@ -18,7 +18,7 @@ from ...metrics.classification import UNDEFINED_REASONS  # noqa: E402
 
 
 def _m(name):
-    return lambda t: metrics_from_confusion(t["tp"], t["fp"], t["tn"], t["fn"])[name]
+    return lambda t: from_confusion(t["tp"], t["fp"], t["tn"], t["fn"])[name]
 
 
 def _one_class(t):

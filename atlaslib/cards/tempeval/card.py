@@ -112,6 +112,14 @@ DEPARTURES = (
               "adds `synthetic-v1`, invented notes with their own annotations, and runs that need the THYME note "
               "text show \"not run\" unless a holder of the data use agreement supplies it",
               "the note text is under a data use agreement; the synthetic notes show the pipeline end to end"),
+    Departure("a score with nothing to count",
+              "the official scorer's P, R and F1: P = 1 when nothing is predicted, R = 1 when the reference is "
+              "empty, F1 = 0 when P + R = 0",
+              "keeps the scorer's values, in the table and in every resample of its intervals; on the atlas's other "
+              "cards a ratio whose denominator is 0 is undefined and shown as n/a",
+              "the task's figures are the scorer's; an empty side scored otherwise would no longer be the task's "
+              "metric",
+              code=("atlaslib.cards.tempeval.scoring.f1_from_counts",)),
 )
 
 #: ``found`` keys of each record -> the leaderboard metric whose gold items they mark

@@ -52,6 +52,7 @@ import sysconfig
 from importlib import metadata
 from pathlib import Path
 
+from ...metrics.engine import ratio
 from .anafora_io import TEMPORAL_FILE_RE, AnaforaError
 
 #: what ``atlas score tempeval`` (:func:`main`, the package's ``score_command``) gives
@@ -307,7 +308,8 @@ def _score_directories(reference_dir, predicted_dir, closure, xml_name_regex, pe
     for name, (view, span_row, label) in ROWS.items():
         if span_row is not None:
             span_f1 = rows[span_row]["f1"]
-            rows[name]["A"] = rows[name]["f1"] / span_f1 if span_f1 > 0 else None
+            a = ratio(rows[name]["f1"], span_f1)   # undefined (None in the table) when the span F1 is 0
+            rows[name]["A"] = None if a != a else a
     if closure:
         name, view, label = CLOSURE_ROW
         rows[name] = _row(name, label, view, closure_total.get(view, _evaluate.TemporalClosureScores()))
@@ -328,7 +330,8 @@ def _score_directories(reference_dir, predicted_dir, closure, xml_name_regex, pe
 
 def f1_from_counts(reference, predicted, precision_correct, recall_correct):
     """The scorer's P, R, F1 from summed counts (P = 1 when nothing is predicted, R = 1 when the
-    reference is empty, F1 = 0 when P + R = 0), vectorised over numpy arrays."""
+    reference is empty, F1 = 0 when P + R = 0), vectorised over numpy arrays. The card declares this
+    convention as a departure from the atlas's zero-division rule (:data:`.card.DEPARTURES`)."""
     import numpy as np
 
     ref, pred = np.asarray(reference, float), np.asarray(predicted, float)
