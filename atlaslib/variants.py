@@ -210,7 +210,8 @@ def variant_cell(base: Mapping, variant: Mapping, *, metrics: dict, predictions:
     ``parameters["variant"]`` = ``variant`` (:meth:`Perturbation.spec` or :meth:`PromptVariant.spec`) plus
     the number of test items (``n_items``), of those it applies to (``n_applicable``, default: all it read), of
     those it read (``n_read``: the predictions) and the sha256 of its inputs; ``predictions`` over those items;
-    ``parent_run_key`` = ``base``'s run key and ``run_key`` its own."""
+    ``parent_run_key`` = ``base``'s run key and ``run_key`` its own. Its per-unit counts are the card's
+    (:meth:`atlaslib.cards.run.CardRun.variant` adds them, from the records its metrics were scored on)."""
     import copy
 
     from . import results
@@ -226,11 +227,6 @@ def variant_cell(base: Mapping, variant: Mapping, *, metrics: dict, predictions:
     cell = results.make_cell(spec, metrics=metrics, predictions=predictions, split=base.get("split"),
                              data_sha256=base.get("data_sha256"), seeds=base.get("seeds"), timing=timing,
                              extra=extra or {}, overlap=base.get("overlap"), env=base.get("environment") or {})
-    if predictions:  # the per-unit counts under the card's scoring, kept in the cell like a default run's
-        from .cards import counted
-
-        cell["unit_counts"] = counted(cell).to_cell()
-        cell.pop("_unit_counts", None)
     parent = base.get("run_key")
     cell["parent_run_key"] = parent
     cell["run_key"] = hashlib.sha256(json.dumps([parent, v], sort_keys=True, default=str).encode()).hexdigest()

@@ -165,27 +165,74 @@ def test_no_module_outside_the_cards_names_a_card():
     assert not hits, "card names outside atlaslib/cards/:\n" + "\n".join(hits)
 
 
-#: atlaslib's packages from the lowest floor up: a module imports only from its own floor and the ones below it
-FLOORS = ("results", "metrics", "models", "protocols", "cards", "analysis", "pages", "book", "cli")
+#: every atlaslib module on a floor, from the lowest up: a module imports only from its own floor and the ones below
+#: it. A name is a top-level module or package, or a module of a package that stands on a higher floor than the
+#: rest of it (``harness.cli``: a command over the book); a module's floor is its longest name here.
+FLOORS = (
+    ("background", "builddir", "calltally", "display", "escape", "fsio", "interrupts", "linkcheck", "names",
+     "phases", "plots", "progress", "registries", "splits", "streams", "syntax", "version"),   # no atlaslib import
+    ("userfile", "jsonio", "yamlio", "sources", "notebook", "predfiles"),                     # files and sources
+    ("results",),
+    ("metrics",),
+    ("models",),
+    ("protocols", "variants"),
+    ("cards",),
+    ("analysis", "runner"),
+    ("course", "harness", "matrix", "external"),
+    ("executor",),
+    ("pages",),
+    ("book",),
+    ("cli", "harness.cli", "external.cli"),
+)
 #: and, beside the order, what two floors must never reach for (modules outside the floors)
 NEVER = {"cards": ("external", "runner"), "metrics": ("external", "runner")}
 
 
+def _unit(name: str) -> str | None:
+    """The floor entry ``name`` (a dotted ``atlaslib.…`` module) stands under: its longest name in
+    :data:`FLOORS`; None for the ``atlaslib`` package itself and for a module on no floor."""
+    parts = name.split(".")[1:]
+    names = {n for floor in FLOORS for n in floor}
+    for k in range(len(parts), 0, -1):
+        if ".".join(parts[:k]) in names:
+            return ".".join(parts[:k])
+    return None
+
+
+def _floor_of(name: str) -> int | None:
+    unit = _unit(name)
+    return None if unit is None else next(i for i, floor in enumerate(FLOORS) if unit in floor)
+
+
 def _floor_problems(graph: dict[str, set[str]]) -> list[str]:
     """``module -> imported module`` for every import that reaches up a floor or into :data:`NEVER`."""
-    def floor(name: str) -> str | None:
-        top = name.split(".")[1] if name.count(".") else None
-        return top if top in FLOORS else None
-
     out = []
     for name, imports in sorted(graph.items()):
-        mine = floor(name)
+        mine = _floor_of(name)
         if mine is None:
             continue
+        never = NEVER.get(name.split(".")[1], ())
         for other in sorted(imports):
-            theirs, top = floor(other), other.split(".")[1] if other.count(".") else None
-            if (theirs is not None and FLOORS.index(theirs) > FLOORS.index(mine)) or top in NEVER.get(mine, ()):
+            theirs, top = _floor_of(other), other.split(".")[1] if other.count(".") else None
+            if (theirs is not None and theirs > mine) or top in never:
                 out.append(f"{name} -> {other}")
+    return out
+
+
+def _unit_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between floor entries (top-level modules and packages): ``a -> b`` when a module of
+    ``a`` imports one of ``b``."""
+    out: dict[str, set[str]] = {}
+    for name, imports in graph.items():
+        a = _unit(name)
+        if a is None:
+            continue
+        out.setdefault(a, set())
+        for other in imports:
+            b = _unit(other)
+            if b is not None and b != a:
+                out[a].add(b)
+                out.setdefault(b, set())
     return out
 
 
@@ -194,12 +241,51 @@ def test_the_floor_check_sees_an_import_up_and_nothing_else():
              "atlaslib.metrics.c": {"atlaslib.cards.negex"}, "atlaslib.cards.x": {"atlaslib.external.score"},
              "atlaslib.pages.p": {"atlaslib.cards", "atlaslib.runner"}, "atlaslib.runner": {"atlaslib.book"}}
     assert _floor_problems(graph) == ["atlaslib.cards.x -> atlaslib.external.score",
-                                      "atlaslib.metrics.c -> atlaslib.cards.negex"]
+                                      "atlaslib.metrics.c -> atlaslib.cards.negex",
+                                      "atlaslib.runner -> atlaslib.book"]
+    assert _floor_problems({"atlaslib.harness.cli": {"atlaslib.book"}, "atlaslib.harness.report": {"atlaslib.book"},
+                            "atlaslib.variants": {"atlaslib.cards"}}) == [
+        "atlaslib.harness.report -> atlaslib.book", "atlaslib.variants -> atlaslib.cards"]
+
+
+def _graph():
+    modules = _modules()
+    return {name: _imports(name, path.read_text(encoding="utf-8"), pkg, modules)
+            for name, (path, pkg) in modules.items()}
+
+
+def test_every_atlaslib_module_stands_on_a_floor():
+    """No module is left off the floors (a module on none is checked by nothing): each top-level module and
+    package of atlaslib is named in :data:`FLOORS`, once."""
+    names = [n for floor in FLOORS for n in floor]
+    assert len(names) == len(set(names)), "a name on two floors"
+    off = sorted(name for name in _modules() if name != "atlaslib" and _unit(name) is None)
+    assert not off, "atlaslib modules on no floor:\n" + "\n".join(f"- {n}" for n in off)
+
+
+def test_the_unit_graph_sees_a_package_cycle():
+    graph = {"atlaslib.variants": {"atlaslib.cards"}, "atlaslib.cards.run": {"atlaslib.variants"},
+             "atlaslib.cards": set(), "atlaslib.harness.cli": {"atlaslib.book"}, "atlaslib.book": {"atlaslib.harness"},
+             "atlaslib.harness": set()}
+    units = _unit_graph(graph)
+    assert units == {"variants": {"cards"}, "cards": {"variants"}, "harness.cli": {"book"}, "book": {"harness"},
+                     "harness": set()}
+    assert _cycles(units) == [["cards", "variants"]]
+
+
+def test_no_import_cycle_among_atlaslib_packages():
+    """Top-level modules and packages (the floor entries) form no cycle either: a module cycle-free graph can
+    still run back up between packages (``cards.run`` importing ``variants`` while ``variants`` imports
+    ``cards``), which the floors then cannot order."""
+    units = _unit_graph(_graph())
+    cycles = _cycles(units)
+    assert not cycles, "import cycles among atlaslib packages:\n" + "\n".join(
+        f"- {' -> '.join(_a_cycle(units, c))}" for c in cycles)
 
 
 def test_each_floor_imports_only_the_floors_below_it():
-    """results < metrics < models < protocols < cards < analysis < pages < book < cli, imports inside functions
-    counted: statistics look up no card, a card's page content declares its facts without importing the pages
+    """:data:`FLOORS` (… results < metrics < models < protocols < cards < analysis < … < pages < book < cli), imports
+    inside functions counted: statistics look up no card, a card's page content declares its facts without importing the pages
     (:mod:`atlaslib.cards.facts`), and a card reads no outside-system scorer or runner."""
     modules = _modules()
     graph = {name: _imports(name, path.read_text(encoding="utf-8"), pkg, modules)

@@ -264,12 +264,15 @@ class CardRun:
         return run
 
     def variant(self, variant: dict, *, metrics: dict, predictions: list, inputs_digest: str, n_items: int,
-                n_applicable: int | None = None, timing: dict | None = None, extra: dict | None = None) -> dict:
+                n_applicable: int | None = None, timing: dict | None = None, extra: dict | None = None,
+                scored: list | None = None) -> dict:
         """The cell of a variant run of this finished run (a perturbation's or a prompt variant's, ``variant``
         its spec: :meth:`atlaslib.variants.Perturbation.spec`), made by :func:`atlaslib.variants.variant_cell`
         from this run's cell, with its metrics (scored as this run's are), ``predictions`` over the items it
-        read and the sha256 of its inputs; kept for :meth:`write_variants`. A run that did not finish, or did
-        not happen, has no variant."""
+        read and the sha256 of its inputs; kept for :meth:`write_variants`. Its per-unit counts are the card's
+        ``counts`` of ``scored``, the records its metrics were scored on (scores at full precision where the
+        cell's predictions show six digits; default: ``predictions``), as :meth:`finish` keeps a run's. A run
+        that did not finish, or did not happen, has no variant."""
         from ..variants import variant_cell
 
         if self.cell is None or self.cell.get("status") != "ok":
@@ -278,6 +281,8 @@ class CardRun:
                              f"needs its run finished and ok; finish it first")
         cell = variant_cell(self.cell, variant, metrics=metrics, predictions=predictions, inputs_digest=inputs_digest,
                             n_items=n_items, n_applicable=n_applicable, timing=timing, extra=extra)
+        if predictions and hasattr(self.module, "counts"):
+            cell["unit_counts"] = self.module.counts(dict(cell, predictions=list(scored or predictions))).to_cell()
         self.variant_cells.append(cell)
         return cell
 

@@ -86,10 +86,11 @@ def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataF
     for spec, frame, prompts, options, n_applicable in jobs:
         with results.Timer() as timer:
             res = out["predict"](frame, prompts=prompts, options=options) if options_run else out["predict"](frame)
+            full = predictions(frame, res, data_dir, digits=None)  # scores at full precision, as the run's own read them
             if len(res.get("seed_runs") or []) > 1:     # a row over training seeds: every seed's model, scored as its row
                 metrics = seeded_metrics(frame, res, protocol, n_resamples=n_resamples, data_dir=data_dir)
-            else:     # scores at full precision, as the run's own metrics read them
-                metrics = score(predictions(frame, res, data_dir, digits=None), protocol, n_resamples=n_resamples)
+            else:
+                metrics = score(full, protocol, n_resamples=n_resamples)
             recs = predictions(frame, {**res, "adapter": out.get("adapter")}, data_dir)
         if prompts is not None:
             inputs = prompts
@@ -103,7 +104,8 @@ def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataF
         if len(res.get("seed_runs") or []) > 1:
             extra["seed_runs"] = seed_run_records(frame, res)
         made.append(card_run.variant(spec, metrics=metrics, predictions=recs, inputs_digest=inputs_sha256(inputs),
-                                     n_items=len(test), n_applicable=n_applicable, timing=timer.timing, extra=extra))
+                                     n_items=len(test), n_applicable=n_applicable, timing=timer.timing, extra=extra,
+                                     scored=full))
     card_run.write_variants()
     return made
 
