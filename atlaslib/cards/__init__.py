@@ -262,6 +262,13 @@ class Card:
     # ± margin is "equivalent within the margin" (TOST at 5 %); margin_note says why this size. None: no claim
     equivalence_margin: float | None = None
     margin_note: str = ""
+    # protocol -> the condition its rows answer under, where a card's protocols pose different questions (phase 1
+    # from raw text, phase 2 with the gold spans given): rows of different conditions are ranked apart, each
+    # condition a band of its own within its regime (atlaslib.metrics.framing.bands); {}: one question
+    ranking_conditions: dict = field(default_factory=dict)
+    # protocol -> why its recipe is not a held-out result (e.g. chosen after a test score): such a row is ranked
+    # and compared, but never called "best" (atlaslib.metrics.framing.chosen_after_test)
+    chosen_after_test: dict = field(default_factory=dict)
     # -- variants of a run (atlaslib.variants): declared, label-preserving input perturbations (each run that
     # reads text runs under every one that applies, as a variant cell) and a versioned prompt set (PromptSet)
     # for the runs that score answer options; none: the card's runs have no variants

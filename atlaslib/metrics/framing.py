@@ -89,13 +89,42 @@ def band_of(card, cell: dict) -> str:
     return NOT_RANKED if overlap_reason(cell) else regime(card, cell)
 
 
+def condition_of(card, cell: dict) -> str:
+    """The condition a row answers under (``Card.ranking_conditions``, by protocol, e.g. a task's phase 2 with the
+    gold spans given), "" where the card declares one question for all its rows."""
+    return str((getattr(card, "ranking_conditions", None) or {}).get(cell.get("protocol"), ""))
+
+
+def chosen_after_test(card, cell: dict) -> str | None:
+    """Why a row's recipe is not a held-out result (``Card.chosen_after_test``, by protocol: e.g. chosen after a
+    test score), else None. Such a row is ranked and compared, but never called "best"."""
+    return (getattr(card, "chosen_after_test", None) or {}).get(cell.get("protocol")) or None
+
+
+def band_name(band: str, condition: str = "") -> str:
+    """A band's name on the page: its regime (or :data:`NOT_RANKED`) and, where the card's rows answer under
+    different conditions, the condition."""
+    return f"{band}, {condition}" if condition and band != NOT_RANKED else band
+
+
 def bands(card, cells: list[dict]) -> list[tuple[str, list[dict]]]:
-    """``[(band, cells)]`` in the order of :data:`BANDS`, the non-empty ones, each keeping the cells' order."""
+    """``[(band, cells)]`` in the order of :data:`BANDS`, the non-empty ones, each keeping the cells' order. Where
+    the card declares conditions (:func:`condition_of`), a regime's rows of different conditions are different
+    questions: each condition is a band of its own (:func:`band_name`), in the card's declared order; the
+    not-ranked band stays one."""
+    declared = list(dict.fromkeys((getattr(card, "ranking_conditions", None) or {}).values()))
     out = []
     for name in BANDS:
         mine = [c for c in cells if band_of(card, c) == name]
-        if mine:
+        if not mine:
+            continue
+        if name == NOT_RANKED:
             out.append((name, mine))
+            continue
+        conds = sorted({condition_of(card, c) for c in mine},
+                       key=lambda k: (declared.index(k) if k in declared else len(declared), k))
+        for cond in conds:
+            out.append((band_name(name, cond), [c for c in mine if condition_of(card, c) == cond]))
     return out
 
 

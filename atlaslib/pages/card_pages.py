@@ -57,7 +57,7 @@ def short_reason(reason: str | None) -> str:
 
 
 def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: Path, src: Path,
-                         failed: list[RunRequest] = (), comparison=None) -> str:
+                         failed: list[RunRequest] = (), comparison=None, rule: bool = True) -> str:
     """The leaderboard of one (card, version): the card's metrics with their declared intervals (exact
     intervals beside degenerate ones, one footnote per reason), then per band (rows of one training regime;
     overlap-flagged rows not ranked) the rows not distinguishable from the best, rank interval and P(rank 1)
@@ -68,7 +68,7 @@ def leaderboard_markdown(card: Card, version: str, cells: list[dict], page_dir: 
     if comparison is None:
         comparison = comparison_for(card, version, cells)
     comp = None if isinstance(comparison, str) else comparison
-    return lb.leaderboard_tables(card, version, cells, page_dir, src, failed, comp, short_reason)
+    return lb.leaderboard_tables(card, version, cells, page_dir, src, failed, comp, short_reason, rule=rule)
 
 
 # -- a run's executed notebook in the site tree ----------------------------------------------------------
@@ -400,6 +400,10 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
              "and interval is computed: [splits](../methods/splits.md), [protocols](../methods/protocols.md), "
              "[metrics and intervals](../methods/metrics.md).\n```\n"]
     from . import comparisons
+    from . import leaderboard as lb
+    rule = lb.rule_markdown(card, cells)     # the decision rule, once per card: each version's ranks refer to it
+    if rule:
+        parts.append(rule + "\n" + comparisons.pairs_rule(card))
     for version in card.page_versions:
         parts.append(f"## Leaderboard: `{version}`\n")
         vcells = [c for c in cells if c["version"] == version]
@@ -409,9 +413,10 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
                          f"items; manifest sha256 `{str(s.get('hash', ''))[:12]}…`.\n")
         parts.append(_version_links(card, version, made, page_dir, src))
         comp = comparisons.comparison_for(card, version, cells)
-        parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed, comparison=comp))
+        parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed, comparison=comp,
+                                          rule=not rule))
         parts.append(forest_markdown(card, version, vcells, page_dir, card.metrics[:1]))
-        parts.append(comparisons.render(card, version, cells, page_dir, src, comp))
+        parts.append(comparisons.render(card, version, cells, page_dir, src, comp, rule=not rule))
         parts.append(ties_markdown(card, comp))
     comparisons.fill_metrics_chapter(src, card, cells)
     return "\n".join(parts)
@@ -472,25 +477,33 @@ def ties_markdown(card: Card, comp) -> str:
 
 
 def forest_markdown(card: Card, version: str, vcells: list[dict], page_dir: Path, bases) -> str:
-    """A forest plot per metric of ``bases`` with two or more intervals on ``version`` (figures written under
-    ``page_dir/_figures``); "" when no metric has two."""
+    """Forest plots per metric of ``bases`` on ``version``, one per band (:func:`atlaslib.metrics.framing.bands`:
+    rows of one training regime and condition; overlap-flagged rows in a "not ranked" band of their own), as the
+    ranks are: a figure never sets rows of different bands side by side. A band with fewer than two intervals of a
+    metric gets none (the table says it all). Figures are written under ``page_dir/_figures``; "" when none."""
+    from ..metrics import framing as F
+
     parts = []
     fig_dir = page_dir / "_figures"
+    ok = [c for c in vcells if c.get("status", "ok") == "ok"]
+    bands = F.bands(card, ok)
     for base in bases:
-        frame = forest_frame(card, vcells, base)
-        if len(frame.dropna(subset=["value", "ci_low", "ci_high"])) < 2:
-            continue  # one run (or none with an interval, e.g. pass/fail gates): the table says it all
-        fig_dir.mkdir(parents=True, exist_ok=True)
-        name = f"forest-{card.name}-{version}-{base}.png"
-        fig = plots.forest(frame, "value", "ci_low", "ci_high", "label", title=f"{base} · {version}",
-                           higher_is_better=card.higher_is_better.get(base, True),
-                           xlabel=f"{base.replace('_', ' ')} (point estimate and 95 % interval)")
-        plots.save(fig, fig_dir / name)
-        dagger = " † marks a model trained on data that overlaps this card." if frame["label"].str.endswith(
-            "†").any() else ""
-        parts.append(f"```{{figure}} _figures/{name}\n:alt: forest plot of {base} on {version}\n\n"
-                     f"`{base}` on `{version}` with the declared 95 % intervals, models ordered by the point "
-                     f"estimate; the axis is zoomed to the intervals.{dagger}\n```\n")
+        for k, (band, mine) in enumerate(bands):
+            frame = forest_frame(card, mine, base)
+            if len(frame.dropna(subset=["value", "ci_low", "ci_high"])) < 2:
+                continue  # one run (or none with an interval, e.g. pass/fail gates): the table says it all
+            fig_dir.mkdir(parents=True, exist_ok=True)
+            name = f"forest-{card.name}-{version}-{base}" + (f"-{k}" if k else "") + ".png"
+            fig = plots.forest(frame, "value", "ci_low", "ci_high", "label", title=f"{base} · {version} · {band}",
+                               higher_is_better=card.higher_is_better.get(base, True),
+                               xlabel=f"{base.replace('_', ' ')} (point estimate and 95 % interval)")
+            plots.save(fig, fig_dir / name)
+            why = (" Not ranked: † marks a model trained on data that overlap this card's test data."
+                   if band == F.NOT_RANKED else "")
+            parts.append(f"```{{figure}} _figures/{name}\n:alt: forest plot of {base} on {version}, {md(band)}\n\n"
+                         f"`{base}` on `{version}`, {md(band)}, with the declared 95 % intervals, models ordered by "
+                         f"the point estimate; the axis is zoomed to the intervals. One figure per band, as the rows "
+                         f"are ranked.{why}\n```\n")
     return "\n".join(parts)
 
 

@@ -25,7 +25,7 @@ from ..metrics import compare as K
 from ..metrics import framing as F
 from ..metrics.intervals import FEW_CLUSTERS
 from . import explorer
-from .leaderboard import _name, fmt_interval, leaderboard_frame, write_downloads
+from .leaderboard import _name, fmt_interval, leaderboard_frame, rule_label, write_downloads
 
 METRICS_MARK = "<!-- paired-example -->"
 
@@ -46,7 +46,11 @@ def comparison_for(card, version: str, cells: list[dict]):
     ok.sort(key=lambda c: (-primary(c), c["model"], c["protocol"]))
     banded = F.Banded(not_ranked=[(K.run_label(c), F.overlap_reason(c)) for c in ok if F.overlap_reason(c)])
     for name, mine in F.bands(card, ok):
-        banded.bands.append(F.Band(name, mine, _compare(card, mine) if name != F.NOT_RANKED else None))
+        comp = _compare(card, mine) if name != F.NOT_RANKED else None
+        if comp is not None and not isinstance(comp, str) and not comp.ranks.empty:
+            why = {K.run_label(c): F.chosen_after_test(card, c) for c in mine}
+            comp.ranks["chosen_after_test"] = [why.get(m) for m in comp.ranks["model"]]
+        banded.bands.append(F.Band(name, mine, comp))
     reasons = [b.comparison for b in banded.bands if isinstance(b.comparison, str)]
     if not banded.compared and reasons:
         return reasons[0]
@@ -64,10 +68,18 @@ def _compare(card, ok: list[dict]):
     return K.compare_paired(p)
 
 
-def _p(x) -> str:
+def _p(x, alpha: float = F.ALPHA) -> str:
+    """A p-value in three decimals ("< 0.001" below that), with as many more as it takes to stay on its own side
+    of ``alpha``: a p of 0.0499 is rejected at 5 % and reads 0.0499, never "0.050" beside a star."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
-    return "< 0.001" if x < 0.001 else f"{x:.3f}"
+    if x < 0.001:
+        return "< 0.001"
+    for k in range(3, 9):
+        t = f"{x:.{k}f}"
+        if (float(t) < alpha) == (x < alpha):
+            return t
+    return f"{x:.9f}"
 
 
 def _peq(x) -> str:
@@ -143,9 +155,10 @@ def _decides(card, comp, resamplings=()) -> str:
     return text
 
 
-def cluster_columns(card, comp, band_cells, resamplings=None) -> dict:
+def cluster_columns(card, comp, band_cells, resamplings=None, crossing: dict | None = None) -> dict:
     """``{column: {(a, b): text}}``: the card's paired cluster intervals of the primary metric for each pair
-    of one band (:func:`cluster_resamplings`, :func:`atlaslib.metrics.framing.cluster_paired`), or ``{}``."""
+    of one band (:func:`cluster_resamplings`, :func:`atlaslib.metrics.framing.cluster_paired`), or ``{}``.
+    ``crossing``, when given, gets ``{(a, b): [name, ...]}``: the resamplings whose interval includes 0."""
     out = {}
     t = comp.pairs
     base = comp.mdd["metric"]
@@ -161,6 +174,8 @@ def cluster_columns(card, comp, band_cells, resamplings=None) -> dict:
                 continue
             vals[(r["model_a"], r["model_b"])] = (f"{c['difference']:+.3f} {fmt_interval(c['ci_low'], c['ci_high'])}"
                                                   + (" ⚠" if c["few_clusters"] else ""))
+            if crossing is not None and c["ci_low"] <= 0 <= c["ci_high"]:
+                crossing.setdefault((r["model_a"], r["model_b"]), []).append(f"the {md(name)} paired interval")
         out[f"{md(name)}, paired [95 %]"] = vals
     return out
 
@@ -174,7 +189,9 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
     framed = F.framed_pairs(comp, margin) if metric == comp.mdd["metric"] else t[t["metric"] == metric]
     t = t[t["metric"] == metric]
     has_b = t["b"].notna().any()
-    clusters = cluster_columns(card, comp, band_cells) if card is not None and metric == comp.mdd["metric"] else {}
+    crossing: dict = {}
+    clusters = (cluster_columns(card, comp, band_cells, crossing=crossing)
+                if card is not None and metric == comp.mdd["metric"] else {})
     eq_head = [f"90 % paired; within ±{margin:g}?"] if margin else []
     mdd_head = ["MDD (own)"] if "mdd" in framed else []
     has_aso = "aso_eps_min" in t and t["aso_eps_min"].notna().any()     # two rows over training seeds met
@@ -182,8 +199,12 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
             + (["b / c (McNemar p)"] if has_b else []) + (["ASO ε_min (better row)"] if has_aso else [])
             + list(clusters))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    declared_only = False
     for idx, r in t.iterrows():
         star = " *" if r["significant"] else ""
+        if r["significant"] and _beside_disagree(r, crossing.get((r["model_a"], r["model_b"]), [])):
+            star += " ‡"
+            declared_only = True
         vals = [f"{_name(r['model_a'])} − {_name(r['model_b'])}",
                 f"{r['difference']:+.3f} {fmt_interval(r['ci_low'], r['ci_high'])}{star}",
                 r["test"], _p(r["p"]), _p(r["p_holm"])]
@@ -211,6 +232,11 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
         lines.append("| " + " | ".join(str(v) for v in vals) + " |")
     note = (f"\n\\* significant at 5 % after Holm over the {len(t)} pair{'s' if len(t) != 1 else ''} of this "
             "band.")
+    if declared_only:
+        note += (f" ‡ the verdict follows the card's declared unit ({md(comp.data.unit)}), as every verdict here "
+                 "does; a test shown beside it, which assumes something else, does not reject this pair ("
+                 "the cluster interval includes 0 or McNemar's p is 0.05 or more): read the difference as shown on "
+                 "the declared unit only.")
     if has_b:
         note += " b = items A decides right and B wrong, c the reverse (exact McNemar on b of b + c)."
     if margin:
@@ -226,12 +252,23 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
     seeded = sorted(getattr(comp.data, "seeded", {}) or {})
     if seeded:
         note += (" Rows over several training seeds (" + ", ".join(_name(x) for x in seeded) + "): their value is "
-                 "the mean over seeds, their paired interval draws seeds and test units, and their McNemar "
-                 "decision per item is the majority of their seeds' models.")
+                 "the mean over seeds" + (", their paired interval draws seeds and test units, and their McNemar "
+                                          "decision per item is the majority of their seeds' models." if has_b else
+                                          " and their paired interval draws seeds and test units."))
     if any(any(v.endswith("⚠") for v in c.values()) for c in clusters.values()):
         note += (f" ⚠ fewer than {FEW_CLUSTERS} clusters: a cluster bootstrap interval is then too narrow; read it as "
                  "optimistic.")
     return ":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n" + note + "\n"
+
+
+def _beside_disagree(r, crossing: list) -> list:
+    """The tests shown beside a pair's deciding test that do not reject it: the cluster intervals that include 0
+    (``crossing``) and McNemar's exact test where it is shown beside a bootstrap and its p is 0.05 or more."""
+    out = list(crossing)
+    pm = r.get("p_mcnemar")
+    if r.get("test") != "exact McNemar" and pm is not None and not pd.isna(pm) and float(pm) >= F.ALPHA:
+        out.append("McNemar's test")
+    return out
 
 
 def _bands_of(comp) -> list:
@@ -241,8 +278,28 @@ def _bands_of(comp) -> list:
     return [F.Band(F.REGIME_NONE, [], comp)]
 
 
-def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, comp=None) -> str:
-    """The comparisons section of one (card, version), band by band, and its downloads."""
+PAIRS_RULE = ("Every pair of runs of one band on the same test items, on the same resamples (the card's own unit "
+              "and seed); pairs never cross bands, and a not-ranked row is in no pair. A difference whose paired "
+              "interval excludes 0 is not the same as two leaderboard intervals that do not overlap: intervals of "
+              "two models can overlap while their paired difference is clearly non-zero. Every verdict (the star, "
+              "the tie group) is the card's declared test on its declared unit; the tests shown beside it, which "
+              "assume something else, decide nothing, and ‡ marks a pair they do not reject.")
+
+
+def pairs_rule(card) -> str:
+    """The paired comparisons' rule and the card's margin, in words: once per card page (:func:`render` with
+    ``rule`` True writes it in each version's section instead)."""
+    margin = F.margin_of(card)
+    out = PAIRS_RULE + "\n"
+    if margin:
+        out += (f"\nThe card's equivalence margin for {card.metrics[0].replace('_', ' ')} is ±{margin:g}"
+                + (f": {md(card.margin_note)}" if getattr(card, "margin_note", "") else "") + ".\n")
+    return out
+
+
+def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, comp=None, rule: bool = True) -> str:
+    """The comparisons section of one (card, version), band by band, and its downloads; ``rule`` False: the
+    comparisons' rule and the card's margin are written once on the card page (:func:`pairs_rule`), not here."""
     comp = comparison_for(card, version, cells) if comp is None else comp
     vcells = [c for c in cells if c["card"] == card.name and c["version"] == version]
     if not vcells:
@@ -262,15 +319,11 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, com
         several = len(bands) > 1
         if not comp.pairs.empty:
             out.append(f"### Paired comparisons: `{version}`\n")
-            out.append("Every pair of runs of one band on the same test items, on the same resamples (the card's "
-                       "own unit and seed); pairs never cross bands, and a not-ranked row is in no pair. A "
-                       "difference whose paired interval excludes 0 is not the same as two leaderboard intervals that "
-                       "do not overlap: intervals of two models can overlap while their paired difference is clearly "
-                       "non-zero.\n")
-        margin = F.margin_of(card)
-        if margin:
-            out.append(f"The card's equivalence margin for {card.metrics[0].replace('_', ' ')} is ±{margin:g}"
-                       + (f": {md(card.margin_note)}" if getattr(card, "margin_note", "") else "") + ".\n")
+            out.append(pairs_rule(card) if rule else
+                       f"By the card's rule for paired comparisons ({{ref}}`how the rows are ranked "
+                       f"<{rule_label(card)}>`, above).\n")
+        elif rule and F.margin_of(card):
+            out.append(pairs_rule(card).split("\n\n", 1)[-1])
         linker = explorer.pair_linker(card.name, version, vcells, page_dir, src)
         for k, band in enumerate(bands):
             c = band.comparison

@@ -215,9 +215,15 @@ def _rows(card, version, cells):
         v = e.get("value")
         return -math.inf if v is None else (v if card.higher_is_better.get(card.metrics[0], True) else -v)
 
-    rows.sort(key=lambda c: (F.BANDS.index(F.band_of(card, c)), c["status"] != "ok", -primary(c), c["model"],
-                             c["protocol"]))
+    conds = list(dict.fromkeys((getattr(card, "ranking_conditions", None) or {}).values()))
+    rows.sort(key=lambda c: (F.BANDS.index(F.band_of(card, c)), _condition_rank(conds, F.condition_of(card, c)),
+                             c["status"] != "ok", -primary(c), c["model"], c["protocol"]))
     return rows
+
+
+def _condition_rank(declared: list, condition: str) -> int:
+    """A row's condition in the card's declared order (undeclared last), so each band's rows sit together."""
+    return declared.index(condition) if condition in declared else len(declared)
 
 
 def _row_marks(cell, notes) -> str:
@@ -242,7 +248,9 @@ def _name(text) -> str:
 
 
 def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, src: Path, failed=(),
-                       comparison=None, short_reason=lambda r: r) -> str:
+                       comparison=None, short_reason=lambda r: r, rule: bool = True) -> str:
+    """The leaderboard tables of one (card, version); ``rule`` False: the ranks' decision rule is not written
+    here but once on the card page (:func:`ranks_rule`), and the ranks refer to it."""
     from ..metrics.compare import run_label
 
     rows = _rows(card, version, cells)
@@ -287,7 +295,7 @@ def leaderboard_tables(card, version: str, cells: list[dict], page_dir: Path, sr
         out.append(f"⚠ The declared intervals of `{version}` resample {n_units[0]} {n_units[1]}: a bootstrap over "
                    f"fewer than {intervals.FEW_CLUSTERS} clusters is too narrow; read these intervals as "
                    "optimistic.\n")
-    second = _ranks_table(card, version, rows, comparison, notes, run_label)
+    second = _ranks_table(card, version, rows, comparison, notes, run_label, rule=rule)
     if notes.reasons:
         out.append(notes.markdown() + "\n")
     if second:
@@ -335,14 +343,20 @@ def _few_cluster_units(card, rows):
 
 #: the top row's verdict where the band's units cannot detect the card's margin
 TOO_FEW_TO_TELL = "highest point estimate (too few units to tell)"
+#: the top row's verdict where its recipe is not a held-out result (the card's ``chosen_after_test``)
+NOT_HELD_OUT = "highest point estimate (not a held-out result: {why})"
 
 
 def _tie_text(r, n_units: int | None = None, margin: float | None = None) -> str:
     """A ranked row against its band's best: "best", "not distinguishable (test)" or "below (test)". With the
     band's ``n_units`` (resampling units) and the card's ``margin``: "best" only where those units can detect
     the margin (:func:`atlaslib.metrics.framing.can_detect_margin`), else "highest point estimate (too few
-    units to tell)"."""
+    units to tell)". A top row whose recipe is not a held-out result (its ``chosen_after_test`` in the ranks, from
+    the card's declaration) is never "best": :data:`NOT_HELD_OUT` says why."""
     if r["decided_by"] == "best":
+        why = r.get("chosen_after_test") if hasattr(r, "get") else None
+        if isinstance(why, str) and why:
+            return NOT_HELD_OUT.format(why=why)
         if n_units is not None and not F.can_detect_margin(n_units, margin):
             return TOO_FEW_TO_TELL
         return "best"
@@ -351,7 +365,7 @@ def _tie_text(r, n_units: int | None = None, margin: float | None = None) -> str
     return f"below ({r['decided_by']})"
 
 
-def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -> str:
+def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label, rule: bool = True) -> str:
     ok = [c for c in rows if c["status"] == "ok"]
     if not ok:
         return ""
@@ -417,6 +431,36 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
             lines.append("| " + " | ".join([_name(lab)] + vals + row_vals(c, lab)) + " |")
         blocks.append(f"**{band.capitalize()}** ({len(mine)} run{'s' if len(mine) != 1 else ''})\n\n"
                       ":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n")
+    if rule:
+        intro = ranks_rule(card, ok, perturbations=bool(worst), clusters=bool(extra_cols))
+    else:
+        intro = (f"**Ranks on {primary}, within each band**, by the card's rule ({{ref}}`how the rows are ranked "
+                 f"<{rule_label(card)}>`, above).")
+    return intro + "\n\n" + "\n".join(blocks)
+
+
+def rule_label(card) -> str:
+    """The MyST target of a card's decision-rule paragraph (one per card page)."""
+    return f"rank-rule-{card.name}"
+
+
+def ranks_rule(card, cells: list[dict], perturbations: bool | None = None, clusters: bool | None = None) -> str:
+    """The decision rule of the ranks tables, in words: bands, *best*, not distinguishable, rank interval, P(rank 1)
+    and how ties count, items per second (on the machine of ``cells``), the worst perturbation (``perturbations``:
+    default, whether the card declares perturbations) and the cluster columns (``clusters``: default, whether its
+    scoring declares extra resamplings). Written once per card page (:func:`rule_markdown`); a leaderboard
+    rendered alone carries it."""
+    from ..cards import scoring_of
+
+    primary = card.metrics[0].replace("_", " ")
+    ok = [c for c in cells if c.get("status") == "ok"]
+    if perturbations is None:
+        perturbations = bool(card.perturbations)
+    if clusters is None:
+        try:
+            clusters = bool(scoring_of(card).extra)
+        except KeyError:
+            clusters = False
     intro = (f"**Ranks on {primary}, within each band.** A row is ranked only against rows of the same training "
              "regime: no training on the card's data (zero-shot models, rules, fixed baselines), trained on the "
              "card's train items (a protocol or baseline the card declares as learning from them), outside "
@@ -425,7 +469,9 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
              "ranking across them would mix them. In each band the best row by point estimate is named: *best* "
              f"only where the test's units can detect the card's margin (a test at 5 % needs at least "
              f"{F.fewest_deciding_units()} units favouring one row, so n units detect no difference below "
-             f"{F.fewest_deciding_units()}/n), else *{TOO_FEW_TO_TELL}*; a row "
+             f"{F.fewest_deciding_units()}/n), else *{TOO_FEW_TO_TELL}*, and never for a row whose recipe "
+             "the card declares not a held-out result (chosen after a test score: *highest point estimate (not a "
+             "held-out result: …)*); a row "
              f"*{F.NOT_DISTINGUISHABLE}* has a Holm-adjusted p-value of at least 0.05 against it over the band's "
              "pairs (the test that decided is named): not shown different, which is not the same as equal (the "
              "paired comparisons say where a pair is equivalent within the card's margin). The rank interval is "
@@ -433,7 +479,7 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
              "resamples where it ranks first. Rows tied for first on a resample (no row strictly better) each "
              "count it, so the column is not a distribution and can sum above 1: two rows that answer alike on "
              "every resample both get 1.000. Items per second: " + rowinfo.speed_note(ok))
-    if worst:
+    if perturbations:
         from ..analysis.perturbed import WORST_RULE
 
         intro += (f" The worst perturbation is, {WORST_RULE.replace('the primary metric', primary)}. One "
@@ -445,10 +491,22 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label) -
                   "every seed's model under each perturbation: its difference is the mean over its seeds' models and "
                   "an item counts as right when more than half of them are, as in the paired comparisons. Every "
                   "perturbation, with its paired bootstrap interval, is on the version's robustness page.")
-    if extra_cols:
+    if clusters:
         intro += (" The interval columns assume something different from the declared one: they resample whole "
                   "clusters (sentences, templates) instead of items.")
-    return intro + "\n\n" + "\n".join(blocks)
+    conditions = list(dict.fromkeys((getattr(card, "ranking_conditions", None) or {}).values()))
+    if conditions:
+        intro += (" Rows of different conditions (" + "; ".join(md(c) for c in conditions) + ") answer different "
+                  "questions: each condition is ranked apart, within its regime.")
+    return intro
+
+
+def rule_markdown(card, cells: list[dict]) -> str:
+    """The card page's one decision-rule paragraph (a MyST target the versions' ranks refer to), from the card's
+    ok cells of every version; "" without one."""
+    if not any(c.get("status") == "ok" for c in cells):
+        return ""
+    return f"({rule_label(card)})=\n## How the rows are ranked\n\n" + ranks_rule(card, cells) + "\n"
 
 
 def leaderboard_frame(card, version: str, cells: list[dict], comparison=None) -> pd.DataFrame:

@@ -172,6 +172,8 @@ CARD = Card(
     test_set_note="MACCROBAT's case reports are published on figshare (2018), with copies on GitHub and Hugging Face",
     training_protocols=("probe", "finetune", "train_lookup"),   # each learns from the train sentences
     equivalence_margin=0.03,
+    chosen_after_test={"finetune": "its learning rate was chosen after a first recipe had been scored on the test "
+                                   "items; see the protocols chapter"},
     margin_note=("smaller than what a change of annotation guideline moves strict span F1 by; a smaller gap would "
                  "not change which tagger a reader picks"),
     perturbations=PERTURBATIONS,
