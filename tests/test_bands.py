@@ -147,3 +147,41 @@ def test_the_decision_rule_is_written_once_per_card_page(tmp_path):
     assert text.count("Every pair of runs of one band on the same test items") == 1
     assert text.count(f"<{leaderboard.rule_label(card)}>`") == 4   # each version's ranks and comparisons refer to it
     assert text.index(f"({leaderboard.rule_label(card)})=") < text.index("## Leaderboard: `v`")
+
+
+def _site(tmp_path, body: str) -> Path:
+    page = tmp_path / "book" / "cards" / "negex.md"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text("# NegEx\n\n## Leaderboard: `v`\n\n" + body, encoding="utf-8")
+    return tmp_path
+
+
+PAIRS = ("| A − B | difference [95 % paired] | test | p | Holm p | b / c (McNemar p) | macro F1, sentence-cluster, paired [95 %] |\n"
+         "|---|---|---|---|---|---|---|\n"
+         "| a (probe) − b (probe) | +0.024 [0.002, 0.047] *{mark} | paired bootstrap | 0.034 | {holm} | 63 / 45 (p 0.081) | +0.024 [-0.005, 0.052] |\n"
+         "\n\\* significant at 5 % after Holm over the 1 pair of this band.{note}\n")
+RANKS = ("**Trained on the card's train items** (2 runs)\n\n"
+         "| model | vs the band's best (Holm, 5 %) | rank [95 %] | P(rank 1) |\n|---|---|---|---|\n"
+         "| a (probe) | best | 1 [1–2] | 0.714 |\n| b (probe) | not distinguishable (paired bootstrap) | 2 [1–2] | 0.364 |\n")
+
+
+def test_the_statements_check_reports_the_old_statements_and_passes_the_new(tmp_path):
+    from tests.statements import bands as S
+
+    old = _site(tmp_path / "old", PAIRS.format(mark="", holm="0.050", note=" McNemar decision per item") + RANKS
+                + "A row is ranked only against rows of the same training regime. A row is ranked only against rows "
+                  "of the same training regime.")
+    assert S.check_stars_agree_with_the_holm_p_shown(old, []) and S.check_declared_only_verdicts_are_marked(old, [])
+    assert S.check_p_rank1_sums_say_how_ties_count(old, []) and S.check_the_rule_is_written_once_per_card(old, [])
+    assert "speaks of McNemar" not in " ".join(S.check_mcnemar_named_only_with_its_column(old, []))  # it has the column
+    new = _site(tmp_path / "new", PAIRS.format(mark=" ‡", holm="0.0499", note=" ‡ the verdict follows the card's "
+                                               "declared unit") + RANKS + "A row is ranked only against rows of the "
+                                               "same training regime; P(rank 1) can sum above 1.")
+    for check in (S.check_stars_agree_with_the_holm_p_shown, S.check_declared_only_verdicts_are_marked,
+                  S.check_p_rank1_sums_say_how_ties_count, S.check_the_rule_is_written_once_per_card,
+                  S.check_mcnemar_named_only_with_its_column):
+        assert check(new, []) == [], check.__name__
+    bare = _site(tmp_path / "bare", PAIRS.replace(" b / c (McNemar p) |", "").replace(" 63 / 45 (p 0.081) |", "")
+                 .replace("|---|---|---|---|---|---|---|", "|---|---|---|---|---|---|")
+                 .format(mark="", holm="0.0499", note=" their McNemar decision per item"))
+    assert S.check_mcnemar_named_only_with_its_column(bare, [])
