@@ -520,7 +520,7 @@ def leaderboard_frame(card, version: str, cells: list[dict], comparison=None) ->
         band = F.band_of(card, c)
         row = {"card": card.name, "version": version, "model": c["model"], "protocol": c["protocol"],
                "status": c["status"], "overlap": ", ".join(c.get("overlap") or []), "regime": F.regime(card, c),
-               "band": band, "not_ranked_reason": F.overlap_reason(c)}
+               "band": F.band_name(band, F.condition_of(card, c)), "not_ranked_reason": F.overlap_reason(c)}
         for b in card.metrics:
             e = c["metrics"].get(f"{b}_{c['protocol']}") or {}
             row[b] = e.get("value")
