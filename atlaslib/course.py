@@ -865,15 +865,6 @@ def item_level_ci(gold, pred, n_resamples: int = 1000, seed: int = SEED, level: 
 
 # -- lesson: calibration ----------------------------------------------------------------------------------
 
-def scored_frame(cell: dict, positive: str) -> pd.DataFrame:
-    """A binary run's per-item probability of ``positive`` (the cell's ``score``) beside its gold as 0/1."""
-    frame = pd.DataFrame(cell["predictions"])
-    if "score" not in frame or frame["score"].isna().any():
-        raise ValueError(f"{cell['model']} ({cell['protocol']}): the cell holds no probability per item")
-    return pd.DataFrame({"item_id": frame["item_id"], "p": frame["score"].astype(float),
-                         "y": (frame["gold"] == positive).astype(int)})
-
-
 def confidence_frame(cell: dict) -> pd.DataFrame:
     """Top-label (confidence) calibration of a run that records its label probabilities per item (the cell's
     ``scores``, ``{label: probability}``): ``p`` the probability of the label it answered, ``y`` 1 when that

@@ -49,14 +49,6 @@ def kind(path) -> str | None:
         return None
 
 
-def check_regular(path, expected: str | None = None) -> None:
-    """:class:`NotAFile` when ``path`` exists and is not a regular file; nothing otherwise (a missing path is the
-    caller's to report)."""
-    what = kind(path)
-    if what is not None:
-        raise NotAFile(path, what, expected)
-
-
 def open_regular(path, mode: str = "rb", *, encoding: str | None = None, errors: str | None = None,
                  newline: str | None = None, expected: str | None = None):
     """``open(path, mode)`` for reading (``"r"`` or ``"rb"``), refusing anything but a regular file with

@@ -155,10 +155,6 @@ def resolve(pf: PinnedFile, data_dir_: str | os.PathLike | None = None, *, downl
     return cached
 
 
-def resolve_many(files: list[PinnedFile], data_dir_: str | os.PathLike | None = None) -> list[Path]:
-    return [resolve(pf, data_dir_) for pf in files]
-
-
 def read_sha256sums(text: str, prefix: str, url_template: str) -> list[PinnedFile]:
     """PinnedFiles from ``sha256sum`` output: ``<sha256>  <relative path>`` per line.
 

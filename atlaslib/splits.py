@@ -70,14 +70,6 @@ def stratified_draw(frame: pd.DataFrame, n: int, label: str, seed: int, id_col: 
     return rank(chosen, seed)
 
 
-def ranked_draw(frame: pd.DataFrame, n: int, seed: int, id_col: str = "item_id") -> list[str]:
-    """Draw the first ``n`` item ids by seed-hash rank (no stratification)."""
-    ids = rank(frame[id_col].tolist(), seed)
-    if n > len(ids):
-        raise ValueError(f"cannot draw {n} items from a pool of {len(ids)}")
-    return ids[:n]
-
-
 @dataclass
 class SplitManifest:
     """A frozen split: which items train, which test, which are used by neither (and why)."""

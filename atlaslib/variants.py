@@ -262,15 +262,6 @@ def write_variant_cells(cells: Sequence[dict], result_path, protocol: str) -> li
     return written
 
 
-def read_variant_cells(results_dir, card: str | None = None) -> list[dict]:
-    """Every variant cell under ``results_dir`` (of ``card`` when given)."""
-    from . import results
-
-    root = Path(results_dir)
-    pattern = f"{card}/*/*/variants/*/*.json" if card else "*/*/*/variants/*/*.json"
-    return [results.read_cell(p) for p in sorted(root.glob(pattern))]
-
-
 def parents(variant_cells: Iterable[dict], cells: Iterable[dict]) -> list[tuple[dict, dict]]:
     """``(default cell, variant cell)`` pairs: same card, version, model and protocol, and, when both carry
     run keys, the variant's ``parent_run_key`` equal to the default cell's ``run_key`` (a variant from an

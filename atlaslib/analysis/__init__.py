@@ -141,7 +141,7 @@ def n_resamples_of(cell: dict, default: int | None = None) -> int:
 
 def robustness(cells, n_resamples: int | None = None):
     """The robustness table of result cells (default and variant cells, as :func:`atlaslib.results.read_cells`
-    and :func:`atlaslib.variants.read_variant_cells` give them): see :func:`atlaslib.analysis.perturbed.robustness`."""
+    and :func:`atlaslib.variants.of_cell` give them): see :func:`atlaslib.analysis.perturbed.robustness`."""
     from .perturbed import robustness as table
 
     return table(cells, n_resamples)

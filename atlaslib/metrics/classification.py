@@ -134,16 +134,6 @@ def roc_auc(y_true, y_score):
     return np.array([rank_auc(a, b) for a, b in zip(t, s)])
 
 
-def roc_auc_resampled(y_true, y_score, indices):
-    """ROC-AUC of every resample ``y_true[indices[b]], y_score[indices[b]]`` at once: the engine's
-    :func:`rank_auc` with each resample's multiplicities (the scores are ranked once;
-    the sums are exact integers, so each value equals ``roc_auc`` of that resample bit for bit)."""
-    from .bootstrap import multiplicities
-
-    t = np.asarray(y_true)
-    return rank_auc(t, np.asarray(y_score, dtype=float), multiplicities(np.asarray(indices), len(t)))
-
-
 #: Why each metric can be undefined on a test set (its denominator is 0): the text after "n/a".
 UNDEFINED_REASONS = {
     "macro_f1": "undefined: a class is absent from gold and predictions",
@@ -152,14 +142,3 @@ UNDEFINED_REASONS = {
     "precision": "undefined: nothing predicted positive",
     "roc_auc": "undefined: gold has one class only",
 }
-
-BINARY_LABEL_METRICS = {
-    "macro_f1": macro_f1,
-    "sensitivity": sensitivity,
-    "specificity": specificity,
-    "precision": precision,
-}
-BINARY_SCORE_METRICS = {"roc_auc": roc_auc}
-# How each score metric is evaluated on every bootstrap resample at once: (y_true, y_score, indices) ->
-# values. ROC-AUC works from the items' score codes instead of ranking every resampled row (same values).
-BINARY_SCORE_RESAMPLERS = {"roc_auc": roc_auc_resampled}

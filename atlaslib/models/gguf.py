@@ -92,8 +92,3 @@ def architecture(path: str | os.PathLike) -> str:
         raise ValueError(f"{path} is not a readable GGUF file ({type(exc).__name__}: {exc})") from None
 
 
-def supported_architectures() -> list[str]:
-    """The GGUF architectures this transformers version loads."""
-    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
-
-    return list(GGUF_SUPPORTED_ARCHITECTURES)

@@ -211,14 +211,6 @@ def render(card, runs_dir, src: Path) -> list[str]:
     return docs
 
 
-def card_link(card, version: str, src: Path) -> str:
-    """The line on the card page's version section that links the version's data story ('' without one)."""
-    if not (src / site_doc(card.name, version).with_suffix(".ipynb")).is_file():
-        return ""
-    return (f"The data, the split and the caveats of `{version}`, shown once for all its runs: "
-            f"[Data: {version}](../runs/{card.name}/{version}/{STORY_NAME}.ipynb).\n")
-
-
 def run_link_markdown(version: str) -> str:
     """The note a run page carries under its title, linking the version's data story (one folder up)."""
     return (f"The data, the split and the caveats of split version `{version}` are shown once for every run "

@@ -9,9 +9,25 @@ from __future__ import annotations
 import numpy as np
 
 from atlaslib.metrics import bootstrap
-from atlaslib.metrics.classification import (BINARY_LABEL_METRICS, BINARY_SCORE_METRICS, BINARY_SCORE_RESAMPLERS,
-                                             UNDEFINED_REASONS)
+from atlaslib.metrics.classification import (UNDEFINED_REASONS, macro_f1, precision, roc_auc, sensitivity,
+                                             specificity)
+from atlaslib.metrics.engine import rank_auc
 from atlaslib.results import metric
+
+
+def roc_auc_resampled(y_true, y_score, indices):
+    """ROC-AUC of every resample ``y_true[indices[b]], y_score[indices[b]]`` at once: the engine's
+    :func:`atlaslib.metrics.engine.rank_auc` with each resample's multiplicities (the scores are ranked once; the
+    sums are exact integers, so each value equals ``roc_auc`` of that resample bit for bit)."""
+    t = np.asarray(y_true)
+    return rank_auc(t, np.asarray(y_score, dtype=float), bootstrap.multiplicities(np.asarray(indices), len(t)))
+
+
+BINARY_LABEL_METRICS = {"macro_f1": macro_f1, "sensitivity": sensitivity, "specificity": specificity,
+                        "precision": precision}
+BINARY_SCORE_METRICS = {"roc_auc": roc_auc}
+# how each score metric is evaluated on every resample at once: (y_true, y_score, indices) -> values
+BINARY_SCORE_RESAMPLERS = {"roc_auc": roc_auc_resampled}
 
 
 def binary_metrics(y_true, y_pred, y_score, protocol: str, *, n_resamples: int = bootstrap.DEFAULT_RESAMPLES,

@@ -89,10 +89,12 @@ def test_negex_intervals_equal_sklearn_loop_on_the_same_indices(n, share, seed):
 def test_negex_resample_values_row_by_row_and_auc_is_exact():
     from atlaslib.metrics import classification as C
 
+    from tests.metrics.reference import BINARY_LABEL_METRICS
+
     y, p, s = _negex_like(120, 0.25, 7)
     idx = B.stratified_indices(y, 100, 7)
     loop = _naive(y, p, s, idx)
-    for name, fn in C.BINARY_LABEL_METRICS.items():
+    for name, fn in BINARY_LABEL_METRICS.items():
         assert np.array_equal(B.resampled(fn, idx, y, p), loop[name]), name
     auc = B.resampled(C.roc_auc, idx, y, s)
     np.testing.assert_allclose(auc, loop["roc_auc"], rtol=0, atol=1e-15)
@@ -210,13 +212,15 @@ def test_cluster_totals_equal_summing_each_resample_exactly():
 
 
 def test_roc_auc_from_score_codes_equals_ranking_each_resample():
-    """``classification.roc_auc_resampled`` (AUC of all resamples from the original items' score codes; see the
-    benchmarks README): scikit-learn's ``roc_auc_score`` of each resample, to the last place or one unit in it."""
+    """The engine's ``rank_auc`` with each resample's multiplicities (``reference.roc_auc_resampled``: AUC of all
+    resamples from the original items' score codes; see the benchmarks README): scikit-learn's ``roc_auc_score``
+    of each resample, to the last place or one unit in it."""
     from sklearn.metrics import roc_auc_score
 
     from atlaslib.metrics import classification as C
 
-    fast = C.roc_auc_resampled
+    from tests.metrics.reference import roc_auc_resampled as fast
+
     for n, share, seed in [(150, 0.2, 1), (40, 0.5, 2)]:
         y, _, s = _negex_like(n, share, seed)
         idx = B.stratified_indices(y, 200, seed)

@@ -40,11 +40,13 @@ def negex_data():
 
 
 def test_paired_differences_equal_a_per_resample_loop_bit_for_bit(negex_data):
+    from tests.metrics.reference import BINARY_LABEL_METRICS
+
     y, a, b, sa = negex_data
     cells = [negex_cell("A", y, a, sa), negex_cell("B", y, b, sa[::-1].copy())]
     p = paired_from_cells(cells, n_resamples=200)
     idx = B.stratified_indices(y, 200, 11)                     # the card's resamples: same seed, same items
-    for name, fn in C.BINARY_LABEL_METRICS.items():
+    for name, fn in BINARY_LABEL_METRICS.items():
         loop = np.array([fn(y[r], a[r]) - fn(y[r], b[r]) for r in idx])
         assert np.array_equal(p.resampled("A (zero_shot)", name) - p.resampled("B (zero_shot)", name), loop), name
     from sklearn.metrics import roc_auc_score
