@@ -199,12 +199,13 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
             + (["b / c (McNemar p)"] if has_b else []) + (["ASO ε_min (better row)"] if has_aso else [])
             + list(clusters))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    declared_only = False
+    declared_only: list = []     # the tests shown beside that do not reject a starred pair
     for idx, r in t.iterrows():
         star = " *" if r["significant"] else ""
-        if r["significant"] and _beside_disagree(r, crossing.get((r["model_a"], r["model_b"]), [])):
+        beside = _beside_disagree(r, crossing.get((r["model_a"], r["model_b"]), [])) if r["significant"] else []
+        if beside:
             star += " ‡"
-            declared_only = True
+            declared_only += [b for b in beside if b not in declared_only]
         vals = [f"{_name(r['model_a'])} − {_name(r['model_b'])}",
                 f"{r['difference']:+.3f} {fmt_interval(r['ci_low'], r['ci_high'])}{star}",
                 r["test"], _p(r["p"]), _p(r["p_holm"])]
@@ -234,9 +235,8 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
             "band.")
     if declared_only:
         note += (f" ‡ the verdict follows the card's declared unit ({md(comp.data.unit)}), as every verdict here "
-                 "does; a test shown beside it, which assumes something else, does not reject this pair ("
-                 "the cluster interval includes 0 or McNemar's p is 0.05 or more): read the difference as shown on "
-                 "the declared unit only.")
+                 f"does, but a test shown beside it, which assumes something else, does not reject this pair ("
+                 + " or ".join(declared_only) + "): read the difference as shown on the declared unit only.")
     if has_b:
         note += " b = items A decides right and B wrong, c the reverse (exact McNemar on b of b + c)."
     if margin:
@@ -264,10 +264,10 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
 def _beside_disagree(r, crossing: list) -> list:
     """The tests shown beside a pair's deciding test that do not reject it: the cluster intervals that include 0
     (``crossing``) and McNemar's exact test where it is shown beside a bootstrap and its p is 0.05 or more."""
-    out = list(crossing)
+    out = [f"{c} includes 0" for c in crossing]
     pm = r.get("p_mcnemar")
     if r.get("test") != "exact McNemar" and pm is not None and not pd.isna(pm) and float(pm) >= F.ALPHA:
-        out.append("McNemar's test")
+        out.append("McNemar's p is 0.05 or more")
     return out
 
 
@@ -400,21 +400,6 @@ def worked_example(cells: list[dict], card_name: str) -> str:
     return ""
 
 
-def render_metrics_chapter(src: Path, cells: list[dict]) -> None:
-    """Fill every data-rendered part of the metrics chapter still marked, from all cells shown in the build
-    (a final pass after the cards; :func:`fill_metrics_chapter` fills them card by card)."""
-    def fill(text: str) -> str:
-        if METRICS_MARK in text:
-            example = next((e for c in chapter_cards("worked_example") if (e := worked_example(cells, c.name))), "")
-            text = text.replace(METRICS_MARK, example or NO_EXAMPLE)
-        if WIDTH_MARK in text:
-            block = next((b for c in chapter_cards("width") if (b := _width_block(src, cells, c))), "")
-            text = text.replace(WIDTH_MARK, block or NO_WIDTH)
-        return text
-
-    _edit_metrics_chapter(src, fill)
-
-
 def _framed_all(card, comp, band: str) -> pd.DataFrame:
     """Every pair of one band's comparison (all metrics), the primary metric's rows with the TOST and MDD
     columns of :func:`atlaslib.metrics.framing.framed_pairs`, and the band."""
@@ -425,10 +410,6 @@ def _framed_all(card, comp, band: str) -> pd.DataFrame:
         out = pd.concat([framed, rest]).sort_index()
     out.insert(2, "band", band)
     return out
-
-
-def comparison_json(comp) -> str:
-    return json.dumps(json.loads(comp.pairs.to_json(orient="records")), indent=1)
 
 
 WIDTH_MARK = "<!-- width-vs-size -->"
