@@ -21,13 +21,6 @@ from ..escape import md
 MISSING = "—"
 
 
-def _n_test(cell: dict) -> int | None:
-    n = (cell.get("split") or {}).get("n_test")
-    if n is None and cell.get("predictions"):
-        n = len(cell["predictions"])
-    return int(n) if n else None
-
-
 def speed(cell: dict) -> dict | None:
     """``{items_per_second, seconds_per_item, prediction_seconds, n_answers}`` of an ok run's prediction
     phase (:func:`atlaslib.phases.throughput`), or None when it cannot be said (:func:`speed_reason`)."""
