@@ -162,3 +162,22 @@ def test_names_and_reasons_from_cells_are_escaped():
     assert "<img" not in text and "<b>" not in text
     assert "**&lt;img src=x onerror=alert(1)&gt;\\*\\[x\\](y)\\| (zero_shot)** " in text
     assert "(negex-kit-&lt;b&gt;x&lt;/b&gt;)" in text
+
+
+def test_a_version_with_no_pair_to_compare_says_so_and_a_not_held_out_best_gives_its_own_reason():
+    """One row per band: nothing is said of differences (no "smaller than that" with nothing before it); a top
+    row whose recipe the card declares chosen after a test score reads that reason, not "too few units"."""
+    from dataclasses import replace
+
+    from atlaslib.pages.summary import card_summary
+
+    y, a, b, _ = _data()
+    card = get_card("negex")
+    text = card_summary(card, [_cell("a", y, a)])
+    tell = text[text.index("*Cannot tell.*"):]
+    assert "no band has two runs compared on them" in tell and "smaller than that" not in tell
+    declared = replace(card, chosen_after_test={"zero_shot": "chosen after a test score, by hand"})
+    text = card_summary(declared, [_cell("a", y, a), _cell("majority", y, np.zeros_like(y))])
+    band = _band(text, "No training on the card's data")
+    assert "not a held-out result: chosen after a test score, by hand" in band
+    assert "No row is called best" not in band

@@ -147,7 +147,7 @@ def _ranked_band(card, band, unit: str) -> tuple[list[str], list[dict]]:
                 + ", ".join(f"**{md(m)}** ({md(t)}, Holm p {_p(p)})" for m, t, p in
                             zip(ties["model"], ties["decided_by"], ties["p_holm_vs_best"]))
                 if not ties.empty else ", alone: every other row of the band is below it") + "."]
-    if verdict != "best":
+    if verdict == TOO_FEW_TO_TELL:
         lines[-1] += f" No row is called best: {F.too_few_units_text(n_units, unit, margin)}."
     if not below.empty:
         tests = sorted(set(below["decided_by"]))
@@ -176,8 +176,10 @@ def _cannot_tell(card, comps: list, n_test) -> str:
             parts.append(f"{band.lower()}: {F.too_few_units_text(n, m.get('unit', 'units'), margin)}")
     size = f"{n_test:,} test items" if n_test else "an unrecorded number of test items"
     text = f"*Cannot tell.* {size}"
-    if parts:
-        text += "; " + "; ".join(parts)
+    if not parts:
+        return text + ("; no band has two runs compared on them, so this version says nothing of differences "
+                       "between runs" + (f" (the card's equivalence margin is ±{margin:g})" if margin else "") + ".")
+    text += "; " + "; ".join(parts)
     text += (f". A true difference smaller than that would likely go unseen"
              + (f"; the card's equivalence margin is ±{margin:g}" if margin else "") + ".")
     return text
