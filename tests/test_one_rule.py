@@ -190,3 +190,17 @@ def test_the_not_ranked_reason_names_the_cells_overlap_mark_only():
             "spec": {"profile": {"trained_on": ["negex-kit-triggers", "negex", "kit"]}}}
     assert F.overlap_reason(cell) == "trained on data that overlap this card's test data (negex-kit-triggers)"
     assert F.overlap_reason({"overlap": [], "spec": {"profile": {"trained_on": ["negex"]}}}) is None
+
+
+def test_a_run_through_the_contract_alone_carries_the_notebooks_overlap_mark(data_dir):
+    """``atlaslib.cards.run.run`` (no notebook) marks a model trained on the card's data as the notebook does
+    (``negex.cells.cell_parts``: ``CARD.overlap`` of the profile's ``trained_on``), and a baseline trained on
+    nothing of it with no mark."""
+    from atlaslib.cards import negex as N
+    from atlaslib.cards.run import run
+
+    cell = run("negex", "atlas-n100-v1", "negspacy-negex-kit", "zero_shot", data_dir=data_dir)
+    trained_on = cell["spec"]["profile"]["trained_on"]
+    assert cell["status"] == "ok" and trained_on == ["negex-kit-triggers"]
+    assert cell["overlap"] == N.CARD.overlap(trained_on) == ["negex-kit-triggers"]
+    assert run("negex", "atlas-n100-v1", "majority", "zero_shot", data_dir=data_dir)["overlap"] == []
