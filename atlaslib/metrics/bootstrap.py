@@ -90,13 +90,3 @@ def resampled(metric: Callable, indices: np.ndarray, *arrays) -> np.ndarray:
     return np.asarray(metric(*(np.asarray(a)[indices] for a in arrays)), dtype=float)
 
 
-def metric_with_ci(metric: Callable, indices, *arrays, level: float = 0.95) -> dict:
-    """``{value, ci_low, ci_high}`` for one metric: point estimate on the full arrays, percentile CI
-    over the resamples. ``indices`` is a 2-d array (stratified) or a list of arrays (cluster)."""
-    value = float(metric(*arrays))
-    if isinstance(indices, np.ndarray) and indices.ndim == 2:
-        values = resampled(metric, indices, *arrays)
-    else:
-        values = np.array([float(metric(*(np.asarray(a)[idx] for a in arrays))) for idx in indices])
-    lo, hi = percentile_ci(values, level)
-    return {"value": value, "ci_low": lo, "ci_high": hi}
