@@ -422,6 +422,12 @@ assert answer == {expected}
 """
 
 
+def _render_course(src: Path, paths, cards) -> list[str]:
+    """The lessons rendered as the book's build renders them (:func:`atlaslib.book.render_site`): the course
+    started, then finished."""
+    return pages.finish_course(pages.start_course(src, paths, False, cards), None)
+
+
 def _tiny_site(tmp_path, requires="[]", expected=4) -> tuple[Path, book.BuildPaths]:
     src = tmp_path / "src"
     (src / "book" / "course").mkdir(parents=True)
@@ -433,7 +439,7 @@ def _tiny_site(tmp_path, requires="[]", expected=4) -> tuple[Path, book.BuildPat
 def test_a_wrong_answer_stops_the_build_and_nothing_renders(tmp_path):
     src, paths = _tiny_site(tmp_path, expected=5)
     with pytest.raises(pages.LessonFailed, match=r"lesson tiny failed in cell 4: AssertionError") as err:
-        pages.render_course(src, paths, publish=False, cards=[get_card("nli_negation")])
+        _render_course(src, paths, [get_card("nli_negation")])
     assert not (src / "book" / "course" / "tiny.ipynb").exists()
     assert Path(err.value.kept).is_file()  # the failed notebook is kept for reading
     assert not (paths.build / "course-cache" / "tiny.ipynb").exists()
@@ -441,7 +447,7 @@ def test_a_wrong_answer_stops_the_build_and_nothing_renders(tmp_path):
 
 def test_a_lesson_without_its_cells_is_a_page_saying_so(tmp_path):
     src, paths = _tiny_site(tmp_path, requires="[nli_negation/builtin-v1/always-abstain/zero_shot]")
-    docs = pages.render_course(src, paths, publish=False, cards=[get_card("nli_negation")])
+    docs = _render_course(src, paths, [get_card("nli_negation")])
     text = (src / "book" / "course" / "tiny.md").read_text()
     assert docs == ["book/course/tiny"]
     assert "not run in this build" in text and "`nli_negation/builtin-v1/always-abstain/zero_shot`" in text
@@ -451,7 +457,7 @@ def test_a_lesson_without_its_cells_is_a_page_saying_so(tmp_path):
 
 def test_a_lesson_whose_card_is_not_in_the_build_is_not_run(tmp_path):
     src, paths = _tiny_site(tmp_path)
-    pages.render_course(src, paths, publish=False, cards=[get_card("negex")])
+    _render_course(src, paths, [get_card("negex")])
     text = (src / "book" / "course" / "tiny.md").read_text()
     assert "works on the NLI negation challenge card, which this build does not include" in text
 

@@ -9,7 +9,8 @@ says what it reads::
       requires: [nli_negation/builtin-v1/always-abstain/zero_shot]   # result cells it reads
       requires_local: [negex/atlas-full-v1/majority/zero_shot]       # cells read by its local-only cells
 
-:func:`render_course` (called by :func:`atlaslib.book.render_site`) renders every lesson into the site tree:
+:func:`start_course` then :func:`finish_course` (called by :func:`atlaslib.book.render_site`) render every lesson into
+the site tree:
 
 - the lesson is executed with papermill (kernel ``python3`` of this environment, offline, working
   directory the repository) against the build's results folder; the executed notebook replaces the
@@ -417,15 +418,6 @@ def lesson_command(name: str) -> str:
 
 def _stub(title: str, body: str) -> str:
     return f"# {title}\n\n```{{note}}\n{body}\n```\n"
-
-
-def render_course(src: Path, paths, publish: bool, withheld: list | None = None, cards=None) -> list[str]:
-    """Render every lesson of ``src/book/course`` (executed, stub or withheld), the card notebooks' take-home
-    boxes and the learning path; return the lessons' doc paths. ``withheld`` (the build's list of
-    (what, why)) gets the lessons a publish build leaves out; ``cards`` are the cards this build shows
-    (default: every available card, minus the unlicensed ones when publishing). The same as
-    :func:`start_course` then :func:`finish_course`."""
-    return finish_course(start_course(src, paths, publish, cards), withheld)
 
 
 @dataclass
