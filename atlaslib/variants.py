@@ -19,11 +19,11 @@ logistic head, a fine-tuned encoder: never trained again on perturbed text); the
 the text, so a perturbed text is embedded once and never served an unperturbed vector. A variant cell
 carries the run key of the default run it belongs to (``parent_run_key``) and its own (``run_key``: the
 parent's, the variant's spec and the sha256 of the variant's inputs), so a variant cell left from an older
-run is never paired with a newer default run (:func:`read_variant_cells`, :func:`parents`).
+run is never paired with a newer default run (:func:`of_cell`, :func:`parents`).
 
 Variant cells live beside the default cells, under ``<results>/<card>/<version>/<model>/variants/
 <protocol>/<variant>.json``: :func:`atlaslib.results.read_cells` (three levels deep) never reads them, so they
-never enter a leaderboard's ranking; :func:`read_variant_cells` does.
+never enter a leaderboard's ranking; :func:`of_cell` reads a default cell's own.
 """
 from __future__ import annotations
 
