@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from atlaslib.models import calls
-from atlaslib.models.cost import Cost
+from atlaslib.models.cost import EVERY_ITEM, Cost
 from atlaslib.progress import progress_bar
 from atlaslib.models.registry import ASSERTION_LABELS, NLI_LABELS, Profile, ProfileError, check_texts, source_of
 from atlaslib.models.weights import from_pretrained, is_causal_lm, resolve_weights
@@ -144,7 +144,7 @@ class _HFAdapter:
         self.model.to(device).eval()
         #: what the embedders read the last layer of: the model itself, or a causal LM's decoder stack
         self.encoder = self.model.base_model if self.causal and self.auto_class == "AutoModel" else self.model
-        self.cost = Cost()
+        self.cost = Cost(tokens_of=EVERY_ITEM)   # every adapter here counts the tokens of every item asked
         self.max_length = int(max_length) if max_length else self._default_max_length()
         self.stats: dict = {}
         self._spaces: dict = {}
@@ -474,7 +474,8 @@ class PooledEmbedder(_HFAdapter):
     def __init__(self, profile, *, embed_cache: bool = True, **options):
         super().__init__(profile, **options)
         self.embed_cache = bool(embed_cache)
-        #: ``info["cost"]`` counts every text of a call; its prompt tokens are those of the texts computed
+        #: ``info["cost"]`` counts every text of a call; its prompt tokens are those of every text, computed or
+        #: served from the store
 
     def embed(self, texts, batch_size: int | None = None) -> np.ndarray:
         t0 = time.perf_counter()
@@ -495,8 +496,6 @@ class PooledEmbedder(_HFAdapter):
         self.stats["n_truncated"] = self.stats.get("n_truncated", 0) + n_trunc
         keys = [k for k in ("input_ids", "token_type_ids") if k in enc]
         rows = [{k: list(enc[k][i]) for k in keys} for i in range(len(texts))]
-        computed = [0]
-
         def compute(positions):
             got = {}
             bar = progress_bar(len(positions), "embed", self.progress)
@@ -509,12 +508,11 @@ class PooledEmbedder(_HFAdapter):
                         got[i] = {"v": pooled[r]}
                     bar.update(len(idx))
             bar.close()
-            computed[0] += sum(len(rows[i]["input_ids"]) for i in positions)
             return [got[i] for i in positions]
 
         space = self._space("embed.text.pooled", rows=rows_per_batch, switch="ATLAS_EMBED_CACHE",
                             enabled=self.embed_cache, pooling=self.pooling, layer="last")
         values = space.answer(rows, compute)
         out = np.stack([v["v"] for v in values]).astype(np.float32)
-        self.cost.add(len(texts), time.perf_counter() - t0, computed[0])
+        self.cost.add(len(texts), time.perf_counter() - t0, sum(len(r["input_ids"]) for r in rows))
         return out

@@ -97,7 +97,7 @@ class _WordAdapter(_HFAdapter):
         chunks, :meth:`_segments`): the chunks of the sentences the store lacks run in fixed-shape batches
         (:meth:`_fixed`); ``per_word(outputs of a chunk, its word ids, its number of words)`` gives one row per
         word, ``join(rows of a sentence's chunks)`` the sentence's value (a dict), ``empty`` the value of a
-        sentence without words. Returns ``(sentences, values, sub-words computed)``."""
+        sentence without words. Returns ``(sentences, values, sub-words of every sentence)``."""
         sentences, segs = self._segments(sentences)
         rows_per_batch = self._rows(batch_size)
         tok = self.tokenizer
@@ -110,8 +110,6 @@ class _WordAdapter(_HFAdapter):
         for j, sg in enumerate(segs):
             of_sentence[sg[0]].append(j)
         inputs = [[seg_rows[j] for j in of_sentence[i]] for i in range(len(sentences))]
-        computed = [0]
-
         def compute(positions):
             todo = [j for i in positions for j in of_sentence[i]]
             parts = {}
@@ -123,11 +121,11 @@ class _WordAdapter(_HFAdapter):
                         parts[j] = per_word(out[r], seg_wids[j], segs[j][2] - segs[j][1])
                     bar.update(len(idx))
             bar.close()
-            computed[0] += sum(segs[j][4] for j in todo)
             return [join([parts[j] for j in of_sentence[i]]) if of_sentence[i] else empty() for i in positions]
 
         space = self._space(kind, rows=rows_per_batch, add_prefix_space=self.add_prefix_space, **settings)
-        return sentences, space.answer(inputs, compute), computed[0]
+        # the sub-words of every sentence asked, computed or served from the store (``info["cost"]``'s tokens)
+        return sentences, space.answer(inputs, compute), sum(sg[4] for sg in segs)
 
 
 class TokenEmbedder(_WordAdapter):

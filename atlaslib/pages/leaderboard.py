@@ -392,8 +392,7 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label, r
         for k in bound_cols:
             ub = bounds[lab].get(k)
             vals.append(MISSING if ub is None else f"{ub[2]:.3f} ({ub[0]} of {ub[1]})")
-        sp = rowinfo.speed(c)
-        vals.append(MISSING if sp is None else rowinfo.speed_text(sp))
+        vals.append(rowinfo.speed_cell(c))
         if worst:
             vals.append(worst[lab])
         return vals

@@ -21,15 +21,36 @@ from ..escape import md
 MISSING = "—"
 
 
-def speed(cell: dict) -> dict | None:
-    """``{items_per_second, seconds_per_item, prediction_seconds, n_answers}`` of an ok run's prediction
-    phase (:func:`atlaslib.phases.throughput`), or None when it cannot be said (:func:`speed_reason`)."""
+#: the least a prediction phase must hold for its items per second to be said: below either, the first call's
+#: warm-up (loading a pipeline, filling caches) and the timer's resolution weigh more than the answers; a rule
+#: answering 7 NLI items took 2.9 s and 207 of them 3.1 s, a constant baseline answered 1,432 items in 0.07 ms
+MIN_TIMED_ITEMS = 50
+MIN_TIMED_SECONDS = 1.0
+TOO_SHORT = "too short to time"
+#: the tokens cell of a run whose recorded tokens leave out the items served from the model-call store
+TOKENS_NOT_ALL = "not counted for items served from the model-call store (run it again)"
+
+
+def _timed(cell: dict) -> dict | None:
     from ..phases import throughput
     from ..results import is_external
 
     if cell.get("status") != "ok" or is_external(cell):   # outside predictions: the atlas did not run the system
         return None
     t = throughput(cell.get("timing"))
+    if t is None:
+        return {"reason": "its run recorded no phases (run it again)"}
+    if "reason" not in t and (t["items"] < MIN_TIMED_ITEMS or t["seconds"] < MIN_TIMED_SECONDS):
+        return {"reason": f"{TOO_SHORT}: {t['items']:,} answers in {t['seconds']:.3g} s of prediction, under the "
+                          f"{MIN_TIMED_ITEMS} answers and {MIN_TIMED_SECONDS:g} s a rate needs", "too_short": True}
+    return t
+
+
+def speed(cell: dict) -> dict | None:
+    """``{items_per_second, seconds_per_item, prediction_seconds, n_answers}`` of an ok run's prediction
+    phase (:func:`atlaslib.phases.throughput`), or None when it cannot be said (:func:`speed_reason`): a phase
+    of fewer than :data:`MIN_TIMED_ITEMS` answers or :data:`MIN_TIMED_SECONDS` is too short to time."""
+    t = _timed(cell)
     if not t or "reason" in t:
         return None
     return {"items_per_second": t["items_per_second"], "seconds_per_item": t["seconds"] / t["items"],
@@ -38,20 +59,24 @@ def speed(cell: dict) -> dict | None:
 
 def speed_reason(cell: dict) -> str | None:
     """Why an ok run of the atlas has no prediction throughput (None when it has one, or is not such a run)."""
-    from ..phases import throughput
-    from ..results import is_external
+    t = _timed(cell)
+    return None if not t else t.get("reason")
 
-    if cell.get("status") != "ok" or is_external(cell):
-        return None
-    t = throughput(cell.get("timing"))
-    if t is None:
-        return "its run recorded no phases (run it again)"
-    return t.get("reason")
+
+def too_short(cell: dict) -> bool:
+    """Whether a run's prediction phase was timed but too short for a rate (:data:`MIN_TIMED_ITEMS`)."""
+    return bool((_timed(cell) or {}).get("too_short"))
 
 
 def speed_text(s: dict) -> str:
     v = s["items_per_second"]
     return f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}"
+
+
+def speed_cell(cell: dict) -> str:
+    """A table's items-per-second cell: the rate, "too short to time", or — where the run could not say."""
+    s = speed(cell)
+    return speed_text(s) if s else TOO_SHORT if too_short(cell) else MISSING
 
 
 def machine(cell: dict) -> str:
@@ -75,12 +100,16 @@ def speed_note(cells) -> str:
     return (f"the model's answers to the test items per second of prediction, on {machine_of(cells)}: loading, "
             f"training, side measurements (perturbations, memorisation) and scoring are timed apart and left out; "
             f"a seeded row answers each item once per seed; answers served from the model-call store count at "
-            f"the time they took when computed; — where the run could not say.")
+            f"the time they took when computed; \"{TOO_SHORT}\" where the prediction held fewer than "
+            f"{MIN_TIMED_ITEMS} answers or took less than {MIN_TIMED_SECONDS:g} s (warm-up and the timer's "
+            f"resolution would weigh more than the answers); — where the run could not say.")
 
 
 def model_cost(cell: dict) -> dict | None:
     """The summed ``info["cost"]`` of the adapters a run's spec records (its details, or its profile when the
     card records the predictor's info there): wall seconds, items, prompt and completion tokens; or None."""
+    from ..models.cost import tokens_of_every_item
+
     found = []
 
     def walk(x):
@@ -104,8 +133,12 @@ def model_cost(cell: dict) -> dict | None:
                                                                  "completion_tokens")}
     n = tot["items"]
     tot["items_per_second"] = n / tot["wall_seconds"] if n and tot["wall_seconds"] > 0 else None
-    tot["prompt_tokens_per_item"] = tot["prompt_tokens"] / n if n else None
-    tot["completion_tokens_per_item"] = tot["completion_tokens"] / n if n else None
+    # tokens per item only from records that count the tokens of every item, served from the store or not: else
+    # they would say what an earlier run had left in the store (a probe read 6.3 tokens per item, then 0.0)
+    every = all(tokens_of_every_item(c) for c in found)
+    tot["tokens_of_every_item"] = every
+    tot["prompt_tokens_per_item"] = tot["prompt_tokens"] / n if n and every else None
+    tot["completion_tokens_per_item"] = tot["completion_tokens"] / n if n and every else None
     return tot
 
 
@@ -158,9 +191,10 @@ def llm_table(rows: list[dict]) -> str:
         # the one throughput of the atlas (the leaderboard's): the prediction phase, served answers at the time they
         # took when computed; not the adapter's own call timer, which timed a served call at the store's speed
         fast = speed(c)
-        ips = MISSING if not fast else f"{fast['items_per_second']:.1f}"
-        toks = MISSING if not cost or cost["prompt_tokens_per_item"] is None else (
-            f"{cost['prompt_tokens_per_item']:.1f} / {cost['completion_tokens_per_item']:.1f}")
+        ips = f"{fast['items_per_second']:.1f}" if fast else speed_cell(c)
+        toks = MISSING if not cost else TOKENS_NOT_ALL if not cost["tokens_of_every_item"] else \
+            MISSING if cost["prompt_tokens_per_item"] is None else (
+                f"{cost['prompt_tokens_per_item']:.1f} / {cost['completion_tokens_per_item']:.1f}")
         lines.append("| " + " | ".join([md(run_label(c)), seen_text(seen, con.get("reason")), test, ref_text,
                                          ips, toks]) + " |")
     return ("**Language-model rows: contamination and cost.** ◊ marks a row whose model may have seen this public "
@@ -169,8 +203,9 @@ def llm_table(rows: list[dict]) -> str:
             "(exact: share of sentences continued exactly; overlap: share of tokens right), on this card's test "
             "sentences and on sentences it cannot have seen" + (f" (the {md(ref)} card's synthetic premises)" if ref
                                                                 else "") +
-            "; a test rate well above the reference's is a sign of memorisation. Model calls: what the model's own "
-            "calls cost, per input (prompts, texts to embed), on the build machine.\n\n"
+            "; a test rate well above the reference's is a sign of memorisation. Tokens per item: what the model read "
+            "(prompts, texts to embed) and scored or generated, per item, counting every item the run asked, those "
+            "served from the model-call store included.\n\n"
             ":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n")
 
 
@@ -192,8 +227,9 @@ def download_fields(cell: dict) -> dict:
               for p in ("loading", "training", "prediction", "side", "other")},
            "model_calls_items_per_second": None if not cost or cost["items_per_second"] is None
            else round(cost["items_per_second"], 4),
-           "prompt_tokens": None if not cost else int(cost["prompt_tokens"]),
-           "completion_tokens": None if not cost else int(cost["completion_tokens"]),
+           "prompt_tokens": None if not cost or not cost["tokens_of_every_item"] else int(cost["prompt_tokens"]),
+           "completion_tokens": None if not cost or not cost["tokens_of_every_item"]
+           else int(cost["completion_tokens"]),
            "may_have_seen_test_set": con.get("may_have_seen"), "contamination_reason": con.get("reason"),
            "memorisation_exact_match_test": (mem.get("test") or {}).get("exact_match_rate"),
            "memorisation_token_overlap_test": (mem.get("test") or {}).get("token_overlap"),

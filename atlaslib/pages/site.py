@@ -101,11 +101,10 @@ def render_models(src: Path, cards: list[Card], cells: list[dict]) -> list[str]:
                 base = headline_metric(card, c) if card else ""
                 val = fmt_metric(c["metrics"].get(f"{base}_{c['protocol']}")) if c["status"] == "ok" else \
                     f"not run: {md(short_reason(c.get('reason')))}"
-                sp = rowinfo.speed(c)
                 mark = rowinfo.contamination_mark(c)
                 status = c["status"] + (f" · ◊ {md(mark)}" if mark else "")
                 lines.append(f"| [{c['card']}](../cards/{c['card']}.md) | `{c['version']}` | {c['protocol']} | "
-                             f"{base}: {val} | {rowinfo.speed_text(sp) if sp else '—'} | {status} |")
+                             f"{base}: {val} | {rowinfo.speed_cell(c)} | {status} |")
         else:
             lines.append("*No result cells in this build.*")
         (out_dir / f"{slug_}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

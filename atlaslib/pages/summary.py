@@ -64,6 +64,8 @@ def _speed(cell: dict) -> str:
     s = rowinfo.speed(cell)
     if s is None:
         why = rowinfo.speed_reason(cell)
+        if rowinfo.too_short(cell):
+            return md(why)
         return "no prediction time" + (f" ({md(why)})" if why else " (outside predictions: the atlas did not run it)")
     return f"{rowinfo.speed_text(s)} items/s"
 

@@ -252,7 +252,7 @@ def test_speed_machine_contamination_and_memorisation_on_the_board(tmp_path):
                                    "reference": {"exact_match_rate": 0.0, "token_overlap": 0.125, "n_probed": 16},
                                    "reference_card": "nli_negation"}}
     b["spec"] = {"profile": {"source": "gguf", "cost": {"items": 240, "wall_seconds": 60.0, "prompt_tokens": 12000,
-                                                        "completion_tokens": 480}}}
+                                                        "completion_tokens": 480, "tokens_of": "every item"}}}
     assert rowinfo.speed(a)["items_per_second"] == 240 / 4.8 and rowinfo.speed(b)["items_per_second"] == 2.0
     from atlaslib.phases import seconds as phase_seconds
 

@@ -1,0 +1,94 @@
+"""What a run cost, as a page says it: a rate only from a prediction phase long enough to time, and tokens per
+item that count every item the run asked, whether computed or served from the model-call store."""
+from __future__ import annotations
+
+import pytest
+
+from atlaslib.pages import rowinfo
+
+
+def _cell(items: int, seconds: float, served: float = 0.0) -> dict:
+    return {"status": "ok", "environment": {"cpu": "a test CPU", "cpu_count": 2},
+            "timing": {"phases": {"prediction": {"items": items, "seconds": seconds, "served_seconds": served,
+                                                 "served_untimed": 0}}}}
+
+
+@pytest.mark.parametrize("items, seconds", [
+    (1432, 6.9e-5),     # a constant baseline: 1,432 answers in 0.07 ms (the page said 20,753,623 items/s)
+    (207, 2.2e-4),      # always-entailment on 207 NLI items
+    (7, 2.89),          # a rule on 7 items: the first call's warm-up (2.4 items/s; 65.8 on 207 items)
+    (100, 0.6),         # 100 answers in 0.6 s
+])
+def test_a_phase_too_short_to_time_has_no_rate(items, seconds):
+    c = _cell(items, seconds)
+    assert rowinfo.speed(c) is None
+    assert rowinfo.speed_cell(c) == "too short to time"
+    why = rowinfo.speed_reason(c)
+    assert why.startswith("too short to time") and f"{items:,} answers" in why
+    assert rowinfo.download_fields(c)["items_per_second"] is None
+
+
+def test_a_long_enough_phase_has_its_rate_served_time_included():
+    c = _cell(207, 2.5, served=0.645)                 # 207 / 3.145 s, by hand: 65.82
+    s = rowinfo.speed(c)
+    assert s["items_per_second"] == pytest.approx(207 / 3.145)
+    assert rowinfo.speed_cell(c) == "65.8"
+    assert rowinfo.speed_reason(c) is None
+    assert rowinfo.speed_cell(_cell(50, 1.0)) == "50.0"            # the rule's edges are inside
+    assert rowinfo.speed_cell(_cell(49, 10.0)) == "too short to time"
+
+
+def test_the_note_declares_the_rule():
+    note = rowinfo.speed_note([_cell(207, 3.0)])
+    assert f"fewer than {rowinfo.MIN_TIMED_ITEMS} answers" in note and f"{rowinfo.MIN_TIMED_SECONDS:g} s" in note
+
+
+def _with_cost(cost: dict) -> dict:
+    return {"status": "ok", "spec": {"parameters": {"details": {"adapter": {"cost": cost}}}}}
+
+
+def test_tokens_per_item_only_from_records_that_count_every_item():
+    old = {"calls": 2, "items": 600, "wall_seconds": 0.2, "prompt_tokens": 0, "completion_tokens": 0}
+    got = rowinfo.model_cost(_with_cost(old))
+    assert got["prompt_tokens_per_item"] is None and not got["tokens_of_every_item"]
+    assert rowinfo.download_fields(_with_cost(old))["prompt_tokens"] is None
+    new = {**old, "prompt_tokens": 19680, "tokens_of": "every item"}
+    got = rowinfo.model_cost(_with_cost(new))
+    assert got["prompt_tokens_per_item"] == pytest.approx(32.8)
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    from tests import tiny_models as tm
+
+    return tm.tiny_encoder(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.mark.parametrize("capability", ["embed.text.pooled", "embed.text.tokens"])
+def test_served_items_count_their_tokens(encoder, tmp_path, monkeypatch, capability):
+    """A second run served every item from the store reads the same tokens as the first, which computed them
+    (the old count was of computed items only: 0 for the second), and both are the tokenizer's own count."""
+    from transformers import AutoTokenizer
+
+    from atlaslib.models import load_adapter
+
+    monkeypatch.setenv("ATLAS_CACHE_DIR", str(tmp_path / "cache"))
+    for sw in ("ATLAS_MODEL_CALLS", "ATLAS_EMBED_CACHE"):
+        monkeypatch.delenv(sw, raising=False)
+    texts = ["No chest pain.", "The patient denies fever or chills.", "Cough resolved."]
+    tok = AutoTokenizer.from_pretrained(str(encoder))
+    costs = []
+    for _ in range(2):
+        ad = load_adapter(str(encoder), capability, progress=False, batch_size=2)
+        if capability == "embed.text.pooled":
+            ad.embed(texts)
+            want = sum(len(x) for x in tok(texts)["input_ids"])
+        else:
+            words = [t.split() for t in texts]
+            ad.embed_words(words)
+            want = sum(len(tok(w, is_split_into_words=True, add_special_tokens=False)["input_ids"]) for w in words)
+        costs.append(ad.info["cost"])
+    assert costs[0]["prompt_tokens"] == costs[1]["prompt_tokens"] == want > 0
+    assert costs[1]["tokens_of"] == "every item"
+    served = sum(sp.served for sp in ad._spaces.values())
+    assert served == len(texts)                      # the second run was served, not computed
