@@ -92,3 +92,67 @@ def test_served_items_count_their_tokens(encoder, tmp_path, monkeypatch, capabil
     assert costs[1]["tokens_of"] == "every item"
     served = sum(sp.served for sp in ad._spaces.values())
     assert served == len(texts)                      # the second run was served, not computed
+
+
+# ------------------------------------------------------------------------------- the memorisation reference
+
+class _Words:
+    """A causal-LM stand-in: a token per word; it continues every prefix with a token no sentence has."""
+
+    def token_ids(self, text):
+        return [sum(map(ord, w)) for w in text.split()]
+
+    def greedy_continuations(self, prefixes, n_new):
+        return [[-1] * n for n in n_new]
+
+
+def _sentence(n: int, tag: str) -> str:
+    return " ".join(f"{tag}{i}" for i in range(n))
+
+
+def _extra(monkeypatch, card, pool):
+    import types
+
+    from atlaslib.cards import llm
+
+    monkeypatch.setattr(llm, "reference_card", lambda: types.SimpleNamespace(
+        CARD=types.SimpleNamespace(name="synthetic"), memorisation_sentences=lambda: list(pool)))
+    return llm.llm_row_extra(_Words(), {"source": "gguf", "training_data": ["web-crawl"]}, card,
+                             [_sentence(10, "t"), _sentence(20, "u")], min_tokens=4)
+
+
+def test_the_reference_is_other_text_matched_in_length(monkeypatch, tmp_path):
+    import types
+
+    monkeypatch.setenv("ATLAS_CACHE_DIR", str(tmp_path))
+    card = types.SimpleNamespace(name="public", test_set_exposure="public", test_set_note="", overlap=None)
+    # pool lengths 9, 12, 19, 30 and a test sentence itself: by hand, 10 -> 9 (|1| < |2|), 20 -> 19
+    pool = [_sentence(30, "a"), _sentence(12, "b"), _sentence(19, "c"), _sentence(9, "d"), _sentence(20, "u")]
+    mem = _extra(monkeypatch, card, pool)["memorisation"]
+    assert sorted(mem["test"]["token_lengths"]) == [10, 20]
+    ref = mem["reference"]
+    assert ref is not None and sorted(ref["token_lengths"]) == [9, 19] and ref["n_probed"] == 2
+    assert "nearest" in ref["matching"] and mem["reference_card"] == "synthetic"
+
+
+def test_the_reference_card_is_not_its_own_reference(monkeypatch, tmp_path):
+    import types
+
+    monkeypatch.setenv("ATLAS_CACHE_DIR", str(tmp_path))
+    card = types.SimpleNamespace(name="synthetic", test_set_exposure="synthetic", test_set_note="", overlap=None)
+    mem = _extra(monkeypatch, card, [_sentence(10, "t"), _sentence(20, "u")])["memorisation"]
+    assert mem["test"]["n_probed"] == 2 and mem["reference"] is None
+    assert "reference itself" in mem["reference_reason"]
+
+
+def test_a_page_shows_no_reference_for_the_reference_card_and_marks_an_unmatched_one():
+    probe = {"exact_match_rate": 0.0, "token_overlap": 0.065, "n_probed": 123, "mean_prefix_tokens": 6.0,
+             "mean_target_tokens": 6.5}
+    old_nli = {"card": "nli_negation", "extra": {"memorisation": {"test": probe, "reference": probe,
+                                                                 "reference_card": "nli_negation"}}}
+    mem = old_nli["extra"]["memorisation"]
+    assert "reference itself" in rowinfo.reference_text(old_nli, mem)
+    assert rowinfo.download_fields(old_nli)["memorisation_token_overlap_reference"] is None
+    old_negex = {**old_nli, "card": "negex"}
+    assert rowinfo.reference_text(old_negex, mem) == \
+        "0.000 / 0.065 (123 sentences, 12.5 tokens on average): " + rowinfo.UNMATCHED

@@ -41,14 +41,26 @@ def llm_row_extra(adapter, profile, card, test_sentences: Sequence[str], **probe
         extra["memorisation"] = None
         extra["memorisation_reason"] = "not measured: the adapter cannot continue token ids"
         return extra
+    from ..models.contamination import MATCHING, length_matched
+
     ref = reference_card()
     test = memorisation_probe(adapter, list(test_sentences), **probe_options)
+    reference, ref_name, why = None, None, None
     if ref is None:
-        reference, ref_name = None, None
+        why = "no card declares a synthetic test set to serve as the reference"
     elif ref.CARD.name == card.name:
-        reference, ref_name = test, card.name
+        # the test sentences are the reference's own: comparing them with themselves would say nothing
+        ref_name, why = card.name, "none: this card's test sentences are the synthetic reference itself"
     else:
-        reference, ref_name = memorisation_probe(adapter, list(ref.memorisation_sentences()), **probe_options), \
-            ref.CARD.name
-    extra["memorisation"] = {"test": test, "reference": reference, "reference_card": ref_name}
+        ref_name = ref.CARD.name
+        picks = length_matched(adapter, list(ref.memorisation_sentences()), test.get("token_lengths") or [],
+                               list(test_sentences), min_tokens=probe_options.get("min_tokens", 8),
+                               seed=probe_options.get("seed", 0))
+        if picks:
+            reference = memorisation_probe(adapter, picks, **{**probe_options, "max_sentences": len(picks)})
+            reference["matching"] = MATCHING
+        else:
+            why = f"none: the {ref_name} card has no sentence long enough to match this card's"
+    extra["memorisation"] = {"test": test, "reference": reference, "reference_card": ref_name,
+                             "reference_reason": why}
     return extra

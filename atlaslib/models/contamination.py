@@ -24,7 +24,11 @@ half: ``exact_match_rate`` (share of sentences whose continuation equals it toke
 token). Sentences shorter than ``min_tokens`` tokens are skipped; repeated sentences count once; at most
 ``max_sentences`` are probed, the first in the order of ``sha256(f"{seed}:{sentence}")`` (a seeded sample,
 the same for every model). The same probe on sentences the model cannot have seen (the synthetic NLI
-challenge's premises) is the reference a reader compares with. Its continuations are model calls of the store
+challenge's premises) is the reference a reader compares with. It is other text than the test's and matched
+to it in length (:func:`length_matched`): for each probed test sentence, in the probe's seeded order, the
+unused reference sentence nearest to it in the model's tokens (ties: the seeded order), none of them a test
+sentence; a shorter half is easier to continue, so unmatched lengths would compare the sets' lengths, not what
+the model has seen. A card whose test sentences are the reference itself has no separate reference. Its continuations are model calls of the store
 (:mod:`atlaslib.models.calls`, keyed by the model's weights, not the capability's adapter, since every adapter of
 a causal LM loads the same model), so every run of one model on one sentence set probes it once and every row
 shows the same figure.
@@ -153,6 +157,7 @@ def memorisation_probe(adapter, sentences: Sequence[str], *, max_sentences: int 
     used = calls.Tally.since(before, calls.TALLY.snapshot())
     return {
         **settings, "definition": DEFINITION.format(max_new_tokens=max_new_tokens),
+        "token_lengths": [len(p) + len(t) for p, t in zip(prefixes, targets)],
         "n_distinct_sentences": n_distinct, "n_sampled": len(sample), "n_skipped_short": skipped, "n_probed": n,
         "exact_matches": exact, "exact_match_rate": (exact / n) if n else None,
         "token_overlap": (sum(overlaps) / n) if n else None,
@@ -161,3 +166,27 @@ def memorisation_probe(adapter, sentences: Sequence[str], *, max_sentences: int 
         "seconds": round(time.perf_counter() - t0, 3),
         "model_calls": {"made": used["made"], "served": used["served"]},
     }
+
+
+MATCHING = ("reference sentences drawn without replacement, each the one nearest in the model's tokens to a probed "
+            "test sentence taken in the probe's seeded order (ties: the seeded order), none of them a test sentence, "
+            "until either set runs out")
+
+
+def length_matched(adapter, reference: Sequence[str], test_lengths: Sequence[int], exclude: Sequence[str] = (), *,
+                   min_tokens: int = 8, seed: int = 0) -> list[str]:
+    """The reference sentences matched in length to a probe's test sentences (``test_lengths``: their token
+    counts, the probe's ``token_lengths``, in its order), by the rule :data:`MATCHING`: a sentence of
+    ``exclude`` (the test's) or shorter than ``min_tokens`` tokens is never drawn."""
+    out_of = {s.strip() for s in exclude if isinstance(s, str)}
+    pool, _ = probe_sample([s for s in reference if isinstance(s, str) and s.strip() not in out_of],
+                           len(reference) or 1, seed)
+    sized = [(s, len(adapter.token_ids(s))) for s in pool]
+    sized = [(s, n) for s, n in sized if n >= min_tokens]
+    picked = []
+    for want in test_lengths:
+        if not sized:
+            break
+        j = min(range(len(sized)), key=lambda k: (abs(sized[k][1] - int(want)), k))
+        picked.append(sized.pop(j)[0])
+    return picked

@@ -161,8 +161,28 @@ def _rate(x) -> str:
 def _probe_text(p: dict | None) -> str:
     if not p:
         return MISSING
-    return (f"{_rate(p.get('exact_match_rate'))} / {_rate(p.get('token_overlap'))} "
-            f"({int(p.get('n_probed') or 0):,} sentences)")
+    n = int(p.get("n_probed") or 0)
+    a, b = p.get("mean_prefix_tokens"), p.get("mean_target_tokens")
+    tokens = f", {a + b:.1f} tokens on average" if n and a is not None and b is not None else ""
+    return f"{_rate(p.get('exact_match_rate'))} / {_rate(p.get('token_overlap'))} ({n:,} sentences{tokens})"
+
+
+#: the reference cell of a run whose reference was not drawn to match its test sentences' lengths
+UNMATCHED = "not matched in length to the test sentences (run it again)"
+
+
+def reference_text(cell: dict, mem: dict) -> str:
+    """The memorisation probe's reference cell: the probe on the length-matched reference sentences; or why there
+    is none (the card's test sentences are the reference itself, the reference's card has none to match)."""
+    why = mem.get("reference_reason")
+    if why:
+        return md(why)
+    if mem.get("reference_card") and mem.get("reference_card") == cell.get("card"):
+        return md("none: this card's test sentences are the synthetic reference itself")
+    ref = mem.get("reference")
+    if ref and not ref.get("matching"):
+        return f"{_probe_text(ref)}: {UNMATCHED}"
+    return _probe_text(ref)
 
 
 def llm_table(rows: list[dict]) -> str:
@@ -186,7 +206,7 @@ def llm_table(rows: list[dict]) -> str:
         if mem is None:
             test = ref_text = md((c.get("extra") or {}).get("memorisation_reason") or "not measured")
         else:
-            test, ref_text = _probe_text(mem.get("test")), _probe_text(mem.get("reference"))
+            test, ref_text = _probe_text(mem.get("test")), reference_text(c, mem)
         cost = model_cost(c)
         # the one throughput of the atlas (the leaderboard's): the prediction phase, served answers at the time they
         # took when computed; not the adapter's own call timer, which timed a served call at the store's speed
@@ -203,7 +223,10 @@ def llm_table(rows: list[dict]) -> str:
             "(exact: share of sentences continued exactly; overlap: share of tokens right), on this card's test "
             "sentences and on sentences it cannot have seen" + (f" (the {md(ref)} card's synthetic premises)" if ref
                                                                 else "") +
-            "; a test rate well above the reference's is a sign of memorisation. Tokens per item: what the model read "
+            ", other text than the test's, drawn to match it in length: for each probed test sentence the unused "
+            "reference sentence nearest to it in the model's tokens (a shorter half is easier to continue, so "
+            "unmatched lengths would compare lengths, not memory); a card whose test sentences are that reference "
+            "has none. A test rate well above the reference's is a sign of memorisation. Tokens per item: what the model read "
             "(prompts, texts to embed) and scored or generated, per item, counting every item the run asked, those "
             "served from the model-call store included.\n\n"
             ":::{container} atlas-leaderboard\n" + "\n".join(lines) + "\n:::\n")
@@ -215,6 +238,9 @@ def download_fields(cell: dict) -> dict:
     cost = model_cost(cell)
     con = contamination(cell) or {}
     mem = (cell.get("extra") or {}).get("memorisation") or {}
+    # no reference where the card's test sentences are the reference itself (an old cell probed them twice)
+    same = mem.get("reference_reason") or (mem.get("reference_card") and mem.get("reference_card") == cell.get("card"))
+    ref = {} if same else (mem.get("reference") or {})
     from ..phases import seconds
 
     ph = seconds(cell.get("timing"))   # loading, training, prediction, side and the rest of the wall time
@@ -233,8 +259,9 @@ def download_fields(cell: dict) -> dict:
            "may_have_seen_test_set": con.get("may_have_seen"), "contamination_reason": con.get("reason"),
            "memorisation_exact_match_test": (mem.get("test") or {}).get("exact_match_rate"),
            "memorisation_token_overlap_test": (mem.get("test") or {}).get("token_overlap"),
-           "memorisation_exact_match_reference": (mem.get("reference") or {}).get("exact_match_rate"),
-           "memorisation_token_overlap_reference": (mem.get("reference") or {}).get("token_overlap")}
+           "memorisation_exact_match_reference": ref.get("exact_match_rate"),
+           "memorisation_token_overlap_reference": ref.get("token_overlap"),
+           "memorisation_reference_matched_in_length": bool(ref.get("matching")) if ref else None}
     return out
 
 
