@@ -156,3 +156,57 @@ def test_a_page_shows_no_reference_for_the_reference_card_and_marks_an_unmatched
     old_negex = {**old_nli, "card": "negex"}
     assert rowinfo.reference_text(old_negex, mem) == \
         "0.000 / 0.065 (123 sentences, 12.5 tokens on average): " + rowinfo.UNMATCHED
+
+
+# ------------------------------------------------------------------------ the statements check sees the old pages
+
+def _site(tmp_path, card_page: str, failures: str = "", robustness: str = "") -> Path:
+    (tmp_path / "book/cards/c/v").mkdir(parents=True)
+    (tmp_path / "book/cards/c.md").write_text(card_page)
+    (tmp_path / "book/cards/c/v/failures.md").write_text(failures)
+    (tmp_path / "book/cards/c/v/robustness.md").write_text(robustness)
+    return tmp_path
+
+
+def _phase(items, seconds):
+    return {"phases": {"prediction": {"items": items, "seconds": seconds, "served_seconds": 0.0}}}
+
+
+def test_the_cost_checks_see_the_old_statements(tmp_path):
+    from tests.statements import cost as checks
+
+    lm = {"card": "c", "version": "v", "model": "lm", "protocol": "probe", "status": "ok",
+          "timing": _phase(100, 40.0),
+          "spec": {"parameters": {"details": {"adapter": {"cost": {"items": 600, "wall_seconds": 0.2,
+                                                                   "prompt_tokens": 0, "completion_tokens": 0}}}}},
+          "extra": {"memorisation": {"test": {}, "reference": {"n_probed": 123}, "reference_card": "c"}},
+          "predictions": [{"item_id": "i1", "gold": "a", "pred": "a", "scores": {"a": 0.9, "b": 0.1}}]}
+    base = {"card": "c", "version": "v", "model": "majority", "protocol": "zero_shot", "status": "ok",
+            "timing": _phase(1432, 6.9e-5), "predictions": [{"item_id": "i1", "gold": "a", "pred": "a"}]}
+    head = ("| model | may have seen this test set? | memorisation: test (exact / overlap) | memorisation: c (exact / "
+            "overlap) | items/s (prediction) | tokens per item (prompt / scored or generated) |\n|---|---|---|---|---|---|\n")
+    old_card = ("| model | prediction items/s |\n|---|---|\n| majority (zero_shot) | 20,753,623 |\n\n" + head +
+                "| lm (probe) | no | 0.000 / 0.030 (97 sentences) | 0.000 / 0.065 (123 sentences) | 2.5 | 0.0 / 0.0 |\n")
+    old_failures = ("| run | of | n | Brier | ECE |\n|:--|:--|--:|:--|:--|\n"
+                    "| lm (probe) | — | 1 | n/a (labels only) | n/a (labels only) |\n")
+    rob = "| model | protocol | perturbation | items read (applicable) | difference [95 %] |\n|---|---|---|---|---|\n"
+    old_rob = rob + ("| m | finetune | `gold-cuts-removed` | 2 of 2 | -0.018 [-0.289, +0.200] |\n"
+                     "| m | probe | `concept-typo` | 50 of 95 | +0.514 [+0.514, +0.514] † |\n")
+    src = _site(tmp_path / "old", old_card, old_failures, old_rob)
+    found = [p for ch in checks.CHECKS for p in ch(src, [lm, base])]
+    for what in ("majority (zero_shot) at 20,753,623 items/s", "lm (probe) reads 0.0 / 0.0 tokens per item",
+                 "reference is its own test sentences", "calibration shown 'n/a (labels only)'",
+                 "read 2 of 2 items, under the 30 units", "is marked † but prints an interval"):
+        assert any(what in p for p in found), (what, found)
+    lm["extra"]["memorisation"]["reference_reason"] = "none: this card's test sentences are the synthetic reference"
+    lm["spec"]["parameters"]["details"]["adapter"]["cost"].update(prompt_tokens=19680, tokens_of="every item")
+    new_card = ("| model | prediction items/s |\n|---|---|\n| majority (zero_shot) | too short to time |\n\n" + head +
+                "| lm (probe) | no | 0.000 / 0.030 (97 sentences) | none: this card's test sentences are the synthetic "
+                "reference itself | 2.5 | 32.8 / 0.0 |\n")
+    new_failures = ("| run | of | n | Brier | ECE |\n|:--|:--|--:|:--|:--|\n"
+                    "| lm (probe) | P(answered label), top-label | 1 | 0.010 [0.010, 0.010] | 0.100 [0.1, 0.1] |\n")
+    new_rob = rob + ("| m | finetune | `gold-cuts-removed` | 2 of 2 | -0.018 † too few case reports to resample (2 < 30): "
+                     "no interval |\n| m | probe | `concept-typo` | 50 of 95 | +0.514 † too few items in a stratum "
+                     "(11 < 20): no interval |\n")
+    src = _site(tmp_path / "new", new_card, new_failures, new_rob)
+    assert [p for ch in checks.CHECKS for p in ch(src, [lm, base])] == []
