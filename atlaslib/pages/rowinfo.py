@@ -41,8 +41,9 @@ def _timed(cell: dict) -> dict | None:
     if t is None:
         return {"reason": "its run recorded no phases (run it again)"}
     if "reason" not in t and (t["items"] < MIN_TIMED_ITEMS or t["seconds"] < MIN_TIMED_SECONDS):
-        return {"reason": f"{TOO_SHORT}: {t['items']:,} answers in {t['seconds']:.3g} s of prediction, under the "
-                          f"{MIN_TIMED_ITEMS} answers and {MIN_TIMED_SECONDS:g} s a rate needs", "too_short": True}
+        took = f"{t['seconds']:.2f} s" if t["seconds"] >= 0.01 else "under 0.01 s"
+        return {"reason": f"{TOO_SHORT}: {t['items']:,} answers in {took} of prediction; a rate needs at least "
+                          f"{MIN_TIMED_ITEMS} answers and {MIN_TIMED_SECONDS:g} s", "too_short": True}
     return t
 
 
