@@ -158,6 +158,21 @@ def test_a_page_shows_no_reference_for_the_reference_card_and_marks_an_unmatched
         "0.000 / 0.065 (123 sentences, 12.5 tokens on average): " + rowinfo.UNMATCHED
 
 
+def test_a_matched_reference_still_far_from_the_test_length_says_so():
+    """The nearest-length reference can stay shorter than the test (the reference has no longer sentences):
+    28.5 against 12.3 tokens is 2.3 times; within 10 % nothing is said."""
+    test = {"exact_match_rate": 0.0, "token_overlap": 0.1, "n_probed": 50, "mean_prefix_tokens": 14.0,
+            "mean_target_tokens": 14.5}
+    near = {"exact_match_rate": 0.0, "token_overlap": 0.065, "n_probed": 50, "mean_prefix_tokens": 13.0,
+            "mean_target_tokens": 13.0, "matching": "nearest"}
+    short = {**near, "mean_prefix_tokens": 6.0, "mean_target_tokens": 6.3}
+    cell = {"card": "negex"}
+    assert rowinfo.reference_text(cell, {"test": test, "reference": near, "reference_card": "nli"}) == \
+        "0.000 / 0.065 (50 sentences, 26.0 tokens on average)"
+    text = rowinfo.reference_text(cell, {"test": test, "reference": short, "reference_card": "nli"})
+    assert "still shorter than the test sentences (12.3 against 28.5 tokens)" in text
+
+
 # ------------------------------------------------------------------------ the statements check sees the old pages
 
 def _site(tmp_path, card_page: str, failures: str = "", robustness: str = "") -> Path:

@@ -183,7 +183,31 @@ def reference_text(cell: dict, mem: dict) -> str:
     ref = mem.get("reference")
     if ref and not ref.get("matching"):
         return f"{_probe_text(ref)}: {UNMATCHED}"
+    gap = length_gap(mem.get("test"), ref)
+    if gap:
+        return (f"{_probe_text(ref)}: the nearest in length the reference offers, still "
+                f"{'shorter' if gap[0] < gap[1] else 'longer'} than the test sentences ({gap[0]:.1f} against "
+                f"{gap[1]:.1f} tokens): a difference in the rates may be one of length")
     return _probe_text(ref)
+
+
+#: matched means of reference and test tokens further apart than this (relative) are said to differ in length
+LENGTH_TOLERANCE = 0.10
+
+
+def _mean_tokens(p: dict | None) -> float | None:
+    a, b = (p or {}).get("mean_prefix_tokens"), (p or {}).get("mean_target_tokens")
+    return a + b if int((p or {}).get("n_probed") or 0) and a is not None and b is not None else None
+
+
+def length_gap(test: dict | None, ref: dict | None) -> tuple[float, float] | None:
+    """(reference, test) mean tokens per probed sentence when the length-matched reference still differs from
+    the test by more than :data:`LENGTH_TOLERANCE` of the test's mean (the reference had nothing nearer), else
+    None."""
+    r, t = _mean_tokens(ref), _mean_tokens(test)
+    if r is None or t is None or not t or abs(r - t) <= LENGTH_TOLERANCE * t:
+        return None
+    return r, t
 
 
 def llm_table(rows: list[dict]) -> str:
