@@ -106,11 +106,9 @@ def speed_note(cells) -> str:
             f"resolution would weigh more than the answers); — where the run could not say.")
 
 
-def model_cost(cell: dict) -> dict | None:
-    """The summed ``info["cost"]`` of the adapters a run's spec records (its details, or its profile when the
-    card records the predictor's info there): wall seconds, items, prompt and completion tokens; or None."""
-    from ..models.cost import tokens_of_every_item
-
+def cost_records(cell: dict) -> list[dict]:
+    """Every ``info["cost"]`` record of the adapters a run's spec records (its details, or its profile when the
+    card records the predictor's info there), in the order they are found."""
     found = []
 
     def walk(x):
@@ -128,6 +126,14 @@ def model_cost(cell: dict) -> dict | None:
     spec = cell.get("spec") or {}
     walk((spec.get("parameters") or {}).get("details"))
     walk(spec.get("profile"))     # a card that records its predictor's info as the run's profile
+    return found
+
+
+def model_cost(cell: dict) -> dict | None:
+    """The summed :func:`cost_records` of a run: wall seconds, items, prompt and completion tokens; or None."""
+    from ..models.cost import tokens_of_every_item
+
+    found = cost_records(cell)
     if not found:
         return None
     tot = {k: sum(float(c.get(k) or 0) for c in found) for k in ("wall_seconds", "items", "prompt_tokens",

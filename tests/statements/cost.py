@@ -96,24 +96,10 @@ def check_rates_are_timed_long_enough(src: Path, cells) -> list[str]:
 
 
 def _costs(c: dict) -> list[dict]:
-    found = []
+    """The run's cost records, found where the pages find them (what the check recomputes is the figure)."""
+    from atlaslib.pages.rowinfo import cost_records
 
-    def walk(x):
-        if isinstance(x, dict):
-            v = x.get("cost")
-            if isinstance(v, dict) and "items" in v and "wall_seconds" in v:
-                found.append(v)
-            for k, y in x.items():
-                if k != "cost":
-                    walk(y)
-        elif isinstance(x, list):
-            for y in x:
-                walk(y)
-
-    spec = c.get("spec") or {}
-    walk((spec.get("parameters") or {}).get("details"))
-    walk(spec.get("profile"))
-    return found
+    return cost_records(c)
 
 
 def _lm_rows(src: Path, cells):
