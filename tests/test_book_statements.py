@@ -359,16 +359,24 @@ def check_speeds_are_prediction_throughput(src: Path, cells) -> list[str]:
     """Every leaderboard download's items per second is its cell's test answers over the seconds of its
     prediction phase (answers served from the model-call store at their recorded time), recomputed from
     ``timing.phases``; never the whole run's wall time (loading, training and side measurements apart)."""
+    from atlaslib.pages.rowinfo import MIN_TIMED_ITEMS, MIN_TIMED_SECONDS
+
     out, seen = [], 0
     by_run = {(c["card"], c["version"], c["model"], c["protocol"]): c for c in cells}
     for path in sorted(Path(src).rglob("_downloads/leaderboard-*.json")):
         for r in json.loads(path.read_text(encoding="utf-8")):
             c = by_run.get((r.get("card"), r.get("version"), r.get("model"), r.get("protocol")))
             ips = r.get("items_per_second")
-            if c is None or ips is None:
+            p = ((c or {}).get("timing") or {}).get("phases", {}).get("prediction")
+            if c is None or p is None:
+                continue
+            if ips is None:         # no rate: right only where the prediction was too short to time
+                seen += 1
+                if p["items"] >= MIN_TIMED_ITEMS and p["seconds"] + p["served_seconds"] >= MIN_TIMED_SECONDS:
+                    out.append(f"{path.name}: {r['model']} ({r['protocol']}) shows no items/s, yet its prediction "
+                               f"phase held {p['items']} answers in {p['seconds'] + p['served_seconds']:.2f} s")
                 continue
             seen += 1
-            p = c["timing"]["phases"]["prediction"]
             want = p["items"] / (p["seconds"] + p["served_seconds"])
             if r.get("answers_timed") != p["items"] or abs(ips - round(want, 4)) > 1e-9:
                 out.append(f"{path.name}: {r['model']} ({r['protocol']}) {ips} items/s over {r.get('answers_timed')} "
