@@ -54,3 +54,29 @@ def test_no_pairs_gives_a_reason_and_labels_are_escaped():
     assert confusion({"status": "not_run", "predictions": []})[0] is None
     text = confusion_markdown(_cell(["<b>x|y</b>"], ["<b>x|y</b>"]))
     assert "<b>" not in text and "| 1 |" in text
+
+
+def test_a_scorer_cards_kept_counts_sum_over_documents():
+    """TempEval's records keep, per document, each gold EVENT's DocTimeRel against the prediction's at its spans
+    (runs.outcome_record); the matrix sums them. By hand on the document of tests/analysis/test_records.py's
+    shape: gold events at (10,15) OVERLAP twice (one item), (20,25) OVERLAP, (30,35) BEFORE; predicted (10,15)
+    OVERLAP and (30,35) AFTER."""
+    from atlaslib.cards.tempeval import runs
+    from atlaslib.cards.tempeval.anafora_io import Document, Entity
+
+    def ev(i, a, b, dtr):
+        return Entity(f"{i}@e@d@gold", "EVENT", ((a, b),), {"DocTimeRel": dtr, "Type": "N/A", "Degree": "N/A",
+                                                             "Polarity": "POS", "ContextualModality": "ACTUAL"})
+
+    gold = Document("d", [ev(2, 10, 15, "OVERLAP"), ev(3, 10, 15, "OVERLAP"), ev(4, 20, 25, "OVERLAP"),
+                          ev(5, 30, 35, "BEFORE")], [])
+    pred = Document("d", [ev(2, 10, 15, "OVERLAP"), ev(5, 30, 35, "AFTER")], [], annotator="system")
+    rec = {"item_id": "d", **runs.outcome_record(gold, pred)}
+    assert rec["confusion"]["counts"] == {"OVERLAP": {"OVERLAP": 1, runs.NO_EVENT: 1}, "BEFORE": {"AFTER": 1}}
+    bits = rec["found"]["doctimerel"]               # the scorer's items: one count each, the diagonal its hits
+    assert sum(sum(r.values()) for r in rec["confusion"]["counts"].values()) == len(bits)
+    assert rec["confusion"]["counts"]["OVERLAP"]["OVERLAP"] == bits.count("1")
+    frame, caption = confusion({"status": "ok", "predictions": [rec, {**rec, "item_id": "e"}]})
+    assert frame.loc["OVERLAP", "OVERLAP"] == 2 and frame.loc["OVERLAP", runs.NO_EVENT] == 2
+    assert frame.loc["BEFORE", "AFTER"] == 2 and int(frame.to_numpy().sum()) == 6
+    assert "6 gold EVENTs' DocTimeRel" in caption

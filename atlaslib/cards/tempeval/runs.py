@@ -250,7 +250,27 @@ def outcome_record(gold: Document, pred: Document) -> dict:
             c[1] += 1
             c[2] += item in gold_items
         slices[field_] = counts
-    return {"found": found, "slices": slices, "found_slices": found_slices}
+    return {"found": found, "slices": slices, "found_slices": found_slices,
+            "confusion": doctimerel_confusion(g, p)}
+
+
+#: a gold EVENT the prediction has no EVENT at (its DocTimeRel confusion column)
+NO_EVENT = "(no event at these spans)"
+
+
+def doctimerel_confusion(g: dict, p: dict) -> dict:
+    """Per gold DocTimeRel item (the scorer's set of (spans, DocTimeRel), as ``found`` counts them), its DocTimeRel against the predicted EVENT's at the same
+    spans (:data:`NO_EVENT` where there is none; ``None`` where the prediction gives none), as
+    ``{"of": what a unit is, "counts": {gold: {predicted: n}}}``: labels and counts only, no text."""
+    predicted: dict = {}
+    for (spans, _), v in p["doctimerel"]:
+        predicted.setdefault(spans, v)
+    counts: dict = {}
+    for spans, v in dict.fromkeys(item for item, _ in g["doctimerel"]):   # the scorer's items, as ``found``
+        row = counts.setdefault(str(v), {})
+        got = str(predicted[spans]) if spans in predicted else NO_EVENT
+        row[got] = row.get(got, 0) + 1
+    return {"of": "gold EVENTs' DocTimeRel", "counts": counts}
 
 
 def _doc_record(doc: Document, path: Path, gold: Document | None = None) -> dict:
