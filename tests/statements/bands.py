@@ -116,38 +116,40 @@ def check_forest_plots_do_not_mix_bands(src: Path, cells) -> list[str]:
     return problems if seen else missing("a card page's leaderboard section")
 
 
-def check_conditions_are_ranked_apart(src: Path, cells) -> list[str]:
-    problems, seen = [], 0
+def _declared_ranks_tables(src: Path, field: str):
+    """(card, its declaration ``field``, version, the text before the table, the table's rows) of every ranks
+    table on the page of a card that declares ``field`` (a mapping by protocol)."""
     for card, text in _pages(src):
-        conds = getattr(card, "ranking_conditions", {}) or {}
-        if not conds:
+        declared = getattr(card, field, {}) or {}
+        if not declared:
             continue
         for version, sec in _versions(text):
-            for before, head, rows, _ in _ranks_tables(sec):
-                seen += 1
-                found = {conds.get(_protocol(r[0])) for r in rows if _protocol(r[0]) in conds}
-                if len(found) > 1:
-                    problems.append(f"{card.name} {version}: one ranks table ({_plain(before)[:60]}) ranks rows of "
-                                    f"different conditions together: {sorted(found)}")
+            for before, _, rows, _ in _ranks_tables(sec):
+                yield card, declared, version, before, rows
+
+
+def check_conditions_are_ranked_apart(src: Path, cells) -> list[str]:
+    problems, seen = [], 0
+    for card, conds, version, before, rows in _declared_ranks_tables(src, "ranking_conditions"):
+        seen += 1
+        found = {conds.get(_protocol(r[0])) for r in rows if _protocol(r[0]) in conds}
+        if len(found) > 1:
+            problems.append(f"{card.name} {version}: one ranks table ({_plain(before)[:60]}) ranks rows of "
+                            f"different conditions together: {sorted(found)}")
     return problems if seen else missing("a ranks table of a card declaring conditions")
 
 
 def check_not_held_out_rows_are_never_best(src: Path, cells) -> list[str]:
     problems, seen = [], 0
-    for card, text in _pages(src):
-        informed = getattr(card, "chosen_after_test", {}) or {}
-        if not informed:
-            continue
-        for version, sec in _versions(text):
-            for _, head, rows, _ in _ranks_tables(sec):
-                for r in rows:
-                    if _protocol(r[0]) not in informed:
-                        continue
-                    seen += 1
-                    verdict = r[1]
-                    if verdict == "best" or (verdict.startswith("highest point estimate") and NOT_HELD_OUT not in verdict):
-                        problems.append(f"{card.name} {version}: {_plain(r[0])} reads {verdict!r}, though the card "
-                                        f"declares its recipe not a held-out result ({informed[_protocol(r[0])]})")
+    for card, informed, version, _, rows in _declared_ranks_tables(src, "chosen_after_test"):
+        for r in rows:
+            if _protocol(r[0]) not in informed:
+                continue
+            seen += 1
+            verdict = r[1]
+            if verdict == "best" or (verdict.startswith("highest point estimate") and NOT_HELD_OUT not in verdict):
+                problems.append(f"{card.name} {version}: {_plain(r[0])} reads {verdict!r}, though the card "
+                                f"declares its recipe not a held-out result ({informed[_protocol(r[0])]})")
     return problems if seen else missing("a ranks-table row of a protocol declared chosen after a test score")
 
 
