@@ -357,19 +357,19 @@ def contract_parts(card_run: CardRun, records, manifest) -> dict:
     """:meth:`CardRun.finish`'s arguments for what the contract's ``predict`` gave (``records``; None: the run
     did not happen) on ``manifest``'s split.
 
-    ``records`` is a list of :func:`atlaslib.cards.record` for a run of one model, scored by the card's
-    ``score``; or, for a row over training seeds (a fine-tune), ``{training seed: records}`` in the recipe's
+    ``records`` is a list of :func:`atlaslib.cards.record` for a run of one model, scored by the run
+    (:meth:`CardRun.score`: the card's ``counts`` under its ``SCORING``, the one engine); or, for a row over training seeds (a fine-tune), ``{training seed: records}`` in the recipe's
     order, made into the book's seeded row: each seed's records counted by the card's ``counts`` and scored
     under its ``SCORING`` with the same item resamples (:func:`atlaslib.metrics.seeds.score_seeds`), the
     metrics the mean over seeds with the two-level interval, the first seed's records the cell's
     ``predictions``, every seed's metrics, unit counts and answers in ``extra.seed_runs``, and the seeds in
     ``seeds`` (``split``, ``bootstrap``, and the training seeds under the protocol's name)."""
-    mod, model, protocol = card_run.module, card_run.spec.model, card_run.spec.protocol
+    mod, protocol = card_run.module, card_run.spec.protocol
     parts = {"split": manifest.cell()}
     if records is None:
         return parts
     if not isinstance(records, dict):
-        return dict(parts, predictions=records, metrics=mod.score(records, protocol, model=model))
+        return dict(parts, predictions=records, metrics=card_run.score(records))
     seed_list = list(records)
     metrics = card_run.score(records)
     seed_runs = [{**p, "predictions": [{k: x[k] for k in ("item_id", "pred", "score")} for x in records[s]]}
