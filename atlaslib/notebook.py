@@ -265,22 +265,24 @@ def _pid_alive(pid: int) -> bool:
 _DIGESTS: dict = {}  # root -> (the files' stat signature, their digest)
 
 
-def source_digest(root: Path = ATLASLIB, code_only: bool = False) -> str:
+def source_digest(root: Path = ATLASLIB, code_only: bool = False, keep=None) -> str:
     """sha256 over atlaslib's .py/.yml/.txt/.json files (path + content), so any code change re-keys what holds
     it. ``code_only``: each .py file as Python parses it (:func:`atlaslib.syntax.dump`: comments, blank lines and layout
     leave it unchanged; a docstring or any statement changes it), the other files as they are: the digest of
     the run and data-story keys, whose outputs a comment cannot change. The byte digest is the lessons' and
     the site's, which show atlaslib's source. Within a process it is computed again only when a file's path,
-    size, modification time or inode changed (a build of 32 runs read the files 70 times)."""
+    size, modification time or inode changed (a build of 32 runs read the files 70 times). ``keep``: a function of
+    a file's path under ``root`` (with ``/``) saying whether it counts (the run key's parts); None: every file."""
     root = Path(root)
     files = [p for p in sorted(root.rglob("*")) if p.suffix in {".py", ".yml", ".yaml", ".txt", ".json"}
-             and "__pycache__" not in p.parts and p.is_file()]
+             and "__pycache__" not in p.parts and p.is_file()
+             and (keep is None or keep(p.relative_to(root).as_posix()))]
     signature = []
     for p in files:
         st = p.stat()
         signature.append((str(p.relative_to(root)), st.st_size, st.st_mtime_ns, st.st_ino))
     signature = tuple(signature)
-    known = _DIGESTS.get((root, code_only))
+    known = _DIGESTS.get((root, code_only, keep))
     if known is not None and known[0] == signature:
         return known[1]
     h = hashlib.sha256()
@@ -293,5 +295,5 @@ def source_digest(root: Path = ATLASLIB, code_only: bool = False) -> str:
             except (SyntaxError, ValueError):
                 pass  # not parseable: its bytes, as they are
         h.update(data)
-    _DIGESTS[(root, code_only)] = (signature, h.hexdigest())
-    return _DIGESTS[(root, code_only)][1]
+    _DIGESTS[(root, code_only, keep)] = (signature, h.hexdigest())
+    return _DIGESTS[(root, code_only, keep)][1]

@@ -125,18 +125,94 @@ def _card_data_pins(card_name: str) -> list:
         return []
 
 
-def source_digest(root: Path = ATLASLIB) -> str:
-    """The atlaslib digest in every run key: its code as Python parses it and its data files' bytes
+#: The run key's two parts, declared by module (paths under atlaslib/, ``*`` one name, ``**`` any depth), in one
+#: place: ``prediction`` code makes a run's predictions (loading, splitting, deciding, models, protocols, the
+#: card's predicting and page code, everything a run page shows beside its scores); ``scoring`` code turns stored
+#: predictions into the cell's numbers (:meth:`CardRun.score <atlaslib.cards.run.CardRun.score>`'s counting and
+#: the engine); ``both``: a module that does both (a change re-keys both parts, so the run executes). The first
+#: pattern a file matches decides its part; a file none matches is counted in both parts (so it re-executes
+#: every run) and ``tests/test_run_key_split.py`` fails until it is declared here.
+RUN_KEY_PARTS = (
+    # scoring only: what CardRun.score and finish compute from the stored predictions
+    ("metrics/**", "scoring"),
+    ("cards/*/counting.py", "scoring"),
+    # both: the run's own object (load and score), the cell's schema and tables, a card's declaration (data and
+    # SCORING together) and its re-exports
+    ("cards/run.py", "both"),
+    ("results.py", "both"),
+    ("variants.py", "both"),
+    ("cards/__init__.py", "both"),
+    ("cards/*/__init__.py", "both"),
+    ("cards/*/card.py", "both"),
+    ("version.py", "both"),
+    # prediction: everything else a run executes or shows
+    ("cards/*/**", "prediction"),
+    ("cards/deciding.py", "prediction"),
+    ("cards/facts.py", "prediction"),
+    ("cards/llm.py", "prediction"),
+    ("analysis/**", "prediction"),
+    ("external/**", "prediction"),
+    ("harness/**", "prediction"),
+    ("models/**", "prediction"),
+    ("pages/**", "prediction"),
+    ("protocols/**", "prediction"),
+    *((f"{name}.py", "prediction") for name in (
+        "__init__", "background", "book", "builddir", "calltally", "cli", "course", "display", "escape", "executor",
+        "fsio", "interrupts", "jsonio", "linkcheck", "matrix", "names", "notebook", "phases", "plots", "predfiles",
+        "progress", "registries", "runner", "sources", "splits", "streams", "syntax", "userfile", "yamlio")),
+    ("run_times_reference.json", "prediction"),
+)
+
+
+def _pattern(glob: str):
+    return re.compile("^" + "".join(".*" if part == "**" else "[^/]*" if part == "*" else re.escape(part)
+                                    for part in re.split(r"(\*\*|\*)", glob)) + "$")
+
+
+_PARTS = [(_pattern(g), part) for g, part in RUN_KEY_PARTS]
+
+
+def key_part(rel: str) -> str | None:
+    """The run-key part (``prediction``, ``scoring`` or ``both``) of the atlaslib file ``rel`` (its path under
+    atlaslib/, with ``/``), by :data:`RUN_KEY_PARTS`; None for a file no declaration names (counted in both)."""
+    return next((part for rx, part in _PARTS if rx.match(rel)), None)
+
+
+def _in_prediction(rel: str) -> bool:
+    return key_part(rel) != "scoring"
+
+
+def _in_scoring(rel: str) -> bool:
+    return key_part(rel) != "prediction"
+
+
+def source_digest(root: Path = ATLASLIB, part: str | None = None) -> str:
+    """The atlaslib digest in a run key: its code as Python parses it and its data files' bytes
     (:func:`atlaslib.notebook.source_digest` with ``code_only``). A statement, a docstring or a profile edit
-    re-keys every run; a comment or a layout change re-keys none (it cannot change a run's output)."""
-    return notebook.source_digest(root, code_only=True)
+    re-keys; a comment or a layout change re-keys none (it cannot change a run's output). ``part``:
+    ``"prediction"`` or ``"scoring"``, only the files of that part of the run key (:data:`RUN_KEY_PARTS`);
+    None: every file."""
+    keep = {None: None, "prediction": _in_prediction, "scoring": _in_scoring}[part]
+    return notebook.source_digest(root, code_only=True, keep=keep)
 
 
-def run_key(request: RunRequest, notebook_text: str, decision: dict | None = None) -> str:
-    """The run's cache key: sha256 over the notebook text, the parameters, the card's data pins, atlaslib's
-    version and source digest, and the run's :func:`decide` decision (the model's profile with its revision;
-    a not-run decided before the kernel is re-decided when the weights arrive). ``decision``: one already
-    made for this request (else it is made here)."""
+#: what separates the two parts in a run key: ``<prediction key>.<scoring key>``
+KEY_SEPARATOR = "."
+
+
+def split_key(key) -> tuple[str | None, str | None]:
+    """(prediction key, scoring key) of a run key; (key, None) for a key of one part (an older cell's)."""
+    if not isinstance(key, str):
+        return None, None
+    pred, sep, score = key.partition(KEY_SEPARATOR)
+    return (pred, score) if sep else (key, None)
+
+
+def prediction_key(request: RunRequest, notebook_text: str, decision: dict | None = None) -> str:
+    """What makes the run's predictions: sha256 over the notebook text, the parameters, the card's data pins,
+    atlaslib's version, the digest of atlaslib's prediction code (:data:`RUN_KEY_PARTS`) and the run's
+    :func:`decide` decision (the model's profile with its revision; a not-run decided before the kernel is
+    re-decided when the weights arrive). ``decision``: one already made for this request (else made here)."""
     if decision is None:
         try:
             decision = decide(request)
@@ -147,10 +223,26 @@ def run_key(request: RunRequest, notebook_text: str, decision: dict | None = Non
         "parameters": request.parameters(),
         "data": _card_data_pins(request.card),
         "atlaslib_version": __version__,
-        "atlaslib_source": source_digest(),
+        "atlaslib_source": source_digest(part="prediction"),
         "decision": decision,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def scoring_key() -> str:
+    """What scores a run's stored predictions: sha256 over atlaslib's version and the digest of its scoring code
+    (:data:`RUN_KEY_PARTS`: the engine and metrics, each card's counting module and declared ``SCORING``, the
+    run's scoring and cell code). The scoring parameters (``n_resamples``) are the run's parameters, in its
+    prediction key."""
+    payload = {"atlaslib_version": __version__, "atlaslib_source": source_digest(part="scoring")}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def run_key(request: RunRequest, notebook_text: str, decision: dict | None = None) -> str:
+    """The run's cache key, ``<prediction key>.<scoring key>`` (:func:`prediction_key`, :func:`scoring_key`): a
+    stored cell with the same key is served; one with the same prediction key and another scoring key is
+    re-scored from its stored predictions where its run page allows (:func:`rescore`); any other runs again."""
+    return prediction_key(request, notebook_text, decision) + KEY_SEPARATOR + scoring_key()
 
 
 def output_paths(request: RunRequest, results_dir: Path, runs_dir: Path) -> tuple[Path, Path]:
