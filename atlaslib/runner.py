@@ -106,7 +106,7 @@ class RunRequest:
 @dataclass
 class RunOutcome:
     request: RunRequest
-    status: str  # "ran" | "cached" | "failed"
+    status: str  # "ran" | "cached" | "re-scored" | "failed"
     seconds: float = 0.0
     peak_rss_mb: float | None = None
     cell_status: str | None = None
@@ -144,6 +144,7 @@ RUN_KEY_PARTS = (
     ("cards/__init__.py", "both"),
     ("cards/*/__init__.py", "both"),
     ("cards/*/card.py", "both"),
+    ("cards/families.py", "both"),   # the task families: protocol dispatch and counting together
     ("version.py", "both"),
     # prediction: everything else a run executes or shows
     ("cards/*/**", "prediction"),
@@ -569,6 +570,12 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
         _check_writable(res_out.parent, "result-cell")
         work = notebook.make_work_dir(nb_out.parent, f"atlas-run-{request.protocol}-")
         start = time.perf_counter()
+        rescored = rescore(request, key, nb_out, res_out, work) if decision["run"] and not force else None
+        if rescored is not None:  # same predictions, other scoring code: scored again without a kernel
+            made = []
+            if note:
+                rescored.extra["note"] = note
+            return rescored
         if not decision["run"]:
             _write_stub(request, decision, key, nb_out, res_out, work)
             made = []
@@ -589,6 +596,162 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
             notebook.remove_work_dir(work)
         for d in made:  # a run that wrote nothing leaves no empty folders behind
             _prune_empty(d, runs_dir if d == nb_out.parent else results_dir)
+
+
+# --------------------------------------------------------------------------------- re-scoring without a kernel
+
+#: the tag of a run notebook's code cell whose outputs are a function of the run's result cell alone: it reads
+#: only ``cell`` (the cell :meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>` returned) and imports what
+#: it uses. A notebook with such cells declares that they hold every output its scoring code makes (metrics
+#: tables, intervals): its runs whose predictions are unchanged are re-scored without a kernel (:func:`rescore`)
+#: and these cells alone re-rendered from the new cell. A notebook without one executes again.
+FROM_CELL_TAG = "from-cell"
+
+
+def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Path) -> RunOutcome | None:
+    """Re-score a run whose stored cell carries this run's prediction key and another scoring key, without a kernel:
+    the run rebuilt from its cell (:meth:`CardRun.of_cell <atlaslib.cards.run.CardRun.of_cell>`), its stored
+    predictions scored by :meth:`CardRun.score` (a seeded row from ``extra.seed_runs``' predictions), the cell made
+    by :meth:`CardRun.finish` with the new run key, and the executed notebook's :data:`FROM_CELL_TAG` cells
+    re-rendered from it; both replace the old pair together (status ``"re-scored"``). None (the run executes as
+    before) when the stored pair is not the run's as recorded, the run is not ok, it has variant cells (made by
+    the notebook from its own state), its notebook tags no cell :data:`FROM_CELL_TAG`, or a tagged cell does not
+    re-render into outputs of the kinds the kernel made (a figure, another count of outputs)."""
+    import nbformat
+
+    try:
+        if not (nb_out.is_file() and res_out.is_file() and cell_as_recorded(nb_out, res_out) is True):
+            return None
+        old = read_cell(res_out)
+        nb = nbformat.read(nb_out, as_version=4)
+    except Exception:
+        return None
+    (old_pred, old_score), (pred, score) = split_key(old.get("run_key")), split_key(key)
+    if old_score is None or old_pred != pred or old_score == score or old.get("status") != "ok":
+        return None
+    if any((res_out.parent / "variants" / request.protocol).glob("*.json")):
+        return None
+    tagged = [c for c in nb.cells if c.get("cell_type") == "code" and FROM_CELL_TAG in notebook.tags(c)]
+    if not tagged:
+        return None
+    start = time.perf_counter()
+    # the new cell beside the old (one file system, as a run's staged cell), moved in with the page
+    tmp_cell = Path(tempfile.mkstemp(dir=res_out.parent, prefix=f".{res_out.name}.", suffix=".tmp")[1])
+    try:
+        cell = rescored_cell(old, key, tmp_cell)
+        for c in tagged:
+            outputs = render_from_cell(c, cell)
+            if outputs is None:
+                return None
+            c.outputs = outputs
+        for c in nb.cells:  # the parameters papermill injected: the run key is the new one
+            if "injected-parameters" in notebook.tags(c):
+                c.source = re.sub(r"(?m)^run_key = .*$", lambda m: f"run_key = {key!r}", c.source)
+        injected = (nb.metadata.get("papermill") or {}).get("parameters") or {}
+        if "run_key" in injected:
+            injected["run_key"] = key
+        nbformat.write(nb, work / "out.ipynb")
+        _replace_pair(work / "out.ipynb", tmp_cell, nb_out, res_out, work / "backup")
+    finally:
+        tmp_cell.unlink(missing_ok=True)
+    return RunOutcome(request, "re-scored", seconds=round(time.perf_counter() - start, 3),
+                      cell_status=cell["status"], peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
+                      notebook=str(nb_out), result=str(res_out))
+
+
+def rescored_cell(old: dict, key: str, result_path=None) -> dict:
+    """The cell of the run whose stored cell is ``old``, scored again by this code from its stored predictions and
+    written to ``result_path`` (when given) by :meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>` with run
+    key ``key``: the spec, split, data hashes, seeds, extra, overlap, environment and timing are the stored ones;
+    the metrics, unit counts and each training seed's metrics and unit counts are new. A metric the stored cell
+    gives no value keeps its reason where the new scoring does not report it either."""
+    import copy
+
+    from .cards.run import CardRun
+    from .results import RunSpec
+
+    run = CardRun.of_cell(old, result_path=result_path)
+    spec = copy.deepcopy(old["spec"])
+    spec["parameters"]["run_key"] = key
+    run.spec = RunSpec(**spec)
+    suffix = f"_{old['protocol']}"
+    reasons = {k[:-len(suffix)] if k.endswith(suffix) else k: e["reason"] for k, e in old["metrics"].items()
+               if e.get("value") is None and e.get("reason")}
+    context = {k: v for k, v in old.items() if k not in ("metrics", "unit_counts", "predictions")}
+    extra = copy.deepcopy(old.get("extra") or {})
+    predictions = copy.deepcopy(old.get("predictions") or [])
+    if extra.get("seed_runs"):  # a row over training seeds: each seed's answers on the cell's items
+        by_id = {p["item_id"]: p for p in predictions}
+        records = {r["seed"]: [{**by_id[p["item_id"]], **p} for p in r["predictions"]] for r in extra["seed_runs"]}
+    else:
+        records = predictions
+    metrics = run.score(records, reasons=reasons, cell=context)
+    return run.finish(metrics=metrics, predictions=predictions, split=old.get("split"),
+                      data_sha256=old.get("data_sha256"), seeds=old.get("seeds"), extra=extra,
+                      overlap=old.get("overlap"), env=old.get("environment"), timing=old.get("timing"))
+
+
+def render_from_cell(code_cell, cell: dict) -> list | None:
+    """The outputs of the notebook code cell ``code_cell`` (tagged :data:`FROM_CELL_TAG`) executed in this process
+    on the result cell ``cell`` (its only name), as a kernel records them (nbformat outputs: what it prints, what
+    it displays and its last expression's value, formatted by IPython's display formatter); None when they are not
+    of the kinds and count of the outputs it holds (a figure, another branch taken): the run then executes."""
+    import ast
+    import contextlib
+
+    import nbformat
+    from IPython.core import display_functions
+    from IPython.core.formatters import DisplayFormatter
+    import IPython.display
+
+    fmt, outputs = DisplayFormatter(), []
+
+    def show(*objs, **kw):
+        for o in objs:
+            data, md = fmt.format(o)
+            outputs.append(nbformat.v4.new_output("display_data", data=data, metadata=md))
+
+    class Stream:
+        def write(self, text):
+            if outputs and outputs[-1].get("output_type") == "stream":
+                outputs[-1]["text"] += text
+            elif text:
+                outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
+
+        def flush(self):
+            pass
+
+    tree = ast.parse(code_cell.source)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    namespace = {"cell": cell, "__name__": "__main__"}
+    saved = IPython.display.display, display_functions.display
+    figures = _open_figures()
+    try:
+        IPython.display.display = display_functions.display = show
+        with contextlib.redirect_stdout(Stream()):
+            exec(compile(tree, "<from-cell>", "exec"), namespace)
+            value = eval(compile(ast.Expression(last.value), "<from-cell>", "eval"), namespace) if last else None
+    except Exception:
+        return None
+    finally:
+        IPython.display.display, display_functions.display = saved
+    if _open_figures() != figures:  # a figure: drawn by the kernel's inline backend only
+        return None
+    if value is not None and not code_cell.source.rstrip().endswith(";"):
+        data, md = fmt.format(value)
+        outputs.append(nbformat.v4.new_output("execute_result", data=data, metadata=md,
+                                              execution_count=code_cell.get("execution_count")))
+    kinds = [(o.get("output_type"), sorted(o.get("data", {}))) for o in outputs]
+    if kinds != [(o.get("output_type"), sorted(o.get("data", {}))) for o in code_cell.get("outputs", [])]:
+        return None
+    return outputs
+
+
+def _open_figures() -> list:
+    import sys
+
+    plt = sys.modules.get("matplotlib.pyplot")
+    return list(plt.get_fignums()) if plt is not None else []
 
 
 def _refuse_clash(request: RunRequest, res_out: Path) -> None:

@@ -1,0 +1,200 @@
+"""The run key in two parts: what makes a run's predictions and what scores them (``runner.RUN_KEY_PARTS``). A
+change to scoring code re-scores a stored run from its predictions without a kernel, and the re-scored cell and
+page are the ones executing the notebook makes."""
+import copy
+import dataclasses
+import json
+
+import nbformat
+import pytest
+
+from atlaslib import notebook, runner
+from atlaslib.results import record_path
+from atlaslib.sources import sha256_file
+
+
+def _files():
+    root = notebook.ATLASLIB
+    return [p.relative_to(root).as_posix() for p in sorted(root.rglob("*"))
+            if p.suffix in {".py", ".yml", ".yaml", ".txt", ".json"} and "__pycache__" not in p.parts and p.is_file()]
+
+
+def test_every_atlaslib_file_is_declared_in_one_part_of_the_run_key():
+    files = _files()
+    undeclared = [f for f in files if runner.key_part(f) is None]
+    assert not undeclared, f"declare these in runner.RUN_KEY_PARTS: {undeclared}"
+    dead = [g for g, _ in runner.RUN_KEY_PARTS if not any(runner._pattern(g).match(f) for f in files)]
+    assert not dead, f"declarations naming no file: {dead}"
+    assert {runner.key_part(f) for f in files if f.startswith("metrics/")} == {"scoring"}
+    assert runner.key_part("cards/negex/counting.py") == "scoring"
+    assert runner.key_part("models/hf.py") == runner.key_part("cards/negex/data.py") == "prediction"
+    assert runner.key_part("cards/run.py") == "both"
+    assert runner.key_part("newmodule.py") is None  # a new module escapes nothing: the test above fails
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """A small atlaslib tree that the run key's source digest reads instead of atlaslib."""
+    root = tmp_path / "atlaslib"
+    for rel in ("metrics/engine.py", "models/hf.py", "cards/run.py", "cards/negex/counting.py", "cards/negex/data.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"X = {rel!r}\n")
+    real = runner.source_digest
+    monkeypatch.setattr(runner, "source_digest", lambda root_=root, part=None: real(root, part))
+    monkeypatch.setattr(runner, "_card_data_pins", lambda card: [])
+    return root
+
+
+@pytest.mark.parametrize("edited, moves", [("metrics/engine.py", {"scoring"}), ("cards/negex/counting.py", {"scoring"}),
+                                           ("models/hf.py", {"prediction"}), ("cards/negex/data.py", {"prediction"}),
+                                           ("cards/run.py", {"prediction", "scoring"})])
+def test_an_edit_moves_the_part_of_the_key_its_module_is_in(tree, edited, moves):
+    req = runner.RunRequest("negex", "atlas-n100-v1", "majority", "zero_shot")
+
+    def keys():
+        return {"prediction": runner.prediction_key(req, "notebook", {"run": True}), "scoring": runner.scoring_key()}
+
+    before = keys()
+    (tree / edited).write_text("X = 'changed'\n")
+    after = keys()
+    assert {part for part in before if before[part] != after[part]} == moves
+    assert runner.split_key(f"{after['prediction']}.{after['scoring']}") == (after["prediction"], after["scoring"])
+
+
+NOTEBOOK = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  name: python3
+  display_name: Python 3
+  language: python
+---
+
+# Toy
+
+```{code-cell} python
+:tags: [parameters]
+model = "always-even"
+protocol = "zero_shot"
+version = "toy-v1"
+data_dir = None
+result_path = None
+run_key = None
+decision = None
+```
+
+```{code-cell} python
+import tests.toy_card as toy
+from atlaslib.cards.run import CardRun
+
+card_run = CardRun(toy, version, model, protocol, parameters={"run_key": run_key}, result_path=result_path,
+                   decision=decision)
+items = toy.load_items(data_dir)
+manifest = toy.split(items, version)
+records = toy.predict(items, manifest, model, protocol, data_dir=data_dir, load=card_run.load)
+cell = card_run.finish(**toy.cell_parts(card_run, records, manifest))
+```
+
+```{code-cell} python
+:tags: [TAG]
+from IPython.display import Markdown, display
+from atlaslib import results
+display(Markdown(f"{len(cell['predictions'])} test numbers"))
+print("accuracy", cell["metrics"]["accuracy_zero_shot"]["value"])
+results.metrics_frame(cell["metrics"])
+```
+"""
+
+
+def _toy_book(tmp_path, monkeypatch, tag):
+    from atlaslib.cards import get_card
+
+    nb = tmp_path / "toy.md"
+    nb.write_text(NOTEBOOK.replace("TAG", tag))
+    card = dataclasses.replace(get_card("toy"), notebook=str(nb))
+    monkeypatch.setattr(runner, "get_card", lambda name: card)
+    req = runner.RunRequest("toy", "toy-v1", "always-even", "zero_shot")
+    return req, dict(results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", failed_dir=tmp_path / "failed")
+
+
+def _stale(out):
+    """The stored pair as an older scoring code left it: another scoring key, another accuracy on cell and page."""
+    cell = json.loads(open(out.result).read())
+    pred, _ = runner.split_key(cell["run_key"])
+    cell["run_key"] = cell["spec"]["parameters"]["run_key"] = f"{pred}.older-scoring"
+    cell["metrics"]["accuracy_zero_shot"]["value"] = 0.25
+    open(out.result, "w").write(json.dumps(cell))
+    record_path(out.notebook).write_text(sha256_file(out.result) + "\n")
+    page = nbformat.read(out.notebook, as_version=4)
+    for c in page.cells:
+        for o in c.get("outputs", []):
+            if o.get("output_type") == "stream":
+                o["text"] = o["text"].replace("accuracy 0.5", "accuracy 0.25")
+    nbformat.write(page, out.notebook)
+
+
+def _no_kernel(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("a kernel was started")
+
+    monkeypatch.setattr(runner, "execute_notebook", refuse)
+
+
+def _tagged_outputs(path):
+    return [c["outputs"] for c in nbformat.read(path, as_version=4).cells if runner.FROM_CELL_TAG in notebook.tags(c)]
+
+
+def test_a_scoring_change_rescores_the_stored_run_without_a_kernel(toy_registered, tmp_path, monkeypatch):
+    req, dirs = _toy_book(tmp_path, monkeypatch, runner.FROM_CELL_TAG)
+    executed = runner.run(req, **dirs)
+    assert executed.status == "ran"
+    cell, page = json.loads(open(executed.result).read()), _tagged_outputs(executed.notebook)
+    assert "accuracy 0.5" in json.dumps(page)
+    _stale(executed)
+    _no_kernel(monkeypatch)
+
+    out = runner.run(req, **dirs)
+    assert out.status == "re-scored"
+    new = json.loads(open(out.result).read())
+    # field for field the executed run's cell, but for its timing and keys
+    ref = copy.deepcopy(cell)
+    ref["spec"]["parameters"].pop("run_key")
+    got = copy.deepcopy(new)
+    got["spec"]["parameters"].pop("run_key")
+    assert {k: v for k, v in got.items() if k not in ("timing", "run_key")} == \
+        {k: v for k, v in ref.items() if k not in ("timing", "run_key")}
+    assert new["run_key"] == new["spec"]["parameters"]["run_key"] == runner.run_key(
+        req, open(runner.get_card("toy").notebook).read())
+    assert _tagged_outputs(out.notebook) == page  # the page shows the cell's numbers, as the kernel drew them
+    assert runner.run(req, **dirs).status == "cached"
+
+
+def test_a_notebook_tagging_no_cell_from_the_cell_executes_again(toy_registered, tmp_path, monkeypatch):
+    req, dirs = _toy_book(tmp_path, monkeypatch, "remove-input")
+    executed = runner.run(req, **dirs)
+    _stale(executed)
+    _no_kernel(monkeypatch)
+    with pytest.raises(runner.RunFailed, match="a kernel was started"):
+        runner.run(req, **dirs)
+
+
+def test_a_seeded_row_is_rescored_from_its_seeds_predictions(toy_registered):
+    """Each training seed's answers are scored again: the row equals the one the run made."""
+    import tests.toy_card as toy
+    from atlaslib.cards.run import CardRun, contract_parts
+
+    items = toy.load_items(None)
+    manifest = toy.split(items, "toy-v1")
+    base = toy.predict(items, manifest, "parity-rule", "zero_shot")
+    seeded = {s: [dict(r, pred=r["pred"] if i % s else 1 - r["pred"], score=0.1 * (i % 7) + 0.01 * s)
+                  for i, r in enumerate(base)] for s in (1, 2, 3)}
+    run = CardRun(toy, "toy-v1", "some-encoder", "finetune", parameters={"run_key": "p.s"})
+    cell = run.finish(**contract_parts(run, seeded, manifest))
+    again = runner.rescored_cell(cell, "p.t")
+    assert again["run_key"] == "p.t"
+    for c in (cell, again):
+        c.pop("timing"), c.pop("run_key"), c["spec"]["parameters"].pop("run_key")
+    assert again == cell
+    assert len({json.dumps(r["metrics"]) for r in cell["extra"]["seed_runs"]}) == 3
