@@ -33,7 +33,7 @@ def test_run_through_the_contract_gives_the_hand_counted_cell(toy, tmp_path):
 
 
 def test_a_run_that_cannot_happen_is_a_not_run_cell_with_the_cards_metric_names(toy, monkeypatch):
-    reason = "toy card runs only always-even, parity-rule under zero_shot"
+    reason = "card toy runs only always-even, parity-rule under zero_shot"
     cell = run("toy", "toy-v1", "some-encoder", "zero_shot")
     assert cell["status"] == "not_run" and cell["reason"] == reason
     assert list(cell["metrics"]) == toy.metric_names("zero_shot") == ["accuracy_zero_shot"]
