@@ -64,7 +64,7 @@ def print_timing(report: MatrixReport, log=print) -> None:
     the model-call store (— for a run served whole from the run cache, which asks nothing); damaged store
     entries met (recomputed) are named under the table."""
     log("")
-    log(f"{'run':70s} {'status':8s} {'wall s':>8s} {'load':>6s} {'train':>6s} {'predict':>7s} {'side':>6s} "
+    log(f"{'run':70s} {'status':9s} {'wall s':>8s} {'load':>6s} {'train':>6s} {'predict':>7s} {'side':>6s} "
         f"{'peak MiB':>9s} {'calls made':>10s} {'served':>8s}")
     damaged = []
     for o in report.outcomes:
@@ -74,7 +74,7 @@ def print_timing(report: MatrixReport, log=print) -> None:
         damaged += [(o.request.label, p) for p in mc.get("corrupt") or ()]
         ph = (o.extra or {}).get("phases") or {}
         parts = [f"{ph[k]:.0f}" if ph.get(k) is not None else "—" for k in ("loading", "training", "prediction", "side")]
-        log(f"{o.request.label[:70]:70s} {o.status:8s} {o.seconds:8.1f} {parts[0]:>6s} {parts[1]:>6s} {parts[2]:>7s} "
+        log(f"{o.request.label[:70]:70s} {o.status:9s} {o.seconds:8.1f} {parts[0]:>6s} {parts[1]:>6s} {parts[2]:>7s} "
             f"{parts[3]:>6s} {peak:>9s} {made:>10s} {served:>8s}")
     log(f"matrix wall time: {report.seconds:.1f} s")
     top = dominant_runs(report)

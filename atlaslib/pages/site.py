@@ -155,8 +155,10 @@ def render_build_report(src: Path, report: MatrixReport | None) -> None:
                          f"{o.seconds:.1f} | {split} | {o.peak_rss_mb if o.peak_rss_mb is not None else '—'} |")
         ran = sum(o.status == "ran" for o in report.outcomes)
         cached = sum(o.status == "cached" for o in report.outcomes)
+        rescored = sum(o.status == "re-scored" for o in report.outcomes)  # stored predictions, scored again
         lines += ["", f"{len(report.outcomes)} runs: {ran} executed, {cached} from the cache, "
-                      f"{len(report.failures)} failed; matrix wall time {report.seconds:.1f} s."]
+                      + (f"{rescored} re-scored from their stored predictions, " if rescored else "")
+                      + f"{len(report.failures)} failed; matrix wall time {report.seconds:.1f} s."]
         from ..matrix import dominant_runs
 
         top = dominant_runs(report)
