@@ -1,5 +1,5 @@
-"""A new card is one folder: the toy card (``tests/toy_card/``: five small files and its notebook
-``toy_card.md``) becomes a package of a temporary distribution outside the atlas, declared by an entry point,
+"""A new card is one folder: the toy card (``tests/toy_card/``: a card of the labelled-items family, its
+declaration in ``card.py``, its facts in ``pages.py`` and its notebook ``toy_card.md``) becomes a package of a temporary distribution outside the atlas, declared by an entry point,
 and nothing else is edited: no registry entry, no page, no table of contents. It is found by discovery,
 split, its two runs executed by the runner (papermill, whose kernel finds it the same way), their result cells
 written, and its page (the folder's ``page.md``, quoting a fact its ``pages.py`` provides) shows both numbers in
@@ -106,13 +106,14 @@ def test_a_card_whose_declaration_has_another_name_is_refused(toy_distribution):
 
 def test_the_toy_card_passes_every_cards_contract_tests(monkeypatch, data_dir, toy_registered):
     """The contract tests of the atlas's cards (``tests/cards/test_contract.py``), run on the toy card; its
-    layout is the five files of a new card: ``card.py`` declares ``CARD`` and ``SCORING``, the contract functions
-    are defined in ``data.py``, ``predict.py`` and ``counting.py``, and ``__init__.py`` only re-exports them. (It
-    takes no outside predictions, so the outside-systems test is not one of them.)"""
+    layout is a card of the labelled-items family: ``card.py`` declares ``CARD``, ``SCORING`` and ``FAMILY`` and
+    writes only ``load_items``, ``audit_items`` and ``split``; ``predict`` and ``counts`` are its family's;
+    ``__init__.py`` only re-exports. The folder, notebook included, is under 120 lines. (It takes no outside
+    predictions, so the outside-systems test is not one of them.)"""
     import ast
-    import importlib
 
-    from atlaslib.cards import CONTRACT
+    from atlaslib.cards.families import LabelledItems
+    from atlaslib.cards.run import CardRun
     from tests.cards import test_contract as contract
 
     contract.test_card_declares_itself_as_data("toy")
@@ -125,18 +126,17 @@ def test_the_toy_card_passes_every_cards_contract_tests(monkeypatch, data_dir, t
     manifest = mod.split(items, run[0])
     records = mod.predict(items, manifest, run[1], run[2], data_dir=data_dir)
     contract.test_every_card_implements_the_contract(
-        "toy", {"toy": (mod, items, manifest, records, mod.score(records, run[2], model=run[1]))}, data_dir)
+        "toy", {"toy": (mod, items, manifest, records, CardRun(mod, *run).score(records))}, data_dir)
+    assert contract.layout_problems(mod) == []
 
     root = HERE / "toy_card"
-    assert sorted(p.name for p in root.iterdir() if p.suffix in (".py", ".md")) == [
-        "__init__.py", "card.py", "counting.py", "data.py", "pages.py", "predict.py", "toy_card.md"]
-    assert {"CARD", "SCORING"} <= contract._top_level_names(root / "card.py")[0]
-    defined = {f: contract._top_level_names(root / f"{f}.py")[0] for f in ("data", "predict", "counting")}
-    assert {fn: next(f for f, names in defined.items() if fn in names) for fn in CONTRACT} == {
-        "load_items": "data", "audit_items": "data", "split": "data", "predict": "predict", "score": "counting",
-        "counts": "counting"}
-    assert all(getattr(mod, fn) is getattr(importlib.import_module(f"tests.toy_card.{f}"), fn)
-               for f, names in defined.items() for fn in names & set(CONTRACT))
+    files = sorted(p for p in root.iterdir() if p.suffix in (".py", ".md"))
+    assert [p.name for p in files] == ["__init__.py", "card.py", "pages.py", "toy_card.md"]
+    assert sum(len(p.read_text(encoding="utf-8").splitlines()) for p in files) < 120
+    defined = contract._top_level_names(root / "card.py")[0]
+    assert {"CARD", "SCORING", "FAMILY", "load_items", "audit_items", "split"} <= defined
+    assert isinstance(mod.FAMILY, LabelledItems) and mod.predict == mod.FAMILY.predict
+    assert mod.counts == mod.FAMILY.counts
     init = ast.parse((root / "__init__.py").read_text(encoding="utf-8")).body
     assert isinstance(init[0], ast.Expr) and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in init[1:])
     pages = ast.parse((root / "pages.py").read_text(encoding="utf-8")).body   # its facts: no atlaslib.pages import

@@ -27,7 +27,7 @@ their test-set sizes, the default (version, model, protocol) matrix, the leaderb
 first), the pinned data files, the resampling unit of its intervals, its caveats, its baselines and the
 capabilities each protocol asks of a model, and the publication flags.
 
-Every card module also exposes the same six functions (the card contract, see CONTRIBUTING.md):
+Every card module also exposes the same five functions (the card contract, see CONTRIBUTING.md):
 
 - ``load_items(data_dir=None) -> DataFrame`` with a unique ``item_id`` column;
 - ``audit_items(items, data_dir=None) -> dict``: JSON-able facts about the items, at least ``n_items``
@@ -39,16 +39,14 @@ Every card module also exposes the same six functions (the card contract, see CO
   ``{training seed: records}`` in the recipe's order, which :func:`atlaslib.cards.run.contract_parts` makes
   into the book's seeded row (the mean over seeds with the two-level interval); a run that cannot happen
   raises :class:`NotRun` with the reason;
-- ``score(records, protocol, *, model=None) -> dict``: the cell metrics ``<base>_<protocol>`` ->
-  ``results.metric(value, ci_low, ci_high)`` with the card's declared intervals (``model`` matters only
-  where a baseline addresses some metrics only, as in TempEval);
 - ``counts(cell) -> UnitCounts``: the per-unit integer counts of a cell's predictions under the card's
-  ``SCORING`` (:mod:`atlaslib.metrics.engine`), from which every page, comparison and slice reads its
-  numbers (:func:`counted`).
+  ``SCORING`` (:mod:`atlaslib.metrics.engine`), from which the run's metrics (:meth:`CardRun.score
+  <atlaslib.cards.run.CardRun.score>`, the one scorer: a card has no ``score`` of its own) and every page,
+  comparison and slice read their numbers (:func:`counted`).
 
-Any of the card's files may define them (a new card: ``data.py``, ``predict.py``, ``counting.py``; the
-atlas's cards gather thin entry points over their own functions, which their notebooks call, in
-``contract.py``), so long as the package exposes them; they give the notebook's numbers. See
+A card of a task family (:mod:`atlaslib.cards.families`) writes ``load_items``, ``audit_items`` and ``split`` and
+takes ``predict`` and ``counts`` from its family instance (``FAMILY``); otherwise any of the card's files may
+define them, so long as the package exposes them; they give the notebook's numbers. See
 :data:`CONTRACT` and ``tests/cards/test_contract.py``.
 """
 from __future__ import annotations
@@ -118,7 +116,7 @@ def card_names() -> list[str]:
 
 
 #: the functions every card module exposes, with the same names and shapes (CONTRIBUTING.md, "Add a card")
-CONTRACT = ("load_items", "audit_items", "split", "predict", "score", "counts")
+CONTRACT = ("load_items", "audit_items", "split", "predict", "counts")
 
 
 class NotRun(Exception):

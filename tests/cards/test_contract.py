@@ -11,6 +11,7 @@ import pytest
 
 from atlaslib import runner
 from atlaslib.cards import CARD_MODULES, CONTRACT, get_card
+from atlaslib.cards.run import CardRun
 from atlaslib.sources import PinnedFile
 
 CARDS = sorted(CARD_MODULES)
@@ -56,9 +57,11 @@ def layout_problems(package) -> list[str]:
     of its files holds it: it is a package; ``CARD`` (a :class:`atlaslib.cards.Card`) and ``SCORING`` (an
     engine :class:`~atlaslib.metrics.engine.Scoring`) are reachable from it; each contract function
     (:data:`atlaslib.cards.CONTRACT`) is reachable from it under its name and defined under that name at the
-    top of one of the package's own modules; ``__init__.py`` is a docstring and re-exports only. Empty: none.
-    File names are not asked: ``contract.py`` (the atlas's cards) and the five files of a new card both pass."""
+    top of one of the package's own modules, or is a method of the card's own task family instance (``FAMILY``,
+    :mod:`atlaslib.cards.families`); ``__init__.py`` is a docstring and re-exports only. Empty: none. File names
+    are not asked: ``contract.py`` (the atlas's cards) and the toy card's ``card.py`` both pass."""
     from atlaslib.cards import Card
+    from atlaslib.cards.families import TaskFamily
     from atlaslib.metrics.engine import Scoring
 
     name, path = package.__name__, Path(package.__file__)
@@ -66,11 +69,14 @@ def layout_problems(package) -> list[str]:
         return [f"{name} is a single module, not a package"]
     problems = [f"{name}.{attr} is not a {kind.__name__}" for attr, kind in (("CARD", Card), ("SCORING", Scoring))
                 if not isinstance(getattr(package, attr, None), kind)]
+    family = getattr(package, "FAMILY", None)
     for fn in CONTRACT:
         obj = getattr(package, fn, None)
         home = getattr(obj, "__module__", None) or ""
         if not callable(obj):
             problems.append(f"{name} has no contract function {fn}")
+        elif family is not None and getattr(obj, "__self__", None) is family and isinstance(family, TaskFamily):
+            continue   # the card's own family instance provides it
         elif not home.startswith(f"{name}.") or fn not in _top_level_names(Path(sys.modules[home].__file__))[0]:
             problems.append(f"{name}.{fn} is not defined under that name in a module of the card ({home or 'none'})")
     init = ast.parse(path.read_text(encoding="utf-8")).body
@@ -88,8 +94,9 @@ def test_every_card_package_has_the_same_layout(name):
 
 
 def test_the_layout_check_names_what_a_card_lacks_not_which_file(tmp_path, monkeypatch):
-    """The toy card's five files pass as they are (no ``contract.py``); the same package without ``counts``,
-    with ``score`` borrowed from outside the card, or with code in ``__init__.py`` is named for it."""
+    """The toy card passes as it is (its family gives predict and counts); the same package without ``counts``,
+    with ``counts`` borrowed from outside the card or from another card's family, or with code in ``__init__.py``
+    is named for it."""
     import shutil
 
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -103,17 +110,32 @@ def test_the_layout_check_names_what_a_card_lacks_not_which_file(tmp_path, monke
         monkeypatch.delitem(sys.modules, name, raising=False)
         return importlib.import_module(name)
 
-    assert not (here / "contract.py").exists() and layout_problems(package("fivefiles")) == []
-    no_counts = package("nocounts", lambda t: t.replace("import counts, score", "import score"))
+    assert not (here / "contract.py").exists() and layout_problems(package("asis")) == []
+    no_counts = package("nocounts", lambda t: t.replace("cell_parts, counts,", "cell_parts,"))
     assert layout_problems(no_counts) == ["nocounts has no contract function counts"]
-    borrowed = package("borrowed", lambda t: t.replace("import counts, score", "import counts") +
-                       "from atlaslib.metrics.engine import evaluate as score  # noqa: F401\n")
+    borrowed = package("borrowed", lambda t: t.replace("cell_parts, counts,", "cell_parts,") +
+                       "from atlaslib.metrics.engine import evaluate as counts  # noqa: F401\n")
     assert layout_problems(borrowed) == [
-        "borrowed.score is not defined under that name in a module of the card (atlaslib.metrics.engine)"]
+        "borrowed.counts is not defined under that name in a module of the card (atlaslib.metrics.engine)"]
+    other = package("otherfamily", lambda t: t + "from asis import predict  # noqa: F401,F811\n")
+    assert layout_problems(other) == [
+        "otherfamily.predict is not defined under that name in a module of the card (atlaslib.cards.families)"]
     withcode = package("withcode", lambda t: t + "PROTOCOLS = (PROTOCOL, FINETUNE)\n")
     assert layout_problems(withcode) == ["withcode/__init__.py holds more than re-exports"]
     monkeypatch.setattr(withcode, "SCORING", None)
     assert layout_problems(withcode)[0] == "withcode.SCORING is not a Scoring"
+
+
+def test_no_card_scores_on_its_own():
+    """The one scorer is :meth:`CardRun.score <atlaslib.cards.run.CardRun.score>`: ``score`` is no contract
+    function, and no card package defines or exposes a top-level ``score`` (its metrics are its counts under its
+    ``SCORING``, through the engine)."""
+    assert "score" not in CONTRACT
+    for name in CARDS:
+        package = importlib.import_module(CARD_MODULES[name])
+        folder = Path(package.__file__).parent
+        defining = [p.name for p in sorted(folder.rglob("*.py")) if "score" in _top_level_names(p)[0]]
+        assert not defining and not hasattr(package, "score"), f"card {name} scores on its own: {defining}"
 
 
 @pytest.mark.parametrize("name", CARDS)
@@ -183,17 +205,29 @@ RUNS = {
 }
 
 
+class _ContractRuns(dict):
+    """card -> (module, items, manifest, records, metrics), each card's run made when first asked for (one card's
+    failure is its own tests')."""
+
+    def __init__(self, data_dir):
+        super().__init__()
+        self.data_dir = data_dir
+
+    def __missing__(self, name):
+        version, model, protocol = RUNS[name]
+        mod = importlib.import_module(CARD_MODULES[name])
+        items = mod.load_items(self.data_dir)
+        manifest = mod.split(items, version)
+        records = mod.predict(items, manifest, model, protocol, data_dir=self.data_dir)
+        self[name] = (mod, items, manifest, records, CardRun(mod, version, model, protocol).score(records))
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def contract_runs(data_dir):
-    """card -> (module, items, manifest, records, metrics): the contract's five functions in a row."""
-    out = {}
-    for name, (version, model, protocol) in RUNS.items():
-        mod = importlib.import_module(CARD_MODULES[name])
-        items = mod.load_items(data_dir)
-        manifest = mod.split(items, version)
-        records = mod.predict(items, manifest, model, protocol, data_dir=data_dir)
-        out[name] = (mod, items, manifest, records, mod.score(records, protocol, model=model))
-    return out
+    """card -> (module, items, manifest, records, metrics): the contract's functions in a row, scored by the one
+    scorer (:meth:`CardRun.score <atlaslib.cards.run.CardRun.score>`)."""
+    return _ContractRuns(data_dir)
 
 
 @pytest.mark.parametrize("name", CARDS)
