@@ -125,10 +125,10 @@ def slice_table(cells, card: str | None = None, slices: dict | None = None) -> p
     ``value``, ``ci_low``, ``ci_high`` and ``note`` (why there is no interval). ``slices`` defaults to the
     card's ``SLICES``; a slice whose field the records lack (cells written before the field existed) is
     left out. Every number is the card's declared formula on the group's per-unit counts
-    (:func:`atlaslib.metrics.engine.slice_rows`), with the card's resampling on the group's units (or the
-    exact interval where the card declares one)."""
+    (:func:`group_rows`), with the card's resampling on the group's units (or the exact interval where the
+    card declares one). A row over training seeds (:func:`atlaslib.analysis.seed_cells`) is scored on every
+    seed's model by the leaderboard's rule for it and its rows add ``per_seed`` (see :func:`group_rows`)."""
     from ..cards import card_module, scoring_of
-    from ..metrics.engine import slice_rows
 
     cells = list(cells)
     card = card or (cells[0]["card"] if cells else None)
@@ -137,94 +137,124 @@ def slice_table(cells, card: str | None = None, slices: dict | None = None) -> p
         return pd.DataFrame([], columns=COLUMNS)
     slices = card_slices(card) if slices is None else slices
     scoring = scoring_of(card)
-    rule = scoring.slices
+    if scoring.slices is None:
+        return pd.DataFrame([], columns=COLUMNS)
     slice_counts = getattr(card_module(card), "slice_counts", None)
     rows = []
     cache: dict = {}      # the resamples of a group, shared by the runs (same units, same strata)
     for cell in ok_cells(cells):
-        if rule is None:
-            break
         seed, n_res = _seed(cell, scoring.resampling.seed), n_resamples_of(cell)
         by_seed = seed_cells(cell)
         if by_seed:
             columns = COLUMNS + ["per_seed"]
-            rows += seeded_rows(cell, by_seed, slices, scoring, slice_counts, seed, n_res, cache)
-            continue
-        run = one_model_label(cell)
-        for name, spec in slices.items():
-            groups = groups_of(cell, spec, slice_counts)
-            for g, sub in groups or ():
-                for shown, n, v, lo, hi, note in slice_rows(scoring, sub, rule, seed, n_res, cache):
-                    rows.append(_row(run, name, g, n, shown, v, lo, hi, note))
+        rows += cell_rows(cell, by_seed, slices, scoring, slice_counts, seed, n_res, cache)
     return pd.DataFrame(rows, columns=columns)
 
 
-def seeded_rows(cell: dict, by_seed: list, slices: dict, scoring, slice_counts, seed: int, n_res: int,
-                cache: dict) -> list[dict]:
-    """The slice rows of a row over training seeds (``by_seed``: :func:`atlaslib.analysis.seed_cells`), by the
-    leaderboard's rule for it (:func:`atlaslib.metrics.seeds.seed_mean`): each group's metric is the mean over
-    the seeds' models of the card's formula on that model's counts of the group, with the two-level interval
-    (seeds drawn with replacement, the group's units by the card's resampling, the same draw for every seed).
-    A group under the rule's ``min_units`` gets the mean without an interval; a metric the rule marks undefined
-    for some seed's model is undefined for the row (naming the seed). Each row's ``per_seed`` gives every
-    seed's figure with its own item interval."""
-    from ..metrics import engine
-    from ..metrics.seeds import SeedError, per_seed_text, seed_mean
+def cell_rows(cell: dict, by_seed: list, slices: dict, scoring, slice_counts, seed: int, n_res: int,
+              cache: dict) -> list[dict]:
+    """The slice rows of one row of the leaderboard: its own model's groups, or for a row over training seeds
+    (``by_seed``: :func:`atlaslib.analysis.seed_cells`) each group's counts of every seed's model (the same
+    units, else an error), each scored by :func:`group_rows`. A group some seed's model lacks has no value,
+    naming the seed."""
+    from ..metrics.seeds import SeedError
 
     rule = scoring.slices
-    run = seeds_label(cell)
-    names = [sd for sd, _ in by_seed]
+    run = seeds_label(cell) if by_seed else one_model_label(cell)
+    members = by_seed or [(None, cell)]
+    names = [sd for sd, _ in members] if by_seed else None
     rows = []
     for name, spec in slices.items():
-        per = [groups_of(c, spec, slice_counts) for _, c in by_seed]
+        per = [groups_of(c, spec, slice_counts) for _, c in members]
         if any(p is None for p in per):
             continue
         maps = [dict(p) for p in per]
-        order = list(dict.fromkeys(g for p in per for g, _ in p))
-        for g in order:
+        for g in dict.fromkeys(g for p in per for g, _ in p):
             subs = [m.get(g) for m in maps]
-            lacking = [sd for sd, u in zip(names, subs) if u is None]
+            lacking = [sd for (sd, _), u in zip(members, subs) if u is None]
             if lacking:
-                for shown in rule.metrics:
-                    rows.append(_row(run, name, g, 0, shown, None,
-                                     note=f"no such group for seed {lacking[0]}'s model") | {"per_seed": ""})
+                rows += [_row(run, name, g, 0, shown, None, note=f"no such group for seed {lacking[0]}'s model")
+                         | {"per_seed": ""} for shown in rule.metrics]
                 continue
-            first = subs[0]
-            if any(list(map(str, u.ids)) != list(map(str, first.ids)) for u in subs[1:]):
+            if any(list(map(str, u.ids)) != list(map(str, subs[0].ids)) for u in subs[1:]):
                 raise SeedError(f"slices of {run}: the seeds' models were not scored on the same units of "
                                 f"{name} = {g}")
-            tots = [u.total() for u in subs]
-            n = int(rule.support(tots[0]))
-            w = None
-            if n >= rule.min_units:
-                key = None
-                if scoring.resampling.rule == "stratified":
-                    key = (seed, n_res, np.asarray(first.groups[scoring.resampling.by]).tobytes())
-                w = cache.get(key) if key is not None else None
-                if w is None:
-                    w = engine.weights(first, scoring.resampling, n_res, seed)
-                    if key is not None:
-                        cache[key] = w
-                wtots = [engine.totals(u, w) for u in subs]
-            for shown, m in rule.metrics.items():
-                whys = [(sd, m.undefined_if(t)) for sd, t in zip(names, tots)] if m.undefined_if else []
-                whys = [(sd, why) for sd, why in whys if why]
-                if whys:
-                    why = whys[0][1] if len(whys) == len(names) else f"{whys[0][1]} (seed {whys[0][0]})"
-                    rows.append(_row(run, name, g, n, shown, None, note=why) | {"per_seed": ""})
-                    continue
-                points = [float(m.formula(t)) for t in tots]
-                if n < rule.min_units:
-                    v = float(np.mean(points))
-                    note = f"too few {rule.unit} ({n} < {rule.min_units}) for an interval"
-                    each = [{"seed": sd, "value": p if np.isfinite(p) else None} for sd, p in zip(names, points)]
-                    rows.append(_row(run, name, g, n, shown, v, note=note) | {"per_seed": per_seed_text(each)})
-                    continue
-                values = np.stack([np.asarray(m.formula(t), dtype=float) for t in wtots], axis=1)
-                got = seed_mean(names, points, values)
-                v = got["value"]
-                note = "" if v is not None else "undefined on this group"
-                rows.append(_row(run, name, g, n, shown, v if v is not None else float("nan"),
-                                 got["ci_low"] if v is not None else None, got["ci_high"] if v is not None else None,
-                                 note) | {"per_seed": per_seed_text(got["per_seed"])})
+            for shown, n, v, lo, hi, note, per_seed in group_rows(scoring, subs, rule, seed, n_res, cache, names):
+                rows.append(_row(run, name, g, n, shown, v, lo, hi, note)
+                            | ({} if per_seed is None else {"per_seed": per_seed}))
     return rows
+
+
+def _weights(scoring, uc, seed: int | None, n_res: int | None, cache: dict | None) -> np.ndarray:
+    """The card's resamples of a group's units (``engine.weights``), shared through ``cache`` by every group of
+    the same strata under stratified resampling."""
+    from ..metrics import engine
+
+    key = None
+    if cache is not None and scoring.resampling.rule == "stratified":
+        key = (seed, n_res, np.asarray(uc.groups[scoring.resampling.by]).tobytes())
+        if key in cache:
+            return cache[key]
+    w = engine.weights(uc, scoring.resampling, n_res, seed)
+    if key is not None:
+        cache[key] = w
+    return w
+
+
+def group_rows(scoring, counts: list, rule, seed: int | None = None, n_res: int | None = None,
+               cache: dict | None = None, seeds: list | None = None) -> list[tuple]:
+    """One group of units scored by ``rule`` (the card's :class:`~atlaslib.metrics.engine.SliceRule`):
+    ``[(shown name, n, value, ci_low, ci_high, note, per_seed)]``, one per metric the rule shows.
+
+    ``counts`` is ``[UnitCounts]`` of the group: one model's (``seeds`` None; ``per_seed`` None), or every
+    training seed's model's on the same units (``seeds``: their names). ``n`` is the rule's ``support`` of the
+    group's totals. A metric the rule marks undefined (``undefined_if``) has no value, with the reason (naming
+    the seed when not every seed's model is undefined); a group under ``min_units`` gets the point value (the
+    mean over the seeds' models) without an interval. Otherwise one model's interval is the card's resampling on
+    the group's units (percentile), or exact Clopper–Pearson where the rule is ``exact``; a row over seeds gets
+    the leaderboard's rule for it (:func:`atlaslib.metrics.seeds.seed_mean`: the two-level interval, the same
+    unit draw for every seed) and ``per_seed`` gives every seed's figure (:func:`~atlaslib.metrics.seeds.per_seed_text`)."""
+    from ..metrics import bootstrap, engine
+    from ..metrics.seeds import per_seed_text, seed_mean
+
+    one = seeds is None
+    names = [None] if one else list(seeds)
+    tots = [u.total() for u in counts]
+    n = int(rule.support(tots[0]))
+    enough = n >= rule.min_units
+    wtots = None
+    if enough and not (one and rule.exact):
+        w = _weights(scoring, counts[0], seed, n_res, cache)
+        wtots = [engine.totals(u, w) for u in counts]
+    out = []
+    for shown, m in rule.metrics.items():
+        whys = [(sd, why) for sd, why in ((sd, m.undefined_if(t)) for sd, t in zip(names, tots)) if why] \
+            if m.undefined_if else []
+        if whys:
+            why = whys[0][1] if len(whys) == len(names) else f"{whys[0][1]} (seed {whys[0][0]})"
+            out.append((shown, n, None, None, None, why, None if one else ""))
+            continue
+        points = [float(m.formula(t)) for t in tots]
+        lo = hi = per_seed = None
+        if not enough:
+            v = points[0] if one else float(np.mean(points))
+            if not one:
+                per_seed = per_seed_text([{"seed": sd, "value": p if np.isfinite(p) else None}
+                                          for sd, p in zip(names, points)])
+            out.append((shown, n, v, None, None, f"too few {rule.unit} ({n} < {rule.min_units}) for an interval",
+                        per_seed))
+            continue
+        if one:
+            v = points[0]
+            if rule.exact:
+                lo, hi = engine.exact_interval(m, tots[0]) or (None, None)
+            elif np.isfinite(v):
+                lo, hi = bootstrap.percentile_ci(np.asarray(m.formula(wtots[0]), dtype=float))
+        else:
+            got = seed_mean(names, points, np.stack([np.asarray(m.formula(t), dtype=float) for t in wtots], axis=1))
+            v = float("nan") if got["value"] is None else got["value"]
+            if got["value"] is not None:
+                lo, hi = got["ci_low"], got["ci_high"]
+            per_seed = per_seed_text(got["per_seed"])
+        out.append((shown, n, v, lo, hi, "" if np.isfinite(v) else "undefined on this group", per_seed))
+    return out

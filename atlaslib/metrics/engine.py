@@ -18,7 +18,7 @@ From a :class:`UnitCounts` and its card's :class:`Scoring`, this module computes
 (``formula(C.sum(0))``), resampled values (``formula(W @ C)``: ``W[b, u]`` = how often unit ``u`` is drawn in
 resample ``b``, exact integers), percentile intervals, exact Clopper–Pearson intervals for proportions, the
 paired data of several runs on the same units (:func:`paired`, read by :mod:`atlaslib.metrics.compare`) and
-the metric on any subset of units (:func:`subset`, read by :mod:`atlaslib.analysis.slices`). A rank metric
+the metric on any subset of units (:meth:`UnitCounts.take`, read by :mod:`atlaslib.analysis.slices`). A rank metric
 (ROC-AUC) is computed from the units' scores ranked once: per resample and distinct score, the drawn positives
 and negatives are counted from the multiplicities, U = Σ pos·(neg below + neg tied / 2) (exact integers).
 
@@ -481,42 +481,3 @@ def paired(scoring: Scoring, card: str, version: str, counts: dict, seed: int | 
     n_units = len(set(map(str, first.groups[rs.by]))) if rs.rule == "clusters" else first.n
     return Paired(card, version, rs.unit, labels, scoring, counts, mult, decisions, n_units,
                   {m.name: m.higher_is_better for m in scoring.metrics})
-
-
-# -- slices ----------------------------------------------------------------------------------------------
-
-def slice_rows(scoring: Scoring, uc: UnitCounts, rule: SliceRule, seed: int | None = None,
-               n_resamples: int | None = None, cache: dict | None = None) -> list[tuple]:
-    """One group of units scored by ``rule``: ``[(shown name, n, value, ci_low, ci_high, note)]``."""
-    tot = uc.total()
-    n = int(rule.support(tot))
-    w = wtot = None
-    if n >= rule.min_units and not rule.exact:
-        key = None
-        if cache is not None and scoring.resampling.rule == "stratified":
-            key = (seed, n_resamples, np.asarray(uc.groups[scoring.resampling.by]).tobytes())
-        if key is not None and key in cache:
-            w = cache[key]
-        else:
-            w = weights(uc, scoring.resampling, n_resamples, seed)
-            if key is not None:
-                cache[key] = w
-        wtot = totals(uc, w)
-    out = []
-    for shown, m in rule.metrics.items():
-        why = m.undefined_if(tot) if m.undefined_if else None
-        if why:
-            out.append((shown, n, None, None, None, why))
-            continue
-        v = float(m.formula(tot))
-        lo = hi = None
-        note = "" if n >= rule.min_units else f"too few {rule.unit} ({n} < {rule.min_units}) for an interval"
-        if n >= rule.min_units:
-            if rule.exact:
-                lo, hi = exact_interval(m, tot) or (None, None)
-            elif np.isfinite(v):
-                lo, hi = bootstrap.percentile_ci(np.asarray(m.formula(wtot), dtype=float))
-        if not note and not np.isfinite(v):
-            note = "undefined on this group"
-        out.append((shown, n, v, lo, hi, note))
-    return out

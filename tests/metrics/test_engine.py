@@ -74,6 +74,7 @@ def test_cluster_and_row_weights_equal_the_index_draws(data):
 
 
 def test_exact_slice_interval_is_scipys_and_statsmodels_clopper_pearson():
+    from atlaslib.analysis.slices import group_rows
     from scipy.stats import binomtest
     from statsmodels.stats.proportion import proportion_confint
 
@@ -81,12 +82,12 @@ def test_exact_slice_interval_is_scipys_and_statsmodels_clopper_pearson():
     rule = SliceRule({"accuracy": acc}, support=lambda t: t["n"], min_units=10, unit="cases", exact=True)
     sc = Scoring(("correct", "n"), (acc,), "accuracy", Resampling("rows", "cases"), slices=rule)
     uc = UnitCounts(list(range(12)), ("correct", "n"), [[int(k < 9), 1] for k in range(12)])
-    [(name, n, v, lo, hi, note)] = engine.slice_rows(sc, uc, rule)
-    assert (name, n, v, note) == ("accuracy", 12, 0.75, "")
+    [(name, n, v, lo, hi, note, per_seed)] = group_rows(sc, [uc], rule)
+    assert (name, n, v, note, per_seed) == ("accuracy", 12, 0.75, "", None)
     ref = binomtest(9, 12).proportion_ci(0.95, method="exact")
     assert (lo, hi) == pytest.approx((ref.low, ref.high))
     assert (lo, hi) == pytest.approx(proportion_confint(9, 12, alpha=0.05, method="beta"))
-    [(*_, lo, hi, note)] = engine.slice_rows(sc, uc.take(np.arange(12) < 5), rule)
+    [(*_, lo, hi, note, _)] = group_rows(sc, [uc.take(np.arange(12) < 5)], rule)
     assert lo is None and note == "too few cases (5 < 10) for an interval"
 
 
