@@ -151,7 +151,9 @@ class ParameterGate:
 class Analysis:
     """How the book's "where models fail" section (:mod:`atlaslib.analysis`) reads a card's result cells.
 
-    ``kind`` is the card's task family, which fixes what two runs can disagree on and how a slice is scored:
+    ``kind`` names the card's task family (:mod:`atlaslib.cards.families`, :func:`~atlaslib.cards.families.family_of`:
+    the generic modules read the family, never the kind), which fixes what two runs can disagree on and how a slice
+    is scored:
 
     - ``binary``: items with a positive label (NegEx): item disagreement; macro F1 per slice with the
       stratified bootstrap;
