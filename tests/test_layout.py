@@ -176,7 +176,7 @@ FLOORS = (
     ("metrics",),
     ("models",),
     ("protocols", "variants"),
-    ("cards",),
+    ("cards", "cards.families"),       # the task families a card declares itself through
     ("analysis", "runner"),
     ("course", "harness", "matrix", "external"),
     ("executor",),
@@ -318,3 +318,15 @@ def test_every_card_notebook_finishes_its_run_with_the_same_single_call():
     for path in runs:
         calls = _finish_calls(path.read_text(encoding="utf-8"))
         assert len(calls) == 1 and re.match(FINISH, calls[0]), f"{path.name}: {calls}"
+
+
+def test_no_generic_module_dispatches_on_a_cards_analysis_kind():
+    """What differs between task families is said by the card's family (:func:`atlaslib.cards.families.family_of`:
+    its unit, slice note, slice groups, whether its tags are scored both ways), so a new family edits no generic
+    module: outside ``atlaslib/cards/`` no module reads a card's ``analysis.kind``."""
+    pattern = re.compile(r"analysis(?:_of\([^()]*\))?\.kind\b")
+    assert pattern.search("x = card.analysis.kind") and pattern.search("analysis_of(card).kind in KINDS")
+    hits = [f"atlaslib/{p.relative_to(ATLASLIB).as_posix()}:{n}" for p in sorted(ATLASLIB.rglob("*.py"))
+            if not p.relative_to(ATLASLIB).as_posix().startswith("cards/")
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not hits, "generic modules dispatching on a card's analysis kind:\n" + "\n".join(hits)

@@ -6,7 +6,8 @@ Runs that give the same answer to every item (constant baselines such as "majori
 entailment") are left out: they agree with nothing and every item they miss is a class, not a hard case.
 Their names are returned in ``excluded``.
 
-Item cards (NegEx, NLI challenge): an item is *disputed* when the runs do not all give the same prediction,
+What is compared is the unit of the card's task family (:func:`atlaslib.cards.families.family_of`). Item cards
+(NegEx, NLI challenge): an item is *disputed* when the runs do not all give the same prediction,
 and *hard* when every run's prediction differs from gold. Span cards (MACCROBAT): every gold mention
 ``(item, type, first word, last word)`` is found by a run when the run predicts exactly that mention
 (the card's strict match). Relation card (TempEval): the records' ``found`` strings mark, per gold item of
@@ -24,10 +25,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..cards.families import family_of
 from . import addresses, analysis_of, majority, ok_cells, run_label, seed_runs_of
 
-#: the kinds of card (:class:`atlaslib.cards.Analysis`) whose runs answer items one label each
-ITEM_KINDS = ("binary", "labels")
 
 
 @dataclass
@@ -171,7 +171,7 @@ def mention_disagreement(cells, card: str) -> Disagreement:
     runs, excluded = compared_runs(cells)
     labels = [run_label(c) for c in runs]
     analysis = analysis_of(card)
-    spans = analysis.kind == "spans"
+    spans = family_of(analysis).unit == "mention"
     frame = _mentions_found(runs, labels) if spans else _found_bits(runs, labels, analysis.found)
     present = [lab for lab in labels if lab in frame]
     if present:
@@ -202,6 +202,6 @@ def disagreement(cells, card: str | None = None) -> Disagreement:
     ``card`` defaults to the cells' own."""
     cells = list(cells)
     card = card or (cells[0]["card"] if cells else None)
-    if card is None or analysis_of(card).kind in ITEM_KINDS:  # no cells and no card: nothing disagrees
+    if card is None or family_of(analysis_of(card)).unit == "item":  # no cells and no card: nothing disagrees
         return item_disagreement(cells)
     return mention_disagreement(cells, card)

@@ -1,13 +1,14 @@
 """The item explorer of one (card, split version): every test unit beside every ``ok`` run's answer.
 
 :func:`explorer` takes result cells (one card and split version) and returns an :class:`Explorer` whose
-``table`` has one row per unit:
+``table`` has one row per unit, the unit the card's task family compares (its ``unit``,
+:func:`atlaslib.cards.families.family_of`):
 
-- item cards (``kind`` binary or labels: NegEx, the NLI challenge): one row per test item;
-- span cards (``spans``: MACCROBAT): one row per gold mention ``(item, type, first word, last word)``, found
+- ``item`` (binary and labelled items: NegEx, the NLI challenge): one row per test item;
+- ``mention`` (spans: MACCROBAT): one row per gold mention ``(item, type, first word, last word)``, found
   by a run when it predicts exactly that mention (the card's strict match), and a second table,
   ``predicted_only``, of the mentions some run predicted that are not gold;
-- relation cards (``temporal``: TempEval): one row per gold item of each kind the records' ``found`` strings
+- ``relation`` (scorer-based relations: TempEval): one row per gold item of each kind the records' ``found`` strings
   mark (the scorer's match); a run counts for a kind only when it addresses the kind's leaderboard metric.
 
 Columns, in order: the unit's key (``item_id``; for mentions ``type``, ``first_word``, ``last_word``; for
@@ -65,7 +66,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from . import NO_MAJORITY, analysis_of, majority, ok_cells, seed_runs_of
-from .disagreement import ITEM_KINDS, _is_constant
+from ..cards.families import family_of
+from .disagreement import _is_constant
 from .slices import _top_values, group_of, mention_value
 
 SEP = " · "
@@ -381,20 +383,18 @@ def explorer(cells, card: str | None = None, *, inputs: dict | None = None) -> E
     slices = dict(analysis.slices)
     evidence_runs = [lab for lab, c in zip(labels, ok) if lab not in seeded and
                      analysis.rule_evidence and c["predictions"] and all("evidence" in r for r in c["predictions"])]
+    unit = family_of(analysis).unit   # what the card's family compares: item, mention or relation
     if not ok:
-        return Explorer(card or "", version, "item" if analysis.kind in ITEM_KINDS else
-                        ("mention" if analysis.kind == "spans" else "relation"), [], [], pd.DataFrame())
+        return Explorer(card or "", version, unit, [], [], pd.DataFrame())
     scores, predicted_only = [], None
-    if analysis.kind in ITEM_KINDS:
-        unit = "item"
+    if unit == "item":
         table, in_cols, slice_cols, scores = _items(ok, labels, analysis, inputs or {}, slices, evidence_runs,
                                                     seeded)
-    elif analysis.kind == "spans":
-        unit = "mention"
+    elif unit == "mention":
         table, in_cols, slice_cols, predicted_only = _mentions(ok, labels, analysis, inputs or {}, slices, seeded)
         evidence_runs = []
     else:
-        unit, seeded = "relation", {}
+        seeded = {}
         table, in_cols = _relations(ok, labels, analysis), []
         slice_cols = _relation_slices(ok, table, slices)
         evidence_runs = []

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..cards.families import family_of
 from ..escape import md, md_code
 from ..analysis import calibration as CAL, disagreement as DIS, ok_cells, slices as SL, triggers as TRG
 from . import explorer
@@ -113,16 +114,16 @@ def pool_small_slices(card, vcells, minimum: int):
     ok = [c for c in vcells if c.get("status") == "ok" and c.get("predictions")]
     if not ok:
         return vcells, slices
-    kind = card.analysis.kind
+    groups = family_of(card).slice_groups   # where a record's slice group is: its fields, its found slices, none
     out_specs, relabel = {}, {}
     first = ok[0]["predictions"]
     for name, spec in slices.items():
         f = spec.get("field")
         top = None
-        if spec.get("unit") == "mention" or kind == "spans" or not f:
+        if spec.get("unit") == "mention" or groups is None or not f:
             out_specs[name] = spec
             continue
-        if kind == "temporal":
+        if groups == "found":
             if not all("slices" in r and f in r["slices"] for r in first):
                 out_specs[name] = spec
                 continue
@@ -147,7 +148,7 @@ def pool_small_slices(card, vcells, minimum: int):
         elif len(small) < 2:
             out_specs[name] = spec
             continue
-        unit = "gold items" if kind == "temporal" else "items"
+        unit = family_of(card).slice_units
         pooled = pooled_label(k, sum(size[g] for g in small), unit)
         key = f"{f}__pooled"
         out_specs[name] = {"field": key, "order": tuple(g for g in order if g not in small) + (pooled,),
@@ -162,7 +163,7 @@ def pool_small_slices(card, vcells, minimum: int):
             continue
         c = {**c, "predictions": copy.deepcopy(c["predictions"])}
         for spec, f, key, small, pooled in relabel.values():
-            if kind == "temporal":
+            if groups == "found":
                 for r in c["predictions"]:
                     merged = {}
                     for g, counts in r["slices"][f].items():
@@ -199,7 +200,7 @@ SEEDED_NOTE = ("A row trained with several seeds (named \"mean over … seeds\")
 def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
     from ..cards import scoring_of
 
-    kind = card.analysis.kind
+    family = family_of(card)
     rule = scoring_of(card).slices
     minimum = rule.min_units
     pooled_cells, specs = pool_small_slices(card, vcells, minimum)
@@ -208,13 +209,7 @@ def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
     out = ["### Slices\n"]
     if table.empty:
         return "\n".join(out + ["The runs' prediction records carry no slice fields.\n"])
-    what = {"binary": "macro F1 with its stratified bootstrap interval",
-            "labels": "accuracy with its exact (Clopper–Pearson) interval",
-            "spans": f"strict entity F1 with its cluster bootstrap interval (resampling unit: {card.resampling_unit}; "
-                     f"mention slices score the mentions of the slice: recall over gold, precision over predicted "
-                     f"ones)",
-            "temporal": f"the scorer's F1 with its bootstrap interval (resampling unit: {card.resampling_unit})"}[kind]
-    unit = 'gold items' if kind in ('spans', 'temporal') else 'items'
+    what, unit = family.slice_note(card), family.slice_units
     out.append(f"The card's metric per slice: {what}, 95 %. `n` counts the slice's {unit}; the slices of a "
                f"breakdown with fewer than {minimum} each are pooled into one group, \"other (k slices, n "
                f"{unit})\"; a group still under {minimum} has no interval and says so. Where an interval has zero "
@@ -238,7 +233,7 @@ def slices_markdown(card, version, vcells, dl: _Downloads) -> str:
                     continue
                 row["n"] = int(x.n)
                 row[r] = _with_ci(x.value, x.ci_low, x.ci_high, _short(x.note))
-                if kind != "labels":   # the NLI card's slice intervals are exact already
+                if not family.exact_slices:   # a family whose slice intervals are exact already
                     row[r] += _exact_beside(x.value, x.ci_low, x.ci_high, x.n)
             rows.append(row)
         out.append(f"**{name}**\n")

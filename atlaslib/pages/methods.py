@@ -2,7 +2,7 @@
 chapter (``{{fact:calibration.*}}``) and its table of seqeval's two modes on this build's span runs
 (where ``<!-- seqeval-modes -->`` stands).
 
-The seqeval table takes every ok run of a card whose analysis kind is ``spans``, reads the gold and
+The seqeval table takes every ok run of a card whose task family scores tags (``seqeval``: spans), reads the gold and
 predicted IOB2 tags of its prediction records and scores them with seqeval twice: the default mode
 (conlleval chunking, what the atlas uses) and the strict mode (``mode="strict"``, ``scheme=IOB2``); it
 counts the predicted sequences that are not well-formed IOB2 (an ``I-X`` that continues nothing), the
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cards.families import family_of
 from . import facts
 
 SEQEVAL_MARK = "<!-- seqeval-modes -->"
@@ -104,7 +105,7 @@ def seqeval_modes(cell: dict) -> dict | None:
 def seqeval_markdown(cards, cells) -> str:
     rows = []
     for card in cards:
-        if card.analysis.kind != "spans":
+        if not family_of(card).seqeval:
             continue
         for c in cells:
             if c.get("card") != card.name or c.get("status") != "ok":
