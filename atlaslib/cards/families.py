@@ -231,8 +231,10 @@ class TaskFamily:
     def variants(self, card_run, items, manifest) -> list[dict]:
         """The variant cells of ``card_run`` (finished): each declared perturbation applied to the test items'
         ``text`` column (the items it applies to, sampled as it declares), re-predicted by the run's own
-        predictor, scored by the run (:meth:`CardRun.score`) and made by :meth:`CardRun.variant`."""
+        predictor (nothing trained again), scored as the run is (:meth:`CardRun.score`) and made by
+        :meth:`CardRun.variant`."""
         from ..variants import NOT_APPLICABLE, inputs_sha256, sample
+        from .run import CardRun
 
         s = card_run.spec
         predictor = self._predictors.get((s.version, s.model, s.protocol))
@@ -252,7 +254,8 @@ class TaskFamily:
             frame = test.loc[ids].copy()
             frame[self.text] = [changed[i][self.text] for i in ids]
             records = self._records(frame, predictor(frame))
-            metrics = card_run.score(records)
+            # scored as the run's metrics are, by a run of its own (the finished run's resamples stay its own)
+            metrics = CardRun(card_run.module, s.version, s.model, s.protocol, parameters=s.parameters).score(records)
             first = records[next(iter(records))] if isinstance(records, dict) else records
             out.append(card_run.variant(p.spec(), metrics=metrics, predictions=first, n_items=len(test),
                                         n_applicable=len(changed),
