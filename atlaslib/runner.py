@@ -615,7 +615,8 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
     by :meth:`CardRun.finish` with the new run key, and the executed notebook's :data:`FROM_CELL_TAG` cells
     re-rendered from it; both replace the old pair together (status ``"re-scored"``). None (the run executes as
     before) when the stored pair is not the run's as recorded, the run is not ok, it has variant cells (made by
-    the notebook from its own state), its notebook tags no cell :data:`FROM_CELL_TAG`, or a tagged cell does not
+    the notebook from its own state), its stored predictions are not what it scored (:func:`scored_as_stored`),
+    its notebook tags no cell :data:`FROM_CELL_TAG`, or a tagged cell does not
     re-render into outputs of the kinds the kernel made (a figure, another count of outputs)."""
     import nbformat
 
@@ -629,7 +630,7 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
     (old_pred, old_score), (pred, score) = split_key(old.get("run_key")), split_key(key)
     if old_score is None or old_pred != pred or old_score == score or old.get("status") != "ok":
         return None
-    if any((res_out.parent / "variants" / request.protocol).glob("*.json")):
+    if any((res_out.parent / "variants" / request.protocol).glob("*.json")) or not scored_as_stored(old):
         return None
     tagged = [c for c in nb.cells if c.get("cell_type") == "code" and FROM_CELL_TAG in notebook.tags(c)]
     if not tagged:
@@ -657,6 +658,22 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
     return RunOutcome(request, "re-scored", seconds=round(time.perf_counter() - start, 3),
                       cell_status=cell["status"], peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
                       notebook=str(nb_out), result=str(res_out))
+
+
+def scored_as_stored(cell: dict) -> bool:
+    """Whether ``cell``'s stored predictions hold the scores its metrics were made from, so that scoring them again
+    gives, to the bit, what executing its notebook gives: False where its per-unit counts (and a training seed's)
+    keep a unit's score other than its prediction's (a run that scored at full precision and stored its answers'
+    scores rounded to six digits)."""
+    def same(uc, predictions) -> bool:
+        scores = (uc or {}).get("scores")
+        if scores is None:
+            return True
+        by_id = {p.get("item_id"): p.get("score") for p in predictions or []}
+        return all(by_id.get(i, s) == s for i, s in zip(uc.get("ids") or [], scores))
+
+    return same(cell.get("unit_counts"), cell.get("predictions")) and all(
+        same(r.get("unit_counts"), r.get("predictions")) for r in (cell.get("extra") or {}).get("seed_runs") or [])
 
 
 def rescored_cell(old: dict, key: str, result_path=None) -> dict:

@@ -115,6 +115,8 @@ def _toy_book(tmp_path, monkeypatch, tag):
     nb.write_text(NOTEBOOK.replace("TAG", tag))
     card = dataclasses.replace(get_card("toy"), notebook=str(nb))
     monkeypatch.setattr(runner, "get_card", lambda name: card)
+    # atlaslib's digest held still: the tree may be edited while the tests run
+    monkeypatch.setattr(runner, "source_digest", lambda root=None, part=None: f"atlaslib {part}")
     req = runner.RunRequest("toy", "toy-v1", "always-even", "zero_shot")
     return req, dict(results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", failed_dir=tmp_path / "failed")
 
@@ -171,13 +173,39 @@ def test_a_scoring_change_rescores_the_stored_run_without_a_kernel(toy_registere
     assert runner.run(req, **dirs).status == "cached"
 
 
-def test_a_notebook_tagging_no_cell_from_the_cell_executes_again(toy_registered, tmp_path, monkeypatch):
-    req, dirs = _toy_book(tmp_path, monkeypatch, "remove-input")
+def _rounded(out):
+    """The stored cell as a run that scored at full precision and stored its scores rounded leaves it."""
+    cell = json.loads(open(out.result).read())
+    cell["unit_counts"]["scores"] = [0.1234567891] * len(cell["unit_counts"]["ids"])
+    for p in cell["predictions"]:
+        p["score"] = 0.123457
+    open(out.result, "w").write(json.dumps(cell))
+    record_path(out.notebook).write_text(sha256_file(out.result) + "\n")
+
+
+@pytest.mark.parametrize("tag, rounded", [("remove-input", False), (runner.FROM_CELL_TAG, True)])
+def test_a_run_its_page_or_predictions_cannot_rescore_executes_again(toy_registered, tmp_path, monkeypatch, tag,
+                                                                     rounded):
+    """A notebook tagging no cell from-cell, or a cell whose stored scores are not the ones it scored."""
+    req, dirs = _toy_book(tmp_path, monkeypatch, tag)
     executed = runner.run(req, **dirs)
+    if rounded:
+        _rounded(executed)
     _stale(executed)
     _no_kernel(monkeypatch)
     with pytest.raises(runner.RunFailed, match="a kernel was started"):
         runner.run(req, **dirs)
+
+
+def test_scores_stored_rounded_are_not_the_scores_a_run_scored():
+    cell = {"unit_counts": {"ids": ["a", "b"], "scores": [0.1234567891, 0.5]},
+            "predictions": [{"item_id": "a", "score": 0.123457}, {"item_id": "b", "score": 0.5}]}
+    assert not runner.scored_as_stored(cell)
+    cell["predictions"][0]["score"] = 0.1234567891
+    assert runner.scored_as_stored(cell)
+    cell["extra"] = {"seed_runs": [{"unit_counts": {"ids": ["a"], "scores": [0.7]}, "predictions": [
+        {"item_id": "a", "score": 0.70001}]}]}
+    assert not runner.scored_as_stored(cell)
 
 
 def test_a_seeded_row_is_rescored_from_its_seeds_predictions(toy_registered):
