@@ -47,6 +47,18 @@ def test_binary_counts_are_sklearns_confusion_matrix():
     t = fam.counts({"predictions": recs}).total()
     tn, fp, fn, tp = confusion_matrix(gold, pred, labels=["affirmed", "negated"]).ravel()
     assert (t["tp"], t["fp"], t["tn"], t["fn"], t["positive"]) == (tp, fp, tn, fn, tp + fn)
+    # the card's own groupings and reason, and the scores when every record has one: the engine's ROC-AUC is sklearn's
+    from sklearn.metrics import roc_auc_score
+
+    fam = BinaryItems(_card("binary"), None, labels=("affirmed", "negated"), groups={"sentence": "s"}, no_score="none")
+    uc = fam.counts({"predictions": [dict(r, s=i // 3) for i, r in enumerate(recs)]})
+    assert uc.groups["sentence"][:4] == [0, 0, 0, 1] and uc.undefined == {"roc_auc": "none"}
+    scores = RNG.random(300)
+    uc = fam.counts({"predictions": [dict(r, score=float(x)) for r, x in zip(recs, scores)]})
+    scoring = engine.Scoring(columns=BinaryItems.columns, metrics=(Metric("roc_auc", rank=True),), primary="roc_auc",
+                             resampling=Resampling("stratified", "items", 1, by="gold"))
+    auc = engine.evaluate(scoring, uc, "p", n_resamples=20)["roc_auc_p"]["value"]
+    assert auc == pytest.approx(roc_auc_score([g == "negated" for g in gold], scores))
 
 
 # the old toy card's counting and scoring, as the card wrote them before it was a card of a family

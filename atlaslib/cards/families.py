@@ -19,8 +19,10 @@ What an instance owns (the API, stable):
   (:func:`atlaslib.cards.deciding.load_for`). Anything else raises :class:`~atlaslib.cards.NotRun`, naming what the
   card runs. A card with its own zero-shot passes ``predictors`` (protocol -> function like ``predict``);
 - **counting**, :meth:`TaskFamily.counts`: the per-unit counts under the card's ``SCORING`` (labelled items:
-  ``correct``, ``item``; binary items: ``tp, fp, tn, fn, positive`` with the scores; spans and relations: the
-  counter the card wraps its scorer in, ``counter``);
+  ``correct``, ``item``; binary items: ``tp, fp, tn, fn, positive`` with the scores, grouped by gold, the
+  undefined rank metric's reason ``no_score``; spans and relations: the counter the card wraps its scorer in,
+  ``counter``, which any family takes in place of its own), grouped too by the declared ``groups`` (group name ->
+  record field, e.g. a cluster resampling's sentences);
 - **cell parts**, :meth:`TaskFamily.cell_parts`: :func:`atlaslib.cards.run.contract_parts` (scored by
   :meth:`CardRun.score <atlaslib.cards.run.CardRun.score>`, the one engine; no card-level ``score``);
 - **outside systems**, :meth:`TaskFamily.outside_split` and :meth:`TaskFamily.outside_cell_parts`: the test items'
@@ -83,7 +85,8 @@ class TaskFamily:
                  baselines: dict | None = None, labels: tuple = (), label_names: tuple | None = None,
                  text: str = "text", gold: str = "gold", fields: tuple = (), inputs: tuple = (),
                  recipe: dict | None = None, finetune: str = "finetune", predictors: dict | None = None,
-                 counter: Callable | None = None, answer: str = "", abstain=None):
+                 counter: Callable | None = None, answer: str = "", abstain=None, groups: dict | None = None,
+                 no_score: str = "labels only: no scores"):
         if card.analysis.kind != self.kind:
             raise ValueError(f"card {card.name}: its analysis kind is {card.analysis.kind!r}, not the "
                              f"{type(self).__name__} family's {self.kind!r}")
@@ -98,6 +101,7 @@ class TaskFamily:
         self.text, self.gold, self.fields, self.inputs = text, gold, tuple(fields), tuple(inputs)
         self.recipe, self.finetune, self.predictors = recipe, finetune, dict(predictors or {})
         self.counter, self.answer, self.abstain = counter, answer, abstain
+        self.groups, self.no_score = dict(groups or {}), no_score
         self._predictors: dict = {}   # (version, model, protocol) -> the last run's predictor (variant runs)
 
     # -- protocol dispatch ------------------------------------------------------------------------------------
@@ -182,6 +186,11 @@ class TaskFamily:
         return predictor
 
     # -- counting and the cell ----------------------------------------------------------------------------------
+    def _groups(self, recs) -> dict:
+        """The declared groupings (group name -> record field: a cluster resampling's, e.g. sentences) that every
+        record carries."""
+        return {g: [r[f] for r in recs] for g, f in self.groups.items() if recs and all(f in r for r in recs)}
+
     def counts(self, cell: dict):
         """The per-unit counts of ``cell``'s predictions under the card's ``SCORING`` (the card's ``counter``)."""
         if self.counter is None:
@@ -300,7 +309,8 @@ class LabelledItems(TaskFamily):
         valid = self.labels + ((self.abstain,) if self.abstain is not None else ())
         pred = check_labels([r["pred"] for r in recs], valid, "pred")
         return UnitCounts([r["item_id"] for r in recs], self.columns,
-                          np.stack([gold == pred, np.ones(len(recs), bool)], axis=1).astype(np.int64).reshape(-1, 2))
+                          np.stack([gold == pred, np.ones(len(recs), bool)], axis=1).astype(np.int64).reshape(-1, 2),
+                          self._groups(recs))
 
 
 class BinaryItems(TaskFamily):
@@ -327,9 +337,9 @@ class BinaryItems(TaskFamily):
         c = np.stack([t & p, ~t & p, ~t & ~p, t & ~p, t], axis=1).astype(np.int64).reshape(-1, 5)
         scores = [r.get("score") for r in recs]
         none = not recs or any(x is None for x in scores)
-        return UnitCounts([r["item_id"] for r in recs], self.columns, c, {"gold": t.astype(int).tolist()},
-                          None if none else np.asarray(scores, dtype=float),
-                          {"roc_auc": "labels only: no scores"} if none else {})
+        return UnitCounts([r["item_id"] for r in recs], self.columns, c,
+                          {"gold": t.astype(int).tolist(), **self._groups(recs)},
+                          None if none else np.asarray(scores, dtype=float), {"roc_auc": self.no_score} if none else {})
 
 
 class Spans(TaskFamily):
