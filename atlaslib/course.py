@@ -450,11 +450,13 @@ def false_entailment_bound(report: dict) -> float | None:
 
 def gate_rows(cells: Sequence[dict]) -> pd.DataFrame:
     """One row per NLI challenge cell: accuracy and false-entailment rate (with their counts), the card's
-    one-sided 95 % upper bound of that rate (:func:`false_entailment_bound`) and the gate decisions, from the
-    cell's report."""
+    one-sided 95 % upper bound of that rate (:func:`false_entailment_bound`) and the gate decisions: the card's
+    report of the cell's unit counts, made by the one engine (``nli_negation.counting.report_of_cell``)."""
+    from .cards.nli_negation.counting import report_of_cell
+
     rows = []
     for c in cells:
-        r = c["extra"]["report"]
+        r = report_of_cell(c)
         acc, fer, g = r["aggregate_accuracy"], r["false_entailment_rate"], r["gate"]
         rows.append({"model": c["model"], "accuracy": acc["value"], "right": f"{acc['successes']}/{acc['trials']}",
                      "false entailment rate": fer["value"],

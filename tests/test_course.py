@@ -97,7 +97,7 @@ def write_maccrobat_cells(results_dir: Path, data_dir) -> None:
     out = maccrobat.run_protocol(items, manifest, "memorize", "train_lookup", n_resamples=200)
     path = results.cell_path(results_dir, "maccrobat", "atlas-n100-v1", "memorize", "train_lookup")
     CardRun("maccrobat", "atlas-n100-v1", "memorize", "train_lookup", parameters={"n_resamples": 200},
-            result_path=path).finish(**maccrobat.cell_parts(out, manifest, items))
+            result_path=path).finish(**maccrobat.outcome_parts(out, manifest, items))
 
 
 COURSE_CARDS = ("nli_negation", "negex", "maccrobat")
@@ -704,16 +704,13 @@ def test_gate_rows_show_the_cards_one_sided_bound():
     n−k), computed here with scipy; never the two-sided interval's upper end."""
     from scipy.stats import beta
 
-    def cell(model, k, n, recorded):
-        gate = {"false_entailment_gate_passed": k == 0, "accuracy_gate_passed": True, "passed": k == 0}
-        if recorded:
-            gate["false_entailment_upper_bound"] = float(beta.ppf(0.95, k + 1, n - k))
-        fer = {"successes": k, "trials": n, "value": k / n, "ci_low": 0.0, "ci_high": 0.999}
-        acc = {"successes": 1, "trials": 2, "value": 0.5}
-        return {"model": model, "extra": {"report": {"aggregate_accuracy": acc, "false_entailment_rate": fer,
-                                                     "gate": gate}}}
+    def cell(model, k, n):   # k false entailments among n neutral cases, one entailing case answered right
+        preds = [{"item_id": f"c{i}", "pattern": "simple", "gold": "neutral",
+                  "pred": "entailment" if i < k else "neutral"} for i in range(n)]
+        preds.append({"item_id": "e", "pattern": "simple", "gold": "entailment", "pred": "entailment"})
+        return {"model": model, "predictions": preds, "split": {"hash": "0" * 64}}
 
-    rows = course.gate_rows([cell("a", 39, 132, True), cell("b", 0, 132, False)])
+    rows = course.gate_rows([cell("a", 39, 132), cell("b", 0, 132)])
     bound = rows["FER upper bound (one-sided 95 %)"]
     assert bound["a"] == pytest.approx(beta.ppf(0.95, 40, 93))
     assert bound["b"] == pytest.approx(1 - 0.05 ** (1 / 132)) and bound["b"] < 1 - 0.025 ** (1 / 132)

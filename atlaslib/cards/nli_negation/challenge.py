@@ -88,11 +88,6 @@ class RateEstimate:
     ci_low: float | None
     ci_high: float | None
 
-    @classmethod
-    def of(cls, k: int, n: int) -> "RateEstimate":
-        lo, hi = clopper_pearson(k, n)
-        return cls(k, n, (k / n) if n else None, lo, hi)
-
     def to_dict(self) -> dict:
         return {"successes": self.successes, "trials": self.trials, "value": self.value,
                 "ci_low": self.ci_low, "ci_high": self.ci_high}
@@ -378,22 +373,6 @@ def _check_threshold(name: str, v, allow_none: bool) -> float | None:
     return float(v)
 
 
-def _scores(cases, labels) -> tuple[int, int, RateEstimate, RateEstimate]:
-    n = len(cases)
-    correct = sum(1 for c, p in zip(cases, labels) if p == c.gold_label)
-    non_ent = [p for c, p in zip(cases, labels) if c.gold_label != "entailment"]
-    fe = sum(1 for p in non_ent if p == "entailment")
-    abst = sum(1 for p in labels if p is None)
-    return n, abst, RateEstimate.of(correct, n), RateEstimate.of(fe, len(non_ent))
-
-
-def false_entailment_upper_bound(successes: int, trials: int, level: float = CONFIDENCE_LEVEL) -> float | None:
-    """Exact one-sided upper confidence bound of the false-entailment rate: ``Beta.ppf(level; k+1, n−k)``,
-    1 when k = n, None when n = 0 (equal to ``scipy.stats.binomtest(k, n, alternative="less")``'s exact
-    interval's upper end)."""
-    return None if trials == 0 else intervals.clopper_pearson_upper(successes, trials, level)
-
-
 def decide_gates(accuracy: float, false_entailment_rate: float | None, upper_bound: float | None = None, *,
                  max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
                  minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
@@ -423,19 +402,13 @@ def score_predictions(cases, labels: list[str | None], *,
     labels = [normalise_label(v, i) for i, v in enumerate(labels, 1)]
     if len(labels) != len(cases):
         raise NliNegationInputError(f"got {len(labels)} predictions for {len(cases)} cases")
-    n, abst, acc, fer = _scores(cases, labels)
-    per = []
-    for pat in PATTERNS:
-        idx = [i for i, c in enumerate(cases) if c.pattern == pat]
-        if not idx:
-            continue
-        pn, pabst, pacc, pfer = _scores([cases[i] for i in idx], [labels[i] for i in idx])
-        per.append(PatternScores(pat, pn, pabst, pacc, pfer))
-    upper = false_entailment_upper_bound(fer.successes, fer.trials)
-    gate = decide_gates(acc.value, fer.value, upper, max_false_entailment_rate=max_fe,
-                        minimum_aggregate_accuracy=min_acc, certify=certify)
-    digest = case_set_sha256(cases)
-    return NliNegationReport(n, abst, acc, fer, tuple(per), gate, digest, predictions_sha256(labels, digest))
+    from .counting import engine_report, report_counts   # the card's scoring (it imports this module)
+
+    records = [{"item_id": c.case_id, "pattern": c.pattern, "gold": c.gold_label,
+                "pred": ABSTENTION if p is None else p} for c, p in zip(cases, labels)]
+    return engine_report(report_counts({"predictions": records}), case_digest=case_set_sha256(cases), labels=labels,
+                         parameters={"max_false_entailment_rate": max_fe, "minimum_aggregate_accuracy": min_acc},
+                         certify=certify)
 
 
 def run_nli_negation_challenge(predictions=None, *, predictor=None, cases=None,

@@ -74,3 +74,81 @@ def counts(cell: dict) -> UnitCounts:
     if recs and all("template" in r for r in recs):
         groups["template"] = [r["template"] for r in recs]
     return UnitCounts([r["item_id"] for r in recs], COLUMNS, c, groups)
+
+
+# -- the challenge's report, made by the engine -------------------------------------------------------------------
+
+#: the report's per-case counts: the cell's :data:`COLUMNS` and ``abstained`` (the label ``abstention``), grouped by
+#: ``pattern`` (its per-pattern rows) besides the cell's groups
+REPORT_COLUMNS = (*COLUMNS, "abstained")
+
+
+def report_counts(cell: dict) -> UnitCounts:
+    """The per-case counts a report reads: the cell's unit counts (``unit_counts``, else :func:`counts` of its
+    predictions) with the column ``abstained`` and the grouping ``pattern`` from its predictions."""
+    recs = cell.get("predictions") or []
+    uc = UnitCounts.from_cell(cell["unit_counts"]) if cell.get("unit_counts") else counts(cell)
+    if [str(i) for i in uc.ids] != [str(r["item_id"]) for r in recs]:
+        raise ValueError("nli_negation report: the cell's unit counts and predictions name other cases")
+    abstained = np.array([r["pred"] == ABSTENTION for r in recs], np.int64).reshape(-1, 1)
+    return UnitCounts(uc.ids, REPORT_COLUMNS, np.hstack([uc.counts[:, [uc.columns.index(c) for c in COLUMNS]],
+                                                         abstained]),
+                      {**uc.groups, "pattern": [r["pattern"] for r in recs]})
+
+
+def _rate(metric, tot):
+    """A :class:`.challenge.RateEstimate` of a proportion metric on summed counts: its value by the metric's
+    formula (:func:`~atlaslib.metrics.engine.ratio`: undefined is None) and the engine's exact interval."""
+    from ...metrics.engine import exact_interval
+    from .challenge import RateEstimate
+
+    k, n = (int(x) for x in metric.proportion(tot))
+    v = float(metric.formula(tot))
+    lo, hi = exact_interval(metric, tot) or (None, None)
+    return RateEstimate(k, n, v if np.isfinite(v) else None, lo, hi)
+
+
+def engine_report(uc: UnitCounts, *, case_digest: str, labels: list, parameters: dict | None = None,
+                  certify: bool = False):
+    """The challenge's report (:class:`.challenge.NliNegationReport`) of report counts ``uc``
+    (:func:`report_counts`), every number through the engine: accuracy and false-entailment rate by the card's
+    metrics with their exact intervals, overall and per pattern (the patterns the cases have, in
+    :data:`.corpus.PATTERNS` order), abstentions the sum of ``abstained``, the one-sided bound
+    :func:`~atlaslib.metrics.engine.upper_bound`, the gates by :func:`.challenge.decide_gates` at the thresholds in
+    ``parameters`` (the card's defaults when absent). ``labels`` (None for an abstention) and ``case_digest`` make
+    the predictions' digest."""
+    from ...metrics.engine import upper_bound
+    from .challenge import GateDecision, NliNegationReport, PatternScores, predictions_sha256
+    from .corpus import PATTERNS
+
+    parameters = dict(parameters or {})
+
+    def scores(sub: UnitCounts):
+        tot = sub.total()
+        return (int(tot["case"]), int(tot["abstained"]), _rate(ACCURACY, tot), _rate(FALSE_ENTAILMENT, tot))
+
+    n, abst, acc, fer = scores(uc)
+    pattern = np.asarray(uc.groups["pattern"], dtype=object)
+    per = tuple(PatternScores(p, *scores(uc.take(pattern == p))) for p in PATTERNS if (pattern == p).any())
+    bound = upper_bound(REPORT, uc, "false_entailment_rate")
+    g: GateDecision = decide_gates(
+        acc.value, fer.value, None if bound is None else bound[2], certify=certify,
+        max_false_entailment_rate=parameters.get("max_false_entailment_rate", DEFAULT_MAX_FALSE_ENTAILMENT_RATE),
+        minimum_aggregate_accuracy=parameters.get("minimum_aggregate_accuracy", DEFAULT_MINIMUM_AGGREGATE_ACCURACY))
+    return NliNegationReport(n, abst, acc, fer, per, g, case_digest, predictions_sha256(labels, case_digest))
+
+
+def report_of_cell(cell: dict) -> dict:
+    """The report of a result cell, as its ``extra.report`` holds it (:meth:`NliNegationReport.to_dict`), made
+    from the cell's unit counts and predictions by :func:`engine_report` at the thresholds its spec records: what
+    the card's pages and the course read."""
+    recs = cell.get("predictions") or []
+    params = (cell.get("spec") or {}).get("parameters") or {}
+    labels = [None if r["pred"] == ABSTENTION else r["pred"] for r in recs]
+    return engine_report(report_counts(cell), case_digest=cell["split"]["hash"], labels=labels,
+                         parameters=params).to_dict()
+
+
+#: the report's counts as a declared scoring: the card's two metrics, exact intervals, over the report's columns
+REPORT = Scoring(columns=REPORT_COLUMNS, metrics=(ACCURACY, FALSE_ENTAILMENT), primary="aggregate_accuracy",
+                 resampling=SCORING.resampling, interval="exact")

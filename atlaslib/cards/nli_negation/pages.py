@@ -45,8 +45,10 @@ def _nli(ctx: FactContext) -> dict[str, Fact]:
     f["nli.pattern_cases_min"], f["nli.pattern_cases_max"] = Fact(min(sizes)), Fact(max(sizes))
     # the widest per-pattern false-entailment interval among this build's runs
     widest = None
+    from .counting import report_of_cell
+
     for c in ctx.ok_cells("nli_negation", "builtin-v1"):
-        for p in (c.get("extra", {}).get("report") or {}).get("patterns", []):
+        for p in report_of_cell(c)["patterns"]:   # the cell's unit counts through the engine
             r = p.get("false_entailment_rate") or {}
             if r.get("ci_low") is None or r.get("ci_high") is None:
                 continue
@@ -58,7 +60,7 @@ def _nli(ctx: FactContext) -> dict[str, Fact]:
             f[f"nli.{k}"] = missing("NLI negation run")
     else:
         w, model, pattern, r = widest
-        rsrc = "NLI negation result cells (extra.report)"
+        rsrc = "NLI negation result cells (unit counts per pattern)"
         f["nli.widest_interval"] = Fact((r["ci_low"], r["ci_high"]), "interval", rsrc)
         f["nli.widest_interval_run"] = Fact(md_code(model), "text", rsrc)  # a user's name, maybe: text
         f["nli.widest_interval_pattern"] = Fact(f"`{pattern}`", "text", rsrc)
