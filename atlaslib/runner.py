@@ -20,11 +20,15 @@ Outputs: the executed notebook and the cell replace the old pair together or not
 interrupted run leaves no work folder and no empty output folder; a work folder left by a killed run is
 removed by the next run of the same request.
 
-Cache key (:func:`run_key`): sha256 over the notebook text, the parameters, the sha256 of every pinned data
-file of the card, the atlaslib version and the digest of atlaslib's source files, and the decision (with the
-model profile and its revision). The notebook receives the key (``run_key``) and its result cell, written
-once by the notebook, carries it; a run whose stored cell carries the same key and whose executed notebook
-exists is not executed again (``force=True`` ignores the cache).
+Cache key (:func:`run_key`): ``<prediction key>.<scoring key>``. The prediction key is sha256 over the notebook
+text, the parameters, the sha256 of every pinned data file of the card, the atlaslib version, the digest of
+atlaslib's prediction code and the decision (with the model profile and its revision); the scoring key is sha256
+over the atlaslib version and the digest of its scoring code (which module is which: :data:`RUN_KEY_PARTS`). The
+notebook receives the key (``run_key``) and its result cell, written once by the notebook, carries it. A run
+whose stored cell carries the same key and whose executed notebook exists is not executed again; one whose cell
+carries the same prediction key and another scoring key is re-scored from its stored predictions without a
+kernel where its page allows (:func:`rescore`: the notebook's cells tagged :data:`FROM_CELL_TAG` re-rendered
+from the new cell), else executed; ``force=True`` ignores the cache.
 
 Why one module of this size: one run from request to files (decide, key, execute, write atomically), each
 step small and in the order it happens.
@@ -681,7 +685,8 @@ def rescored_cell(old: dict, key: str, result_path=None) -> dict:
     written to ``result_path`` (when given) by :meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>` with run
     key ``key``: the spec, split, data hashes, seeds, extra, overlap, environment and timing are the stored ones;
     the metrics, unit counts and each training seed's metrics and unit counts are new. A metric the stored cell
-    gives no value keeps its reason where the new scoring does not report it either."""
+    gives no value for a reason the run's code gave (not its counts') keeps it where the new scoring does not
+    report it either."""
     import copy
 
     from .cards.run import CardRun
@@ -691,9 +696,14 @@ def rescored_cell(old: dict, key: str, result_path=None) -> dict:
     spec = copy.deepcopy(old["spec"])
     spec["parameters"]["run_key"] = key
     run.spec = RunSpec(**spec)
-    suffix = f"_{old['protocol']}"
-    reasons = {k[:-len(suffix)] if k.endswith(suffix) else k: e["reason"] for k, e in old["metrics"].items()
-               if e.get("value") is None and e.get("reason")}
+    # the reasons the run's own code gave for a metric it does not report (not those its counts or the engine gave,
+    # which the new scoring gives anew)
+    suffix, undefined = f"_{old['protocol']}", (old.get("unit_counts") or {}).get("undefined") or {}
+    reasons = {}
+    for k, e in old["metrics"].items():
+        name = k[:-len(suffix)] if k.endswith(suffix) else k
+        if e.get("value") is None and e.get("reason") and e["reason"] not in (undefined.get(name), "not reported"):
+            reasons[name] = e["reason"]
     context = {k: v for k, v in old.items() if k not in ("metrics", "unit_counts", "predictions")}
     extra = copy.deepcopy(old.get("extra") or {})
     predictions = copy.deepcopy(old.get("predictions") or [])
