@@ -721,8 +721,9 @@ def rescored_cell(old: dict, key: str, result_path=None) -> dict:
 def render_from_cell(code_cell, cell: dict) -> list | None:
     """The outputs of the notebook code cell ``code_cell`` (tagged :data:`FROM_CELL_TAG`) executed in this process
     on the result cell ``cell`` (its only name), as a kernel records them (nbformat outputs: what it prints, what
-    it displays and its last expression's value, formatted by IPython's display formatter); None when they are not
-    of the kinds and count of the outputs it holds (a figure, another branch taken): the run then executes."""
+    it displays, its last expression's value, formatted by IPython's display formatter, and its matplotlib figures
+    as the inline backend draws them, at ``plt.show()`` or after the cell); None when they are not of the kinds and
+    count of the outputs it holds (another branch taken): the run then executes."""
     import ast
     import contextlib
 
@@ -735,7 +736,7 @@ def render_from_cell(code_cell, cell: dict) -> list | None:
 
     def show(*objs, **kw):
         for o in objs:
-            data, md = fmt.format(o)
+            data, md = _format(fmt, o)
             outputs.append(nbformat.v4.new_output("display_data", data=data, metadata=md))
 
     class Stream:
@@ -751,34 +752,51 @@ def render_from_cell(code_cell, cell: dict) -> list | None:
     tree = ast.parse(code_cell.source)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     namespace = {"cell": cell, "__name__": "__main__"}
-    saved = IPython.display.display, display_functions.display
-    figures = _open_figures()
+    import matplotlib.pyplot as plt
+
+    before = set(plt.get_fignums())
+
+    def show_figures(*a, **k):  # the inline backend's show: every open figure displayed, then closed
+        for num in [n for n in plt.get_fignums() if n not in before]:
+            show(plt.figure(num))
+            plt.close(num)
+
+    saved = IPython.display.display, display_functions.display, plt.show
     try:
         IPython.display.display = display_functions.display = show
+        plt.show = show_figures
         with contextlib.redirect_stdout(Stream()):
             exec(compile(tree, "<from-cell>", "exec"), namespace)
             value = eval(compile(ast.Expression(last.value), "<from-cell>", "eval"), namespace) if last else None
     except Exception:
         return None
     finally:
-        IPython.display.display, display_functions.display = saved
-    if _open_figures() != figures:  # a figure: drawn by the kernel's inline backend only
-        return None
+        IPython.display.display, display_functions.display, plt.show = saved
     if value is not None and not code_cell.source.rstrip().endswith(";"):
-        data, md = fmt.format(value)
+        data, md = _format(fmt, value)
         outputs.append(nbformat.v4.new_output("execute_result", data=data, metadata=md,
                                               execution_count=code_cell.get("execution_count")))
+    for num in [n for n in plt.get_fignums() if n not in before]:  # drawn, never shown: shown after the cell
+        show(plt.figure(num))
+        plt.close(num)
     kinds = [(o.get("output_type"), sorted(o.get("data", {}))) for o in outputs]
     if kinds != [(o.get("output_type"), sorted(o.get("data", {}))) for o in code_cell.get("outputs", [])]:
         return None
     return outputs
 
 
-def _open_figures() -> list:
-    import sys
+def _format(fmt, obj) -> tuple[dict, dict]:
+    """(data, metadata) of ``obj`` as a kernel's display formatter gives them; a matplotlib figure as the inline
+    backend draws it (PNG, ``bbox_inches="tight"``, its background metadata)."""
+    from matplotlib.figure import Figure
 
-    plt = sys.modules.get("matplotlib.pyplot")
-    return list(plt.get_fignums()) if plt is not None else []
+    if isinstance(obj, Figure):
+        from IPython.core.pylabtools import print_figure
+        from matplotlib_inline.backend_inline import _fetch_figure_metadata
+
+        return ({"image/png": print_figure(obj, "png", bbox_inches="tight", base64=True), "text/plain": repr(obj)},
+                _fetch_figure_metadata(obj) or {})
+    return fmt.format(obj)
 
 
 def _refuse_clash(request: RunRequest, res_out: Path) -> None:

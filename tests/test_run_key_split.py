@@ -103,6 +103,10 @@ from IPython.display import Markdown, display
 from atlaslib import results
 display(Markdown(f"{len(cell['predictions'])} test numbers"))
 print("accuracy", cell["metrics"]["accuracy_zero_shot"]["value"])
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots(figsize=(3, 2))
+ax.bar(["accuracy"], [cell["metrics"]["accuracy_zero_shot"]["value"]])
+plt.show()
 results.metrics_frame(cell["metrics"])
 ```
 """
