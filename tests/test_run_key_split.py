@@ -230,3 +230,26 @@ def test_a_seeded_row_is_rescored_from_its_seeds_predictions(toy_registered):
         c.pop("timing"), c.pop("run_key"), c["spec"]["parameters"].pop("run_key")
     assert again == cell
     assert len({json.dumps(r["metrics"]) for r in cell["extra"]["seed_runs"]}) == 3
+
+
+@pytest.mark.parametrize("seeded", [False, True])
+def test_a_run_read_back_from_its_cell_gives_the_resamples_its_run_drew(toy_registered, seeded):
+    """The bootstrap plot of a page cell drawn from the cell alone is the one the run drew."""
+    import numpy as np
+
+    import tests.toy_card as toy
+    from atlaslib.cards.run import CardRun, contract_parts
+
+    items = toy.load_items(None)
+    manifest = toy.split(items, "toy-v1")
+    base = toy.predict(items, manifest, "parity-rule", "zero_shot")
+    records = {s: [dict(r, pred=r["pred"] if i % s else 1 - r["pred"]) for i, r in enumerate(base)]
+               for s in (2, 3)} if seeded else [dict(r, pred=1 - r["pred"] if i % 3 == 0 else r["pred"])
+                                                for i, r in enumerate(base)]
+    run = CardRun(toy, "toy-v1", "some-encoder" if seeded else "parity-rule", "finetune" if seeded else "zero_shot",
+                  parameters={"n_resamples": 50})
+    cell = run.finish(**contract_parts(run, records, manifest))
+    back = CardRun.of_cell(cell)
+    assert back.sampled_metrics == run.sampled_metrics and back.sampled_label == run.sampled_label
+    drawn, again = run.samples(), back.samples()
+    assert drawn and drawn.keys() == again.keys() and all(np.array_equal(drawn[k], again[k]) for k in drawn)

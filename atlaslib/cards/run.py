@@ -256,11 +256,22 @@ class CardRun:
     @classmethod
     def of_cell(cls, cell: dict, *, result_path=None) -> "CardRun":
         """The finished run whose result cell is ``cell`` (read back, e.g. to make its variant runs outside its
-        notebook: a benchmark, a test); ``result_path``: where its variant cells go beside it."""
+        notebook: a benchmark, a test); ``result_path``: where its variant cells go beside it. An ok cell's
+        per-unit counts give :meth:`samples` and :attr:`sampled_metrics` as its run's score left them (a row over
+        training seeds: its first seed's), so a page cell drawn from the cell alone shows the same resamples."""
         run = cls(cell["card"], cell["version"], cell["model"], cell["protocol"],
                   parameters=(cell.get("spec") or {}).get("parameters"), result_path=result_path)
         run._timer.__exit__(None, None, None)
         run.cell = cell
+        seed_runs = (cell.get("extra") or {}).get("seed_runs") or []
+        scored = seed_runs[0] if seed_runs else cell
+        if cell.get("status") == "ok" and scored.get("unit_counts"):
+            from ..metrics.engine import UnitCounts
+
+            run._scored = (UnitCounts.from_cell(scored["unit_counts"]), None,
+                           run.spec.parameters.get("n_resamples"), {})
+            run.sampled_metrics = scored["metrics"]
+            run.sampled_label = f"training seed {scored['seed']} (the first of {len(seed_runs)})" if seed_runs else ""
         return run
 
     def variant(self, variant: dict, *, metrics: dict, predictions: list, inputs_digest: str, n_items: int,
