@@ -361,7 +361,8 @@ def run(card, version: str, model: str, protocol: str, *, data_dir=None, paramet
     records = None
     with r.attempt(show=lambda text: None):
         records = mod.predict(items, manifest, model, protocol, data_dir=data_dir, load=r.load, **options)
-    return r.finish(**contract_parts(r, records, manifest))
+    parts = getattr(mod, "cell_parts", contract_parts)   # the card's (its family's), as its notebook calls it
+    return r.finish(**parts(r, records, manifest))
 
 
 def contract_parts(card_run: CardRun, records, manifest) -> dict:

@@ -313,19 +313,24 @@ def test_memorize_phase2_uses_memorized_label_else_majority():
     assert [(e.start, e.end, e.type) for e in p1.entities] == [(2, 8, "EVENT"), (12, 16, "EVENT")]
 
 
+def _metrics(version, model, protocol, work_dir=None):
+    """The run's metrics as its cell holds them (scored by its CardRun), and the scorer's rows."""
+    from atlaslib.cards.run import CardRun
+
+    card_run = CardRun("tempeval", version, model, protocol)
+    r = runs.run(version, model, protocol, work_dir=work_dir, load=card_run.load)
+    return runs.cell_parts(card_run, r)["metrics"], {x["row"]: x for x in r.table["rows"]}
+
+
 def test_metrics_leave_out_what_a_model_does_not_predict(tmp_path):
-    r = runs.run("synthetic-v1", "closest", "phase2", work_dir=tmp_path)
-    assert r.metrics["contains_f1_phase2"]["value"] == pytest.approx(
-        {x["row"]: x for x in r.table["rows"]}["contains"]["f1"])
-    assert r.metrics["contains_f1_phase2"]["ci_low"] < r.metrics["contains_f1_phase2"]["value"] < r.metrics["contains_f1_phase2"]["ci_high"]
-    assert r.metrics["doctimerel_f1_phase2"]["value"] is None and "not applicable" in r.metrics["doctimerel_f1_phase2"]["reason"]
-    assert r.metrics["doctimerel_accuracy_phase2"]["value"] is None   # closest predicts no DocTimeRel
-    m = runs.metrics_from_table(r.table, "majority-doctimerel", "phase2")
-    assert m["doctimerel_accuracy_phase2"]["value"] == pytest.approx(
-        {x["row"]: x for x in r.table["rows"]}["doctimerel"]["f1"])   # phase 2: the scorer's F1 is accuracy
+    m, rows = _metrics("synthetic-v1", "closest", "phase2", tmp_path)
+    assert m["contains_f1_phase2"]["value"] == pytest.approx(rows["contains"]["f1"])
+    assert m["contains_f1_phase2"]["ci_low"] < m["contains_f1_phase2"]["value"] < m["contains_f1_phase2"]["ci_high"]
+    assert m["doctimerel_f1_phase2"]["value"] is None and "not applicable" in m["doctimerel_f1_phase2"]["reason"]
+    assert m["doctimerel_accuracy_phase2"]["value"] is None   # closest predicts no DocTimeRel
+    m, rows = _metrics("synthetic-v1", "majority-doctimerel", "phase2")
+    assert m["doctimerel_accuracy_phase2"]["value"] == pytest.approx(rows["doctimerel"]["f1"])  # the scorer's F1
     assert m["doctimerel_f1_phase2"]["value"] is None and "doctimerel_accuracy" in m["doctimerel_f1_phase2"]["reason"]
-    with pytest.raises(runs.TextUnavailable):
-        runs.predict("memorize", "phase1", runs.Corpus([], [], tmp_path, False, True))
 
 
 # --- one run path: the cell's metrics through CardRun.score ------------------------------------------
@@ -340,7 +345,8 @@ def test_card_run_scores_as_the_index_by_index_document_bootstrap(tmp_path, mode
 
     r = runs.run("synthetic-v1", model, protocol, work_dir=tmp_path)
     card_run = CardRun("tempeval", "synthetic-v1", model, protocol)
-    metrics = card_run.score(r.predictions, cell=runs.scored_fields(r.table))
+    parts = runs.cell_parts(card_run, r)
+    metrics = parts["metrics"]
     skipped = runs.not_addressed(model, protocol)
     per = r.table["per_document"]
     for base, row in runs.METRIC_ROWS.items():
@@ -351,25 +357,8 @@ def test_card_run_scores_as_the_index_by_index_document_bootstrap(tmp_path, mode
         ref = bootstrap_f1(per[row], 1000, runs.BOOTSTRAP["seed"])
         assert [got["value"], got["ci_low"], got["ci_high"]] == [ref["value"], ref["ci_low"], ref["ci_high"]], base
     assert sum(m["value"] is not None for m in metrics.values()) == len(runs.ADDRESSES[(model, protocol)])
-    assert metrics == r.metrics   # the paths without a CardRun (contract, outside folders) give the same
-    cell = card_run.finish(**runs.cell_parts(r, model, metrics=metrics))
+    cell = card_run.finish(**parts)
     assert cell["metrics"] == metrics and cell["unit_counts"]["undefined"] == skipped
-
-
-def test_contract_run_scores_the_records_counts(data_dir):
-    """The card contract alone (cards.run.run: load, split, predict, score, finish) makes a cell, its metrics
-    those of the notebook's run; bad per-document counts are one error naming the scorer row."""
-    from atlaslib.cards import run as card_run
-    from atlaslib.cards.tempeval import contract
-
-    cell = card_run.run("tempeval", "synthetic-v1", "closest", "phase2", data_dir=data_dir)
-    assert cell["metrics"] == runs.run("synthetic-v1", "closest", "phase2").metrics
-    assert cell["metrics"]["contains_f1_phase2"]["ci_low"] < cell["metrics"]["contains_f1_phase2"]["ci_high"]
-    assert cell["unit_counts"]["ids"] == [r["item_id"] for r in cell["predictions"]]
-    bad = copy.deepcopy(cell["predictions"])
-    bad[1]["counts"]["contains"] = [1, 2, 3]
-    with pytest.raises(ValueError, match="scorer row 'contains'"):
-        contract.score(bad, "phase2", model="closest")
 
 
 def test_outside_systems_report_every_metric_but_the_given_spans():

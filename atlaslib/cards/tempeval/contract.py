@@ -1,13 +1,12 @@
 """The card contract (see :mod:`atlaslib.cards`) for Clinical TempEval: :func:`load_items` and :func:`split`
-(the pinned THYME documents and the synthetic corpus, the 2015 Train -> Dev split), and thin entry points
-over :func:`.runs.run` (load, predict, official scorer) and the card's scoring (:mod:`.counting`), so they
-give the notebook's numbers. The item is a document; its record carries the official scorer's per-document
-counts, which :func:`score` sums and resamples by document."""
+(the pinned THYME documents and the synthetic corpus, the 2015 Train -> Dev split), and the entry points
+the notebook and :func:`atlaslib.cards.run.run` both call: :func:`predict` (:func:`.runs.run`: load, predict,
+official scorer) and :func:`cell_parts` (scored by the run's ``CardRun``). The item is a document; the official
+scorer's per-document counts are summed and resampled by document (:mod:`.counting`)."""
 from __future__ import annotations
 
 from collections import Counter
 
-from .. import NotRun, record
 from .card import CARD, THYME_FILES
 
 
@@ -49,45 +48,25 @@ def audit_items(items, data_dir=None) -> dict:
                           for (v, side), n in sorted(Counter(zip(items["version"], items["side"])).items())}}
 
 
-def predict(items, manifest, model: str, protocol: str, *, data_dir=None, load=None, **options) -> list[dict]:
-    """One record per test document: ``gold`` / ``prediction`` = the number of gold / predicted EVENT,
-    TIMEX3 and CONTAINS items, ``score`` None, ``counts`` = per scorer row the document's
-    ``[reference, predicted, precision_correct, recall_correct]``. The note text under a DUA is never read
-    without ``thyme_text_dir``: such a run raises :class:`atlaslib.cards.NotRun`. ``load`` (the run's
-    ``CardRun.load``) is not called: the card runs only its own baselines."""
-    from .runs import TextUnavailable, run
+def predict(items, manifest, model: str, protocol: str, *, data_dir=None, load=None, **options):
+    """The run of ``model`` under ``protocol`` on the manifest's version (:func:`.runs.run`: load, predict, the
+    official scorer), as the notebook makes it: a :class:`.runs.RunResult` whose ``predictions`` are one record
+    per test document (counts and found items, no text) and whose scorer table holds each document's counts;
+    :func:`cell_parts` makes the cell of it. ``load`` (the run's ``CardRun.load``) decides whether the run can
+    happen: the note text under a DUA is never read without ``thyme_text_dir`` (the card's gate); such a run
+    raises :class:`atlaslib.cards.NotRun`. ``options``: ``thyme_text_dir``, ``annotation_dir``, ``work_dir``."""
+    from .runs import run
 
-    try:
-        res = run(manifest.version, model, protocol, data_dir=data_dir, **options)
-    except TextUnavailable as exc:
-        raise NotRun(str(exc)) from None
-    per = res.table["per_document"]
-    rows = [r["row"] for r in res.table["rows"]]
-    gold = {d.doc_id: d for d in res.corpus.test}
-    by_doc = {rec["item_id"]: rec for rec in res.predictions}
-    out = []
-    # in the scorer's document order: the bootstrap draws documents by position, so the order is part of
-    # the interval (score() must see the documents as the scorer listed them)
-    for position, doc in enumerate(per["doc_ids"]):
-        rec, g = by_doc[doc], gold[doc]
-        out.append(record(doc, {"EVENT": len(g.of_type("EVENT")), "TIMEX3": len(g.of_type("TIMEX3")),
-                                "CONTAINS": len(g.tlinks("CONTAINS"))},
-                          {"EVENT": rec["n_event"], "TIMEX3": rec["n_timex3"], "CONTAINS": rec["n_contains"]},
-                          None, counts={row: list(per[row][position]) for row in rows}))
-    return out
+    return run(manifest.version, model, protocol, data_dir=data_dir, load=load, **options)
 
 
-def score(records: list[dict], protocol: str, *, model: str | None = None) -> dict:
-    """The records' per-document scorer counts (:func:`.counting.counts`) under the card's declared scoring
-    through the one engine (:func:`atlaslib.metrics.engine.evaluate`): official-scorer F1 with a 95 %
-    interval from 1,000 document-level bootstrap resamples. The records must keep :func:`predict`'s order
-    (the scorer's document order) for the interval to be the run's. ``model`` is required: a baseline
-    addresses only some of the metrics (:func:`.card.not_addressed`)."""
-    from .counting import metrics_of
+def cell_parts(card_run, result, manifest) -> dict:
+    """:meth:`atlaslib.cards.run.CardRun.finish`'s arguments for what :func:`predict` gave (``result``; None: the
+    run did not happen), scored by ``card_run`` (:func:`.runs.cell_parts`). The cell's split is the corpus'
+    document split (the manifest's, as read)."""
+    from .runs import cell_parts as parts
 
-    if model is None:
-        raise ValueError("tempeval score: model is required (a baseline addresses only some metrics)")
-    return metrics_of({"predictions": records}, model, protocol)
+    return parts(card_run, result)
 
 
 from .counting import counts  # noqa: E402,F401  (the card contract: per-unit counts, see .counting)

@@ -34,15 +34,10 @@ SCORING = Scoring(
 
 def counts(cell: dict) -> UnitCounts:
     """The per-document scorer counts of a TempEval cell, in the scorer's document order (the resamples draw
-    documents by position): the scorer's table the cell keeps (``extra.scorer_table.per_document``), else
-    the records' own ``counts`` (the card contract's :func:`.contract.predict`). The metrics the run does not
-    report: the cell's null metrics, or, for records not yet scored (no ``metrics``), the card's rule for the
-    cell's model and protocol (:func:`.card.not_addressed`)."""
+    documents by position): the scorer's table the cell keeps (``extra.scorer_table.per_document``). The
+    metrics the run does not report: the cell's null metrics, or, for records not yet scored (no ``metrics``),
+    the card's rule for the cell's model and protocol (:func:`.card.not_addressed`)."""
     per = ((cell.get("extra") or {}).get("scorer_table") or {}).get("per_document")
-    recs = cell.get("predictions") or []
-    if per is None and recs and all("counts" in r for r in recs):
-        per = {"doc_ids": [r["item_id"] for r in recs],
-               **{METRIC_ROWS[b]: [r["counts"].get(METRIC_ROWS[b]) for r in recs] for b in BASES}}
     if per is None:
         raise ValueError(f"{cell.get('model')} ({cell.get('protocol')}): the cell has no per-document scorer counts")
     docs = list(per["doc_ids"])
@@ -86,12 +81,3 @@ def slice_counts(cell: dict, spec: dict, group_of, group_order):
         out.append((g, UnitCounts([r["item_id"] for r in recs], PARTS, _ints(rows, len(recs)))))
     return out
 
-
-def metrics_of(fields: dict, model: str, protocol: str) -> dict:
-    """The cell metrics of a run's scored fields (``{"predictions": records}`` of the card contract, or the
-    scorer's table, :func:`.runs.scored_fields`) for ``model`` under ``protocol``: :func:`counts` under
-    :data:`SCORING` through the one engine, as :meth:`atlaslib.cards.run.CardRun.score` makes them (the paths
-    without a CardRun: the contract's ``score``, an outside system's folder)."""
-    from ...metrics import engine
-
-    return engine.evaluate(SCORING, counts({**fields, "model": model, "protocol": protocol}), protocol)

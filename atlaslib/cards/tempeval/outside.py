@@ -1,8 +1,8 @@
 """Outside systems on the Clinical TempEval card (``atlas export``, ``atlas score``, :func:`atlaslib.evaluate`):
 the documents as an outside system sees them (with an Anafora layout of the phase-2 input), and its Anafora
 folder scored by the card's own code (the official anaforatools scorer,
-:func:`.scoring.score_directories` with closure and per-document counts; the card's scoring through the one
-engine, :func:`.runs.metrics_from_table`; :func:`.runs.cell_parts`)."""
+:func:`.scoring.score_directories` with closure and per-document counts), its cell made as a run's
+(:func:`.runs.cell_parts`: scored by a :class:`~atlaslib.cards.run.CardRun`, the one engine)."""
 from __future__ import annotations
 
 import hashlib
@@ -63,9 +63,11 @@ def write_outside_files(s, out: Path) -> list[str]:
 
 def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resamples: int, data_dir=None) -> dict:
     """The cell parts of a checked Anafora folder ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`):
-    the official scorer's table, each metric with its document bootstrap (the card's declared scoring; an
-    outside system reports every metric but phase 2's given spans, :func:`.card.not_addressed`)."""
+    the official scorer's table, each metric with its document bootstrap, scored by the system's own
+    :class:`~atlaslib.cards.run.CardRun` (an outside system reports every metric but phase 2's given spans,
+    :func:`.card.not_addressed`)."""
     from ...results import EXTERNAL
+    from ..run import CardRun
     from . import scoring
     from .runs import RunResult, _doc_record, cell_parts
 
@@ -75,4 +77,5 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
     docs = [p.label for p in sorted(preds, key=lambda p: p.item_id)]
     records = [_doc_record(d, Path(d.path)) for d in docs]
     result = RunResult(s.version, profile["name"], protocol, table, records, {"source": EXTERNAL}, corpus, pred_dir)
-    return dict(cell_parts(result, profile["name"]), profile=profile, capability=EXTERNAL)
+    card_run = CardRun("tempeval", s.version, profile["name"], protocol)
+    return dict(cell_parts(card_run, result), profile=profile, capability=EXTERNAL)

@@ -1,6 +1,8 @@
 """One call per run: (version, model, protocol) -> predictions written as Anafora XML, scored by the
-official scorer, and result-cell parts. The notebook calls :func:`run`, displays its parts and scores it
-through its :class:`atlaslib.cards.run.CardRun` (the card's counts and declared scoring, :mod:`.counting`).
+official scorer, and result-cell parts. The card contract's ``predict`` is :func:`run` (the notebook and
+:func:`atlaslib.cards.run.run` make the same calls); :func:`cell_parts` scores its records through the run's
+:class:`atlaslib.cards.run.CardRun` (the card's counts and declared scoring, :mod:`.counting`). Whether a run
+can happen is the run's decision (the card's declared gate on the note text, ``CARD.parameter_gates``).
 
 Models: ``closest`` (CONTAINS; in phase 1 on memorize's EVENT/TIMEX3), ``majority-doctimerel`` (phase 2
 only), ``memorize`` (spans, attributes, DocTimeRel; no CONTAINS). Versions: ``thyme-dev-2015`` (real
@@ -16,24 +18,17 @@ import shutil
 import tempfile
 import weakref
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
 
 from ...phases import phase
 from .. import NotRun
-from .card import (ADDRESSES, BOOTSTRAP, FOUND, METRIC_ROWS, MODELS, data_sha256, not_addressed,  # noqa: F401
+from .card import (ADDRESSES, BOOTSTRAP, CARD, FOUND, METRIC_ROWS, data_sha256, not_addressed,  # noqa: F401
                    thyme_dir)
 from .anafora_io import Document, parse_once, read_corpus, write_corpus
 from .baselines import Memorize, majority_doctimerel, phase2_input, with_closest, with_doctimerel
 from .scoring import score_directories, table_frame
 
-PROTOCOLS = ("phase1", "phase2")
 VERSIONS = ("thyme-dev-2015", "synthetic-v1")
-
-
-class TextUnavailable(NotRun, RuntimeError):
-    """The run needs note text that is not available (THYME text is under a DUA): a not-run, as the card
-    contract's :class:`atlaslib.cards.NotRun`."""
 
 
 @dataclass
@@ -41,7 +36,6 @@ class Corpus:
     train: list[Document]
     test: list[Document]
     reference_dir: Path | None
-    has_text: bool
     gated: bool
     data_sha256: dict = field(default_factory=dict)
     source: str = ""
@@ -50,7 +44,7 @@ class Corpus:
 def _text_dir(thyme_text_dir, split):
     base = Path(thyme_text_dir)
     if not base.is_dir():
-        raise TextUnavailable(f"thyme_text_dir {base} is not a directory (expected the THYME note text, "
+        raise NotRun(f"thyme_text_dir {base} is not a directory (expected the THYME note text, "
                               f"<dir>/<split>/<doc> or <dir>/<doc>)")
     return base / split if (base / split).is_dir() else base
 
@@ -74,7 +68,7 @@ def load_corpus(version: str, data_dir=None, thyme_text_dir=None, annotation_dir
             if own:
                 shutil.rmtree(work_dir, ignore_errors=True)
             raise
-        out = Corpus(corpus["Train"], corpus["Dev"], ref, True, False, {}, "synthetic.build_corpus(seed=%d)" % synthetic.SEED)
+        out = Corpus(corpus["Train"], corpus["Dev"], ref, False, {}, "synthetic.build_corpus(seed=%d)" % synthetic.SEED)
         if own:
             weakref.finalize(out, shutil.rmtree, work_dir, True)
         return out
@@ -89,13 +83,12 @@ def load_corpus(version: str, data_dir=None, thyme_text_dir=None, annotation_dir
     text = {s: (_text_dir(thyme_text_dir, s) if thyme_text_dir else None) for s in dirs}
     train = read_corpus(dirs["Train"], text_dir=text["Train"])
     test = read_corpus(dirs["Dev"], text_dir=text["Dev"])
-    has_text = thyme_text_dir is not None
-    if has_text:
+    if thyme_text_dir is not None:
         missing = [d.doc_id for d in [*train, *test] if d.text is None]
         if missing:
-            raise TextUnavailable(f"thyme_text_dir {thyme_text_dir}: no text for {len(missing)} documents "
+            raise NotRun(f"thyme_text_dir {thyme_text_dir}: no text for {len(missing)} documents "
                                   f"(e.g. {missing[:3]}); expected <dir>/<split>/<doc> or <dir>/<doc>")
-    return Corpus(train, test, dirs["Dev"], has_text, True, sha, "THYME coloncancer Train -> Dev")
+    return Corpus(train, test, dirs["Dev"], True, sha, "THYME coloncancer Train -> Dev")
 
 
 def _strip_text(doc: Document) -> Document:
@@ -103,17 +96,10 @@ def _strip_text(doc: Document) -> Document:
 
 
 def predict(model: str, protocol: str, corpus: Corpus) -> tuple[list[Document], dict]:
-    """System documents for the test split, and facts about the model (never text)."""
-    if model not in MODELS:
-        raise ValueError(f"model {model!r}: expected one of {MODELS}")
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol {protocol!r}: expected one of {PROTOCOLS}")
+    """System documents for the test split, and facts about the model (never text). Whether the run may read
+    the corpus' text is decided before (:func:`run`: the card's gate)."""
     if (model, protocol) not in ADDRESSES:
-        raise ValueError(f"model {model!r} has no {protocol} variant (majority-doctimerel is phase 2 only)")
-    needs_text = model == "memorize" or protocol == "phase1"
-    if needs_text and not corpus.has_text:
-        raise TextUnavailable(f"{model} {protocol} needs the note text; THYME text is under a Mayo Clinic DUA "
-                              f"(set thyme_text_dir to run it)")
+        raise ValueError(f"model {model!r} has no {protocol} run; expected one of {sorted(ADDRESSES)}")
     info = {}
     answers = phase("prediction", items=len(corpus.test))   # one answer per test document
     if model == "majority-doctimerel":
@@ -136,24 +122,6 @@ def predict(model: str, protocol: str, corpus: Corpus) -> tuple[list[Document], 
         return [with_closest(mem.predict_phase1(d)) for d in corpus.test], info  # closest, phase 1
 
 
-def scored_fields(table: dict) -> dict:
-    """The cell fields the card's :func:`.counting.counts` reads besides the records: the scorer's table with
-    its per-document counts (``extra.scorer_table``), for :meth:`atlaslib.cards.run.CardRun.score`'s ``cell``."""
-    return {"extra": {"scorer_table": table}}
-
-
-def metrics_from_table(table: dict, model: str, protocol: str) -> dict:
-    """Leaderboard metrics of a scorer table with per-document counts (``score_directories(...,
-    per_document=True)``): the card's :func:`.counting.counts` under its declared ``SCORING`` through the one
-    engine (:func:`atlaslib.metrics.engine.evaluate`), as :meth:`atlaslib.cards.run.CardRun.score` makes them:
-    the scorer's F1 with a 95 % interval from 1,000 resamples of the test documents; the metrics the run does
-    not address (:func:`.card.not_addressed`) null with their reason. For the paths that have no :class:`CardRun`
-    (the contract's ``score``, an outside system's folder)."""
-    from .counting import metrics_of
-
-    return metrics_of(scored_fields(table), model, protocol)
-
-
 @dataclass
 class RunResult:
     version: str
@@ -168,12 +136,6 @@ class RunResult:
     @property
     def frame(self):
         return table_frame(self.table)
-
-    @cached_property
-    def metrics(self) -> dict:
-        """The leaderboard metrics (:func:`metrics_from_table`); the notebook makes the same ones through its
-        :class:`atlaslib.cards.run.CardRun` (:meth:`~atlaslib.cards.run.CardRun.score`)."""
-        return metrics_from_table(self.table, self.model, self.protocol)
 
 
 GAP_BANDS = ((0, 20, "0-20"), (21, 100, "21-100"), (101, 500, "101-500"), (501, None, ">500"))
@@ -282,19 +244,28 @@ def _doc_record(doc: Document, path: Path, gold: Document | None = None) -> dict
 
 
 def run(version: str, model: str, protocol: str, *, data_dir=None, thyme_text_dir=None, annotation_dir=None,
-        work_dir=None) -> RunResult:
-    """Load, predict, write the predictions as Anafora XML under ``work_dir/predicted``, score with the
-    official scorer (with closure) and build the metrics. Without ``work_dir`` the run works in a temporary
-    folder removed before it returns (the result's ``predicted_dir`` is then None; its corpus keeps no folder
-    of it either)."""
+        work_dir=None, load=None) -> RunResult:
+    """Load, predict, write the predictions as Anafora XML under ``work_dir/predicted`` and score them with the
+    official scorer (with closure). Only as the run's decision allows (the card's declared gate: the runs that
+    read note text need ``thyme_text_dir``): ``load``, the run's :meth:`atlaslib.cards.run.CardRun.load`, else
+    decided here by the same rule (:func:`atlaslib.cards.deciding.decide`); a run that cannot happen raises
+    :class:`atlaslib.cards.NotRun`. Without ``work_dir`` the run works in a temporary folder removed before it
+    returns (the result's ``predicted_dir`` is then None; its corpus keeps no folder of it either)."""
     if work_dir is None:
         with tempfile.TemporaryDirectory(prefix="tempeval-") as tmp:
             result = run(version, model, protocol, data_dir=data_dir, thyme_text_dir=thyme_text_dir,
-                         annotation_dir=annotation_dir, work_dir=tmp)
+                         annotation_dir=annotation_dir, work_dir=tmp, load=load)
         corpus = result.corpus
         if Path(tmp) in corpus.reference_dir.parents:
             corpus = replace(corpus, reference_dir=None)
         return replace(result, corpus=corpus, predicted_dir=None)
+    if load is None:
+        from .. import deciding
+
+        decision = deciding.decide(CARD, version, model, protocol, {"thyme_text_dir": thyme_text_dir})
+        deciding.load(CARD, model, protocol, decision, data_dir=data_dir)
+    else:
+        load(data_dir=data_dir)
     work_dir = Path(work_dir)
     with parse_once():  # each Anafora file is parsed once: the reader and the scorer share its tree
         corpus = load_corpus(version, data_dir, thyme_text_dir, annotation_dir, work_dir)
@@ -321,14 +292,16 @@ def spec_parameters(**parameters) -> dict:
     return params
 
 
-def cell_parts(result: "RunResult | None", model: str, metrics: dict | None = None) -> dict:
-    """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
-    arguments): the baseline's profile; for a run that happened the metrics (``metrics``: those the
-    notebook's :meth:`~atlaslib.cards.run.CardRun.score` made; else the run's own, the same numbers), the
+def cell_parts(card_run, result: "RunResult | None") -> dict:
+    """What the result cell of ``card_run`` (a :class:`atlaslib.cards.run.CardRun`) holds beyond its spec
+    (:meth:`~atlaslib.cards.run.CardRun.finish`'s arguments): the baseline's profile; for a run that happened
+    (``result``, :func:`run`'s) its metrics scored by the run (:meth:`~atlaslib.cards.run.CardRun.score` of the
+    records with the scorer's per-document counts: the card's counts under its ``SCORING``, the one engine), the
     scorer's table in ``extra``, per-document prediction records, the split, data hashes and seeds."""
-    parts = dict(profile={"name": model, "kind": PROFILE_KIND}, capability=CAPABILITY)
+    parts = dict(profile={"name": card_run.spec.model, "kind": PROFILE_KIND}, capability=CAPABILITY)
     if result is None:
         return parts
+    metrics = card_run.score(result.predictions, cell={"extra": {"scorer_table": result.table}})
     c = result.corpus
     extra = {"scorer_table": result.table, "model_info": result.info, "gated_text": c.gated,
              "corpus": c.source, "n_train_documents": len(c.train), "n_test_documents": len(c.test),
@@ -338,5 +311,5 @@ def cell_parts(result: "RunResult | None", model: str, metrics: dict | None = No
                                      "|".join(d.doc_id for d in c.test)).encode()).hexdigest(),
              "n_train": len(c.train), "n_test": len(c.test), "train": "Train", "test": "Dev"}
     seeds = {"bootstrap": BOOTSTRAP["seed"], **({"synthetic": 20150605} if not c.gated else {})}
-    return dict(parts, metrics=result.metrics if metrics is None else metrics, predictions=result.predictions,
+    return dict(parts, metrics=metrics, predictions=result.predictions,
                 split=split, data_sha256=c.data_sha256, seeds=seeds, extra=extra)
