@@ -66,7 +66,7 @@ def maccrobat_run(version, model, protocol):
     t0 = time.perf_counter()
     run = CardRun("maccrobat", version, model, protocol, parameters={"n_resamples": 1000, "run_key": "bench"})
     out = maccrobat.run_protocol(items, manifest, model, protocol)
-    cell = run.finish(**maccrobat.cell_parts(out, manifest, items))
+    cell = run.finish(**maccrobat.outcome_parts(out, manifest, items))
     t1 = time.perf_counter()
     variants = maccrobat.run_variants(run, out, items, manifest)
     return t1 - t0, time.perf_counter() - t1, variants

@@ -61,7 +61,7 @@ def test_maccrobat_recipe_mark_is_card_data_on_the_finetune_cell(data_dir):
 
     items = mc.load_items(data_dir)
     manifest = mc.split(items, "atlas-n100-v1")
-    marks = {protocol: mc.cell_parts(Outcome("enc", protocol, "atlas-n100-v1", "not_run", reason="test"), manifest,
+    marks = {protocol: mc.outcome_parts(Outcome("enc", protocol, "atlas-n100-v1", "not_run", reason="test"), manifest,
                                      items)["extra"].get("row_marks")
              for protocol in ("finetune", "probe", "zero_shot")}
     assert marks == {"finetune": ["recipe chosen after a test score; see the protocols chapter"], "probe": None,

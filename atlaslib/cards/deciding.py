@@ -146,7 +146,9 @@ def load(card, model: str, protocol: str, decision: dict, *, data_dir=None, **op
     from ..models import CapabilityMissing, WeightsUnavailable, get_profile, load_adapter, with_capabilities
 
     if not decision.get("run", True):
-        raise NotRun(decision.get("reason") or "not run")
+        exc = NotRun(decision.get("reason") or "not run")
+        exc.decision = decision  # its profile stays known to the not-run cell (e.g. its overlap marker)
+        raise exc
     capability = decision.get("capability")
     if decision.get("baseline") or capability is None:
         return Loaded(None, capability, decision.get("profile"), decision)

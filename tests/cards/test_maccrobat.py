@@ -184,7 +184,7 @@ def cell_of(out, manifest, items) -> dict:
     """The run's result cell as the notebook makes it (a CardRun finished with the card's cell parts)."""
     from atlaslib.cards.run import CardRun
 
-    return CardRun("maccrobat", manifest.version, out.model, out.protocol).finish(**mc.cell_parts(out, manifest, items))
+    return CardRun("maccrobat", manifest.version, out.model, out.protocol).finish(**mc.outcome_parts(out, manifest, items))
 
 
 def test_memorize_run_and_cell(corpus, manifest):
@@ -287,8 +287,9 @@ def test_cell_metrics_come_from_the_card_scoring_and_equal_a_resample_by_resampl
     out = mc.run_protocol(corpus.items, manifest, "memorize", "train_lookup", n_resamples=40)
     run = CardRun("maccrobat", manifest.version, "memorize", "train_lookup", parameters={"n_resamples": 40})
     scored = run.score(out.records())
-    assert scored == out.metrics() == mc.score(out.records(), "train_lookup", n_resamples=40)
-    assert mc.cell_parts(out, manifest, corpus.items, metrics=scored)["metrics"] is scored
+    assert scored == out.metrics() == run.score(mc.predict(corpus.items, manifest, "memorize", "train_lookup"))
+    assert not hasattr(mc, "score") and not hasattr(mc, "metrics_of")   # no card-level scorer
+    assert mc.outcome_parts(out, manifest, corpus.items, metrics=scored)["metrics"] is scored
     ref = {"f1": f1_score, "precision": precision_score, "recall": recall_score,
            "macro_f1": lambda g, p: f1_score(g, p, average="macro")}
     for k, fn in ref.items():
@@ -334,9 +335,10 @@ def test_overlap_marker_reads_profile_and_adapter_info_through_the_card_rule():
     """What a model was trained on comes from its profile and its adapter's info; the marker is the card's one
     rule (``CARD.overlap``: entries starting with "maccrobat", any case)."""
     info = {"trained_on": ["i2b2-2010"], "profile": {"trained_on": ["MACCROBAT2020"]}}
-    assert mc.trained_on("memorize", info) == ["i2b2-2010", "MACCROBAT2020"]
-    assert mc.CARD.overlap(mc.trained_on("memorize", info)) == ["MACCROBAT2020"]
-    assert mc.CARD.overlap(mc.trained_on("memorize")) == []
+    assert mc.trained_on({}, info) == ["i2b2-2010", "MACCROBAT2020"]
+    assert mc.CARD.overlap(mc.trained_on({"trained_on": ["maccrobat"]})) == ["maccrobat"]
+    assert mc.CARD.overlap(mc.trained_on({}, info)) == ["MACCROBAT2020"]
+    assert mc.CARD.overlap(mc.trained_on(mc.BASELINE_PROFILE)) == []
 
 
 def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(corpus, data_dir, tmp_path, monkeypatch):

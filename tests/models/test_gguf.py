@@ -252,5 +252,5 @@ def test_a_gguf_file_from_profiles_runs_every_protocol_its_capabilities_allow(ti
     out = maccrobat.run_protocol(mitems, maccrobat.split(mitems), name, "probe", n_resamples=50)
     assert out.status == "ok" and out.capability == "embed.text.tokens"
     assert out.llm["contamination"]["may_have_seen"] is True
-    cell = maccrobat.cell_parts(out, maccrobat.split(mitems), mitems)
+    cell = maccrobat.outcome_parts(out, maccrobat.split(mitems), mitems)
     assert cell["extra"]["memorisation"]["test"]["n_probed"] > 0

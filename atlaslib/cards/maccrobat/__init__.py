@@ -4,26 +4,26 @@ Modules: :mod:`.card` (``CARD`` and the card's constants, as data), :mod:`.data`
 conversion to sentences and IOB2 tags, the corpus, items and audit), :mod:`.splitting` (the
 report-disjoint split), :mod:`.runs` (one run per model and protocol, its :class:`Outcome`),
 :mod:`.cells` (the result cell), :mod:`.errors` (error tables and kinds), :mod:`.gold_cuts` (the gold
-word cuts' leakage), :mod:`.contract` (the five contract functions) and :mod:`.outside` (outside
+word cuts' leakage), :mod:`.contract` (the contract functions) and :mod:`.outside` (outside
 systems: the sentences they see, their tags scored). Every name is re-exported here.
 """
-from .card import (SLICES, _SUMS_PATH, BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, DATA_PREFIX,  # noqa: F401
-                   FILES, FINETUNE_RECIPE, METRIC_BASES, NER_LABEL_TABLE, PMIDS, PROTOCOL_CAPABILITY, REFERENCE,
+from .card import (SLICES, _SUMS_PATH, BASELINE_PROFILE, BASELINE_PROTOCOL, BASELINES,  # noqa: F401
+                   BOOTSTRAP_RESAMPLES, CARD, DATA_PREFIX, FILES, FINETUNE_RECIPE, METRIC_BASES, NER_LABEL_TABLE, PMIDS, REFERENCE,
                    REFERENCE_COUNTS, SEED, SHA256SUMS_DIGEST, SHA256SUMS_TEXT, SOURCE_COMMIT, SOURCE_REPO, TAGS,
                    TYPE_MAP, TYPES, URL_TEMPLATE, VERSIONS)
 from .data import (_WORD, Corpus, Entity, MaccrobatFormatError, audit, convert_document, group_counts,  # noqa: F401
                    load_corpus, mention_lengths, parse_ann, plot_sentences_per_report, remove_overlaps,
                    reproduction_rows, sentences_per_report, type_counts, words_of)
 from .splitting import split_summary  # noqa: F401
-from .runs import (Outcome, memorize_tags, predictions_frame, profile_info, run_protocol, trained_on,  # noqa: F401
+from .runs import (Outcome, last_outcome, memorize_tags, predictions_frame, run_protocol, trained_on,  # noqa: F401
                    words_to_text)
-from .cells import cell_parts, report_positions, run_spec  # noqa: F401
+from .cells import cell_parts, outcome_parts, report_positions, run_spec  # noqa: F401
 from .errors import error_kinds, error_table, false_positive_sources, guideline_examples  # noqa: F401
 from .gold_cuts import (char_mentions, char_span_f1, gold_cut_mentions, natural_word_spans,  # noqa: F401
                         probe_without_gold_cuts, uncut_tags)
 from .card import PERTURBATIONS  # noqa: F401  (variants of a run, as data)
 from .perturbations import perturbed_items  # noqa: F401
 from .variants import run_variants  # noqa: F401
-from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
+from .contract import FAMILY, audit_items, load_items, predict, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)
-from .counting import SCORING, counts, metrics_of, slice_counts  # noqa: F401  (how predictions become numbers)
+from .counting import CHAR_SPANS, SCORING, counts, slice_counts  # noqa: F401  (how predictions become numbers)

@@ -43,7 +43,6 @@ SEED = 20261006
 VERSIONS = {"atlas-n100-v1": {"n_test": 100, "n_train": 500}}
 BOOTSTRAP_RESAMPLES = 1000
 METRIC_BASES = ("entity_f1", "entity_precision", "entity_recall", "entity_macro_f1")
-PROTOCOL_CAPABILITY = {"zero_shot": "predict.ner", "probe": "embed.text.tokens", "finetune": "embed.text.tokens"}
 #: The ``finetune`` protocol's recipe (atlaslib.protocols.finetune): the encoder and a new linear head over
 #: the 7 TAGS, each word labelled on its first sub-word, trained on the 500 train sentences only, fixed
 #: epochs, no early stopping; sentences over max_length sub-words are cut into chunks of whole words.
@@ -71,6 +70,9 @@ BASELINES = ("memorize",)
 #: The protocol each card baseline runs under: ``train_lookup`` = look up phrases memorised from the train
 #: sentences (it learns from the train split, so it is not zero-shot, and it has no features to probe).
 BASELINE_PROTOCOL = {"memorize": "train_lookup"}
+#: The profile a ``memorize`` cell records (it is no registry model).
+BASELINE_PROFILE = {"name": "memorize", "source": "builtin", "location": "atlaslib.models.memorize.PhraseMemorizer",
+                    "description": "card baseline, fit on the split's train sentences only"}
 
 #: Slices, as data: slice name -> field and, for numbers, inclusive bands ``(low, high)`` (``None`` = open).
 #: ``unit: "mention"`` slices are properties of each mention ``(type, first word, last word)`` read off the

@@ -8,16 +8,14 @@ import pandas as pd
 
 from ... import results as _results
 from ...splits import SplitManifest
-from .card import BASELINES, BOOTSTRAP_RESAMPLES, FINETUNE_RECIPE, FINETUNE_ROW_MARK, SEED, SHA256SUMS_DIGEST, TYPES
+from .card import BOOTSTRAP_RESAMPLES, FINETUNE_RECIPE, FINETUNE_ROW_MARK, SEED, SHA256SUMS_DIGEST, TYPES
 from .data import reproduction_rows
-from .runs import Outcome, profile_info
+from .runs import Outcome
 
 # ------------------------------------------------------------------------------------------- cells
 def run_spec(out: Outcome, **parameters) -> _results.RunSpec:
-    prof = profile_info(out.model)
-    if out.model in BASELINES:
-        prof = {"name": out.model, "source": "builtin", "location": "atlaslib.models.memorize.PhraseMemorizer",
-                "description": "card baseline, fit on the split's train sentences only"}
+    """The run's spec with the profile and capability its load gave (the card's own for its baseline)."""
+    prof = out.profile
     return _results.RunSpec(card="maccrobat", version=out.version, model=out.model, protocol=out.protocol,
                             profile=prof, revision=prof.get("revision"), capability=out.capability,
                             parameters={**parameters, "details": out.details})
@@ -39,8 +37,21 @@ def report_positions(items: pd.DataFrame, item_ids: Sequence[str]) -> list[dict]
     return out
 
 
-def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, metrics: dict | None = None,
-               audit: dict | None = None, leakage: dict | None = None) -> dict:
+def cell_parts(card_run, records, manifest: SplitManifest, *, audit: dict | None = None,
+               leakage: dict | None = None) -> dict:
+    """:meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>`'s arguments for what the contract's ``predict``
+    gave (``records``, None: the run did not happen), the notebook's and :func:`atlaslib.cards.run.run`'s alike:
+    the records scored by the run (:meth:`CardRun.score <atlaslib.cards.run.CardRun.score>`) and the rest of the
+    run's cell from its outcome (:func:`outcome_parts`)."""
+    from .runs import last_outcome
+
+    out, items = last_outcome(card_run)
+    metrics = None if records is None else card_run.score(records)
+    return outcome_parts(out, manifest, items, metrics=metrics, audit=audit, leakage=leakage)
+
+
+def outcome_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, metrics: dict | None = None,
+                  audit: dict | None = None, leakage: dict | None = None) -> dict:
     """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
     arguments): the profile and capability the run used, the split and data, seeds and the overlap marker;
     for a run that happened the metrics (``metrics``: the notebook's, from ``CardRun.score``; else
@@ -69,7 +80,7 @@ def cell_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, me
         return dict(parts, reason=out.reason)
     per_type = {t: {k: e[k] for k in ("precision", "recall", "f1")} | {"support": e["support"]}
                 for t, e in out.per_type_scores().items()}
-    preds = out.records()
+    preds = out.records()   # the contract's record shape (item_id, gold, pred, score, document)
     for row, native in zip(preds, out.native):
         row["native"] = native
     for row, pos in zip(preds, report_positions(items, out.item_ids)):

@@ -1,10 +1,10 @@
 """How a MACCROBAT run's predictions become numbers (the card's :class:`~atlaslib.metrics.engine.Scoring`, as
 data) and :func:`counts`: one unit per test sentence, per entity type the exact-span counts ``<type>:tp``,
 ``<type>:fp``, ``<type>:fn`` (:func:`atlaslib.metrics.spans.span_counts`: strict IOB2 mentions), grouped by
-case report (the declared resampling draws whole reports). :func:`metrics_of` scores prediction records through
-the one engine, as :meth:`atlaslib.cards.run.CardRun.score` does in the notebook (a variant run, an outside
-system and the contract have no run object). :func:`slice_counts` gives the per-mention slices (type,
-length): the same counts with each mention's type relabelled by its group."""
+case report (the declared resampling draws whole reports); :meth:`atlaslib.cards.run.CardRun.score` scores them.
+:data:`CHAR_SPANS` is the gold-cut leakage's scoring (:mod:`.gold_cuts`: mentions as character spans).
+:func:`slice_counts` gives the per-mention slices (type, length): the same counts with each mention's type
+relabelled by its group."""
 from __future__ import annotations
 
 import numpy as np
@@ -89,12 +89,18 @@ def counts(cell: dict) -> UnitCounts:
     return _uc(recs, per_item, types)
 
 
-def metrics_of(records: list, protocol: str, *, n_resamples: int | None = None, seed: int | None = None) -> dict:
-    """The cell metrics of prediction records (``item_id``, ``document``, ``gold`` and ``pred`` IOB2 tags):
-    :func:`counts` under :data:`SCORING` through :func:`atlaslib.metrics.engine.evaluate`, the numbers
-    :meth:`atlaslib.cards.run.CardRun.score` gives for the same records."""
-    return engine.evaluate(SCORING, counts({"predictions": list(records)}), protocol, seed=seed,
-                           n_resamples=n_resamples)
+def _pooled(name, num, den):
+    return Metric(name, lambda t: engine.ratio(num(t), den(t)), undefined_reason=UNDEFINED_REASONS[name])
+
+
+#: The gold-cut leakage's scoring (:func:`.gold_cuts.char_span_f1`): one unit per sentence, its ``tp``, ``fp``,
+#: ``fn`` mentions as exact character spans (type, first and last character), pooled over types; micro
+#: precision, recall and F1 under the card's resampling (whole case reports).
+CHAR_SPANS = Scoring(
+    columns=PARTS, primary="f1", resampling=SCORING.resampling,
+    metrics=(_pooled("precision", lambda t: t["tp"], lambda t: t["tp"] + t["fp"]),
+             _pooled("recall", lambda t: t["tp"], lambda t: t["tp"] + t["fn"]),
+             _pooled("f1", lambda t: 2 * t["tp"], lambda t: 2 * t["tp"] + t["fp"] + t["fn"])))
 
 
 def slice_counts(cell: dict, spec: dict, group_of, group_order):

@@ -8,9 +8,11 @@ from typing import Sequence
 
 import pandas as pd
 
-from ...metrics.engine import ratio
+from ...metrics import engine
+from ...metrics.engine import UnitCounts
 from ...splits import SplitManifest
 from ...phases import side
+from .counting import CHAR_SPANS
 from .words import char_mentions, natural_word_spans, uncut_tags  # noqa: F401  (re-exported)
 
 
@@ -34,23 +36,26 @@ def gold_cut_mentions(items: pd.DataFrame) -> dict:
     return {"mentions": total, "cut_inside_word": inside, "sentences": sentences}
 
 
-def char_span_f1(gold: Sequence[set], pred: Sequence[set]) -> dict:
-    """Micro P/R/F1 over character-span mentions pooled over sentences: a mention counts when its type,
-    start and end character match. P = TP / (TP + FP), R = TP / (TP + FN), F1 = 2·TP / (2·TP + FP + FN), each
-    undefined (NaN) when its denominator is 0: the atlas's one zero-division rule
-    (:func:`atlaslib.metrics.engine.ratio`)."""
-    tp = sum(len(g & p) for g, p in zip(gold, pred))
-    fp = sum(len(p - g) for g, p in zip(gold, pred))
-    fn = sum(len(g - p) for g, p in zip(gold, pred))
-    return {"tp": tp, "fp": fp, "fn": fn, "precision": ratio(tp, tp + fp), "recall": ratio(tp, tp + fn),
-            "f1": ratio(2 * tp, 2 * tp + fp + fn)}
+def char_span_f1(gold: Sequence[set], pred: Sequence[set], item_ids: Sequence | None = None,
+                 documents: Sequence | None = None) -> dict:
+    """Micro P/R/F1 over character-span mentions (``(type, start, end)``: a mention counts when all three
+    match), scored by the one engine under the card's declared :data:`.counting.CHAR_SPANS` (P = TP / (TP + FP),
+    R = TP / (TP + FN), F1 = 2·TP / (2·TP + FP + FN), NaN when a denominator is 0). One unit per sentence
+    (``item_ids``, grouped by case report, ``documents``; default: their positions); returns the pooled
+    ``tp``, ``fp``, ``fn``, the three values and the ``unit_counts`` they were scored from."""
+    ids = list(range(len(gold))) if item_ids is None else list(item_ids)
+    uc = UnitCounts(ids, CHAR_SPANS.columns, [[len(g & p), len(p - g), len(g - p)] for g, p in zip(gold, pred)],
+                    {"document": ids if documents is None else list(documents)})
+    total = uc.total()
+    return {**{k: int(total[k]) for k in CHAR_SPANS.columns},
+            **{m.name: engine.point(CHAR_SPANS, uc, m.name) for m in CHAR_SPANS.metrics}, "unit_counts": uc.to_cell()}
 
 
 @side
 def probe_without_gold_cuts(items: pd.DataFrame, manifest: SplitManifest, adapter, pred_with_cuts) -> dict:
     """The leakage of the gold cuts, measured on the word probe: the same probe trained and tested on the
     natural words (no cuts at gold boundaries), both runs scored against the exact gold character spans
-    (:func:`char_span_f1`). ``pred_with_cuts``: the run's own test tags on the cut words (its F1 in
+    (:func:`char_span_f1`, the one engine, per-sentence unit counts kept). ``pred_with_cuts``: the run's own test tags on the cut words (its F1 in
     character spans equals its word-level F1). Returns both scores and their difference."""
     from ...protocols import tokens as tok
 
@@ -61,8 +66,9 @@ def probe_without_gold_cuts(items: pd.DataFrame, manifest: SplitManifest, adapte
     res = tok.probe_ner(adapter, [w for w, _ in tr], [g for _, g in tr],
                         [[t[a:b] for a, b in sp] for t, sp in zip(test["text"], te_words)])
     gold = [char_mentions(g, s) for g, s in zip(test["tags"], test["word_spans"])]
-    with_cuts = char_span_f1(gold, [char_mentions(p, s) for p, s in zip(pred_with_cuts, test["word_spans"])])
-    without = char_span_f1(gold, [char_mentions(p, s) for p, s in zip(res["tags"], te_words)])
+    units = {"item_ids": list(manifest.test), "documents": test["document"].tolist()}
+    with_cuts = char_span_f1(gold, [char_mentions(p, s) for p, s in zip(pred_with_cuts, test["word_spans"])], **units)
+    without = char_span_f1(gold, [char_mentions(p, s) for p, s in zip(res["tags"], te_words)], **units)
     return {"with_gold_cuts": with_cuts, "without_gold_cuts": without,
             "f1_difference": with_cuts["f1"] - without["f1"], **{f"test_{k}": v for k, v in
                                                                  gold_cut_mentions(test.reset_index()).items()}}

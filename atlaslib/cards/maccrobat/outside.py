@@ -1,7 +1,7 @@
 """Outside systems on the MACCROBAT card (``atlas export``, ``atlas score``, :func:`atlaslib.evaluate`): the
 sentences as an outside system sees them (words, case report), and its IOB2 tags scored by the card's own
-code (:meth:`.runs.Outcome.metrics`: the card's scoring through the one engine, cluster bootstrap over case
-reports; :func:`.cells.cell_parts`)."""
+code (:meth:`.runs.Outcome.metrics`: a :class:`~atlaslib.cards.run.CardRun`'s score, the one engine;
+:func:`.cells.cell_parts`)."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -45,7 +45,7 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
     system whose ``trained_on`` names MACCROBAT is marked as overlapping."""
     from ...results import EXTERNAL
     from .card import CARD
-    from .cells import cell_parts
+    from .cells import outcome_parts
     from .runs import Outcome
 
     items, manifest = s.context["items"], s.context["manifest"]
@@ -55,7 +55,7 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
                   capability=EXTERNAL, item_ids=list(manifest.test),
                   documents=test["document"].tolist(), gold=[list(t) for t in test["tags"]],
                   pred=[list(by[i].label) for i in manifest.test],
-                  details={"source": EXTERNAL, "predictions_sha256": profile["revision"]},
+                  details={"source": EXTERNAL, "predictions_sha256": profile["revision"]}, profile=dict(profile),
                   overlap=CARD.overlap(profile["trained_on"]), n_resamples=n_resamples)
-    return dict(cell_parts(out, manifest, items), profile=profile, capability=EXTERNAL,
+    return dict(outcome_parts(out, manifest, items), profile=profile, capability=EXTERNAL,
                 parameters={"n_resamples": n_resamples})

@@ -11,9 +11,9 @@ import pandas as pd
 from ... import results as _results
 from ...metrics.spans import mentions as tag_mentions, tags_from_mentions
 from ...splits import SplitManifest
-from .card import (BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE, NER_LABEL_TABLE,
-                   PROTOCOL_CAPABILITY, SEED, SHA256SUMS_DIGEST, TAGS, TYPES)
-from .counting import metrics_of
+from .card import (BASELINE_PROFILE, BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE,
+                   NER_LABEL_TABLE, SEED, SHA256SUMS_DIGEST, TAGS, TYPES)
+
 
 # ------------------------------------------------------------------------------------- protocols
 def words_to_text(words: Sequence[str]) -> tuple[str, list[int], list[int]]:
@@ -62,7 +62,8 @@ class Outcome:
     version: str
     status: str                                    # "ok" | "not_run"
     reason: str | None = None
-    capability: str | None = None
+    capability: str | None = None                  # the capability the run loaded (None for the card's baseline)
+    profile: dict = field(default_factory=dict)   # the model's profile as the run's load gave it
     item_ids: list = field(default_factory=list)
     documents: list = field(default_factory=list)
     gold: list = field(default_factory=list)
@@ -82,37 +83,44 @@ class Outcome:
     n_resamples: int = BOOTSTRAP_RESAMPLES         # how its intervals resample (the card's seed unless given)
     bootstrap_seed: int = SEED
 
-    def records(self) -> list[dict]:
-        """The run's predictions as the cell's records: ``item_id``, ``document`` (case report), ``gold`` and
-        ``pred`` IOB2 tags per test sentence (what the card's :func:`~.counting.counts` reads)."""
-        return [{"item_id": i, "document": d, "gold": g, "pred": p}
-                for i, d, g, p in zip(self.item_ids, self.documents, self.gold, self.pred)]
+    def records(self, pred=None) -> list[dict]:
+        """The run's predictions as the contract's records (:func:`atlaslib.cards.record`), one per test sentence:
+        ``item_id``, ``gold`` and ``pred`` IOB2 tags (``pred``: these tags instead of the run's), ``score`` None,
+        ``document`` (the case report): what the card's :func:`~.counting.counts` reads and the cell keeps."""
+        from .. import record
 
-    def seed_records(self) -> dict:
-        """A fine-tuned row's records per training seed, ``{seed: records}`` in the recipe's order (each seed's
-        tags in place of ``pred``): what :meth:`atlaslib.cards.run.CardRun.score` scores as a seeded row."""
-        base = self.records()
-        return {r["seed"]: [dict(rec, pred=list(p)) for rec, p in zip(base, r["pred"])] for r in self.seed_runs}
+        return [record(i, list(g), list(p), None, document=d)
+                for i, d, g, p in zip(self.item_ids, self.documents, self.gold, self.pred if pred is None else pred)]
 
     def scored_records(self):
-        """What the run's :meth:`~atlaslib.cards.run.CardRun.score` scores: :meth:`seed_records` for a row over
-        training seeds, else :meth:`records`."""
-        return self.seed_records() if self.seed_runs else self.records()
+        """What the run's :meth:`~atlaslib.cards.run.CardRun.score` scores, the contract's ``predict`` and the
+        notebook alike: :meth:`records`; a row over training seeds: ``{training seed: records}`` in the recipe's
+        order."""
+        if self.seed_runs:
+            return {r["seed"]: self.records(r["pred"]) for r in self.seed_runs}
+        return self.records()
 
-    def metrics(self) -> dict:
-        """Cell metrics ``entity_*_<protocol>`` of a run without a :class:`~atlaslib.cards.run.CardRun` (a
-        variant run, an outside system, the contract): its records through the card's scoring and the one
-        engine (:func:`.counting.metrics_of`, what ``CardRun.score`` gives); a fine-tuned row over several
-        seeds: the mean over seeds with the two-level interval (:func:`seeded`); null with the reason when
-        not run."""
+    def metrics(self, run=None) -> dict:
+        """Cell metrics ``entity_*_<protocol>``: :meth:`scored_records` through ``run`` (a variant's: its run's
+        :class:`~atlaslib.cards.run.CardRun`), else a CardRun of this outcome (an outside system, a script): the
+        card's scoring, the one engine; a row over training seeds: the mean over seeds with the
+        two-level interval, each seed's metrics and unit counts kept in its ``seed_runs`` entry; null with the
+        reason when not run."""
+        from ..run import CardRun
+
         if self.status != "ok":
             return {name: _results.metric(None, reason=f"not run: {self.reason}")
                     for name in CARD.metric_names(self.protocol)}
-        if self.seed_runs:
-            if not self.seeded:
-                self.seeded = _score_seeds(self)
+        if self.seed_runs and self.seeded:
             return dict(self.seeded)
-        return metrics_of(self.records(), self.protocol, n_resamples=self.n_resamples, seed=self.bootstrap_seed)
+        run = run or CardRun(CARD.name, self.version, self.model, self.protocol,
+                             parameters={"n_resamples": self.n_resamples})
+        metrics = run.score(self.scored_records(), seed=self.bootstrap_seed, n_resamples=self.n_resamples)
+        for r in self.seed_runs:
+            r.update({k: run.seed_scores[r["seed"]][k] for k in ("metrics", "unit_counts")})
+        if self.seed_runs:
+            self.seeded = metrics
+        return metrics
 
     def per_type(self) -> pd.DataFrame:
         """Per-type precision / recall / F1 with CIs and gold support."""
@@ -137,24 +145,26 @@ class Outcome:
                                seed=self.bootstrap_seed)
 
 
-def profile_info(model: str) -> dict:
-    """The registry profile of ``model`` as a dict (``{}`` for the card's own baselines or a name the
-    registry cannot resolve)."""
-    if model in BASELINES:
-        return {}
+#: (version, model, protocol) -> (its :class:`Outcome`, the items) of the card's last run of it in this process:
+#: what the run's cell parts and variant runs read (:func:`last_outcome`)
+LAST_OUTCOMES: dict = {}
+
+
+def last_outcome(card_run) -> tuple:
+    """``(Outcome, items)`` of the run ``card_run`` predicted (the contract's ``predict``); KeyError naming the run
+    when it has not predicted in this process."""
+    s = card_run.spec
     try:
-        from ... import models
-
-        return models.get_profile(model).to_dict()
-    except Exception:
-        return {}
+        return LAST_OUTCOMES[(s.version, s.model, s.protocol)]
+    except KeyError:
+        raise KeyError(f"maccrobat: no outcome of {s.model} {s.protocol} on {s.version}: call predict first") from None
 
 
-def trained_on(model: str, info: dict | None = None) -> list:
-    """What the model was trained on, as its registry profile and its adapter's info (``info``, its
+def trained_on(profile: dict | None, info: dict | None = None) -> list:
+    """What the model was trained on, as the run's loaded profile and its adapter's info (``info``, its
     ``trained_on`` and its profile's) declare: what :meth:`CARD.overlap <atlaslib.cards.Card.overlap>` reads
     for the run's overlap marker."""
-    trained = list(profile_info(model).get("trained_on") or [])
+    trained = list((profile or {}).get("trained_on") or [])
     if info:
         trained += list(info.get("trained_on") or [])
         if isinstance(info.get("profile"), dict):
@@ -169,7 +179,8 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
     ``train_lookup``: it looks up phrases memorised from the train sentences); any other model runs on what
     ``load`` gives (the run's :meth:`CardRun.load <atlaslib.cards.run.CardRun.load>`: the model by the run's
     decision), or on ``adapter`` (tests), else is decided and loaded here by the same rule
-    (:mod:`atlaslib.cards.deciding`). A run that cannot happen gives an Outcome with status
+    (:mod:`atlaslib.cards.deciding`): the capability, the profile and the adapter's options are the card's
+    declared data (``CARD.capabilities``, ``CARD.adapter_options``), never chosen here. A run that cannot happen gives an Outcome with status
     ``not_run`` and the reason as the decision words it (never an exception). ``finetune`` trains the encoder
     with a new token head (:data:`FINETUNE_RECIPE`; ``retrain`` ignores cached weights)."""
     import time
@@ -178,7 +189,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
         raise ValueError(f"maccrobat: protocol {protocol!r} unknown; expected one of {CARD.protocols}")
     if protocol in BASELINE_PROTOCOL.values() and model not in BASELINES:
         raise ValueError(f"maccrobat: protocol {protocol!r} is the memorize baseline's; model {model!r} runs "
-                         f"under {', '.join(PROTOCOL_CAPABILITY)}")
+                         f"under {', '.join(CARD.capabilities)}")
     t0 = time.perf_counter()
     idx = items.set_index("item_id")
     missing = [i for i in manifest.train + manifest.test if i not in idx.index]
@@ -187,7 +198,6 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
                          f"items frame, e.g. {missing[:3]}")
     train, test = idx.loc[manifest.train], idx.loc[manifest.test]
     out = Outcome(model=model, protocol=protocol, version=manifest.version, status="ok",
-                  capability=None if model in BASELINES else PROTOCOL_CAPABILITY[protocol],
                   item_ids=list(manifest.test), documents=test["document"].tolist(),
                   gold=[list(t) for t in test["tags"]], n_resamples=n_resamples, bootstrap_seed=seed)
     if model == "memorize":
@@ -201,6 +211,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
         with phase("prediction", items=len(test)):
             pred, _ = memorize_tags(train, test, mem=mem)
         out.predict = lambda words: memorize_tags(train, pd.DataFrame({"words": list(words)}), mem=mem)[0]
+        out.profile = dict(BASELINE_PROFILE)
         out.details = {"baseline": "atlaslib.models.memorize.PhraseMemorizer", "casefold": False,
                        "threshold": "annotated in > 1/2 of occurrences", "match": "longest first, word boundaries",
                        "n_phrases": len(mem.phrases), "n_candidate_phrases": len(mem.stats)}
@@ -211,14 +222,18 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
             from .. import NotRun, deciding
 
             try:
-                adapter = deciding.load_for(CARD, manifest.version, model, protocol, load).adapter
-            except NotRun as exc:
+                loaded = deciding.load_for(CARD, manifest.version, model, protocol, load)
+            except NotRun as exc:   # decided not to run: the decision's profile still marks its overlap
                 out.status, out.reason = "not_run", str(exc)
-                out.overlap = CARD.overlap(trained_on(model))
+                out.profile = dict((getattr(exc, "decision", None) or {}).get("profile") or {})
+                out.overlap = CARD.overlap(trained_on(out.profile))
                 out.seconds = time.perf_counter() - t0
                 return out
+            adapter, out.capability, out.profile = loaded.adapter, loaded.capability, dict(loaded.profile or {})
+        else:  # a test's adapter: the protocol's first declared capability
+            out.capability = CARD.capabilities[protocol][0]
         info = dict(getattr(adapter, "info", {}) or {})
-        out.overlap = CARD.overlap(trained_on(model, info))
+        out.overlap = CARD.overlap(trained_on(out.profile, info))
         if protocol == "zero_shot":
             res = tok.zero_shot_ner(adapter, test["words"].tolist(), NER_LABEL_TABLE)
         elif protocol == "finetune":
@@ -236,7 +251,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
         out.native = res.get("native", [])
         from ..llm import llm_row_extra
 
-        out.llm = llm_row_extra(adapter, profile_info(model), CARD, test["text"].tolist())
+        out.llm = llm_row_extra(adapter, out.profile, CARD, test["text"].tolist())
     out.pred = [list(p) for p in pred]
     if protocol == "finetune" and len(res.get("seed_runs") or []) > 1:
         seeded(out, res["seed_runs"], score=False)  # scored once, by the run's CardRun or Outcome.metrics
@@ -277,30 +292,13 @@ def _seed_predictor(adapter, models):
 
 def seeded(out: Outcome, seed_runs: list[dict], score: bool = True) -> None:
     """Make ``out`` a fine-tuned row over its training seeds (``seed_runs``: ``{seed, tags, details}`` each):
-    every seed's tags into ``out.seed_runs``; with ``score``, every seed's records scored now (as
-    :meth:`Outcome.metrics` scores them when first asked)."""
+    every seed's tags into ``out.seed_runs``; with ``score``, every seed's records scored now
+    (:meth:`Outcome.metrics`)."""
     out.seed_runs = [{"seed": r["seed"], "pred": [list(p) for p in r["tags"]], "details": r["details"]}
                      for r in seed_runs]
     out.seeded = {}
     if score:
         out.metrics()
-
-
-def _score_seeds(out: Outcome) -> dict:
-    """The row's metrics over its training seeds (:meth:`Outcome.seed_records`): the same case-report resamples
-    for every seed (``out``'s), through the one engine; the mean over seeds with the two-level interval
-    (:func:`atlaslib.metrics.seeds.score_seeds`). Each seed's metrics and unit counts go into its
-    ``out.seed_runs`` entry."""
-    import sys
-
-    from ...metrics import seeds as S
-
-    by_seed = out.seed_records()
-    metrics, per = S.score_seeds(sys.modules[__package__], list(by_seed.values()), list(by_seed), out.protocol,
-                                 seed=out.bootstrap_seed, n_resamples=out.n_resamples)
-    for r, p in zip(out.seed_runs, per):
-        r.update(metrics=p["metrics"], unit_counts=p["unit_counts"])
-    return metrics
 
 
 def predictions_frame(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:

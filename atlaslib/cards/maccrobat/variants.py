@@ -20,7 +20,8 @@ def run_variants(card_run, out: Outcome, items: pd.DataFrame, manifest: SplitMan
                  n_resamples: int = BOOTSTRAP_RESAMPLES) -> list[dict]:
     """The variant cells of the finished run ``card_run`` (its :class:`~atlaslib.cards.run.CardRun`, which makes
     and writes them) whose outcome is ``out``: one per perturbation that applies to some test sentence, its
-    predictions and metrics (the card's, with the cluster bootstrap over case reports) over those sentences;
+    predictions and metrics (scored by ``card_run``, :meth:`CardRun.score <atlaslib.cards.run.CardRun.score>`)
+    over those sentences;
     written beside the run's cell (:meth:`CardRun.write_variants <atlaslib.cards.run.CardRun.write_variants>`).
     None for a run that did not happen."""
     from .cells import report_positions, seed_run_records
@@ -44,11 +45,11 @@ def run_variants(card_run, out: Outcome, items: pd.DataFrame, manifest: SplitMan
                         item_ids=frame["item_id"].tolist(), documents=docs, gold=gold, pred=pred,
                         n_resamples=n_resamples)
             if by_seed:      # a row over training seeds: every seed's model, scored as its default run's row
-                seeded(v, [{"seed": s, "tags": t, "details": {}} for s, t in by_seed])
-            recs = [{"item_id": i, "document": d, "gold": g, "pred": q, **pos}
-                    for i, d, g, q, pos in zip(v.item_ids, docs, gold, pred, report_positions(items, v.item_ids))]
+                seeded(v, [{"seed": s, "tags": t, "details": {}} for s, t in by_seed], score=False)
+            metrics = v.metrics(card_run)   # through the run's CardRun (finished: its own numbers are written)
+            recs = [dict(r, **pos) for r, pos in zip(v.records(), report_positions(items, v.item_ids))]
         extra = {"seed_runs": seed_run_records(v)} if v.seed_runs else {}
-        made.append(card_run.variant(p.spec(), metrics=v.metrics(), predictions=recs,
+        made.append(card_run.variant(p.spec(), metrics=metrics, predictions=recs,
                                      inputs_digest=inputs_sha256(words), n_items=len(test),
                                      n_applicable=frame.attrs["n_applicable"], timing=timer.timing, extra=extra))
     card_run.write_variants()
