@@ -226,7 +226,7 @@ def reference_runs(tmp_path_factory, data_dir, source_digest_at_start):
     paths = books.build_paths(tmp_path_factory.mktemp("reference-runs"))
     lines: list[str] = []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB: source_digest_at_start)
+        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB, part=None: source_digest_at_start)
         report = executor.run_requests(books.REFERENCE_REQUESTS, paths, data_dir=data_dir, log=lines.append)
     assert [o.status for o in report.outcomes] == ["ran"] * 3, lines
     assert not report.failures, lines

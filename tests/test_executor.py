@@ -30,7 +30,7 @@ def frozen_source(source_digest_at_start):
     """Freeze atlaslib's source digest for this module's in-process runs at the session's (the reference runs'
     key), so that an edit to atlaslib made while the tests run does not turn the cache checks into misses."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB: source_digest_at_start)
+        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB, part=None: source_digest_at_start)
         yield source_digest_at_start
 
 
@@ -134,7 +134,7 @@ def test_cache_rules(serial, tmp_path, data_dir):
     # atlaslib's source changes: every run re-keys (majority's stored key still carries the changed pins)
     assert _current(NEGSPACY, paths) and _current(ENTAIL, paths) and not _current(fewer, paths)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB: "0" * 64)
+        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB, part=None: "0" * 64)
         assert not _current(NEGSPACY, paths) and not _current(ENTAIL, paths)
 
     # force ignores the cache
