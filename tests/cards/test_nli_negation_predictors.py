@@ -308,7 +308,7 @@ def test_notebook_tables(context_run):
     pf = nn.pattern_frame(context_run.report)
     assert list(pf["pattern"]) == ["simple", "nested", "double", "section_scoped", "all"]
     assert pf.iloc[-1]["false_entailments"] == 39
-    fe = nn.false_entailment_cases(context_run)
+    fe = nn.false_entailment_cases(context_run.cell(), context_run.cases)
     assert len(fe) == 39 and set(fe["gold"]) <= {"neutral", "contradiction"}
     assert list(nn.gate_table(context_run.report)["decision"]) == ["FAIL", "pass", "FAIL"]
     fig = nn.plot_pattern_rates(context_run.report)

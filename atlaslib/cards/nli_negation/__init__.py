@@ -23,8 +23,8 @@ from .exchange import load_openmed_fixtures, write_openmed_fixtures
 from .card import (CARD, CASE_SETS, LLM_PROFILE, METRICS, NLI_PROMPTS, OPENMED_VERSION, PINNED_FILES, PROTOCOL,
                    CaseSet, NliNegationRun, audit_table, case_frame, depth_table, example_cases, false_entailment_cases,
                    gate_table, memorisation_sentences, most_common_label_text, pattern_frame,
-                   plot_pattern_rates, run_card, version_cases)
-from .contract import audit_items, load_items, predict, score, split  # noqa: F401  (the card contract)
+                   plot_pattern_rates, predict_cases, records_of, run_card, version_cases)
+from .contract import audit_items, cell_parts, load_items, predict, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split, write_outside_files  # noqa: F401
 from .scoring import SCORE_COMMAND, main as score_command  # noqa: F401  (`atlas score nli_negation ...`)
 from .counting import SCORING, counts  # noqa: F401  (how predictions become numbers)

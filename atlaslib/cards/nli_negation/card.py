@@ -32,8 +32,9 @@ from atlaslib.phases import phase
 
 from ..run import CardRun
 from .challenge import (DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY, NliNegationReport,
-                        collect_predictions, decide_gates, score_predictions)
-from .corpus import FINDINGS, LABELS, PATTERNS, VERSION, NliNegationCase, case_set_sha256, default_nli_negation_cases
+                        collect_predictions)
+from .corpus import (ABSTENTION, FINDINGS, LABELS, PATTERNS, VERSION, NliNegationCase, case_set_sha256,
+                     default_nli_negation_cases)
 from . import exchange
 from .errors import NliNegationInputError
 from .predictors import (ALWAYS_ABSTAIN, ALWAYS_ENTAILMENT, CONTEXT_PREDICTOR, HUB_NLI_PROFILE, OFFLINE_PREDICTORS,
@@ -227,33 +228,17 @@ class NliNegationRun:
         return self.status == "ok"
 
     def records(self) -> list[dict]:
-        """The run's prediction records, the cell's ``predictions`` and what :meth:`CardRun.score` scores: per
-        case ``item_id`` (case id), ``pattern``, its templates (:func:`case_templates`), ``gold``, ``pred``
-        (``abstention`` for no label) and ``scores``."""
-        scores = self.scores if self.scores is not None else [None] * len(self.cases)
-        return [{"item_id": c.case_id, "pattern": c.pattern, **case_templates(c), "gold": c.gold_label,
-                 "pred": "abstention" if p is None else p, "scores": s}
-                for c, p, s in zip(self.cases, self.labels, scores)]
+        """The run's prediction records (:func:`records_of`)."""
+        return records_of(self.cases, self.labels, self.scores)
 
     def cell_parts(self, metrics: dict | None = None) -> dict:
-        """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
-        arguments): the predictor's profile, the thresholds, the case set (split and digest); for a run that
-        happened the metrics, per-case predictions and the report; for one that did not, its ``reason``.
-        ``metrics``: :meth:`CardRun.score` of :meth:`records` (the notebook's; scored here through this run's
-        CardRun when not given), the gates among them (decided by the card's scoring on the run's thresholds,
-        :func:`.counting.gates`)."""
-        digest = case_set_sha256(self.cases) if self.cases else None
-        parts = dict(
-            split={"hash": digest, "n_train": 0, "n_test": len(self.cases),
-                   "test_label_counts": dict(Counter(c.gold_label for c in self.cases))},
-            data_sha256={f"nli_negation/{self.card_run.spec.version}": digest}, seeds={},
-            profile=self.profile, capability=CAPABILITY, parameters=self.parameters)
+        """What the run's result cell holds beyond its spec (:func:`cell_parts` of :meth:`records`, with what the
+        predictor turned out to be); a run that did not happen: the case set and its ``reason``."""
         if not self.ok:
-            return dict(parts, reason=self.reason)
-        records = self.records()
-        if metrics is None:
-            metrics = self.card_run.score(records)
-        return dict(parts, metrics=metrics, predictions=records, extra={"report": self.report.to_dict(), **self.llm})
+            return dict(_case_parts(self.card_run.spec.version, self.cases), profile=self.profile,
+                        capability=CAPABILITY, parameters=self.parameters, reason=self.reason)
+        return cell_parts(self.card_run, self.records(), metrics=metrics, profile=self.profile, llm=self.llm,
+                          parameters=self.parameters)
 
     def cell(self, result_path=None) -> dict:
         """This run's result cell on its own (tests, scripts): its :class:`~atlaslib.cards.run.CardRun` finished
@@ -291,21 +276,107 @@ def case_templates(case: NliNegationCase) -> dict:
             "hypothesis_template": _unfill(case.hypothesis, findings[:2], sections[:2])}
 
 
-def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *, card_run: CardRun | None = None,
-             max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
-             minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
-             run_key: str | None = None, predictor=None, load=None, **predictor_options) -> NliNegationRun:
-    """Run one predictor on the cases of ``version`` (:func:`version_cases`) under ``card_run`` (the notebook's
-    :class:`~atlaslib.cards.run.CardRun` of this version, model and protocol; one is made here when None, for tests
-    and scripts). ``run_key`` (set by the runner) is stored in the run spec's parameters; ``predictor``
-    overrides the one built from ``model`` (tests); ``predictor_options`` go to :func:`build_predictor` (the
-    card's own predictors) or to the model's adapter, loaded by ``card_run``'s decision (or by ``load``, a
-    run's :meth:`CardRun.load <atlaslib.cards.run.CardRun.load>`, for the contract's :func:`.contract.predict`)."""
+def records_of(cases, labels, scores=None) -> list[dict]:
+    """The prediction records of labels on cases, the cell's ``predictions`` and what :meth:`CardRun.score`
+    scores: per case ``item_id`` (case id), ``pattern``, its templates (:func:`case_templates`), ``gold``, ``pred``
+    (``abstention`` for no label) and ``scores`` (the predictor's label probabilities, else None)."""
+    scores = scores if scores is not None else [None] * len(cases)
+    return [{"item_id": c.case_id, "pattern": c.pattern, **case_templates(c), "gold": c.gold_label,
+             "pred": ABSTENTION if p is None else p, "scores": s} for c, p, s in zip(cases, labels, scores)]
+
+
+#: (version, model, protocol) -> what its last prediction turned out to be (the predictor's info after the run, a
+#: language model's contamination mark and memorisation probe), kept by :func:`predict_cases` for :func:`cell_parts`
+_PREDICTED: dict = {}
+
+
+def predict_cases(version: str, model: str, protocol: str = PROTOCOL, *, load=None, predictor=None,
+                  **predictor_options) -> tuple[tuple[NliNegationCase, ...], list, list | None]:
+    """The labels (None: abstention) and label probabilities (None when the predictor tells none) of ``model`` on
+    the cases of ``version``: the card's own baselines built here (:func:`.predictors.build_predictor`), a model
+    by the run's decision (``load``: a run's :meth:`CardRun.load <atlaslib.cards.run.CardRun.load>`, else decided
+    and loaded here by the same rule, :func:`atlaslib.cards.deciding.load_for`); ``predictor`` overrides both
+    (tests, an outside system's labels). A run that cannot happen raises :class:`atlaslib.cards.NotRun`."""
+    from .. import deciding
+
     if protocol not in CARD.protocols:
         raise NliNegationInputError(f"parameter protocol: expected one of {', '.join(CARD.protocols)}")
     if version not in CARD.versions:
         raise NliNegationInputError(f"parameter version: expected one of {', '.join(CARD.versions)}")
     cases = version_cases(version)
+    loaded = None
+    if predictor is None:
+        from atlaslib.models import CapabilityMissing, WeightsUnavailable
+        options = dict(predictor_options)
+        if model == CONTEXT_PREDICTOR:
+            options.setdefault("findings", CASE_SETS[version].findings)
+        baseline = model in CARD.baselines   # the card's own predictors, which it builds itself
+        loaded = (load(**({} if baseline else options)) if load is not None
+                  else deciding.load(CARD, model, protocol, deciding.decide(CARD, version, model, protocol),
+                                     **({} if baseline else options)))
+        try:
+            predictor = (build_predictor(model, prompt=NLI_PROMPTS, **options) if baseline
+                         else NliAdapterPredictor(loaded.adapter, name=model))
+        except (CapabilityMissing, WeightsUnavailable) as exc:   # a baseline's own weights, found absent late
+            raise NotRun(exc.short if isinstance(exc, WeightsUnavailable) else str(exc)) from None
+    with phase("prediction", items=len(cases)):
+        labels = collect_predictions(cases, predictor=predictor)
+    scores = getattr(predictor, "last_scores", None)     # label probabilities, when the predictor tells them
+    if scores is not None and len(scores) != len(cases):
+        raise NliNegationInputError(f"the predictor kept {len(scores)} label probabilities for {len(cases)} cases")
+    info = dict(getattr(predictor, "info", {}) or {})   # after the run: it holds what the run cost
+    _PREDICTED[(version, model, protocol)] = (info, _llm_extra(loaded, predictor))
+    return cases, labels, scores
+
+
+def _case_parts(version: str, cases) -> dict:
+    digest = case_set_sha256(cases) if cases else None
+    return dict(split={"hash": digest, "n_train": 0, "n_test": len(cases),
+                       "test_label_counts": dict(Counter(c.gold_label for c in cases))},
+                data_sha256={f"nli_negation/{version}": digest}, seeds={})
+
+
+def cell_parts(card_run: CardRun, records, manifest=None, *, metrics: dict | None = None, profile: dict | None = None,
+               llm: dict | None = None, parameters: dict | None = None) -> dict:
+    """:meth:`CardRun.finish`'s arguments for a run's ``records`` (None: the run did not happen; ``manifest``
+    unused: every case is a test case): the case set (split and digest), the predictor's profile (what
+    :func:`predict_cases` found it to be, unless given), the capability, the thresholds (the run's, the card's
+    defaults where it sets none) and ``parameters``; for a run that happened its ``metrics`` (:meth:`CardRun.score`
+    of the records, unless given), the records as ``predictions``, and ``extra``: the challenge's ``report`` of the
+    records made by the one engine (:func:`.counting.report_of_cell`) and a language model's contamination mark and
+    memorisation probe."""
+    from .counting import report_of_cell
+
+    s = card_run.spec
+    found_profile, found_llm = _PREDICTED.pop((s.version, s.model, s.protocol), (None, {}))
+    thresholds = {"max_false_entailment_rate": DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
+                  "minimum_aggregate_accuracy": DEFAULT_MINIMUM_AGGREGATE_ACCURACY}
+    thresholds.update({k: s.parameters[k] for k in thresholds if k in s.parameters})
+    parts = dict(_case_parts(s.version, version_cases(s.version)), capability=CAPABILITY,
+                 profile=found_profile if profile is None else profile, parameters={**thresholds, **(parameters or {})})
+    if records is None:
+        return parts
+    records = list(records)
+    if metrics is None:
+        metrics = card_run.score(records)
+    report = report_of_cell({"predictions": records, "split": parts["split"], "spec": {"parameters": thresholds}})
+    return dict(parts, metrics=metrics, predictions=records,
+                extra={"report": report, **(found_llm if llm is None else llm)})
+
+
+def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *, card_run: CardRun | None = None,
+             max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
+             minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
+             run_key: str | None = None, predictor=None, load=None, **predictor_options) -> NliNegationRun:
+    """One predictor on the cases of ``version`` under ``card_run`` (made here when None: tests, scripts, an outside
+    system's labels), by :func:`predict_cases` (the contract's :func:`.contract.predict` makes the same call), as
+    an :class:`NliNegationRun`: the labels and the report, or the reason the run did not happen. ``run_key`` (set
+    by the runner) is stored in the run spec's parameters; ``predictor`` overrides the one built from ``model``;
+    ``predictor_options`` go to :func:`build_predictor` (the card's own predictors) or to the model's adapter."""
+    if protocol not in CARD.protocols:
+        raise NliNegationInputError(f"parameter protocol: expected one of {', '.join(CARD.protocols)}")
+    if version not in CARD.versions:
+        raise NliNegationInputError(f"parameter version: expected one of {', '.join(CARD.versions)}")
     params = {"max_false_entailment_rate": max_false_entailment_rate,
               "minimum_aggregate_accuracy": minimum_aggregate_accuracy, "run_key": run_key, **predictor_options}
     if card_run is None:
@@ -323,31 +394,18 @@ def run_card(model: str, protocol: str = PROTOCOL, version: str = VERSION, *, ca
                 f"{k} {a!r} there, {b!r} here" for k, (a, b) in differ.items()))
         for k, v in params.items():   # what it does not record yet: its score decides the gates on these
             card_run.spec.parameters.setdefault(k, v)
-    run = dict(card_run=card_run, cases=cases, parameters=params)
-    if predictor is None:
-        from atlaslib.models import CapabilityMissing, WeightsUnavailable
-        options = dict(predictor_options)
-        if model == CONTEXT_PREDICTOR:
-            options.setdefault("findings", CASE_SETS[version].findings)
-        baseline = model in CARD.baselines   # the card's own predictors, which it builds itself
-        try:   # by the run's decision (its CardRun's, or the one load was handed): a model is loaded by it
-            loaded = (load or card_run.load)(**({} if baseline else options))
-            predictor = (build_predictor(model, prompt=NLI_PROMPTS, **options) if baseline
-                         else NliAdapterPredictor(loaded.adapter, name=model))
-        except NotRun as exc:
-            return NliNegationRun(status="not_run", reason=str(exc), timing=card_run.timing, **run)
-        except (CapabilityMissing, WeightsUnavailable) as exc:   # a baseline's own weights, found absent late
-            reason = exc.short if isinstance(exc, WeightsUnavailable) else str(exc)
-            return NliNegationRun(status="not_run", reason=reason, timing=card_run.timing, **run)
-    with phase("prediction", items=len(cases)):
-        labels = collect_predictions(cases, predictor=predictor)
-    scores = getattr(predictor, "last_scores", None)     # label probabilities, when the predictor tells them
-    if scores is not None and len(scores) != len(cases):
-        raise NliNegationInputError(f"the predictor kept {len(scores)} label probabilities for {len(cases)} cases")
-    info = dict(getattr(predictor, "info", {}) or {})   # after the run: it holds what the run cost
-    llm = _llm_extra(model, predictor)
-    report = score_predictions(cases, labels, max_false_entailment_rate=max_false_entailment_rate,
-                               minimum_aggregate_accuracy=minimum_aggregate_accuracy)
+    run = dict(card_run=card_run, cases=version_cases(version), parameters=params)
+    try:
+        cases, labels, scores = predict_cases(version, model, protocol, load=load or card_run.load,
+                                              predictor=predictor, **predictor_options)
+    except NotRun as exc:
+        return NliNegationRun(status="not_run", reason=str(exc), timing=card_run.timing, **run)
+    info, llm = _PREDICTED.pop((version, model, protocol))
+    from .counting import engine_report, report_counts
+
+    records = records_of(cases, labels, scores)
+    report = engine_report(report_counts({"predictions": records}), case_digest=case_set_sha256(cases), labels=labels,
+                           parameters=card_run.spec.parameters)
     return NliNegationRun(status="ok", report=report, labels=labels, timing=card_run.timing, llm=llm, scores=scores,
                           profile=info, **run)
 
@@ -358,18 +416,14 @@ def memorisation_sentences() -> list[str]:
     return list(dict.fromkeys(c.premise for c in default_nli_negation_cases()))
 
 
-def _llm_extra(model: str, predictor) -> dict:
-    """The contamination mark and memorisation probe of a language model's run (``{}`` for other predictors)."""
-    from atlaslib.models import ProfileError, get_profile
-
+def _llm_extra(loaded, predictor) -> dict:
+    """The contamination mark and memorisation probe of a language model's run, from the model the run loaded
+    (its profile, by the run's decision; ``{}`` for other predictors and for labels given without a model)."""
     from ..llm import llm_row_extra
 
-    adapter = getattr(predictor, "adapter", None)
-    try:
-        profile = get_profile(model).to_dict()
-    except (ProfileError, OSError):
+    if loaded is None or not loaded.profile:
         return {}
-    return llm_row_extra(adapter, profile, CARD, memorisation_sentences())
+    return llm_row_extra(getattr(predictor, "adapter", None), loaded.profile, CARD, memorisation_sentences())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,15 +508,14 @@ def gate_table(report: NliNegationReport) -> pd.DataFrame:
     ])
 
 
-def false_entailment_cases(run: NliNegationRun) -> pd.DataFrame:
-    """The built-in cases this run wrongly called entailment (synthetic text: fine in the notebook,
-    never in a report)."""
+def false_entailment_cases(cell: dict, cases) -> pd.DataFrame:
+    """The cases a run (its result ``cell``) wrongly called entailment, from ``cases`` (the version's; synthetic
+    text: fine in the notebook, never in a report)."""
     cols = ["pattern", "premise", "hypothesis", "gold", "depth"]
-    if not run.ok:
-        return pd.DataFrame(columns=cols)
+    wrong = {r["item_id"] for r in cell.get("predictions") or []
+             if r["pred"] == "entailment" and r["gold"] != "entailment"}
     rows = [{"pattern": c.pattern, "premise": c.premise, "hypothesis": c.hypothesis, "gold": c.gold_label,
-             "depth": c.negation_depth}
-            for c, p in zip(run.cases, run.labels) if p == "entailment" and c.gold_label != "entailment"]
+             "depth": c.negation_depth} for c in cases if c.case_id in wrong]
     return pd.DataFrame(rows, columns=cols)
 
 

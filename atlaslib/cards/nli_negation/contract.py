@@ -1,14 +1,13 @@
 """The card contract (see :mod:`atlaslib.cards`) for the NLI negation challenge: :func:`load_items` and
-:func:`split` (the cases of every split version, every case a test case), and thin entry points over
-:func:`.card.run_card` and the card's scoring (:mod:`.counting` through the scoring engine, gates by
-:func:`.counting.gates`), so they give the notebook's numbers."""
+:func:`split` (the cases of every split version, every case a test case), and the run's calls, the
+notebook's: :func:`predict` (:func:`.card.predict_cases`) and :func:`.card.cell_parts` (scored by the run,
+:meth:`CardRun.score <atlaslib.cards.run.CardRun.score>`: the card's :mod:`.counting` through the one engine)."""
 from __future__ import annotations
 
 from collections import Counter
 
-from .. import NotRun, record
-from .card import CARD, PROTOCOL, run_card, version_cases
-from .corpus import ABSTENTION, VERSION
+from .card import CARD, PROTOCOL, cell_parts, predict_cases, records_of, version_cases  # noqa: F401
+from .corpus import VERSION
 
 
 def load_items(data_dir=None):
@@ -40,28 +39,15 @@ def audit_items(items, data_dir=None) -> dict:
             "gold": dict(Counter(items["gold"]))}
 
 
-def predict(items, manifest, model: str, protocol: str = PROTOCOL, *, data_dir=None, load=None,
+def predict(items, manifest, model: str, protocol: str = PROTOCOL, *, data_dir=None, load=None, predictor=None,
             **options) -> list[dict]:
-    """One record per test case (``gold`` / ``prediction`` NLI labels, ``abstention`` for no label, as in the
-    result cell; ``score`` None; ``pattern``); a run that cannot happen raises :class:`atlaslib.cards.NotRun`."""
-    run = run_card(model, protocol, manifest.version, load=load, **options)
-    if not run.ok:
-        raise NotRun(run.reason)
+    """The prediction records of ``model`` on the manifest's test cases (:func:`.card.predict_cases`, by the run's
+    decision through ``load``; :func:`.card.records_of`: the cell's ``predictions``), the same call the notebook
+    makes; :func:`.card.cell_parts` makes the rest of the cell. A run that cannot happen raises
+    :class:`atlaslib.cards.NotRun`."""
+    cases, labels, scores = predict_cases(manifest.version, model, protocol, load=load, predictor=predictor, **options)
     test = set(manifest.test)
-    return [record(c.case_id, c.gold_label, ABSTENTION if p is None else p, None, pattern=c.pattern)
-            for c, p in zip(run.cases, run.labels) if c.case_id in test]
-
-
-def score(records: list[dict], protocol: str = PROTOCOL, *, model: str | None = None) -> dict:
-    """Aggregate accuracy and false-entailment rate with exact Clopper-Pearson intervals (the card's ``counts``
-    under its ``SCORING`` through the scoring engine, as :meth:`atlaslib.cards.run.CardRun.score` makes them),
-    and the two gates at the default thresholds (the scoring's :func:`.counting.gates`)."""
-    from ...metrics import engine
-    from .counting import SCORING
-
-    if protocol not in CARD.protocols:
-        raise ValueError(f"card {CARD.name} has no protocol {protocol!r}; expected one of {', '.join(CARD.protocols)}")
-    return engine.evaluate(SCORING, counts({"predictions": list(records)}), protocol, parameters={})
+    return [r for r in records_of(cases, labels, scores) if r["item_id"] in test]
 
 
 from .counting import counts  # noqa: E402,F401  (the card contract: per-unit counts, see .counting)

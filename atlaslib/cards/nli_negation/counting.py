@@ -138,15 +138,19 @@ def engine_report(uc: UnitCounts, *, case_digest: str, labels: list, parameters:
     return NliNegationReport(n, abst, acc, fer, per, g, case_digest, predictions_sha256(labels, case_digest))
 
 
-def report_of_cell(cell: dict) -> dict:
-    """The report of a result cell, as its ``extra.report`` holds it (:meth:`NliNegationReport.to_dict`), made
-    from the cell's unit counts and predictions by :func:`engine_report` at the thresholds its spec records: what
-    the card's pages and the course read."""
+def cell_report(cell: dict):
+    """The report of a result cell (:class:`.challenge.NliNegationReport`), made from the cell's unit counts and
+    predictions by :func:`engine_report` at the thresholds its spec records: what the card's notebook, its pages
+    and the course read."""
     recs = cell.get("predictions") or []
     params = (cell.get("spec") or {}).get("parameters") or {}
     labels = [None if r["pred"] == ABSTENTION else r["pred"] for r in recs]
-    return engine_report(report_counts(cell), case_digest=cell["split"]["hash"], labels=labels,
-                         parameters=params).to_dict()
+    return engine_report(report_counts(cell), case_digest=cell["split"]["hash"], labels=labels, parameters=params)
+
+
+def report_of_cell(cell: dict) -> dict:
+    """:func:`cell_report` as the cell's ``extra.report`` holds it (:meth:`NliNegationReport.to_dict`)."""
+    return cell_report(cell).to_dict()
 
 
 #: the report's counts as a declared scoring: the card's two metrics, exact intervals, over the report's columns
