@@ -714,9 +714,9 @@ def mixed_site(tmp_path_factory, data_dir):
     paths = book.BuildPaths(results=root / "results", runs=root / "runs", build=root / "_build")
     for model, protocol in (("closest", "phase2"), ("closest", "phase1"), ("memorize", "phase1")):
         r = T.run("synthetic-v1", model, protocol, data_dir=data_dir, work_dir=root / f"w-{model}-{protocol}")
-        CardRun("tempeval", "synthetic-v1", model, protocol,
-                result_path=results.cell_path(paths.results, "tempeval", "synthetic-v1", model, protocol)
-                ).finish(**T.cell_parts(r, model))
+        card_run = CardRun("tempeval", "synthetic-v1", model, protocol,
+                           result_path=results.cell_path(paths.results, "tempeval", "synthetic-v1", model, protocol))
+        card_run.finish(**T.cell_parts(card_run, r))
     items = negex.load_items(data_dir)
     _, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
     flip = {"negated": "affirmed", "affirmed": "negated"}
