@@ -217,7 +217,6 @@ def test_hub_model_without_weights_is_not_run_with_overlap_marker(corpus, manife
     decided = runner.decide(runner.RunRequest("maccrobat", manifest.version, "d4data/biomedical-ner-all", "zero_shot"))
     assert not decided["run"] and decided["reason"].startswith("weights unavailable")
     assert (out.status, out.reason) == ("not_run", decided["reason"])
-    assert out.overlap == ["maccrobat"]
     cell = cell_of(out, manifest, corpus.items)
     assert cell["status"] == "not_run" and cell["overlap"] == ["maccrobat"]
     assert {m["reason"] for m in cell["metrics"].values()} == {f"not run: {decided['reason']}"}
@@ -331,15 +330,13 @@ def test_seeded_row_is_the_mean_of_each_seeds_card_scoring(corpus, manifest):
     assert f1["seeds"]["n_seeds"] == 2 and f1["ci_low"] <= f1["value"] <= f1["ci_high"]
 
 
-def test_overlap_marker_reads_profile_and_adapter_info_through_the_card_rule():
-    """What a model was trained on comes from its profile and its adapter's info; the marker is the card's one
-    rule (``CARD.overlap``: entries starting with "maccrobat", any case)."""
-    info = {"trained_on": ["i2b2-2010"], "profile": {"trained_on": ["MACCROBAT2020"]}}
-    assert mc.trained_on({}, info) == ["i2b2-2010", "MACCROBAT2020"]
-    assert mc.CARD.overlap(mc.trained_on({"trained_on": ["maccrobat"]})) == ["maccrobat"]
-    assert mc.CARD.overlap(mc.trained_on({}, info)) == ["MACCROBAT2020"]
-    assert mc.CARD.overlap(mc.trained_on(mc.BASELINE_PROFILE)) == []
-
+def test_overlap_marker_is_the_cells_by_the_card_rule(corpus, manifest):
+    """The overlap marker is written by ``CardRun.finish`` from the run's profile (the card's one rule,
+    ``CARD.overlap``: entries starting with "maccrobat", any case); the card computes none itself."""
+    out = mc.run_protocol(corpus.items, manifest, "memorize", "train_lookup", n_resamples=20)
+    assert cell_of(out, manifest, corpus.items)["overlap"] == []
+    out.profile = dict(out.profile, trained_on=["i2b2-2010", "MACCROBAT2020"])
+    assert cell_of(out, manifest, corpus.items)["overlap"] == ["MACCROBAT2020"]
 
 def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(corpus, data_dir, tmp_path, monkeypatch):
     """``cards.run.run`` of a MACCROBAT fine-tune gives the notebook's row: the mean over the training seeds with

@@ -15,7 +15,7 @@ from .data import (_WORD, Corpus, Entity, MaccrobatFormatError, audit, convert_d
                    load_corpus, mention_lengths, parse_ann, plot_sentences_per_report, remove_overlaps,
                    reproduction_rows, sentences_per_report, type_counts, words_of)
 from .splitting import split_summary  # noqa: F401
-from .runs import (Outcome, last_outcome, memorize_tags, predictions_frame, run_protocol, trained_on,  # noqa: F401
+from .runs import (Outcome, last_outcome, memorize_tags, predictions_frame, run_protocol,  # noqa: F401
                    words_to_text)
 from .cells import cell_parts, outcome_parts, report_positions, run_spec  # noqa: F401
 from .errors import error_kinds, error_table, false_positive_sources, guideline_examples  # noqa: F401

@@ -53,7 +53,8 @@ def cell_parts(card_run, records, manifest: SplitManifest, *, audit: dict | None
 def outcome_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, metrics: dict | None = None,
                   audit: dict | None = None, leakage: dict | None = None) -> dict:
     """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
-    arguments): the profile and capability the run used, the split and data, seeds and the overlap marker;
+    arguments): the profile and capability the run used (its overlap mark: ``finish``'s, by the card's rule), the
+    split and data and seeds;
     for a run that happened the metrics (``metrics``: the notebook's, from ``CardRun.score``; else
     :meth:`Outcome.metrics`, the same engine), per-item predictions (with their position in the case report)
     and per-type scores. ``audit`` adds the reproduction rows of the corpus audit, ``leakage`` the gold-cut
@@ -74,7 +75,7 @@ def outcome_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *,
     parts = dict(split=split_info, data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST},
                  seeds={"split": SEED, "bootstrap": SEED, "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
                         **({"finetune": FINETUNE_RECIPE["seeds"]} if out.protocol == "finetune" else {})},
-                 overlap=out.overlap, profile=spec.profile, capability=spec.capability, details=out.details,
+                 profile=spec.profile, capability=spec.capability, details=out.details,
                  extra=extra)
     if out.status != "ok":
         return dict(parts, reason=out.reason)

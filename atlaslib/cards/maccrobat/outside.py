@@ -42,9 +42,8 @@ def outside_split(version: str, split: str, data_dir=None, protocol: str | None 
 
 def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resamples: int, data_dir=None) -> dict:
     """The cell parts of checked predictions ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`); a
-    system whose ``trained_on`` names MACCROBAT is marked as overlapping."""
+    system whose ``trained_on`` names MACCROBAT is marked as overlapping (by ``CardRun.finish``, the card's rule)."""
     from ...results import EXTERNAL
-    from .card import CARD
     from .cells import outcome_parts
     from .runs import Outcome
 
@@ -56,6 +55,6 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
                   documents=test["document"].tolist(), gold=[list(t) for t in test["tags"]],
                   pred=[list(by[i].label) for i in manifest.test],
                   details={"source": EXTERNAL, "predictions_sha256": profile["revision"]}, profile=dict(profile),
-                  overlap=CARD.overlap(profile["trained_on"]), n_resamples=n_resamples)
+                  n_resamples=n_resamples)
     return dict(outcome_parts(out, manifest, items), profile=profile, capability=EXTERNAL,
                 parameters={"n_resamples": n_resamples})

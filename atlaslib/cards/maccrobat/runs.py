@@ -70,7 +70,6 @@ class Outcome:
     pred: list = field(default_factory=list)
     native: list = field(default_factory=list)   # zero-shot heads: the adapter's own labels per word
     details: dict = field(default_factory=dict)
-    overlap: list = field(default_factory=list)
     seconds: float = 0.0
     llm: dict = field(default_factory=dict)        # a language model's contamination mark and memorisation probe
     # words of other sentences -> their IOB2 tags, with this run's model and whatever it trained (a variant run)
@@ -160,18 +159,6 @@ def last_outcome(card_run) -> tuple:
         raise KeyError(f"maccrobat: no outcome of {s.model} {s.protocol} on {s.version}: call predict first") from None
 
 
-def trained_on(profile: dict | None, info: dict | None = None) -> list:
-    """What the model was trained on, as the run's loaded profile and its adapter's info (``info``, its
-    ``trained_on`` and its profile's) declare: what :meth:`CARD.overlap <atlaslib.cards.Card.overlap>` reads
-    for the run's overlap marker."""
-    trained = list((profile or {}).get("trained_on") or [])
-    if info:
-        trained += list(info.get("trained_on") or [])
-        if isinstance(info.get("profile"), dict):
-            trained += list(info["profile"].get("trained_on") or [])
-    return trained
-
-
 def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, protocol: str,
                  n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED, adapter=None,
                  retrain: bool = False, load=None) -> Outcome:
@@ -223,17 +210,14 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
 
             try:
                 loaded = deciding.load_for(CARD, manifest.version, model, protocol, load)
-            except NotRun as exc:   # decided not to run: the decision's profile still marks its overlap
+            except NotRun as exc:   # decided not to run: the decision's profile (its cell's overlap mark)
                 out.status, out.reason = "not_run", str(exc)
                 out.profile = dict((getattr(exc, "decision", None) or {}).get("profile") or {})
-                out.overlap = CARD.overlap(trained_on(out.profile))
                 out.seconds = time.perf_counter() - t0
                 return out
             adapter, out.capability, out.profile = loaded.adapter, loaded.capability, dict(loaded.profile or {})
         else:  # a test's adapter: the protocol's first declared capability
             out.capability = CARD.capabilities[protocol][0]
-        info = dict(getattr(adapter, "info", {}) or {})
-        out.overlap = CARD.overlap(trained_on(out.profile, info))
         if protocol == "zero_shot":
             res = tok.zero_shot_ner(adapter, test["words"].tolist(), NER_LABEL_TABLE)
         elif protocol == "finetune":
