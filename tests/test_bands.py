@@ -106,12 +106,12 @@ def test_a_row_whose_recipe_saw_a_test_score_is_never_best():
     best = comp.ranks.set_index("model").loc["a (zero_shot)"]
     assert best["decided_by"] == "best"                 # ranked first, on 600 units that can detect the margin
     assert F.can_detect_margin(comp.mdd["n_units"], card.equivalence_margin)
-    verdict = leaderboard._tie_text(best, comp.mdd["n_units"], card.equivalence_margin)
+    verdict = leaderboard.tie_text(best, comp.mdd["n_units"], card.equivalence_margin)
     assert verdict == f"highest point estimate (not a held-out result: {why})"
     frame = leaderboard.leaderboard_frame(card, "v", cells, comp)
     assert "best" not in set(frame["tie_group"]) and verdict in set(frame["tie_group"])
     plain = comparisons.comparison_for(get_card("negex"), "v", cells).ranks.set_index("model").loc["a (zero_shot)"]
-    assert leaderboard._tie_text(plain, comp.mdd["n_units"], card.equivalence_margin) == "best"
+    assert leaderboard.tie_text(plain, comp.mdd["n_units"], card.equivalence_margin) == "best"
 
 
 @pytest.mark.parametrize("p, shown", [(0.04995, "0.04995"), (0.0499, "0.0499"), (0.0502, "0.050"),
@@ -119,7 +119,7 @@ def test_a_row_whose_recipe_saw_a_test_score_is_never_best():
 def test_a_p_value_reads_on_its_own_side_of_five_percent(p, shown):
     from atlaslib.pages import comparisons
 
-    assert comparisons._p(p) == shown
+    assert comparisons.p_text(p) == shown
     if shown[0].isdigit():
         assert (float(shown) < 0.05) == (p < 0.05)
 

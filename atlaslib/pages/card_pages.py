@@ -316,7 +316,9 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
         page.write_text(own.read_text(encoding="utf-8") if own else f"# {card.title}\n\n{LEADERBOARD_MARK}\n",
                         encoding="utf-8")
     text = page.read_text(encoding="utf-8")
-    block = card_results_markdown(card, cells, page.parent, src, failed, made)
+    from .comparisons import comparison_for
+    comps = {version: comparison_for(card, version, cells) for version in card.page_versions}  # once per version
+    block = card_results_markdown(card, cells, page.parent, src, failed, made, comps)
     if LEADERBOARD_MARK in text:
         text = text.replace(LEADERBOARD_MARK, block)
     else:
@@ -326,7 +328,7 @@ def render_card(card: Card, cells: list[dict], src: Path, failed: list[RunReques
     more = _more_markdown(card, made, page.parent, src, card_level)
     text = text.replace(SUBPAGES_MARK, more) if SUBPAGES_MARK in text else _insert_after_title(text, more)
     from .summary import card_summary   # first on the page, right after the title (and the licence banner)
-    text = _insert_after_title(text, card_summary(card, cells))
+    text = _insert_after_title(text, card_summary(card, cells, comps))
     if not card.licence_confirmed:
         text = _insert_after_title(text, _licence_banner(card))
     page.write_text(text, encoding="utf-8")
@@ -392,9 +394,11 @@ def _insert_after_title(text: str, block: str) -> str:
 
 
 def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Path,
-                          failed: list[RunRequest], made: dict | None = None) -> str:
+                          failed: list[RunRequest], made: dict | None = None, comps: dict | None = None) -> str:
     """Per split version, the card's leaderboard version first: the leaderboard, its forest plots and the
-    paired comparisons, with links to the version's sub-pages."""
+    paired comparisons, with links to the version's sub-pages. ``comps``: version ->
+    :func:`atlaslib.pages.comparisons.comparison_for` where the caller computed it (the card page shares it with
+    its summary); a version not in it is computed here."""
     made = made or {}
     parts = ["```{seealso}\nHow splits are drawn, what each protocol asks of a model, and how every metric "
              "and interval is computed: [splits](../methods/splits.md), [protocols](../methods/protocols.md), "
@@ -412,7 +416,7 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
             parts.append(f"Split `{version}`: {s.get('n_test', '?')} test items, {s.get('n_train', '?')} train "
                          f"items; manifest sha256 `{str(s.get('hash', ''))[:12]}…`.\n")
         parts.append(_version_links(card, version, made, page_dir, src))
-        comp = comparisons.comparison_for(card, version, cells)
+        comp = comps[version] if comps and version in comps else comparisons.comparison_for(card, version, cells)
         parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed, comparison=comp,
                                           rule=not rule))
         parts.append(forest_markdown(card, version, vcells, page_dir, card.metrics[:1]))

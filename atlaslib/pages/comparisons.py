@@ -68,7 +68,7 @@ def _compare(card, ok: list[dict]):
     return K.compare_paired(p)
 
 
-def _p(x, alpha: float = F.ALPHA) -> str:
+def p_text(x, alpha: float = F.ALPHA) -> str:
     """A p-value in three decimals ("< 0.001" below that), with as many more as it takes to stay on its own side
     of ``alpha``: a p of 0.0499 is rejected at 5 % and reads 0.0499, never "0.050" beside a star."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -83,7 +83,7 @@ def _p(x, alpha: float = F.ALPHA) -> str:
 
 
 def _peq(x) -> str:
-    t = _p(x)
+    t = p_text(x)
     return f"p {t}" if t.startswith("<") else f"p = {t}"
 
 
@@ -208,7 +208,7 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
             declared_only += [b for b in beside if b not in declared_only]
         vals = [f"{_name(r['model_a'])} − {_name(r['model_b'])}",
                 f"{r['difference']:+.3f} {fmt_interval(r['ci_low'], r['ci_high'])}{star}",
-                r["test"], _p(r["p"]), _p(r["p_holm"])]
+                r["test"], p_text(r["p"]), p_text(r["p_holm"])]
         f = framed.loc[idx]
         if margin:
             eqv = f["equivalent"]
@@ -222,7 +222,7 @@ def pairs_markdown(comp, metric: str | None = None, link=None, card=None, band_c
                 text += f" (McNemar {_mdd_text(f['mdd_mcnemar'])})"
             vals.append(text)
         if has_b:
-            vals.append("—" if pd.isna(r["b"]) else f"{explorer.b_c(r, link)} (p {_p(r['p_mcnemar'])})")
+            vals.append("—" if pd.isna(r["b"]) else f"{explorer.b_c(r, link)} (p {p_text(r['p_mcnemar'])})")
         if has_aso:
             vals.append("—" if pd.isna(r["aso_eps_min"]) else
                         f"{r['aso_eps_min']:.3f} ({_name(r['aso_better'])}; "

@@ -347,7 +347,7 @@ TOO_FEW_TO_TELL = "highest point estimate (too few units to tell)"
 NOT_HELD_OUT = "highest point estimate (not a held-out result: {why})"
 
 
-def _tie_text(r, n_units: int | None = None, margin: float | None = None) -> str:
+def tie_text(r, n_units: int | None = None, margin: float | None = None) -> str:
     """A ranked row against its band's best: "best", "not distinguishable (test)" or "below (test)". With the
     band's ``n_units`` (resampling units) and the card's ``margin``: "best" only where those units can detect
     the margin (:func:`atlaslib.metrics.framing.can_detect_margin`), else "highest point estimate (too few
@@ -422,7 +422,7 @@ def _ranks_table(card, version, rows, comparison, notes: Footnotes, run_label, r
                 vals = ["the band's only run", MISSING, MISSING]
             elif ranks is not None and lab in ranks.index:
                 r = ranks.loc[lab]
-                verdict = _tie_text(r, (comparison.mdd or {}).get("n_units"), F.margin_of(card))
+                verdict = tie_text(r, (comparison.mdd or {}).get("n_units"), F.margin_of(card))
                 vals = [verdict, f"{int(r['rank'])} [{int(r['rank_low'])}–{int(r['rank_high'])}]",
                         f"{r['p_rank1']:.3f}"]
             else:
@@ -529,7 +529,7 @@ def leaderboard_frame(card, version: str, cells: list[dict], comparison=None) ->
         if band != F.NOT_RANKED and ranks is not None and lab in ranks.index:
             r = ranks.loc[lab]
             n_units = (comparison.mdd or {}).get("n_units")
-            tie = (_tie_text(r, n_units, F.margin_of(card)) if r["decided_by"] == "best"
+            tie = (tie_text(r, n_units, F.margin_of(card)) if r["decided_by"] == "best"
                    else F.NOT_DISTINGUISHABLE if r["tie_group"] == "top" else "below the best")
             row.update(tie_group=tie, decided_by=r["decided_by"], rank=int(r["rank"]),
                        rank_low=int(r["rank_low"]), rank_high=int(r["rank_high"]), p_rank1=float(r["p_rank1"]))

@@ -30,15 +30,10 @@ from ..escape import md
 from ..metrics import framing as F
 from ..metrics.compare import run_label
 from . import rowinfo
-from .leaderboard import MISSING, TOO_FEW_TO_TELL, _tie_text, fmt_interval, fmt_value
+from .comparisons import comparison_for, p_text
+from .leaderboard import MISSING, TOO_FEW_TO_TELL, fmt_interval, fmt_value, tie_text
 
 HEADING = "## In brief"
-
-
-def _p(x) -> str:
-    from .comparisons import _p as p_text
-
-    return p_text(x)
 
 
 def _entry(card, cell: dict, base: str | None = None) -> dict:
@@ -139,14 +134,14 @@ def _ranked_band(card, band, unit: str) -> tuple[list[str], list[dict]]:
     n_units = int((comp.mdd or {}).get("n_units") or 0)
     margin = F.margin_of(card)
     best = ranks[ranks["decided_by"] == "best"].iloc[0]
-    verdict = _tie_text(best, n_units, margin)
+    verdict = tie_text(best, n_units, margin)
     ties = ranks[(ranks["tie_group"] == "top") & (ranks["decided_by"] != "best")]
     below = ranks[(ranks["tie_group"] != "top")]
     listed = [by_label[best["model"]]] + [by_label[m] for m in ties["model"] if m in by_label]
     head = "Best" if verdict == "best" else verdict[0].upper() + verdict[1:]
     lines = [f"**{name}.** {head}: **{md(best['model'])}**"
              + (f", and not distinguishable from it (Holm, 5 %): "
-                + ", ".join(f"**{md(m)}** ({md(t)}, Holm p {_p(p)})" for m, t, p in
+                + ", ".join(f"**{md(m)}** ({md(t)}, Holm p {p_text(p)})" for m, t, p in
                             zip(ties["model"], ties["decided_by"], ties["p_holm_vs_best"]))
                 if not ties.empty else ", alone: every other row of the band is below it") + "."]
     if verdict == TOO_FEW_TO_TELL:
@@ -156,7 +151,7 @@ def _ranked_band(card, band, unit: str) -> tuple[list[str], list[dict]]:
         how = "on the paired items" if tests == ["exact McNemar"] else f"on {md(unit)}"
         lines[-1] += (f" Below it, separated by the {' and '.join(tests)} {how}: "
                       + ", ".join(f"{md(m)} {figure(card, by_label[m]) if m in by_label else MISSING} (Holm p "
-                                  f"{_p(p)})" for m, p in zip(below["model"], below["p_holm_vs_best"])) + ".")
+                                  f"{p_text(p)})" for m, p in zip(below["model"], below["p_holm_vs_best"])) + ".")
     return lines, listed
 
 
@@ -187,14 +182,12 @@ def _cannot_tell(card, comps: list, n_test) -> str:
     return text
 
 
-def _version(card, version: str, cells: list[dict]) -> list[str]:
-    from .comparisons import comparison_for
-
+def _version(card, version: str, cells: list[dict], comparisons: dict | None = None) -> list[str]:
     vcells = [c for c in cells if c["version"] == version]
     ok = [c for c in vcells if c.get("status") == "ok"]
     if not ok:
         return [f"*No run of `{version}` has a result yet.*"]
-    comp = comparison_for(card, version, cells)
+    comp = comparisons[version] if comparisons and version in comparisons else comparison_for(card, version, cells)
     bands = comp.bands if isinstance(comp, F.Banded) else [
         F.Band(name, mine, comp if isinstance(comp, str) else None) for name, mine in F.bands(card, ok)]
     unit = next((b.comparison.data.unit for b in bands if b.ranked and b.comparison is not None
@@ -224,9 +217,11 @@ def _version(card, version: str, cells: list[dict]) -> list[str]:
     return out
 
 
-def card_summary(card, cells: list[dict]) -> str:
+def card_summary(card, cells: list[dict], comparisons: dict | None = None) -> str:
     """The summary of ``card`` from its result cells (all versions; other cards' cells are ignored): Markdown
-    headed :data:`HEADING`, placed first on the card page (see the module docstring)."""
+    headed :data:`HEADING`, placed first on the card page (see the module docstring). ``comparisons``: version ->
+    :func:`atlaslib.pages.comparisons.comparison_for` of these cells where the page has computed it already (the
+    leaderboard's), so it is computed once per (card, version); a version not in it is computed here."""
     cells = [c for c in cells if c.get("card") == card.name]
     primary = card.metrics[0].replace("_", " ")
     run = [v for v in card.page_versions if any(c["version"] == v and c.get("status") == "ok" for c in cells)]
@@ -249,7 +244,7 @@ def card_summary(card, cells: list[dict]) -> str:
     for version in versions:
         if len(versions) > 1 or version != lead:
             parts += [f"**`{version}`**", ""]
-        parts += _version(card, version, cells) + [""]
+        parts += _version(card, version, cells, comparisons) + [""]
     licence = md(card.licence) if card.licence else "not declared"
     parts.append(f"*Licence of the data:* {licence}"
                  + ("" if card.licence_confirmed else " (not confirmed: local evaluation only)") + ".")

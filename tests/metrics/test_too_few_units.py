@@ -45,7 +45,7 @@ def test_seven_agreeing_items_are_neither_equivalent_nor_a_best(tmp_path):
     assert "**0.000**" not in text and "no row best: 7 " in text and "no difference below 0.857" in text and "or 6/7 where that is more" in text
     best = comp.ranks.set_index("model").loc["a (zero_shot)"]
     assert best["decided_by"] == "best"
-    assert leaderboard._tie_text(best, comp.mdd["n_units"], card.equivalence_margin) == leaderboard.TOO_FEW_TO_TELL
+    assert leaderboard.tie_text(best, comp.mdd["n_units"], card.equivalence_margin) == leaderboard.TOO_FEW_TO_TELL
     frame = leaderboard.leaderboard_frame(card, "v", _agreeing(7), comp)
     assert leaderboard.TOO_FEW_TO_TELL in set(frame["tie_group"]) and "best" not in set(frame["tie_group"])
 
@@ -59,4 +59,4 @@ def test_enough_agreeing_items_still_are_equivalent():
     r = F.framed_pairs(band, card.equivalence_margin).iloc[0]
     assert r["equivalent"] and r["margin_detectable"] and r["mdd"] == pytest.approx(6 / 400)
     best = comp.ranks.set_index("model").loc["a (zero_shot)"]
-    assert leaderboard._tie_text(best, comp.mdd["n_units"], card.equivalence_margin) == "best"
+    assert leaderboard.tie_text(best, comp.mdd["n_units"], card.equivalence_margin) == "best"
