@@ -605,10 +605,11 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
 # --------------------------------------------------------------------------------- re-scoring without a kernel
 
 #: the tag of a run notebook's code cell whose outputs are a function of the run's result cell alone: it reads
-#: only ``cell`` (the cell :meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>` returned) and imports what
-#: it uses. A notebook with such cells declares that they hold every output its scoring code makes (metrics
-#: tables, intervals): its runs whose predictions are unchanged are re-scored without a kernel (:func:`rescore`)
-#: and these cells alone re-rendered from the new cell. A notebook without one executes again.
+#: only ``cell`` (the cell :meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>` returned) and
+#: ``variant_cells`` (its variant runs' cells), and imports what it uses. A notebook with such cells declares that
+#: they hold every output its scoring code makes (metrics tables, intervals, their plots): its runs whose
+#: predictions are unchanged are re-scored without a kernel (:func:`rescore`) and these cells alone re-rendered
+#: from the new cells. A notebook without one executes again.
 FROM_CELL_TAG = "from-cell"
 
 
@@ -616,12 +617,13 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
     """Re-score a run whose stored cell carries this run's prediction key and another scoring key, without a kernel:
     the run rebuilt from its cell (:meth:`CardRun.of_cell <atlaslib.cards.run.CardRun.of_cell>`), its stored
     predictions scored by :meth:`CardRun.score` (a seeded row from ``extra.seed_runs``' predictions), the cell made
-    by :meth:`CardRun.finish` with the new run key, and the executed notebook's :data:`FROM_CELL_TAG` cells
-    re-rendered from it; both replace the old pair together (status ``"re-scored"``). None (the run executes as
-    before) when the stored pair is not the run's as recorded, the run is not ok, it has variant cells (made by
-    the notebook from its own state), its stored predictions are not what it scored (:func:`scored_as_stored`),
-    its notebook tags no cell :data:`FROM_CELL_TAG`, or a tagged cell does not
-    re-render into outputs of the kinds the kernel made (a figure, another count of outputs)."""
+    by :meth:`CardRun.finish` with the new run key, its variant cells likewise (:func:`rescored_variants`), and the
+    executed notebook's :data:`FROM_CELL_TAG` cells re-rendered from them; all replace the old ones together
+    (status ``"re-scored"``). None (the run executes as before) when the stored pair is not the run's as recorded,
+    the run is not ok, a variant cell beside it is not its run's (:func:`atlaslib.variants.parents`), its or a
+    variant's stored predictions are not what was scored (:func:`scored_as_stored`), its notebook tags no cell
+    :data:`FROM_CELL_TAG`, or a tagged cell does not re-render into outputs of the kinds and count the kernel made
+    (another branch taken)."""
     import nbformat
 
     try:
@@ -634,18 +636,28 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
     (old_pred, old_score), (pred, score) = split_key(old.get("run_key")), split_key(key)
     if old_score is None or old_pred != pred or old_score == score or old.get("status") != "ok":
         return None
-    if any((res_out.parent / "variants" / request.protocol).glob("*.json")) or not scored_as_stored(old):
+    try:
+        from .variants import parents
+
+        variants = [read_cell(p) for p in sorted((res_out.parent / "variants" / request.protocol).glob("*.json"))]
+    except Exception:
+        return None
+    if len(parents(variants, [old])) != len(variants) or not all(map(scored_as_stored, [old, *variants])):
         return None
     tagged = [c for c in nb.cells if c.get("cell_type") == "code" and FROM_CELL_TAG in notebook.tags(c)]
     if not tagged:
         return None
     start = time.perf_counter()
-    # the new cell beside the old (one file system, as a run's staged cell), moved in with the page
-    tmp_cell = Path(tempfile.mkstemp(dir=res_out.parent, prefix=f".{res_out.name}.", suffix=".tmp")[1])
+    # the new cell and variant cells staged beside the old (one file system), moved in with the page, as a run's
+    stage = res_out.parent / f"{STAGE_PREFIX}{work.name}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
+    tmp_cell = stage / res_out.name
     try:
         cell = rescored_cell(old, key, tmp_cell)
+        variant_cells = rescored_variants(cell, variants, tmp_cell)
         for c in tagged:
-            outputs = render_from_cell(c, cell)
+            outputs = render_from_cell(c, cell, variant_cells)
             if outputs is None:
                 return None
             c.outputs = outputs
@@ -656,9 +668,11 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
         if "run_key" in injected:
             injected["run_key"] = key
         nbformat.write(nb, work / "out.ipynb")
-        _replace_pair(work / "out.ipynb", tmp_cell, nb_out, res_out, work / "backup")
+        where = Path("variants", request.protocol)
+        _replace_pair(work / "out.ipynb", tmp_cell, nb_out, res_out, work / "backup",
+                      variants=(stage / where, res_out.parent / where) if variants else None)
     finally:
-        tmp_cell.unlink(missing_ok=True)
+        shutil.rmtree(stage, ignore_errors=True)
     return RunOutcome(request, "re-scored", seconds=round(time.perf_counter() - start, 3),
                       cell_status=cell["status"], peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
                       notebook=str(nb_out), result=str(res_out))
@@ -696,31 +710,73 @@ def rescored_cell(old: dict, key: str, result_path=None) -> dict:
     spec = copy.deepcopy(old["spec"])
     spec["parameters"]["run_key"] = key
     run.spec = RunSpec(**spec)
-    # the reasons the run's own code gave for a metric it does not report (not those its counts or the engine gave,
-    # which the new scoring gives anew)
-    suffix, undefined = f"_{old['protocol']}", (old.get("unit_counts") or {}).get("undefined") or {}
+    metrics = run.score(_records(old), reasons=_reasons(old), cell=_context(old))
+    return run.finish(metrics=metrics, predictions=copy.deepcopy(old.get("predictions") or []),
+                      split=old.get("split"), data_sha256=old.get("data_sha256"), seeds=old.get("seeds"),
+                      extra=copy.deepcopy(old.get("extra") or {}), overlap=old.get("overlap"),
+                      env=old.get("environment"), timing=old.get("timing"))
+
+
+def rescored_variants(cell: dict, variants: list, result_path=None) -> list:
+    """The variant cells ``variants`` (of the run whose re-scored cell is ``cell``) scored again from their stored
+    predictions, as :func:`rescored_cell` scores the run's, and made by :meth:`CardRun.variant
+    <atlaslib.cards.run.CardRun.variant>` from ``cell`` (so each carries its new parent run key); written beside
+    ``result_path`` (when given) as the run writes them."""
+    import copy
+
+    from .cards.run import CardRun
+    from .variants import variant_of
+
+    parent = CardRun.of_cell(cell, result_path=result_path)
+    for v in variants:
+        scorer = CardRun.of_cell(cell)
+        metrics = scorer.score(_records(v), reasons=_reasons(v), cell=_context(v))
+        extra = copy.deepcopy(v.get("extra") or {})
+        for r in extra.get("seed_runs") or []:  # each seed as it is scored now, where the cell keeps its numbers
+            scored = scorer.seed_scores.get(r.get("seed")) or {}
+            r.update({k: scored[k] for k in ("metrics", "unit_counts") if k in r and k in scored})
+        spec = dict(variant_of(v))
+        n = {k: spec.pop(k, None) for k in ("n_items", "n_applicable", "n_read", "inputs_sha256")}
+        parent.variant(spec, metrics=metrics, predictions=copy.deepcopy(v.get("predictions") or []),
+                              inputs_digest=n["inputs_sha256"], n_items=n["n_items"], n_applicable=n["n_applicable"],
+                              timing=v.get("timing"), extra=extra)
+    parent.write_variants()
+    return parent.variant_cells
+
+
+def _records(cell: dict):
+    """The records a stored cell's metrics were scored from: its predictions, or for a row over training seeds
+    ``{seed: that seed's answers on the cell's items}`` (``extra.seed_runs``)."""
+    import copy
+
+    predictions = copy.deepcopy(cell.get("predictions") or [])
+    seed_runs = (cell.get("extra") or {}).get("seed_runs") or []
+    if not seed_runs:
+        return predictions
+    by_id = {p["item_id"]: p for p in predictions}
+    return {r["seed"]: [{**by_id[p["item_id"]], **p} for p in r["predictions"]] for r in seed_runs}
+
+
+def _context(cell: dict) -> dict:
+    """What else of a stored cell its card's counts may read (e.g. a scorer's per-document table)."""
+    return {k: v for k, v in cell.items() if k not in ("metrics", "unit_counts", "predictions")}
+
+
+def _reasons(cell: dict) -> dict:
+    """The reasons the run's own code gave for a metric it does not report (not those its counts or the engine
+    gave, which the new scoring gives anew)."""
+    suffix, undefined = f"_{cell['protocol']}", (cell.get("unit_counts") or {}).get("undefined") or {}
     reasons = {}
-    for k, e in old["metrics"].items():
+    for k, e in cell["metrics"].items():
         name = k[:-len(suffix)] if k.endswith(suffix) else k
         if e.get("value") is None and e.get("reason") and e["reason"] not in (undefined.get(name), "not reported"):
             reasons[name] = e["reason"]
-    context = {k: v for k, v in old.items() if k not in ("metrics", "unit_counts", "predictions")}
-    extra = copy.deepcopy(old.get("extra") or {})
-    predictions = copy.deepcopy(old.get("predictions") or [])
-    if extra.get("seed_runs"):  # a row over training seeds: each seed's answers on the cell's items
-        by_id = {p["item_id"]: p for p in predictions}
-        records = {r["seed"]: [{**by_id[p["item_id"]], **p} for p in r["predictions"]] for r in extra["seed_runs"]}
-    else:
-        records = predictions
-    metrics = run.score(records, reasons=reasons, cell=context)
-    return run.finish(metrics=metrics, predictions=predictions, split=old.get("split"),
-                      data_sha256=old.get("data_sha256"), seeds=old.get("seeds"), extra=extra,
-                      overlap=old.get("overlap"), env=old.get("environment"), timing=old.get("timing"))
+    return reasons
 
 
-def render_from_cell(code_cell, cell: dict) -> list | None:
+def render_from_cell(code_cell, cell: dict, variant_cells: list | None = None) -> list | None:
     """The outputs of the notebook code cell ``code_cell`` (tagged :data:`FROM_CELL_TAG`) executed in this process
-    on the result cell ``cell`` (its only name), as a kernel records them (nbformat outputs: what it prints, what
+    on the result cell ``cell`` and its variant cells ``variant_cells`` (its only names), as a kernel records them (nbformat outputs: what it prints, what
     it displays, its last expression's value, formatted by IPython's display formatter, and its matplotlib figures
     as the inline backend draws them, at ``plt.show()`` or after the cell); None when they are not of the kinds and
     count of the outputs it holds (another branch taken): the run then executes."""
@@ -751,7 +807,7 @@ def render_from_cell(code_cell, cell: dict) -> list | None:
 
     tree = ast.parse(code_cell.source)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    namespace = {"cell": cell, "__name__": "__main__"}
+    namespace = {"cell": cell, "variant_cells": list(variant_cells or []), "__name__": "__main__"}
     import matplotlib.pyplot as plt
 
     before = set(plt.get_fignums())

@@ -95,6 +95,13 @@ items = toy.load_items(data_dir)
 manifest = toy.split(items, version)
 records = toy.predict(items, manifest, model, protocol, data_dir=data_dir, load=card_run.load)
 cell = card_run.finish(**toy.cell_parts(card_run, records, manifest))
+# a variant run: the model on the first six test numbers, scored as its run is
+first = [r for r in records if r["item_id"] in manifest.test[:6]]
+metrics = CardRun(toy, version, model, protocol, parameters={"run_key": run_key}).score(first)
+card_run.variant({"key": "first-six", "kind": "subset"}, metrics=metrics, predictions=first, inputs_digest="0" * 64,
+                 n_items=len(manifest.test))
+variant_cells = card_run.variant_cells
+card_run.write_variants()
 ```
 
 ```{code-cell} python
@@ -108,6 +115,12 @@ fig, ax = plt.subplots(figsize=(3, 2))
 ax.bar(["accuracy"], [cell["metrics"]["accuracy_zero_shot"]["value"]])
 plt.show()
 results.metrics_frame(cell["metrics"])
+```
+
+```{code-cell} python
+:tags: [TAG]
+from atlaslib import results
+results.metrics_frame(variant_cells[0]["metrics"])
 ```
 """
 
@@ -132,6 +145,11 @@ def _stale(out):
     cell["run_key"] = cell["spec"]["parameters"]["run_key"] = f"{pred}.older-scoring"
     cell["metrics"]["accuracy_zero_shot"]["value"] = 0.25
     open(out.result, "w").write(json.dumps(cell))
+    for path in _variant_files(out):  # its variant cell: of the stored run, with an older number too
+        v = json.loads(path.read_text())
+        v["parent_run_key"] = cell["run_key"]
+        v["metrics"]["accuracy_zero_shot"]["value"] = 0.125
+        path.write_text(json.dumps(v))
     record_path(out.notebook).write_text(sha256_file(out.result) + "\n")
     page = nbformat.read(out.notebook, as_version=4)
     for c in page.cells:
@@ -139,6 +157,12 @@ def _stale(out):
             if o.get("output_type") == "stream":
                 o["text"] = o["text"].replace("accuracy 0.5", "accuracy 0.25")
     nbformat.write(page, out.notebook)
+
+
+def _variant_files(out):
+    from pathlib import Path
+
+    return sorted((Path(out.result).parent / "variants" / "zero_shot").glob("*.json"))
 
 
 def _no_kernel(monkeypatch):
@@ -157,6 +181,8 @@ def test_a_scoring_change_rescores_the_stored_run_without_a_kernel(toy_registere
     executed = runner.run(req, **dirs)
     assert executed.status == "ran"
     cell, page = json.loads(open(executed.result).read()), _tagged_outputs(executed.notebook)
+    variant = json.loads(_variant_files(executed)[0].read_text())
+    assert variant["parent_run_key"] == cell["run_key"]
     assert "accuracy 0.5" in json.dumps(page)
     _stale(executed)
     _no_kernel(monkeypatch)
@@ -174,6 +200,12 @@ def test_a_scoring_change_rescores_the_stored_run_without_a_kernel(toy_registere
     assert new["run_key"] == new["spec"]["parameters"]["run_key"] == runner.run_key(
         req, open(runner.get_card("toy").notebook).read())
     assert _tagged_outputs(out.notebook) == page  # the page shows the cell's numbers, as the kernel drew them
+    [path] = _variant_files(out)
+    again = json.loads(path.read_text())  # the variant likewise, its parent the re-scored run
+    assert again["parent_run_key"] == new["run_key"]
+    for c in (again, variant):
+        c.pop("run_key"), c.pop("parent_run_key"), c.pop("timing"), c["spec"]["parameters"].pop("run_key")
+    assert again == variant
     assert runner.run(req, **dirs).status == "cached"
 
 
