@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, confusion_matrix
 
-from atlaslib.cards import Analysis, Card, get_card
+from atlaslib.cards import Analysis, Card, NotRun, get_card
 from atlaslib.cards.families import (FAMILIES, BinaryItems, LabelledItems, ScoredRelations, Spans, TaskFamily,
                                      family_of)
 from atlaslib.cards.run import CardRun, run
@@ -155,6 +155,33 @@ def test_each_card_kind_has_its_family_and_a_new_family_needs_no_generic_module(
         assert pool_small_slices(card, cells, 5) == (cells, {})
     finally:
         FAMILIES.pop("ranked-items-test")
+
+
+def test_zero_shot_by_answer_options_is_the_likelier_option():
+    """A model decided on ``score.options``: the declared prompt on each row, the positive label's option first;
+    predicted positive when its log-likelihood is the larger, the score the softmax probability of that option."""
+    from atlaslib.cards.deciding import Loaded
+    from tests import toy_card
+
+    ll = {str(n): (-1.0, -2.0) if n % 3 else (-3.0, -0.5) for n in range(20)}   # by hand: even when n % 3 != 0
+
+    class Options:
+        info = {"name": "m"}
+
+        def score_options(self, prompts, options):
+            assert options == [" yes", " no"] and prompts[0] == "Is 12 even?"
+            return {"loglik": [ll[p.split()[1]] for p in prompts]}
+
+    card = dataclasses.replace(toy_card.CARD, capabilities={"zero_shot": ("score.options",)})
+    fam = LabelledItems(card, toy_card.SCORING, labels=(0, 1), prompt="Is {text} even?", options=(" yes", " no"))
+    items = toy_card.load_items()
+    recs = fam.predict(items, toy_card.split(items, "toy-v1"), "m", "zero_shot",
+                       load=lambda data_dir=None: Loaded(Options(), "score.options", {"name": "m"}))
+    assert [r["pred"] for r in recs] == [int(n % 3 != 0) for n in range(12, 20)]
+    assert recs[0]["score"] == pytest.approx(np.exp(-3) / (np.exp(-3) + np.exp(-0.5)))
+    with pytest.raises(NotRun, match="m answers through predict.label, which the LabelledItems family does not run"):
+        fam.predict(items, toy_card.split(items, "toy-v1"), "m", "zero_shot",
+                    load=lambda data_dir=None: Loaded(Options(), "predict.label", {"name": "m"}))
 
 
 def test_a_family_refuses_a_card_of_another_kind_or_an_undeclared_baseline():

@@ -15,7 +15,9 @@ What an instance owns (the API, stable):
   item row giving its prediction) under the protocols ``CARD.baselines`` lists; ``probe`` (a logistic head on the
   frozen ``embed.text.pooled`` features of the ``text`` column, two labels) and the family's fine-tune (the protocol
   named ``finetune``: :func:`atlaslib.protocols.finetune.finetune_sequence` on the ``text`` column and the label
-  set, one set of records per training seed of ``recipe``); the model by the run's decision
+  set, one set of records per training seed of ``recipe``); zero-shot by scored answer options (``prompt``, a format
+  string over the row's fields, and ``options``, the positive label's first) for a model the run decided on
+  ``score.options``; the model by the run's decision
   (:func:`atlaslib.cards.deciding.load_for`). Anything else raises :class:`~atlaslib.cards.NotRun`, naming what the
   card runs. A card with its own zero-shot passes ``predictors`` (protocol -> function like ``predict``);
 - **counting**, :meth:`TaskFamily.counts`: the per-unit counts under the card's ``SCORING`` (labelled items:
@@ -86,7 +88,7 @@ class TaskFamily:
                  text: str = "text", gold: str = "gold", fields: tuple = (), inputs: tuple = (),
                  recipe: dict | None = None, finetune: str = "finetune", predictors: dict | None = None,
                  counter: Callable | None = None, answer: str = "", abstain=None, groups: dict | None = None,
-                 no_score: str = "labels only: no scores"):
+                 no_score: str = "labels only: no scores", prompt: str | None = None, options: tuple = ()):
         if card.analysis.kind != self.kind:
             raise ValueError(f"card {card.name}: its analysis kind is {card.analysis.kind!r}, not the "
                              f"{type(self).__name__} family's {self.kind!r}")
@@ -102,6 +104,7 @@ class TaskFamily:
         self.recipe, self.finetune, self.predictors = recipe, finetune, dict(predictors or {})
         self.counter, self.answer, self.abstain = counter, answer, abstain
         self.groups, self.no_score = dict(groups or {}), no_score
+        self.prompt, self.options = prompt, tuple(options)
         self._predictors: dict = {}   # (version, model, protocol) -> the last run's predictor (variant runs)
 
     # -- protocol dispatch ------------------------------------------------------------------------------------
@@ -118,10 +121,16 @@ class TaskFamily:
         elif protocol in self.predictors:
             return self.predictors[protocol](items, manifest, model, protocol, data_dir=data_dir, load=load,
                                              **options)
-        elif protocol in ("probe", self.finetune) and protocol in self.card.capabilities:
+        elif protocol in self.card.capabilities and (protocol in ("probe", self.finetune) or self.prompt):
             loaded = deciding.load_for(self.card, manifest.version, model, protocol, load, data_dir=data_dir)
             train = frame.loc[manifest.train]
-            predictor = (self._probe if protocol == "probe" else self._finetuned)(loaded.adapter, train)
+            if protocol in ("probe", self.finetune):
+                predictor = (self._probe if protocol == "probe" else self._finetuned)(loaded.adapter, train)
+            elif loaded.capability == "score.options":
+                predictor = self._options(loaded.adapter)
+            else:
+                raise NotRun(f"card {self.card.name}: {model} answers through {loaded.capability}, which the "
+                             f"{type(self).__name__} family does not run under {protocol}")
         else:
             runs = [b for b, ps in self.card.baselines.items() if protocol in ps]
             raise NotRun(f"card {self.card.name} runs only {', '.join(runs) or 'no baseline'} under {protocol}")
@@ -156,6 +165,19 @@ class TaskFamily:
                 fitted["head"] = out["head"]
                 return [self.labels[int(k)] for k in out["pred"]], out["score"]
             out = P.probe_predict(adapter, fitted["head"], rows[self.text].tolist())
+            return [self.labels[int(k)] for k in out["pred"]], out["score"]
+        return predictor
+
+    def _options(self, adapter):
+        """Zero-shot by scored answer options: the declared ``prompt`` (a format string over the row's fields) and
+        ``options`` (the positive, second label's option first); predicted positive when its option is the likelier,
+        the score its softmax probability (:func:`atlaslib.protocols.items.zero_shot_options`)."""
+        from ..protocols import items as P
+
+        self._two_labels("zero-shot by answer options")
+
+        def predictor(rows):
+            out = P.zero_shot_options(adapter, [self.prompt.format(**r) for _, r in rows.iterrows()], self.options)
             return [self.labels[int(k)] for k in out["pred"]], out["score"]
         return predictor
 
@@ -371,6 +393,13 @@ class ScoredRelations(TaskFamily):
     @classmethod
     def slice_note(cls, card) -> str:
         return f"the scorer's F1 with its bootstrap interval (resampling unit: {card.resampling_unit})"
+
+    def cell_parts(self, card_run, result, manifest) -> dict:
+        """A scorer's run: ``predict`` gives the run's result, whose ``cell_parts(card_run)`` are its records, the
+        scorer's table and the rest, scored by ``card_run`` (:meth:`CardRun.score` of the records with the scorer's
+        per-document counts); None (the run did not happen): the split only."""
+        parts = super().cell_parts(card_run, None, manifest)
+        return parts if result is None else dict(parts, **result.cell_parts(card_run))
 
 
 def _plain(x):
