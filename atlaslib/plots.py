@@ -125,16 +125,16 @@ def bootstrap_distributions(samples: Mapping[str, Sequence[float]], metrics: Map
 
 
 @plain_text
-def confusion_matrix(counts: Mapping[str, int], positive: str = "negated", negative: str = "affirmed",
-                     title: str = "") -> plt.Figure:
-    """2×2 confusion matrix from ``{tp, fp, tn, fn}`` (rows gold, columns predicted)."""
-    m = np.array([[counts["tp"], counts["fn"]], [counts["fp"], counts["tn"]]])
-    fig, ax = subplots(figsize=(3.4, 3.0))
+def confusion_matrix(frame: pd.DataFrame, title: str = "") -> plt.Figure:
+    """A run's confusion matrix as :func:`atlaslib.analysis.confusion.confusion` reads it from the result cell
+    (rows gold, columns predicted, counts), in its order."""
+    m = frame.to_numpy()
+    fig, ax = subplots(figsize=(1.4 + 1.0 * m.shape[1], 1.0 + 1.0 * m.shape[0]))
     ax.imshow(m, cmap="Blues")
     for (i, j), v in np.ndenumerate(m):
         ax.text(j, i, str(v), ha="center", va="center", color="black" if v < m.max() * 0.6 else "white")
-    ax.set_xticks([0, 1], [positive, negative])
-    ax.set_yticks([0, 1], [positive, negative])
+    ax.set_xticks(range(m.shape[1]), [str(c) for c in frame.columns])
+    ax.set_yticks(range(m.shape[0]), [str(r) for r in frame.index])
     ax.set_xlabel("predicted")
     ax.set_ylabel("gold")
     if title:

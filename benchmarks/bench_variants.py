@@ -44,14 +44,10 @@ def negex_run(version, model, protocol):
     items = negex.load_items()
     manifest = negex.split(items, version)
     train, test = negex.split_frames(items, manifest)
-    summary = negex.split_summary(items, manifest)
     t0 = time.perf_counter()
     run = CardRun("negex", version, model, protocol, parameters={"n_resamples": 1000, "run_key": "bench"})
     out = negex.run_protocol(model, protocol, train, test)
-    metrics = run.score(negex.predictions(test, out, None, digits=None),
-                        reasons={"roc_auc": "a native assertion head gives labels without scores"})
-    cell = run.finish(**negex.cell_parts(protocol, model, out=out, metrics=metrics, test=test,
-                                         split_cell=summary["cell"]))
+    cell = run.finish(**negex.cell_parts(run, negex.scored_records(test, out), manifest, out=out))
     t1 = time.perf_counter()
     variants = negex.run_variants(run, out, train, test)
     return t1 - t0, time.perf_counter() - t1, variants

@@ -52,7 +52,6 @@ def write_negex_cells(results_dir: Path, data_dir) -> None:
     resamples to keep it quick."""
     from atlaslib.cards import negex
     from atlaslib.cards.run import CardRun
-    from tests.metrics.reference import binary_metrics
 
     rows = negex.load_rows(data_dir)
     items = negex.items_from_rows(rows)
@@ -61,14 +60,13 @@ def write_negex_cells(results_dir: Path, data_dir) -> None:
         manifest = negex.split(items, version)
         train, test = negex.split_frames(items, manifest)
         out = negex.run_protocol(model, "zero_shot", train, test, data_dir=data_dir)
-        metrics = binary_metrics(test["label"], out["pred"], out["score"], "zero_shot", n_resamples=200)
         repro = None
         if negex.reproduces(out, version, model):
             repro = negex.reproduction(out["adapter"], rows, items, known=dict(zip(test["item_id"], out["pred"])))
         run = CardRun("negex", version, model, "zero_shot", parameters={"n_resamples": 200},
                       result_path=results.cell_path(results_dir, "negex", version, model, "zero_shot"))
-        run.finish(**negex.cell_parts("zero_shot", model, out=out, metrics=metrics, test=test, repro=repro,
-                                      split_cell=negex.split_summary(items, manifest)["cell"], data_dir=data_dir))
+        run.finish(**negex.cell_parts(run, negex.scored_records(test, out, data_dir=data_dir), manifest, out=out,
+                                      repro=repro))
 
 
 def write_language_model_cell(results_dir: Path, smollm2) -> None:

@@ -20,7 +20,7 @@ def test_a_variants_unit_counts_read_its_scores_at_full_precision():
     assert roc_auc_score(y, scores) == 0.75 and roc_auc_score(y, [round(s, 6) for s in scores]) == 0.625
     run = CardRun("negex", "atlas-n100-v1", "m", "zero_shot", parameters={"n_resamples": 50})
     run.finish(metrics=run.score(full), predictions=negex.rounded(full))
-    metrics = negex.score(full, "zero_shot", n_resamples=50)
+    metrics = CardRun("negex", "atlas-n100-v1", "m", "zero_shot").score(full, n_resamples=50)
     v = run.variant({"key": "concept-lowercase", "kind": "perturbation"}, metrics=metrics,
                     predictions=negex.rounded(full), inputs_digest="x", n_items=4, scored=full)
     assert [p["score"] for p in v["predictions"]] == [0.1, 0.9, 0.1, 0.2]

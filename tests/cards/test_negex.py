@@ -109,7 +109,7 @@ def test_versions_relate_as_specified(items):
 
 
 def test_majority_macro_f1_equals_closed_form(items):
-    from atlaslib.metrics.classification import macro_f1
+    from tests.metrics.reference import macro_f1
     import numpy as np
 
     for version in negex.VERSIONS:
@@ -188,6 +188,7 @@ def test_outside_systems_and_variant_runs_are_scored_by_the_cards_declared_scori
     default = counting.SCORING
     other = dataclasses.replace(default, resampling=dataclasses.replace(default.resampling, seed=123))
     monkeypatch.setattr(counting, "SCORING", other)
+    monkeypatch.setattr(negex, "SCORING", other)     # what CardRun.score reads: the card package's declaration
     train, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
 
     def answer(frame):     # a stand-in system: negated when the sentence says "no", scores with ties
@@ -218,14 +219,14 @@ def test_outside_systems_and_variant_runs_are_scored_by_the_cards_declared_scori
 
 def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(items, data_dir, tmp_path, monkeypatch):
     """``cards.run.run`` of a NegEx fine-tune gives the notebook's row: the mean over the training seeds with the
-    two-level interval (:func:`negex.seeded_metrics` on the same run), every seed's predictions in
+    two-level interval (:meth:`CardRun.score` of the notebook's records of the same run), every seed's predictions in
     ``extra.seed_runs``, not the first seed's metrics alone. A tiny encoder, three seeds of one epoch, on 24
     train and 10 test items of the n100 split."""
     import dataclasses
 
     import numpy as np
 
-    from atlaslib.cards.run import run
+    from atlaslib.cards.run import CardRun, run
     from atlaslib.protocols import finetune as ft
     from atlaslib.protocols import finetune_cache as ft_cache
     from tests.protocols.test_finetune import RECIPE
@@ -245,16 +246,17 @@ def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(items,
     cell = run("negex", "atlas-n100-v1", encoder, "finetune", data_dir=data_dir, parameters={"n_resamples": 50})
     train, test = negex.split_frames(items, small)
     out = negex.run_protocol(encoder, "finetune", train, test, data_dir=data_dir)   # the notebook's path
-    book = negex.seeded_metrics(test, out, "finetune", n_resamples=50, data_dir=data_dir)
+    notebook = CardRun("negex", "atlas-n100-v1", encoder, "finetune", parameters={"n_resamples": 50})
+    book = notebook.score(negex.scored_records(test, out, data_dir=data_dir))
     assert cell["status"] == "ok" and cell["metrics"] == book
     auc = cell["metrics"]["roc_auc_finetune"]
-    per = [r["metrics"]["roc_auc_finetune"]["value"] for r in out["seed_runs"]]
+    per = [notebook.seed_scores[s]["metrics"]["roc_auc_finetune"]["value"] for s in (7, 8, 9)]
     assert per[0] != np.mean(per)   # the seeds disagree: the first seed alone is another number
     assert auc["seeds"]["n_seeds"] == 3 and auc["value"] == pytest.approx(np.mean(per))
     assert [r["seed"] for r in cell["extra"]["seed_runs"]] == [7, 8, 9]
     for mine, theirs in zip(cell["extra"]["seed_runs"], out["seed_runs"]):
         assert [p["pred"] for p in mine["predictions"]] == [negex.LABELS[int(p)] for p in theirs["pred"]]
-        assert mine["unit_counts"] == theirs["unit_counts"]   # sentence groups included, as the book's
+        assert mine["unit_counts"] == notebook.seed_scores[theirs["seed"]]["unit_counts"]   # sentence groups too
     assert [p["item_id"] for p in cell["predictions"]] == test["item_id"].tolist()
     assert cell["seeds"] == {"split": full.seed, "bootstrap": 20261006, "finetune": [7, 8, 9]}
 

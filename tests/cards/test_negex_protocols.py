@@ -20,8 +20,10 @@ def test_zero_shot_assertion_head(tmp_path, split_frames):
     assert set(out["native"]) <= {"PRESENT", "ABSENT", "POSSIBLE"}
     assert np.array_equal(out["pred"], [int(n == "ABSENT") for n in out["native"]])
     assert out["score"] is None
-    m = negex.score(negex.predictions(test, out, digits=None), "zero_shot", n_resamples=50)
-    assert m["roc_auc_zero_shot"]["value"] is None and "labels" in m["roc_auc_zero_shot"]["reason"]
+    from atlaslib.cards.run import CardRun
+
+    m = CardRun("negex", "atlas-n100-v1", "m", "zero_shot").score(negex.scored_records(test, out), n_resamples=50)
+    assert m["roc_auc_zero_shot"] == {"value": None, "ci_low": None, "ci_high": None, "reason": negex.NO_SCORE_REASON}
 
 
 def test_zero_shot_option_scoring(tmp_path, split_frames):

@@ -85,8 +85,11 @@ def test_real_lm_eval_on_the_exported_task_equals_the_atlas_item_by_item(tmp_pat
     labels = negex.LABELS
     atlas_records = [record(i, labels[int(g)], labels[int(p)], float(s)) for i, g, p, s in
                      zip(frame["item_id"], frame["label"], own["pred"], own["score"])]
-    imported = negex.score(card_records(run, "negex", "atlas-n100-v1", data_dir), "zero_shot", n_resamples=200)
-    theirs_cell = negex.score(atlas_records, "zero_shot", n_resamples=200)
+    from atlaslib.cards.run import CardRun
+
+    scorer = CardRun("negex", "atlas-n100-v1", "m", "zero_shot", parameters={"n_resamples": 200})
+    imported = scorer.score(card_records(run, "negex", "atlas-n100-v1", data_dir))
+    theirs_cell = scorer.score(atlas_records)
     for k in ("macro_f1_zero_shot", "sensitivity_zero_shot", "specificity_zero_shot", "precision_zero_shot"):
         assert imported[k] == theirs_cell[k]
     assert imported["roc_auc_zero_shot"]["value"] == pytest.approx(theirs_cell["roc_auc_zero_shot"]["value"], abs=1e-6)

@@ -43,7 +43,8 @@ def test_the_cards_cluster_interval_is_the_confusion_formulas_on_cluster_resampl
     """A card's extra cluster resampling (NegEx's sentences) through the engine: the point values are the
     classification functions', the interval a loop over the same cluster draws."""
     from atlaslib.cards import negex
-    from atlaslib.metrics import classification as C, engine
+    from atlaslib.metrics import engine
+    from tests.metrics import reference as C
 
     rng = np.random.default_rng(2)
     groups = np.repeat(np.arange(40), 3)
@@ -74,7 +75,10 @@ def test_undefined_metric_is_na_never_zero():
     from atlaslib.pages.card_pages import fmt_metric
 
     gold = ["negated", "affirmed", "affirmed", "negated", "affirmed", "affirmed", "affirmed", "affirmed"]
-    m = negex.score([record(f"i{k}", g, "affirmed") for k, g in enumerate(gold)], "zero_shot", n_resamples=50)
+    from atlaslib.cards.run import CardRun
+
+    m = CardRun(negex, "atlas-n100-v1", "m", "zero_shot").score([record(f"i{k}", g, "affirmed") for k, g in enumerate(gold)],
+                                                                n_resamples=50)
     assert m["precision_zero_shot"]["value"] is None
     assert fmt_metric(m["precision_zero_shot"]).startswith("n/a (undefined: nothing predicted positive")
     assert m["macro_f1_zero_shot"]["value"] == pytest.approx(6 / 7 / 2)     # F1 affirmed 12/14, F1 negated 0

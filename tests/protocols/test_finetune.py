@@ -264,9 +264,13 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     from atlaslib.splits import SplitManifest
 
     # NegEx: a missing capability is NotRun, an encoder trains (recipe shrunk for the tiny model)
+    import dataclasses
+
     items = negex.load_items(data_dir)
-    train, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
+    manifest = negex.split(items, "atlas-n100-v1")
+    train, test = negex.split_frames(items, manifest)
     train, test = train[train.text.str.len() < 90].head(24), test[test.text.str.len() < 90].head(10)
+    manifest = dataclasses.replace(manifest, train=train["item_id"].tolist(), test=test["item_id"].tolist())
     with pytest.raises(negex.NotRun, match="capability missing"):
         negex.run_protocol("majority", "finetune", train, test)
     monkeypatch.setitem(negex.CARD.adapter_options, "finetune", {"max_length": 64, "embed_cache": False})
@@ -280,14 +284,16 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     from tests.metrics.reference import binary_metrics
     from atlaslib.pages import seeds as seed_page
 
-    row = negex.seeded_metrics(test, out, "finetune", n_resamples=50)
+    run = CardRun("negex", "atlas-n100-v1", "enc", "finetune", parameters={"n_resamples": 50})
+    records = negex.scored_records(test, out, data_dir=data_dir)
+    row = run.score(records)
     own = [binary_metrics(test["label"], r["pred"], r["score"], "finetune", n_resamples=50)["roc_auc_finetune"]
            for r in out["seed_runs"]]
     assert row["roc_auc_finetune"]["value"] == pytest.approx(np.mean([m["value"] for m in own]))
     assert [p["value"] for p in row["roc_auc_finetune"]["seeds"]["per_seed"]] == pytest.approx([m["value"] for m in own])
-    parts = negex.cell_parts("finetune", encoder_dir, out=out, metrics=row, test=test, split_cell={},
-                             data_dir=data_dir)
-    runs = parts["extra"]["seed_runs"]
+    finished = run.finish(**negex.cell_parts(run, records, manifest, out=out))
+    assert finished["metrics"] == row
+    runs = finished["extra"]["seed_runs"]
     assert [r["seed"] for r in runs] == [7, 8, 9] and len(runs[1]["predictions"]) == 10
     assert runs[2]["metrics"]["roc_auc_finetune"]["value"] == pytest.approx(own[2]["value"]) and runs[0]["weights_key"]
     assert runs[2]["unit_counts"] and row["roc_auc_finetune"]["seeds"]["per_seed"][2]["ci_low"] == \
@@ -299,10 +305,7 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     assert [r["seed"] for r in again["seed_runs"]] == [7, 8, 9]
     for mine, first in zip(again["seed_runs"], out["seed_runs"]):
         assert np.array_equal(mine["pred"], first["pred"]) and np.allclose(mine["score"], first["score"], atol=1e-6)
-    cell = {"card": "negex", "version": "atlas-n100-v1", "model": "enc", "protocol": "finetune", "status": "ok",
-            "spec": {"card": "negex", "version": "atlas-n100-v1", "model": "enc", "protocol": "finetune",
-                     "parameters": {}}, "run_key": "k", **parts}
-    made = negex.run_variants(CardRun.of_cell(cell), out, train, test, data_dir=data_dir, n_resamples=50)
+    made = negex.run_variants(CardRun.of_cell(finished), out, train, test, data_dir=data_dir, n_resamples=50)
     assert made and all([r["seed"] for r in v["extra"]["seed_runs"]] == [7, 8, 9] for v in made)
     v = made[0]
     per = [r["metrics"]["macro_f1_finetune"]["value"] for r in v["extra"]["seed_runs"]]

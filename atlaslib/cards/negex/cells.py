@@ -1,6 +1,5 @@
 """What a NegEx run's result cell holds (:func:`cell_parts`, handed to :class:`atlaslib.cards.run.CardRun`): per-item predictions with their slice fields
-(:data:`SLICES`, :func:`item_slices`) and rule evidence, confusion counts, the reproduction table and the
-overlap marker."""
+(:data:`SLICES`, :func:`item_slices`) and rule evidence, the reproduction table and the overlap marker."""
 from __future__ import annotations
 
 import re
@@ -8,8 +7,9 @@ import re
 import pandas as pd
 
 from ...sources import resolve
-from .card import CARD, FINETUNE_RECIPE, LABELS, SEED, TRIGGERS
-from .data import HEADER_RE, clean, data_sha256, find_target
+from .card import ANNOTATIONS, FINETUNE_RECIPE, LABELS, POSITIVE, SEED, TRIGGERS
+from .counting import FAMILY, SCORING
+from .data import HEADER_RE, clean, find_target
 from .reproduction import reproduction_rows
 
 _WORD_RE = re.compile(r"\w+")
@@ -105,35 +105,18 @@ def seed_records(test: pd.DataFrame, out: dict, full: list[dict] | None = None, 
             for r in out["seed_runs"]}
 
 
-def scored_records(test: pd.DataFrame, out: dict, full: list[dict]):
-    """What the run's :meth:`~atlaslib.cards.run.CardRun.score` scores: :func:`seed_records` for a fine-tuned row
-    over training seeds, else ``full`` (the run's records at full precision)."""
+def scored_records(test: pd.DataFrame, out: dict, full: list[dict] | None = None, data_dir=None):
+    """What the run's :meth:`~atlaslib.cards.run.CardRun.score` scores (the contract's ``predict`` and the
+    notebook alike): :func:`seed_records` for a fine-tuned row over training seeds, else ``full`` (the run's
+    :func:`predictions` at full precision; built here when None)."""
+    full = predictions(test, out, data_dir, digits=None) if full is None else full
     return seed_records(test, out, full) if out.get("seed_runs") else full
 
 
-def seeded_metrics(test: pd.DataFrame, out: dict, protocol: str, *, n_resamples: int | None = None,
-                   data_dir=None) -> dict:
-    """A fine-tuned row over its training seeds scored without a CardRun (a variant run): each seed's records
-    (:func:`seed_records`) counted and scored by the card's declared scoring with the same resamples; the
-    row's metrics are the mean over seeds with the two-level interval
-    (:func:`atlaslib.metrics.seeds.score_seeds`). Each seed's metrics and unit counts go into its
-    ``seed_runs`` entry (for the cell)."""
-    import sys
-
-    from ...metrics import seeds
-
-    by_seed = seed_records(test, out, data_dir=data_dir)
-    metrics, per = seeds.score_seeds(sys.modules[__package__], list(by_seed.values()), list(by_seed), protocol,
-                                     n_resamples=n_resamples)
-    for r, p in zip(out["seed_runs"], per):
-        r.update(metrics=p["metrics"], unit_counts=p["unit_counts"])
-    return metrics
-
-
-def seed_run_records(test: pd.DataFrame, out: dict) -> list[dict]:
-    """The cell's ``seed_runs``: per training seed its seed, its metrics with their item intervals, its
-    per-unit counts, its per-item predictions and scores (P(negated)) and its weight-cache key and weights
-    checksum."""
+def seed_run_records(ids, out: dict) -> list[dict]:
+    """The cell's ``seed_runs``: per training seed its seed, its metrics with their item intervals and its per-unit
+    counts (filled by :meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>` from the run's score), its
+    predictions and scores (P(negated)) on the test items ``ids``, and its weight-cache key and weights checksum."""
     rows = []
     for r in out["seed_runs"]:
         cache = r["details"].get("weight_cache") or {}
@@ -142,34 +125,39 @@ def seed_run_records(test: pd.DataFrame, out: dict) -> list[dict]:
                      "weights_key": cache.get("key"), "weights_sha256": cache.get("weights_sha256"),
                      "training_seconds": (r["details"].get("training") or {}).get("seconds"),
                      "predictions": [{"item_id": i, "pred": LABELS[int(p)], "score": round(float(s), 6)}
-                                     for i, p, s in zip(test["item_id"], r["pred"], r["score"])]})
+                                     for i, p, s in zip(ids, r["pred"], r["score"])]})
     return rows
 
 
-def cell_parts(protocol: str, model: str, *, out: dict | None, metrics: dict | None, test: pd.DataFrame,
-               split_cell: dict, data_dir=None, repro: pd.DataFrame | None = None,
-               records: list[dict] | None = None) -> dict:
-    """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
-    arguments): split, data hashes and seeds; for a run that happened (``out``) also the adapter's profile,
-    capability and details, the metrics, per-item predictions, confusion counts, the reproduction table
-    (assertion systems on atlas-full-v1) and the overlap marker (a profile whose ``trained_on`` names the
-    NegEx kit or its triggers). ``records``: the run's :func:`predictions` as the notebook already built them
-    (the cell's, six-digit scores), else built here."""
-    from ...metrics import bootstrap
-    from ...metrics.classification import confusion_counts
-
-    parts = dict(split=split_cell, data_sha256=data_sha256(data_dir),
-                 seeds={"split": SEED, "bootstrap": bootstrap.DEFAULT_SEED,
-                        **({"finetune": FINETUNE_RECIPE["seeds"]} if protocol == "finetune" else {})})
+def cell_parts(card_run, records, manifest, *, out: dict | None = None, repro: pd.DataFrame | None = None) -> dict:
+    """:meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>`'s arguments, one call on both paths:
+    :func:`atlaslib.cards.run.run` hands the contract's records (:func:`.contract.predict`) and the split's
+    manifest, the notebook the same records and also its run's outcome ``out`` (:func:`.runs.run_protocol`) and
+    reproduction table. The family's parts (:meth:`~atlaslib.cards.families.TaskFamily.cell_parts`: the metrics
+    scored by ``card_run``, the records; ``records`` None: the run did not happen) with the cell's predictions at
+    six digits (the unit counts keep the scores the metrics read), the split with its exclusions and test label
+    counts, the pinned kit's sha256 (verified when the items were loaded) and the seeds; with ``out`` also what
+    only the run holds: the adapter's profile, capability and details, a language model's facts, each training
+    seed's weights and answers, and the reproduction table (assertion systems on atlas-full-v1). The overlap
+    marker and the unit counts are :meth:`~atlaslib.cards.run.CardRun.finish`'s; the confusion matrix is read
+    from the cell (:mod:`atlaslib.analysis.confusion`)."""
+    parts = FAMILY.cell_parts(card_run, records, manifest)
+    first = (next(iter(records.values())) if isinstance(records, dict) else records) or []
+    gold = [r["gold"] for r in first]
+    parts["split"] = manifest.cell(n_excluded=len(manifest.excluded), **(
+        {"test_label_counts": {k: gold.count(k) for k in (POSITIVE, *(x for x in LABELS if x != POSITIVE))}}
+        if first else {}))
+    parts["data_sha256"] = {ANNOTATIONS.name: ANNOTATIONS.sha256}
+    parts.setdefault("seeds", {"split": SEED, "bootstrap": SCORING.resampling.seed, **(
+        {"finetune": FINETUNE_RECIPE["seeds"]} if card_run.spec.protocol == "finetune" else {})})
+    if first:
+        parts["predictions"] = rounded(first)
     if out is None:
         return parts
-    extra = {"confusion": confusion_counts(test["label"], out["pred"]), **(out.get("llm") or {})}
-    if out.get("seed_runs") and metrics:
-        extra["seed_runs"] = seed_run_records(test, out)
+    extra = dict(out.get("llm") or {})
+    if out.get("seed_runs") and first:
+        extra["seed_runs"] = seed_run_records([r["item_id"] for r in first], out)
     if repro is not None:
         extra["reproduction"] = repro.reset_index().to_dict(orient="records")
-        extra["reproduction_rows"] = reproduction_rows(repro, model)
-    overlap = CARD.overlap(out["profile"].get("trained_on"))
-    return dict(parts, profile=out["profile"], capability=out["capability"], details=out["details"],
-                metrics=metrics, predictions=records if records is not None else predictions(test, out, data_dir),
-                extra=extra, overlap=overlap)
+        extra["reproduction_rows"] = reproduction_rows(repro, card_run.spec.model)
+    return dict(parts, profile=out["profile"], capability=out["capability"], details=out["details"], extra=extra)

@@ -1,5 +1,5 @@
 """How a NegEx run's predictions become numbers (the card's :class:`~atlaslib.metrics.engine.Scoring`, as
-data) and :func:`counts`, the per-item counts the engine reads: one unit per test item, the confusion
+data; the card's task family, :data:`FAMILY`) and :func:`counts`, the per-item counts the engine reads: one unit per test item, the confusion
 columns ``tp, fp, tn, fn`` (one of them 1) and ``positive`` (gold negated), grouped by gold decision (the
 declared stratified resampling) and by sentence (the sentence-cluster resampling beside it)."""
 from __future__ import annotations
@@ -9,7 +9,10 @@ import numpy as np
 from ...metrics import bootstrap
 from ...metrics.engine import Metric, Resampling, Scoring, SliceRule, UnitCounts, check_labels
 from ...metrics.classification import from_confusion
-from .card import LABELS
+from ..families import BinaryItems
+from .card import CARD, FINETUNE_RECIPE, LABELS, NO_SCORE_REASON
+from .data import load_items
+from .splitting import split
 
 COLUMNS = ("tp", "fp", "tn", "fn", "positive")
 
@@ -50,7 +53,8 @@ SCORING = Scoring(
 
 
 def counts(cell: dict) -> UnitCounts:
-    """The per-item counts of a NegEx cell's predictions (labels checked: ``affirmed`` / ``negated``)."""
+    """The per-item counts of a NegEx cell's predictions (labels checked: ``affirmed`` / ``negated``); records
+    without scores leave ROC-AUC unreported with the card's :data:`.card.NO_SCORE_REASON`."""
     recs = cell.get("predictions") or []
     gold = check_labels([r["gold"] for r in recs], LABELS, "gold")
     pred = check_labels([r["pred"] for r in recs], LABELS, "pred")
@@ -63,7 +67,15 @@ def counts(cell: dict) -> UnitCounts:
     undefined = {}
     if not recs or any(s is None for s in scores):
         scores = None
-        undefined["roc_auc"] = "labels only: no scores"
+        undefined["roc_auc"] = NO_SCORE_REASON   # the card's reason, on every path that scores these counts
     return UnitCounts([r["item_id"] for r in recs], COLUMNS, c, groups,
                       None if scores is None else np.asarray(scores, dtype=float), undefined)
 
+
+
+#: NegEx as a card of the binary-items family: the family's cell parts (scored by the run) and outside split, the
+#: card's own counts (:func:`counts`: sentence groups beside the stratified ones) and its own protocols
+#: (:func:`.contract.predict`: an assertion head or scored answer options under zero_shot, its probe and fine-tune)
+FAMILY = BinaryItems(CARD, SCORING, load_items=load_items, split=split, labels=LABELS, gold="decision",
+                     fields=("sentence_key",), inputs=("concept", "sentence", "text"), recipe=FINETUNE_RECIPE,
+                     counter=counts, answer="label (affirmed | negated) and optional score = P(negated)")

@@ -2,7 +2,6 @@
 and on the 2,365 items (:func:`reproduction`), and the rows of the book's reproduction chapter."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ...phases import side
@@ -35,11 +34,15 @@ def rows_for_reproduction(rows: pd.DataFrame) -> pd.DataFrame:
 
 @side
 def reproduction(adapter, rows: pd.DataFrame, items: pd.DataFrame, known: dict | None = None) -> pd.DataFrame:
-    """Confusion counts and rates of an assertion system on all 2,365 items and on all 2,376 rows, beside
-    GenNegEx 1.2's published figures on the whole kit (negated = positive). Each marked item is predicted
-    once: ``known`` (item_id -> 0/1, e.g. the run's own test predictions) is reused, the 2,365 items are
+    """Confusion counts (the card's per-item counts, :func:`.counting.counts`, summed) and rates (the engine's
+    formulas, :func:`atlaslib.metrics.classification.from_confusion`) of an assertion system on all 2,365 items and
+    on all 2,376 rows, beside GenNegEx 1.2's published figures on the whole kit (negated = positive). Each
+    marked item is predicted once: ``known`` (item_id -> 0/1, e.g. the run's own test predictions) is reused, the 2,365 items are
     the found rows of the 2,376, and a missing concept counts as affirmed."""
-    from ...metrics.classification import confusion_counts, precision, sensitivity, specificity
+    from ...metrics.classification import from_confusion
+    from .. import record
+    from .card import LABELS
+    from .counting import counts
 
     all_rows = rows_for_reproduction(rows)
     lm = assertion_label_map()
@@ -52,12 +55,13 @@ def reproduction(adapter, rows: pd.DataFrame, items: pd.DataFrame, known: dict |
                                             for x, y in zip(answers, todo["label"]))))
     table = {}
     for name, frame in (("2,365 items", items), ("2,376 rows", all_rows)):
-        pred = np.array([pred_by_id.get(i, 0) for i in frame["item_id"]], dtype=int)
-        y = frame["label"].to_numpy()
-        c = confusion_counts(y, pred)
-        table[name] = {**c, "sensitivity": round(float(sensitivity(y, pred)), 3),
-                       "specificity": round(float(specificity(y, pred)), 3),
-                       "precision": round(float(precision(y, pred)), 3)}
+        # the card's per-item counts (the engine's) summed, and the metric formulas the engine scores with
+        recs = [record(i, LABELS[int(y)], LABELS[pred_by_id.get(i, 0)], None)
+                for i, y in zip(frame["item_id"], frame["label"])]
+        total = counts({"predictions": recs}).total()
+        c = {k: int(total[k]) for k in ("tp", "fp", "tn", "fn")}
+        rates = from_confusion(c["tp"], c["fp"], c["tn"], c["fn"])
+        table[name] = {**c, **{k: round(float(rates[k]), 3) for k in ("sensitivity", "specificity", "precision")}}
     table["GenNegEx 1.2 (published, 2,376 rows)"] = dict(GENNEGEX)
     cols = ["tp", "tn", "fp", "fn", "sensitivity", "specificity", "precision"]
     return pd.DataFrame.from_dict(table, orient="index")[cols].rename_axis("system")

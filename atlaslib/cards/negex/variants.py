@@ -61,10 +61,11 @@ def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataF
     probe head or fine-tuned model): one per perturbation that applies to some test item, and one per prompt
     variant when the run scores answer options; written beside the run's cell
     (:meth:`CardRun.write_variants <atlaslib.cards.run.CardRun.write_variants>`). A variant's metrics are scored
-    as its run's are (:func:`.contract.score`, or :func:`.cells.seeded_metrics` for a row over training seeds).
-    None for a run that did not happen or reads no text (a constant baseline)."""
-    from .cells import predictions, seed_run_records, seeded_metrics
-    from .contract import score
+    by the run, as its own are (:meth:`CardRun.score <atlaslib.cards.run.CardRun.score>` of
+    :func:`.cells.scored_records`: a row over training seeds as its mean over seeds, each seed's metrics and unit
+    counts in its ``extra.seed_runs``). None for a run that did not happen or reads no text (a constant
+    baseline)."""
+    from .cells import predictions, scored_records, seed_run_records
 
     cell = card_run.cell
     if out is None or cell.get("status") != "ok" or not getattr(out.get("adapter"), "reads_text", True):
@@ -87,10 +88,10 @@ def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataF
         with results.Timer() as timer:
             res = out["predict"](frame, prompts=prompts, options=options) if options_run else out["predict"](frame)
             full = predictions(frame, res, data_dir, digits=None)  # scores at full precision, as the run's own read them
-            if len(res.get("seed_runs") or []) > 1:     # a row over training seeds: every seed's model, scored as its row
-                metrics = seeded_metrics(frame, res, protocol, n_resamples=n_resamples, data_dir=data_dir)
-            else:
-                metrics = score(full, protocol, n_resamples=n_resamples)
+            seeded = len(res.get("seed_runs") or []) > 1   # a row over training seeds: every seed's model, as its row
+            metrics = card_run.score(scored_records(frame, res, full) if seeded else full, n_resamples=n_resamples)
+            for r in (res["seed_runs"] if seeded else []):
+                r.update({k: card_run.seed_scores[r["seed"]][k] for k in ("metrics", "unit_counts")})
             recs = predictions(frame, {**res, "adapter": out.get("adapter")}, data_dir)
         if prompts is not None:
             inputs = prompts
@@ -102,7 +103,7 @@ def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataF
         extra = ({"options": details["options"], "option_token_ids": details.get("option_token_ids")}
                  if "options" in details else {})
         if len(res.get("seed_runs") or []) > 1:
-            extra["seed_runs"] = seed_run_records(frame, res)
+            extra["seed_runs"] = seed_run_records(frame["item_id"], res)
         made.append(card_run.variant(spec, metrics=metrics, predictions=recs, inputs_digest=inputs_sha256(inputs),
                                      n_items=len(test), n_applicable=n_applicable, timing=timer.timing, extra=extra,
                                      scored=full))
