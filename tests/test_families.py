@@ -65,7 +65,8 @@ def test_binary_counts_are_sklearns_confusion_matrix():
 _OLD_ACC = Metric("accuracy", lambda t: ratio(t["correct"], t["item"]), decision="correct", exact_test=True,
                   proportion=lambda t: (t["correct"], t["item"]))
 OLD_SCORING = Scoring(columns=("correct", "item"), metrics=(_OLD_ACC,), primary="accuracy",
-                      resampling=Resampling("rows", "items", 20261006), decisions={"correct": lambda c: c["correct"] == 1},
+                      resampling=Resampling("rows", "items", 20261006),
+                      decisions={"correct": lambda c: c["correct"] == 1},
                       slices=SliceRule({"accuracy": _OLD_ACC}, support=lambda t: t["item"], min_units=5, exact=True),
                       interval="exact")
 
@@ -80,7 +81,8 @@ def old_score(records, protocol):
 def test_a_family_card_run_is_the_old_toy_cards_cell(toy_registered, model):
     cell = run("toy", "toy-v1", model, "zero_shot")
     gold = [int(n % 2 == 0) for n in range(12, 20)]
-    assert [p["gold"] for p in cell["predictions"]] == gold and [p["n"] for p in cell["predictions"]] == list(range(12, 20))
+    assert [p["gold"] for p in cell["predictions"]] == gold
+    assert [p["n"] for p in cell["predictions"]] == list(range(12, 20))
     assert [p["pred"] for p in cell["predictions"]] == ([1] * 8 if model == "always-even" else gold)
     assert cell["metrics"] == old_score(cell["predictions"], "zero_shot")
 

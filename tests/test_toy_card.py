@@ -1,6 +1,6 @@
 """A new card is one folder: the toy card (``tests/toy_card/``: a card of the labelled-items family, its
-declaration in ``card.py``, its facts in ``pages.py`` and its notebook ``toy_card.md``) becomes a package of a temporary distribution outside the atlas, declared by an entry point,
-and nothing else is edited: no registry entry, no page, no table of contents. It is found by discovery,
+declaration in ``card.py``, its facts in ``pages.py`` and its notebook ``toy_card.md``) becomes a package of a
+temporary distribution outside the atlas, declared by an entry point, and nothing else is edited: no registry entry, no page, no table of contents. It is found by discovery,
 split, its two runs executed by the runner (papermill, whose kernel finds it the same way), their result cells
 written, and its page (the folder's ``page.md``, quoting a fact its ``pages.py`` provides) shows both numbers in
 a built book. It passes the contract tests every card of the atlas passes (``tests/cards/test_contract.py``)."""
