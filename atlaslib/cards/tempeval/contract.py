@@ -1,13 +1,16 @@
 """The card contract (see :mod:`atlaslib.cards`) for Clinical TempEval: :func:`load_items` and :func:`split`
 (the pinned THYME documents and the synthetic corpus, the 2015 Train -> Dev split), and the entry points
-the notebook and :func:`atlaslib.cards.run.run` both call: :func:`predict` (:func:`.runs.run`: load, predict,
-official scorer) and :func:`cell_parts` (scored by the run's ``CardRun``). The item is a document; the official
+the notebook and :func:`atlaslib.cards.run.run` both call, the card's :data:`FAMILY`'s (scorer-based relations):
+``predict`` (:func:`.runs.run`: load, predict, official scorer) and ``cell_parts`` (scored by the run's
+``CardRun``). The item is a document; the official
 scorer's per-document counts are summed and resampled by document (:mod:`.counting`)."""
 from __future__ import annotations
 
 from collections import Counter
 
+from ..families import ScoredRelations
 from .card import CARD, THYME_FILES
+from .counting import SCORING, counts as scorer_counts
 
 
 def load_items(data_dir=None):
@@ -48,25 +51,21 @@ def audit_items(items, data_dir=None) -> dict:
                           for (v, side), n in sorted(Counter(zip(items["version"], items["side"])).items())}}
 
 
-def predict(items, manifest, model: str, protocol: str, *, data_dir=None, load=None, **options):
+def _run(items, manifest, model: str, protocol: str, *, data_dir=None, load=None, **options):
     """The run of ``model`` under ``protocol`` on the manifest's version (:func:`.runs.run`: load, predict, the
     official scorer), as the notebook makes it: a :class:`.runs.RunResult` whose ``predictions`` are one record
-    per test document (counts and found items, no text) and whose scorer table holds each document's counts;
-    :func:`cell_parts` makes the cell of it. ``load`` (the run's ``CardRun.load``) decides whether the run can
-    happen: the note text under a DUA is never read without ``thyme_text_dir`` (the card's gate); such a run
-    raises :class:`atlaslib.cards.NotRun`. ``options``: ``thyme_text_dir``, ``annotation_dir``, ``work_dir``."""
+    per test document (counts and found items, no text) and whose scorer table holds each document's counts.
+    ``load`` (the run's ``CardRun.load``) decides whether the run can happen: the note text under a DUA is never
+    read without ``thyme_text_dir`` (the card's gate); such a run raises :class:`atlaslib.cards.NotRun`.
+    ``options``: ``thyme_text_dir``, ``annotation_dir``, ``work_dir``."""
     from .runs import run
 
     return run(manifest.version, model, protocol, data_dir=data_dir, load=load, **options)
 
 
-def cell_parts(card_run, result, manifest) -> dict:
-    """:meth:`atlaslib.cards.run.CardRun.finish`'s arguments for what :func:`predict` gave (``result``; None: the
-    run did not happen), scored by ``card_run`` (:func:`.runs.cell_parts`). The cell's split is the corpus'
-    document split (the manifest's, as read)."""
-    from .runs import cell_parts as parts
-
-    return parts(card_run, result)
-
-
-from .counting import counts  # noqa: E402,F401  (the card contract: per-unit counts, see .counting)
+#: the card as one of the scorer-based relations family: the family dispatches (each protocol to the card's run),
+#: counts (the scorer's per-document counts, :func:`.counting.counts`) and makes the cell (the run's result
+#: scored by its CardRun)
+FAMILY = ScoredRelations(CARD, SCORING, load_items=load_items, split=split, counter=scorer_counts,
+                         predictors={p: _run for p in CARD.protocols})
+predict, counts, cell_parts = FAMILY.predict, FAMILY.counts, FAMILY.cell_parts

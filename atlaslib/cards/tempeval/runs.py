@@ -137,6 +137,10 @@ class RunResult:
     def frame(self):
         return table_frame(self.table)
 
+    def cell_parts(self, card_run) -> dict:
+        """The run's cell parts, scored by ``card_run`` (:func:`cell_parts`)."""
+        return cell_parts(card_run, self)
+
 
 GAP_BANDS = ((0, 20, "0-20"), (21, 100, "21-100"), (101, 500, "101-500"), (501, None, ">500"))
 
