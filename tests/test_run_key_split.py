@@ -152,7 +152,10 @@ def _stale(out):
         path.write_text(json.dumps(v))
     record_path(out.notebook).write_text(sha256_file(out.result) + "\n")
     page = nbformat.read(out.notebook, as_version=4)
+    fresh = page.metadata.papermill.parameters.run_key
+    page.metadata.papermill.parameters.run_key = cell["run_key"]
     for c in page.cells:
+        c.source = c.source.replace(fresh, cell["run_key"])
         for o in c.get("outputs", []):
             if o.get("output_type") == "stream":
                 o["text"] = o["text"].replace("accuracy 0.5", "accuracy 0.25")
@@ -200,6 +203,10 @@ def test_a_scoring_change_rescores_the_stored_run_without_a_kernel(toy_registere
     assert new["run_key"] == new["spec"]["parameters"]["run_key"] == runner.run_key(
         req, open(runner.get_card("toy").notebook).read())
     assert _tagged_outputs(out.notebook) == page  # the page shows the cell's numbers, as the kernel drew them
+    rescored_page = nbformat.read(out.notebook, as_version=4)
+    injected = [c.source for c in rescored_page.cells if "injected-parameters" in notebook.tags(c)]
+    assert f"run_key = {new['run_key']!r}" in injected[0].splitlines() and "older-scoring" not in injected[0]
+    assert rescored_page.metadata.papermill.parameters.run_key == new["run_key"]
     [path] = _variant_files(out)
     again = json.loads(path.read_text())  # the variant likewise, its parent the re-scored run
     assert again["parent_run_key"] == new["run_key"]
