@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from atlaslib.cards import get_card
-from atlaslib.metrics import classification as C
+from tests.metrics import reference as C
 from atlaslib.metrics import framing as F
 from atlaslib.metrics.compare import run_label
 

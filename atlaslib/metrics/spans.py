@@ -26,7 +26,7 @@ Zero division follows the atlas's one rule (:func:`atlaslib.metrics.engine.ratio
 undefined when no mention is predicted, recall when there is no gold mention, an F1 when there is no mention
 in gold or predictions; a ratio with a non-zero denominator is defined even when its numerator is 0
 (nothing predicted against gold mentions: F1 = 0, recall = 0, precision undefined). Macro F1 follows the
-rule of the binary cards' macro F1 (:func:`atlaslib.metrics.classification.macro_f1`): a scored type whose
+rule of the binary cards' macro F1 (:func:`atlaslib.metrics.classification.from_confusion`): a scored type whose
 F1 is undefined (no mention of it in gold or predictions) makes the macro F1 undefined, instead of a mean
 over fewer types than the card declares. :data:`UNDEFINED_REASONS` says why, and
 :func:`span_metrics_with_ci` puts the reason beside every undefined value. A bootstrap interval leaves out

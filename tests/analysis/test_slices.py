@@ -9,8 +9,8 @@ from sklearn.metrics import f1_score
 from atlaslib.analysis import slices as S
 from atlaslib.cards.nli_negation.challenge import clopper_pearson
 from atlaslib.cards.tempeval.scoring import f1_from_counts
-from tests.metrics.reference import bootstrap_f1
-from atlaslib.metrics import bootstrap, classification
+from tests.metrics.reference import bootstrap_f1, macro_f1
+from atlaslib.metrics import bootstrap
 from atlaslib.metrics.spans import span_metrics_with_ci
 
 from .cells import cell, negex_cell
@@ -39,11 +39,11 @@ def test_negex_slice_equals_card_metric_on_the_slice_items():
     for label, mask in (("1–10", w <= 10), ("11–20", (w >= 11) & (w <= 20)), ("≥ 41", w >= 41)):
         row = t[(t.run == "m (zero_shot)") & (t.group == label) & (t.metric == "macro_f1")].iloc[0]
         assert row["n"] == mask.sum()
-        assert row["value"] == pytest.approx(classification.macro_f1(y[mask], p[mask]))
+        assert row["value"] == pytest.approx(macro_f1(y[mask], p[mask]))
         assert row["value"] == pytest.approx(f1_score(y[mask], p[mask], average="macro"))
         if mask.sum() >= S.MIN_ITEMS:
             idx = bootstrap.stratified_indices(y[mask], bootstrap.DEFAULT_RESAMPLES, 7)
-            lo, hi = bootstrap.percentile_ci(bootstrap.resampled(classification.macro_f1, idx, y[mask], p[mask]))
+            lo, hi = bootstrap.percentile_ci(bootstrap.resampled(macro_f1, idx, y[mask], p[mask]))
             assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi))
         else:
             assert pd.isna(row["ci_low"]) and "too few items" in row["note"]

