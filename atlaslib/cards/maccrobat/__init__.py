@@ -7,17 +7,17 @@ report-disjoint split), :mod:`.runs` (one run per model and protocol, its :class
 word cuts' leakage), :mod:`.contract` (the contract functions) and :mod:`.outside` (outside
 systems: the sentences they see, their tags scored). Every name is re-exported here.
 """
-from .card import (SLICES, _SUMS_PATH, BASELINE_PROFILE, BASELINE_PROTOCOL, BASELINES,  # noqa: F401
-                   BOOTSTRAP_RESAMPLES, CARD, DATA_PREFIX, FILES, FINETUNE_RECIPE, METRIC_BASES, NER_LABEL_TABLE, PMIDS, REFERENCE,
-                   REFERENCE_COUNTS, SEED, SHA256SUMS_DIGEST, SHA256SUMS_TEXT, SOURCE_COMMIT, SOURCE_REPO, TAGS,
-                   TYPE_MAP, TYPES, URL_TEMPLATE, VERSIONS)
+from .card import (SLICES, _SUMS_PATH, BASELINE_PROFILE, BOOTSTRAP_RESAMPLES, CARD, DATA_PREFIX,  # noqa: F401
+                   FILES, FINETUNE_RECIPE, METRIC_BASES, NER_LABEL_TABLE, PMIDS, REFERENCE, REFERENCE_COUNTS, SEED,
+                   SHA256SUMS_DIGEST, SHA256SUMS_TEXT, SOURCE_COMMIT, SOURCE_REPO, TAGS, TYPE_MAP, TYPES, URL_TEMPLATE,
+                   VERSIONS)
 from .data import (_WORD, Corpus, Entity, MaccrobatFormatError, audit, convert_document, group_counts,  # noqa: F401
                    load_corpus, mention_lengths, parse_ann, plot_sentences_per_report, remove_overlaps,
                    reproduction_rows, sentences_per_report, type_counts, words_of)
 from .splitting import split_summary  # noqa: F401
-from .runs import (Outcome, last_outcome, memorize_tags, predictions_frame, run_protocol,  # noqa: F401
+from .runs import (Outcome, last_outcome, memorize_tags, run_protocol,  # noqa: F401
                    words_to_text)
-from .cells import cell_parts, outcome_parts, report_positions, run_spec  # noqa: F401
+from .cells import cell_parts, outcome_parts, report_positions  # noqa: F401
 from .errors import error_kinds, error_table, false_positive_sources, guideline_examples  # noqa: F401
 from .gold_cuts import (char_mentions, char_span_f1, gold_cut_mentions, natural_word_spans,  # noqa: F401
                         probe_without_gold_cuts, uncut_tags)

@@ -66,10 +66,6 @@ FINETUNE_RECIPE = {
 #: recipe had been scored on the test items, which the protocols chapter tells in full. It stays until a choice
 #: that never saw test replaces it.
 FINETUNE_ROW_MARK = "recipe chosen after a test score; see the protocols chapter"
-BASELINES = ("memorize",)
-#: The protocol each card baseline runs under: ``train_lookup`` = look up phrases memorised from the train
-#: sentences (it learns from the train split, so it is not zero-shot, and it has no features to probe).
-BASELINE_PROTOCOL = {"memorize": "train_lookup"}
 #: The profile a ``memorize`` cell records (it is no registry model).
 BASELINE_PROFILE = {"name": "memorize", "source": "builtin", "location": "atlaslib.models.memorize.PhraseMemorizer",
                     "description": "card baseline, fit on the split's train sentences only"}
@@ -158,6 +154,8 @@ CARD = Card(
         ("all-minilm-l6-v2 (probe): independent word tags",
          "A sentence-embedding model, no sequence model: B/I consistency comes only from the conlleval repair."),
     ),
+    # the card's baseline and its protocol: ``train_lookup`` = look up phrases memorised from the train sentences
+    # (it learns from the train split, so it is not zero-shot, and it has no features to probe)
     baselines={"memorize": ("train_lookup",)},
     capabilities={"zero_shot": ("predict.ner",), "probe": ("embed.text.tokens",),
                   "finetune": ("embed.text.tokens",)},

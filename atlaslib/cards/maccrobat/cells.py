@@ -6,22 +6,10 @@ from typing import Sequence
 
 import pandas as pd
 
-from ... import results as _results
 from ...splits import SplitManifest
 from .card import BOOTSTRAP_RESAMPLES, FINETUNE_RECIPE, FINETUNE_ROW_MARK, SEED, SHA256SUMS_DIGEST, TYPES
 from .data import reproduction_rows
 from .runs import Outcome
-
-# ------------------------------------------------------------------------------------------- cells
-def run_spec(out: Outcome, **parameters) -> _results.RunSpec:
-    """The run's spec with the profile and capability its load gave (the card's own for its baseline)."""
-    prof = out.profile
-    return _results.RunSpec(card="maccrobat", version=out.version, model=out.model, protocol=out.protocol,
-                            profile=prof, revision=prof.get("revision"), capability=out.capability,
-                            parameters={**parameters, "details": out.details})
-
-
-
 
 def report_positions(items: pd.DataFrame, item_ids: Sequence[str]) -> list[dict]:
     """Per item: ``sent_index`` (0-based line of the report), ``report_sentences`` (its report's sentences)
@@ -60,7 +48,6 @@ def outcome_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *,
     and per-type scores. ``audit`` adds the reproduction rows of the corpus audit, ``leakage`` the gold-cut
     measure of a probe run. A run that did not happen carries its ``reason`` (recorded by ``finish`` as the
     run's not-run reason)."""
-    spec = run_spec(out)
     test = items.set_index("item_id").loc[manifest.test]
     split_info = manifest.cell(test_label_counts={t: int(sum(1 for ms in test["mentions"] for m in ms if m[0] == t))
                                                   for t in TYPES},
@@ -75,7 +62,7 @@ def outcome_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *,
     parts = dict(split=split_info, data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST},
                  seeds={"split": SEED, "bootstrap": SEED, "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
                         **({"finetune": FINETUNE_RECIPE["seeds"]} if out.protocol == "finetune" else {})},
-                 profile=spec.profile, capability=spec.capability, details=out.details,
+                 profile=out.profile, capability=out.capability, details=out.details,
                  extra=extra)
     if out.status != "ok":
         return dict(parts, reason=out.reason)

@@ -7,8 +7,6 @@ case report (the declared resampling draws whole reports); :meth:`atlaslib.cards
 relabelled by its group."""
 from __future__ import annotations
 
-import numpy as np
-
 from ...metrics import engine
 from ...metrics.engine import Metric, Resampling, Scoring, SliceRule, UnitCounts
 from ...metrics.spans import (UNDEFINED_REASONS, mention_value, mentions, scores_from_totals, span_counts,

@@ -1,6 +1,6 @@
 """One MACCROBAT run: the memorize baseline on the card's words, the registry models under ``zero_shot``,
-``probe`` and ``finetune`` (:func:`run_protocol`), its :class:`Outcome` (predictions as the cell's records,
-metrics through the card's scoring, per-type scores) and the predictions as a table."""
+``probe`` and ``finetune`` (:func:`run_protocol`), by the run's decision and load, and its :class:`Outcome`
+(predictions as the contract's records, scored by a CardRun; per-type scores)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,10 +9,10 @@ from typing import Sequence
 import pandas as pd
 
 from ... import results as _results
-from ...metrics.spans import mentions as tag_mentions, tags_from_mentions
+from ...metrics.spans import tags_from_mentions
 from ...splits import SplitManifest
-from .card import (BASELINE_PROFILE, BASELINE_PROTOCOL, BASELINES, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE,
-                   NER_LABEL_TABLE, SEED, SHA256SUMS_DIGEST, TAGS, TYPES)
+from .card import (BASELINE_PROFILE, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE,
+                   NER_LABEL_TABLE, SEED, SHA256SUMS_DIGEST, TAGS)
 
 
 # ------------------------------------------------------------------------------------- protocols
@@ -174,7 +174,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
 
     if protocol not in CARD.protocols:
         raise ValueError(f"maccrobat: protocol {protocol!r} unknown; expected one of {CARD.protocols}")
-    if protocol in BASELINE_PROTOCOL.values() and model not in BASELINES:
+    if model not in CARD.baselines and any(protocol in ps for ps in CARD.baselines.values()):
         raise ValueError(f"maccrobat: protocol {protocol!r} is the memorize baseline's; model {model!r} runs "
                          f"under {', '.join(CARD.capabilities)}")
     t0 = time.perf_counter()
@@ -188,7 +188,7 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
                   item_ids=list(manifest.test), documents=test["document"].tolist(),
                   gold=[list(t) for t in test["tags"]], n_resamples=n_resamples, bootstrap_seed=seed)
     if model == "memorize":
-        if protocol != BASELINE_PROTOCOL["memorize"]:
+        if protocol not in CARD.baselines[model]:
             raise ValueError(f"maccrobat: the memorize baseline runs under protocol 'train_lookup' only (it "
                              f"learns phrases from the train sentences; it has no head or features), got {protocol!r}")
         from ...phases import phase
@@ -283,19 +283,3 @@ def seeded(out: Outcome, seed_runs: list[dict], score: bool = True) -> None:
     out.seeded = {}
     if score:
         out.metrics()
-
-
-def predictions_frame(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:
-    """One row per test sentence: words, gold and predicted mentions as text, TP/FP/FN counts."""
-    idx = items.set_index("item_id")
-    rows = []
-    for iid, g, p in zip(out.item_ids, out.gold, out.pred):
-        words = idx.loc[iid, "words"]
-        gm, pm = set(tag_mentions(g)), set(tag_mentions(p))
-
-        def show(ms):
-            return "; ".join(f"{t}: {' '.join(words[a:b + 1])}" for t, a, b in sorted(ms, key=lambda m: m[1]))
-
-        rows.append({"item_id": iid, "text": idx.loc[iid, "text"], "gold": show(gm), "pred": show(pm),
-                     "tp": len(gm & pm), "fp": len(pm - gm), "fn": len(gm - pm)})
-    return pd.DataFrame(rows).set_index("item_id")
