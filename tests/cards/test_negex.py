@@ -263,15 +263,16 @@ def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(items,
 
 def test_the_cells_records_are_the_runs_records_rounded(items, data_dir):
     """The notebook builds a run's records once at full precision and stores them rounded (:func:`negex.rounded`):
-    the same rows, to the bit, as building them again with six-digit scores; a run without scores is unchanged."""
+    the same rows with each score rounded to six digits; a run without scores is unchanged."""
     import numpy as np
 
     full_m = negex.split(items, "atlas-n100-v1")
     _, test = negex.split_frames(items, full_m)
     rng = np.random.default_rng(5)
     out = {"pred": rng.integers(0, 2, len(test)), "score": rng.random(len(test)) / 3}
-    full = negex.predictions(test, out, data_dir, digits=None)
-    assert negex.rounded(full) == negex.predictions(test, out, data_dir)
+    full = negex.predictions(test, out, data_dir)
+    assert [r["score"] for r in full] == out["score"].tolist()
+    assert negex.rounded(full) == [dict(r, score=round(float(s), 6)) for r, s in zip(full, out["score"])]
     assert any(a["score"] != b["score"] for a, b in zip(full, negex.rounded(full)))
-    labels_only = negex.predictions(test, {"pred": out["pred"]}, data_dir, digits=None)
+    labels_only = negex.predictions(test, {"pred": out["pred"]}, data_dir)
     assert negex.rounded(labels_only) == labels_only

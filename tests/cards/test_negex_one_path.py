@@ -22,7 +22,7 @@ def _notebook_cell(data_dir, model="majority", protocol="zero_shot"):
     card_run = CardRun("negex", VERSION, model, protocol, parameters={"n_resamples": 200})
     with card_run.attempt():
         out = negex.run_protocol(model, protocol, train, test, data_dir=data_dir, load=card_run.load)
-    records = negex.scored_records(test, out, negex.predictions(test, out, data_dir, digits=None))
+    records = negex.scored_records(test, out, negex.predictions(test, out, data_dir))
     card_run.score(records)
     return card_run.finish(**negex.cell_parts(card_run, records, manifest, out=out))
 

@@ -18,7 +18,7 @@ from .splitting import class_balance_caveat, split_frames, split_summary  # noqa
 from .runs import NotRun, assertion_label_map, option_prompts, run_protocol  # noqa: F401
 from .reproduction import reproduces, reproduction, reproduction_rows, rows_for_reproduction  # noqa: F401
 from .cells import (_WORD_RE, _trigger_regex, cell_parts, item_slices, negation_triggers, predictions, rounded,  # noqa: F401
-                    scored_records, seed_records, seed_run_records)
+                    scored_records, seed_run_records)
 from .errors import error_table, phrase_cases  # noqa: F401
 from .contract import FAMILY, audit_items, load_items, predict, split  # noqa: F401  (the card contract)
 from .card import PERTURBATIONS, PROMPT_SET  # noqa: F401  (variants of a run, as data)

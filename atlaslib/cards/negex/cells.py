@@ -64,12 +64,12 @@ def item_slices(test: pd.DataFrame, triggers=None, data_dir=None) -> list[dict]:
     return rows
 
 
-def predictions(test: pd.DataFrame, out: dict, data_dir=None, digits: int | None = 6) -> list[dict]:
-    """Per-item predictions for the result cell (labels as words, score = P(negated) or None), with the
-    item's ``sentence_key`` and slice fields (:func:`item_slices`, :data:`SLICES`) and, for rule systems
-    whose adapter records it, ``evidence``: the trigger behind the decision (text, category, character span
-    in the unmarked sentence the rule system saw) or None for no trigger in scope. ``digits``: the scores'
-    rounding in the cell (None: full precision, as the run's own metrics read them)."""
+def predictions(test: pd.DataFrame, out: dict, data_dir=None) -> list[dict]:
+    """Per-item records of a run (labels as words, score = P(negated) at full precision, as the metrics read it,
+    or None), with the item's ``sentence_key`` and slice fields (:func:`item_slices`, :data:`SLICES`) and, for
+    rule systems whose adapter records it, ``evidence``: the trigger behind the decision (text, category,
+    character span in the unmarked sentence the rule system saw) or None for no trigger in scope. The cell
+    stores them :func:`rounded`."""
     scores = out.get("score")
     native = out.get("native")
     by_text = getattr(out.get("adapter"), "evidence_by_text", None) or {}
@@ -77,8 +77,7 @@ def predictions(test: pd.DataFrame, out: dict, data_dir=None, digits: int | None
     slices = item_slices(test, data_dir=data_dir)
     rows = []
     for i, (iid, gold, pred) in enumerate(zip(test["item_id"], test["decision"], out["pred"])):
-        row = {"item_id": iid, "gold": gold, "pred": LABELS[int(pred)],
-               "score": None if scores is None else (float(scores[i]) if digits is None else round(float(scores[i]), digits))}
+        row = {"item_id": iid, "gold": gold, "pred": LABELS[int(pred)], "score": None if scores is None else float(scores[i])}
         if native is not None:
             row["native"] = native[i]
         row.update(slices[i])
@@ -89,28 +88,20 @@ def predictions(test: pd.DataFrame, out: dict, data_dir=None, digits: int | None
 
 
 def rounded(records: list[dict], digits: int = 6) -> list[dict]:
-    """``records`` (:func:`predictions` at full precision) with their scores rounded as the cell stores them:
-    the same rows as ``predictions(..., digits=digits)``, without building them (and reading the triggers)
-    again."""
+    """``records`` (:func:`predictions`) with their scores rounded as the cell stores them."""
     return [dict(r, score=round(r["score"], digits)) if r.get("score") is not None else r for r in records]
 
 
-def seed_records(test: pd.DataFrame, out: dict, full: list[dict] | None = None, data_dir=None) -> dict:
-    """A fine-tuned row's records per training seed (``out["seed_runs"]``), ``{seed: records}`` in the recipe's
-    order: ``full`` (the run's :func:`predictions` at full precision, built once; built here when None) with
-    each seed's prediction and score in place: what :meth:`atlaslib.cards.run.CardRun.score` scores as a
-    seeded row."""
-    full = predictions(test, out, data_dir, digits=None) if full is None else full
+def scored_records(test: pd.DataFrame, out: dict, full: list[dict] | None = None, data_dir=None):
+    """What the run's :meth:`~atlaslib.cards.run.CardRun.score` scores (the contract's ``predict`` and the notebook
+    alike): ``full`` (the run's :func:`predictions`; built here when None) or, for a fine-tuned row over training
+    seeds (``out["seed_runs"]``), ``{seed: records}`` in the recipe's order, each seed's prediction and score in
+    place."""
+    full = predictions(test, out, data_dir) if full is None else full
+    if not out.get("seed_runs"):
+        return full
     return {r["seed"]: [dict(row, pred=LABELS[int(p)], score=float(sc)) for row, p, sc in zip(full, r["pred"], r["score"])]
             for r in out["seed_runs"]}
-
-
-def scored_records(test: pd.DataFrame, out: dict, full: list[dict] | None = None, data_dir=None):
-    """What the run's :meth:`~atlaslib.cards.run.CardRun.score` scores (the contract's ``predict`` and the
-    notebook alike): :func:`seed_records` for a fine-tuned row over training seeds, else ``full`` (the run's
-    :func:`predictions` at full precision; built here when None)."""
-    full = predictions(test, out, data_dir, digits=None) if full is None else full
-    return seed_records(test, out, full) if out.get("seed_runs") else full
 
 
 def seed_run_records(ids, out: dict) -> list[dict]:

@@ -32,5 +32,5 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
            "profile": profile, "capability": EXTERNAL,
            "details": {"source": EXTERNAL, "predictions_sha256": profile["revision"]}}
     run = CardRun("negex", s.version, profile["name"], protocol, parameters={"n_resamples": n_resamples})
-    return dict(cell_parts(run, predictions(test, out, data_dir, digits=None), manifest, out=out),
+    return dict(cell_parts(run, predictions(test, out, data_dir), manifest, out=out),
                 parameters={"n_resamples": n_resamples})

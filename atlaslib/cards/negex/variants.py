@@ -65,7 +65,8 @@ def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataF
     :func:`.cells.scored_records`: a row over training seeds as its mean over seeds, each seed's metrics and unit
     counts in its ``extra.seed_runs``). None for a run that did not happen or reads no text (a constant
     baseline)."""
-    from .cells import predictions, scored_records, seed_run_records
+    from .cells import predictions, rounded, scored_records, seed_run_records
+    from .runs import option_prompts
 
     cell = card_run.cell
     if out is None or cell.get("status") != "ok" or not getattr(out.get("adapter"), "reads_text", True):
@@ -87,24 +88,18 @@ def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataF
     for spec, frame, prompts, options, n_applicable in jobs:
         with results.Timer() as timer:
             res = out["predict"](frame, prompts=prompts, options=options) if options_run else out["predict"](frame)
-            full = predictions(frame, res, data_dir, digits=None)  # scores at full precision, as the run's own read them
+            full = predictions(frame, {**res, "adapter": out.get("adapter")}, data_dir)  # as the run's own
             seeded = len(res.get("seed_runs") or []) > 1   # a row over training seeds: every seed's model, as its row
             metrics = card_run.score(scored_records(frame, res, full) if seeded else full, n_resamples=n_resamples)
             for r in (res["seed_runs"] if seeded else []):
                 r.update({k: card_run.seed_scores[r["seed"]][k] for k in ("metrics", "unit_counts")})
-            recs = predictions(frame, {**res, "adapter": out.get("adapter")}, data_dir)
-        if prompts is not None:
-            inputs = prompts
-        elif options_run:
-            inputs = [OPTION_PROMPT.format(sentence=s, concept=c) for s, c in zip(frame["sentence"], frame["concept"])]
-        else:
-            inputs = frame["text"].tolist()
+        inputs = prompts or (option_prompts(frame) if options_run else frame["text"].tolist())
         details = res.get("details") or {}
         extra = ({"options": details["options"], "option_token_ids": details.get("option_token_ids")}
                  if "options" in details else {})
         if len(res.get("seed_runs") or []) > 1:
             extra["seed_runs"] = seed_run_records(frame["item_id"], res)
-        made.append(card_run.variant(spec, metrics=metrics, predictions=recs, inputs_digest=inputs_sha256(inputs),
+        made.append(card_run.variant(spec, metrics=metrics, predictions=rounded(full), inputs_digest=inputs_sha256(inputs),
                                      n_items=len(test), n_applicable=n_applicable, timing=timer.timing, extra=extra,
                                      scored=full))
     card_run.write_variants()
