@@ -654,8 +654,11 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
     stage.mkdir()
     tmp_cell = stage / res_out.name
     try:
-        cell = rescored_cell(old, key, tmp_cell)
-        variant_cells = rescored_variants(cell, variants, tmp_cell)
+        try:
+            cell = rescored_cell(old, key, tmp_cell)
+            variant_cells = rescored_variants(cell, variants, tmp_cell)
+        except Exception:  # scoring code that cannot score the stored cell: the run executes and names the error
+            return None
         for c in tagged:
             outputs = render_from_cell(c, cell, variant_cells)
             if outputs is None:

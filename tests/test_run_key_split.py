@@ -226,14 +226,22 @@ def _rounded(out):
     record_path(out.notebook).write_text(sha256_file(out.result) + "\n")
 
 
-@pytest.mark.parametrize("tag, rounded", [("remove-input", False), (runner.FROM_CELL_TAG, True)])
+def _raising(*a, **k):
+    raise KeyError("a field the new counting reads")
+
+
+@pytest.mark.parametrize("tag, spoil", [("remove-input", None), (runner.FROM_CELL_TAG, "rounded"),
+                                        (runner.FROM_CELL_TAG, "raises")])
 def test_a_run_its_page_or_predictions_cannot_rescore_executes_again(toy_registered, tmp_path, monkeypatch, tag,
-                                                                     rounded):
-    """A notebook tagging no cell from-cell, or a cell whose stored scores are not the ones it scored."""
+                                                                     spoil):
+    """A notebook tagging no cell from-cell, a cell whose stored scores are not the ones it scored, or scoring
+    code that cannot score the stored cell (the executed run names the error)."""
     req, dirs = _toy_book(tmp_path, monkeypatch, tag)
     executed = runner.run(req, **dirs)
-    if rounded:
+    if spoil == "rounded":
         _rounded(executed)
+    if spoil == "raises":
+        monkeypatch.setattr(runner, "rescored_cell", _raising)
     _stale(executed)
     _no_kernel(monkeypatch)
     with pytest.raises(runner.RunFailed, match="a kernel was started"):
