@@ -105,7 +105,7 @@ class TaskFamily:
         self.counter, self.answer, self.abstain = counter, answer, abstain
         self.groups, self.no_score = dict(groups or {}), no_score
         self.prompt, self.options = prompt, tuple(options)
-        self._predictors: dict = {}   # (version, model, protocol) -> the last run's predictor (variant runs)
+        self._last: tuple = (None, None)   # ((version, model, protocol), predictor) of the last run: its variants
 
     # -- protocol dispatch ------------------------------------------------------------------------------------
     def predict(self, items, manifest, model: str, protocol: str, *, data_dir=None, load=None, **options):
@@ -134,7 +134,7 @@ class TaskFamily:
         else:
             runs = [b for b, ps in self.card.baselines.items() if protocol in ps]
             raise NotRun(f"card {self.card.name} runs only {', '.join(runs) or 'no baseline'} under {protocol}")
-        self._predictors[(manifest.version, model, protocol)] = predictor
+        self._last = ((manifest.version, model, protocol), predictor)   # only the last: a model is not kept longer
         return self._records(test, predictor(test))
 
     def _records(self, test, answers):
@@ -260,16 +260,16 @@ class TaskFamily:
 
     # -- variants ----------------------------------------------------------------------------------------------
     def variants(self, card_run, items, manifest) -> list[dict]:
-        """The variant cells of ``card_run`` (finished): each declared perturbation applied to the test items'
-        ``text`` column (the items it applies to, sampled as it declares), re-predicted by the run's own
-        predictor (nothing trained again), scored as the run is (:meth:`CardRun.score`) and made by
-        :meth:`CardRun.variant`."""
+        """The variant cells of ``card_run`` (finished, the family's last run; none for another): each declared
+        perturbation applied to the test items' ``text`` column (the items it applies to, sampled as it declares),
+        re-predicted by the run's own predictor (nothing trained again), scored as the run is
+        (:meth:`CardRun.score`) and made by :meth:`CardRun.variant`."""
         from ..variants import NOT_APPLICABLE, inputs_sha256, sample
         from .run import CardRun
 
         s = card_run.spec
-        predictor = self._predictors.get((s.version, s.model, s.protocol))
-        if predictor is None or card_run.cell is None or card_run.cell.get("status") != "ok":
+        key, predictor = self._last
+        if key != (s.version, s.model, s.protocol) or card_run.cell is None or card_run.cell.get("status") != "ok":
             return []
         test = items.set_index("item_id").loc[manifest.test]
         out = []
