@@ -34,7 +34,7 @@ Nothing here knows a card: the counts, the formula and the item multiplicities c
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -58,20 +58,6 @@ def seed_multiplicities(n_seeds: int, n_resamples: int = DEFAULT_RESAMPLES, seed
     out = np.zeros((n_resamples, n_seeds), dtype=np.int64)
     np.add.at(out, (np.repeat(np.arange(n_resamples), n_seeds), draws.ravel()), 1)
     return out
-
-
-def per_seed_values(counts, mult: np.ndarray, metric: Callable) -> tuple[np.ndarray, np.ndarray]:
-    """``(points (S,), V (B, S))`` from per-seed per-unit counts ``(S, U, k)`` and item multiplicities
-    ``(B, U)``: ``points[s] = metric(counts[s].sum(0))`` and ``V[b, s] = metric(mult[b] @ counts[s])``."""
-    c = np.asarray(counts)
-    m = np.asarray(mult)
-    if c.ndim != 3:
-        raise SeedError(f"per_seed_values: counts must be seeds × units × k, got shape {c.shape}")
-    if m.ndim != 2 or m.shape[1] != c.shape[1]:
-        raise SeedError(f"per_seed_values: multiplicities {m.shape} do not fit counts over {c.shape[1]} units")
-    points = np.array([float(metric(c[s].sum(0))) for s in range(c.shape[0])])
-    values = np.stack([np.asarray(metric(m @ c[s]), dtype=float) for s in range(c.shape[0])], axis=1)
-    return points, values
 
 
 def _weighted_mean(w: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -116,13 +102,6 @@ def two_level(points: Sequence[float], values: np.ndarray, *, seeds: Sequence | 
             "var_seeds": _num(vs), "var_items": _num(vi),
             "share_seeds": _num(vs / tot) if tot > 0 else None, "share_items": _num(vi / tot) if tot > 0 else None,
             "resampled": both}
-
-
-def two_level_from_counts(counts, mult: np.ndarray, metric: Callable, **kw) -> dict:
-    """:func:`two_level` of ``metric`` on per-seed per-unit counts ``(S, U, k)`` under item multiplicities
-    ``(B, U)`` (the card's resampling)."""
-    points, values = per_seed_values(counts, mult, metric)
-    return two_level(points, values, **kw)
 
 
 INTERVAL = ("two-level bootstrap: seeds drawn with replacement and test units by the card's declared "
@@ -255,14 +234,6 @@ def paired_difference(values_a: np.ndarray, values_b: np.ndarray, *, seed: int =
              - _weighted_mean(seed_multiplicities(vb.shape[1], vb.shape[0], seed + 1), vb))
     lo, hi = percentile_ci(d, level)
     return {"ci_low": _num(lo), "ci_high": _num(hi), "sd": _num(np.nanstd(d)), "resampled": d}
-
-
-def mean_correct(correct_by_seed) -> np.ndarray:
-    """Per-item share of seeds whose model is right: ``(S, n)`` booleans → ``(n,)`` floats in [0, 1]."""
-    c = np.asarray(correct_by_seed, dtype=float)
-    if c.ndim == 1:
-        return c
-    return c.mean(0)
 
 
 def almost_stochastic_order(scores_a: Sequence[float], scores_b: Sequence[float], *, seed: int = DEFAULT_SEED,

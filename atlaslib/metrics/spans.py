@@ -190,24 +190,6 @@ def undefined_reasons(totals: np.ndarray, types: Sequence[str]) -> dict:
     return out
 
 
-def span_scores(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
-                types: Sequence[str] | None = None) -> dict:
-    """Point estimates: ``{precision, recall, f1, macro_f1, per_type: {t: {precision, recall, f1,
-    support, undefined}}, undefined}`` pooled over all items; NaN where undefined, its reason under
-    ``undefined`` (``{name: reason}``, empty when all are defined)."""
-    counts, types = span_counts(gold, pred, types)
-    total = counts.sum(0)
-    s = scores_from_totals(total)
-    why = undefined_reasons(total, types)
-    per_type = {t: {"precision": float(s["type_precision"][k]), "recall": float(s["type_recall"][k]),
-                    "f1": float(s["type_f1"][k]), "support": int(s["type_support"][k]),
-                    "undefined": why["per_type"][t]}
-                for k, t in enumerate(types)}
-    return {"precision": float(s["precision"]), "recall": float(s["recall"]), "f1": float(s["f1"]),
-            "macro_f1": float(s["macro_f1"]), "per_type": per_type,
-            "undefined": {k: v for k, v in why.items() if k != "per_type"}}
-
-
 def _entry(value, resamples, level: float, reason: str | None) -> dict:
     """``{value, ci_low, ci_high}`` of one metric; an undefined value (NaN) has no interval and says why."""
     if reason:

@@ -25,12 +25,22 @@ def item_mult(n_units, n_resamples=400, seed=3):
     return np.stack([np.bincount(r, minlength=n_units) for r in idx])
 
 
+def two_level_from_counts(counts, mult, metric, **kw) -> dict:
+    """:func:`atlaslib.metrics.seeds.two_level` of ``metric`` on per-seed per-unit counts ``(S, U, k)`` under item
+    multiplicities ``(B, U)``: per seed its point ``metric(counts[s].sum(0))`` and resamples
+    ``metric(mult @ counts[s])``."""
+    c, m = np.asarray(counts), np.asarray(mult)
+    points = np.array([float(metric(c[s].sum(0))) for s in range(c.shape[0])])
+    values = np.stack([np.asarray(metric(m @ c[s]), dtype=float) for s in range(c.shape[0])], axis=1)
+    return seeds.two_level(points, values, **kw)
+
+
 def test_zero_seed_variance_gives_the_item_interval():
     rng = np.random.default_rng(0)
     correct = rng.random(60) < 0.7
     counts = np.stack([unit_counts(correct)] * 5)               # five seeds, identical models
     mult = item_mult(60)
-    out = seeds.two_level_from_counts(counts, mult, accuracy, seeds=[1, 2, 3, 4, 5])
+    out = two_level_from_counts(counts, mult, accuracy, seeds=[1, 2, 3, 4, 5])
     # the item interval of one model, computed directly on resampled items
     idx_values = [np.mean(np.repeat(correct, m)) for m in mult]
     lo, hi = bootstrap.percentile_ci(idx_values)
@@ -48,7 +58,7 @@ def test_zero_item_variance_gives_the_seed_percentile_interval():
     counts = np.stack([np.tile([[round(a * 20), 20]], (10, 1)) for a in acc])
     mult = item_mult(10)
     wmult = seeds.seed_multiplicities(5, mult.shape[0], seed=11)
-    out = seeds.two_level_from_counts(counts, mult, accuracy, seed_mult=wmult)
+    out = two_level_from_counts(counts, mult, accuracy, seed_mult=wmult)
     # the seed bootstrap of the mean, by hand: seeds drawn as wmult says, items untouched
     means = [np.mean(np.repeat(acc, w)) for w in wmult]
     lo, hi = np.quantile(means, [0.025, 0.975])
@@ -72,7 +82,7 @@ def test_both_levels_widen_the_interval_and_split_the_variance():
     flips = [rng.random(80) < 0.15 for _ in range(5)]
     counts = np.stack([unit_counts(base ^ f) for f in flips])
     mult = item_mult(80)
-    out = seeds.two_level_from_counts(counts, mult, accuracy)
+    out = two_level_from_counts(counts, mult, accuracy)
     one = out["per_seed"][0]
     assert out["ci_high"] - out["ci_low"] > 0
     assert 0 < out["share_seeds"] < 1 and out["share_seeds"] + out["share_items"] == pytest.approx(1)
@@ -107,11 +117,6 @@ def test_almost_stochastic_order_on_clearly_ordered_and_equal_rows():
     assert worse["eps_min"] > 0.5 and not worse["a_better"]
     with pytest.raises(seeds.SeedError, match="at least two scores"):
         seeds.almost_stochastic_order([0.8], b)
-
-
-def test_mean_correct_averages_over_seeds():
-    c = np.array([[1, 0, 1], [1, 1, 0], [1, 0, 0], [0, 0, 1], [1, 0, 1]], dtype=bool)
-    assert seeds.mean_correct(c).tolist() == pytest.approx([0.8, 0.2, 0.6])
 
 
 def test_seeded_metrics_mean_interval_and_a_seed_with_an_undefined_metric():

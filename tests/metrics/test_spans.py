@@ -14,6 +14,24 @@ from seqeval.scheme import IOB2
 from atlaslib.metrics import classification, spans
 from atlaslib.metrics.bootstrap import cluster_indices
 
+
+def span_scores(gold, pred, types=None) -> dict:
+    """The library's span scoring on all items, by its parts (:func:`atlaslib.metrics.spans.span_counts`,
+    ``scores_from_totals``, ``undefined_reasons``): ``{precision, recall, f1, macro_f1, per_type: {t: {precision,
+    recall, f1, support, undefined}}, undefined}``; NaN where undefined, its reason under ``undefined``."""
+    counts, types = spans.span_counts(gold, pred, types)
+    total = counts.sum(0)
+    s = spans.scores_from_totals(total)
+    why = spans.undefined_reasons(total, types)
+    per_type = {t: {"precision": float(s["type_precision"][k]), "recall": float(s["type_recall"][k]),
+                    "f1": float(s["type_f1"][k]), "support": int(s["type_support"][k]),
+                    "undefined": why["per_type"][t]}
+                for k, t in enumerate(types)}
+    return {"precision": float(s["precision"]), "recall": float(s["recall"]), "f1": float(s["f1"]),
+            "macro_f1": float(s["macro_f1"]), "per_type": per_type,
+            "undefined": {k: v for k, v in why.items() if k != "per_type"}}
+
+
 TYPES = ["problem", "treatment", "test"]
 ALL_TAGS = ["O"] + [f"{p}-{t}" for t in TYPES for p in "BI"]
 
@@ -54,7 +72,7 @@ def test_hand_computed_example():
     pred = [["B-problem", "I-problem", "O", "B-problem"], ["B-treatment", "B-test"]]
     # gold: P(0,1) T(3,3) | Tr(0,0); pred: P(0,1) P(3,3) | Tr(0,0) T(1,1)
     # TP=2 (P(0,1), Tr(0,0)); FP=2 (P(3,3), T(1,1)); FN=1 (T(3,3))
-    s = spans.span_scores(gold, pred, TYPES)
+    s = span_scores(gold, pred, TYPES)
     assert s["precision"] == pytest.approx(2 / 4)
     assert s["recall"] == pytest.approx(2 / 3)
     assert s["f1"] == pytest.approx(2 * 2 / (2 * 2 + 2 + 1))
@@ -83,7 +101,7 @@ def sklearn_reference(gold, pred, types=TYPES):
 def test_undefined_is_nan_with_its_reason_when_nothing_is_predicted():
     gold = [["B-problem", "O"], ["O", "B-test"]]
     pred = [["O", "O"], ["O", "O"]]
-    s = spans.span_scores(gold, pred, TYPES)
+    s = span_scores(gold, pred, TYPES)
     # no mention predicted: precision has no value; recall and F1 have a denominator (2 gold mentions): 0
     assert np.isnan(s["precision"]) and (s["recall"], s["f1"]) == (0.0, 0.0)
     assert s["undefined"]["precision"] == "undefined: no mention predicted"
@@ -106,18 +124,18 @@ def test_undefined_is_nan_with_its_reason_when_nothing_is_predicted():
     assert np.isnan(s["macro_f1"])
     assert s["undefined"]["macro_f1"] == "undefined: an entity type has no mention in gold or predictions (treatment)"
     # over the types seen, every type has an F1: the macro is defined, 0, as seqeval's
-    assert spans.span_scores(gold, pred)["macro_f1"] == 0.0 == f1_score(gold, pred, average="macro", zero_division=0)
+    assert span_scores(gold, pred)["macro_f1"] == 0.0 == f1_score(gold, pred, average="macro", zero_division=0)
 
 
 def test_nothing_in_gold_or_predictions_leaves_every_metric_undefined():
     gold = pred = [["O", "O"]]
-    s = spans.span_scores(gold, pred, TYPES)
+    s = span_scores(gold, pred, TYPES)
     assert all(np.isnan(s[k]) for k in ("precision", "recall", "f1", "macro_f1"))
     assert s["undefined"] == {"precision": "undefined: no mention predicted", "recall": "undefined: no gold mention",
                               "f1": "undefined: no mention in gold or predictions",
                               "macro_f1": "undefined: an entity type has no mention in gold or predictions "
                                           "(problem, treatment, test)"}
-    assert np.isnan(spans.span_scores(gold, pred)["macro_f1"])       # no type at all: no mean
+    assert np.isnan(span_scores(gold, pred)["macro_f1"])       # no type at all: no mean
     out = spans.span_metrics_with_ci(gold * 4, pred * 4, ["a", "a", "b", "b"], types=TYPES, n_resamples=20)
     for name in ("f1", "precision", "recall", "macro_f1"):
         assert np.isnan([out[name]["value"], out[name]["ci_low"], out[name]["ci_high"]]).all()
@@ -149,7 +167,7 @@ def test_equals_seqeval_and_sklearn_on_random_sequences_including_repair_cases(s
     rng = random.Random(seed)
     gold = random_sequences(rng, n, ill_formed=True)
     pred = perturb(rng, gold)
-    s = spans.span_scores(gold, pred, TYPES)
+    s = span_scores(gold, pred, TYPES)
     # seqeval writes 0 or 1 (zero_division) where a metric is undefined: undefined exactly where the two differ
     for name, fn in (("precision", precision_score), ("recall", recall_score), ("f1", f1_score)):
         a, b = fn(gold, pred, zero_division=0), fn(gold, pred, zero_division=1)
@@ -174,7 +192,7 @@ def test_equals_seqeval_and_sklearn_on_random_sequences_including_repair_cases(s
     np.testing.assert_allclose(s["macro_f1"], np.mean(f))
     if all(t in rep0 for t in TYPES):
         assert s["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro", zero_division=0))
-    assert spans.span_scores(gold, pred)["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro",
+    assert span_scores(gold, pred)["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro",
                                                                                 zero_division=0))
 
 
@@ -183,15 +201,15 @@ def test_macro_over_declared_types_is_undefined_when_one_type_is_absent():
     # none, as the binary cards' macro F1 has none with a class absent from gold and predictions
     gold = [["B-problem", "O"]]
     pred = [["B-problem", "B-problem"]]
-    s = spans.span_scores(gold, pred, TYPES)
+    s = span_scores(gold, pred, TYPES)
     assert np.isnan(s["macro_f1"]) and s["undefined"]["macro_f1"].endswith("(treatment, test)")
     assert np.isnan(classification.from_confusion(tp=0, fp=0, tn=3, fn=0)["macro_f1"])   # class 1 absent
     # scikit-learn's macro with zero_division=np.nan would average the defined types only; the atlas does not
     (_, _, f, _), _ = sklearn_reference(gold, pred)
     assert np.nanmean(f) == pytest.approx(2 / 3) and np.isnan(np.mean(f))
     # over the types seen (the default), problem is the only type: macro = its F1, as seqeval's
-    assert spans.span_scores(gold, pred)["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro"))
-    assert spans.span_scores(gold, pred)["macro_f1"] == pytest.approx(2 / 3)
+    assert span_scores(gold, pred)["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro"))
+    assert span_scores(gold, pred)["macro_f1"] == pytest.approx(2 / 3)
 
 
 def test_mentions_match_seqeval_chunker_and_repair_cases():
@@ -217,7 +235,7 @@ def test_repair_gives_valid_iob2_with_same_mentions(seed):
         assert spans.mentions(r) == spans.mentions(s)
     # after repair, seqeval's strict IOB2 mode (which rejects I-X after O) scores the same as conlleval mode
     assert f1_score(rg, rp, mode="strict", scheme=IOB2) == pytest.approx(f1_score(gold, pred))
-    assert spans.span_scores(rg, rp)["f1"] == pytest.approx(f1_score(gold, pred))
+    assert span_scores(rg, rp)["f1"] == pytest.approx(f1_score(gold, pred))
 
 
 def test_tags_from_mentions_roundtrip_and_errors():
@@ -270,7 +288,7 @@ def test_bootstrap_values_equal_seqeval_on_each_resample():
         vals = out["resamples"][name]
         lo, hi = np.percentile(vals[np.isfinite(vals)], [2.5, 97.5])
         assert (e["ci_low"], e["ci_high"]) == pytest.approx((lo, hi))
-        assert e["value"] == pytest.approx(spans.span_scores(gold, pred, TYPES)[name])
+        assert e["value"] == pytest.approx(span_scores(gold, pred, TYPES)[name])
     # same seed, same interval
     again = spans.span_metrics_with_ci(gold, pred, groups, types=TYPES, n_resamples=50, seed=3)
     assert again["f1"] == out["f1"]
