@@ -113,3 +113,20 @@ def test_a_probe_run_loads_once_through_its_card_run(corpus, tmp_path):
                                               leakage=leakage))
     assert cell["spec"]["profile"] == card_run.loaded.profile and cell["spec"]["capability"] == "embed.text.tokens"
     assert cell["extra"]["gold_cut_leakage"]["with_gold_cuts"]["unit_counts"]["ids"] == list(m.test)
+
+
+def test_a_run_decided_not_to_happen_keeps_its_decisions_profile(corpus, manifest, monkeypatch):
+    """Weights absent (offline): the run's CardRun decides it cannot happen; the contract's predict raises
+    NotRun inside ``attempt`` and the not-run cell carries the decision's profile and, by the card's one rule,
+    its overlap mark (the model was trained on MACCROBAT)."""
+    from atlaslib.cards.run import CardRun
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model = "d4data/biomedical-ner-all"
+    card_run = CardRun("maccrobat", manifest.version, model, "zero_shot", parameters={"n_resamples": 20})
+    records = None
+    with card_run.attempt(show=lambda text: None):
+        records = mc.predict(corpus.items, manifest, model, "zero_shot", load=card_run.load)
+    cell = card_run.finish(**mc.cell_parts(card_run, records, manifest))
+    assert records is None and cell["status"] == "not_run" and cell["reason"].startswith("weights unavailable")
+    assert cell["spec"]["profile"] == card_run.decision["profile"] and cell["overlap"] == ["maccrobat"]
