@@ -272,8 +272,8 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
     else:
         if kwargs["data_dir"] is None and os.environ.get("ATLAS_DATA_DIR"):
             kwargs["data_dir"] = os.environ["ATLAS_DATA_DIR"]  # workers elsewhere may lack the variable
-        # Runs whose outputs are current are served here, from the cache, without a cluster: a build with
-        # nothing changed starts no worker at all.
+        # Runs whose outputs are current are served here, from the cache, without a cluster, and those whose
+        # predictions are re-scored here without a kernel: a build with nothing to execute starts no worker at all.
         served = {} if (force or task is not None) else _serve_cached(reqs, kwargs, log)
         todo = [r for i, r in enumerate(reqs) if i not in served]
         done, failed = {}, {}
@@ -287,7 +287,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
                                     prepare=None if force else (prepare or prepare_part))
             done, failed = dict(zip(todo, outs)), {f.request: f for f in fails}
         else:
-            log(f"dask: all {len(reqs)} run(s) are current; no cluster needed")
+            log(f"dask: all {len(reqs)} run(s) are current or re-scored; no cluster needed")
         outcomes = [served[i] if i in served else done[r] for i, r in enumerate(reqs)]
         failures = [failed[r] for r in reqs if r in failed]
     report = MatrixReport(outcomes=outcomes, failures=failures, seconds=time.perf_counter() - start)
@@ -328,12 +328,15 @@ def _run_serial(reqs, kwargs, task, log, expected=None, record=None):
 
 
 def _serve_cached(reqs, kwargs, log) -> dict:
-    """{index: outcome} for the requests whose stored outputs carry their current cache key."""
+    """{index: outcome} for the requests whose stored outputs carry their current cache key, and those whose stored
+    cell carries their prediction key and can be re-scored here without a kernel (:func:`atlaslib.runner.rescore`)."""
     served = {}
     for i, req in enumerate(reqs):
+        key = None
         try:
             text = (runner.REPO / runner.get_card(req.card).notebook).read_text(encoding="utf-8")
-            current = runner.is_current(req, runner.run_key(req, text), kwargs["results_dir"], kwargs["runs_dir"])
+            key = runner.run_key(req, text)
+            current = runner.is_current(req, key, kwargs["results_dir"], kwargs["runs_dir"])
         except OSError:
             current = False  # let the run itself report the problem
         if current:
@@ -341,7 +344,27 @@ def _serve_cached(reqs, kwargs, log) -> dict:
             if kind == "done":
                 served[i] = payload
                 log(_status_line(len(served), len(reqs), payload))
+        elif key is not None and _same_predictions(req, key, kwargs):
+            try:  # re-scored here, or left to the cluster (None: it needs a kernel)
+                out = runner.run(req, **{**kwargs, "execute": False})
+            except Exception:  # the run on the cluster reports it
+                out = None
+            if out is not None:
+                served[i] = out
+                log(_status_line(len(served), len(reqs), out))
     return served
+
+
+def _same_predictions(req, key: str, kwargs) -> bool:
+    """Whether the stored cell of ``req`` carries the prediction key of ``key`` (its run may be re-scored)."""
+    from .results import read_cell
+
+    try:
+        _, res = runner.output_paths(req, kwargs["results_dir"], kwargs["runs_dir"])
+        stored = runner.split_key(read_cell(res).get("run_key"))
+    except Exception:
+        return False
+    return stored[1] is not None and stored[0] == runner.split_key(key)[0]
 
 
 def _scheduler_source(from_env: bool) -> str:

@@ -534,14 +534,15 @@ def _write_stub(request: RunRequest, decision: dict, key: str, nb_out: Path, res
 def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results",
         runs_dir: str | os.PathLike = REPO / "book" / "runs", data_dir: str | os.PathLike | None = None,
         failed_dir: str | os.PathLike = REPO / "_build" / "failed", force: bool = False,
-        kernel_name: str = "python3", timeout: int | None = 3600) -> RunOutcome:
+        kernel_name: str = "python3", timeout: int | None = 3600, execute: bool = True) -> RunOutcome | None:
     """Run one notebook (or reuse its current outputs); raise :class:`RunFailed` when it fails.
 
     The run is decided once, here, before any kernel (:func:`decide`: the profile resolved, the capability
     chosen): a run that cannot happen writes its not-run cell and a stub notebook without a kernel (status
     "ran", ``extra["preflight"]`` True); a run that can gets the decision as its notebook parameter
     ``decision``. An invalid request raises ValueError / KeyError before anything is written; an output
-    folder that cannot be written raises :class:`OutputError`."""
+    folder that cannot be written raises :class:`OutputError`. ``execute=False``: only what needs no kernel nor
+    stub, a run served from the cache or re-scored (:func:`rescore`); None, with nothing written, for any other."""
     request = resolve_request(request)
     card = check_request(request)
     decision = decide(request)
@@ -580,6 +581,8 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
             if note:
                 rescored.extra["note"] = note
             return rescored
+        if not execute:
+            return None
         if not decision["run"]:
             _write_stub(request, decision, key, nb_out, res_out, work)
             made = []
