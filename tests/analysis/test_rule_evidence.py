@@ -8,12 +8,33 @@ import json
 
 import pytest
 
-from atlaslib.analysis.triggers import check_evidence, trigger_tables
+from atlaslib.analysis.triggers import trigger_tables
 from atlaslib.cards import negex
 from atlaslib.models import load_adapter
 from atlaslib.models.rules import split_marked
 
 from .cells import negex_cell
+
+
+def check_evidence(cell: dict, sentences: dict) -> list[str]:
+    """Problems with a cell's evidence: for every record with a trigger, its span must lie inside the item's
+    sentence (``sentences``: item_id -> the unmarked sentence the rules saw, the card's ``sentence``) and
+    ``sentence[start:end]`` must equal the trigger text. Returns one line per problem (empty = all good)."""
+    out = []
+    for r in cell.get("predictions") or []:
+        e = r.get("evidence")
+        if not e:
+            continue
+        text = sentences.get(r["item_id"])
+        if text is None:
+            out.append(f"{r['item_id']}: no sentence for this item")
+            continue
+        a, b = e["span"]
+        if not (0 <= a < b <= len(text)):
+            out.append(f"{r['item_id']}: span {a}-{b} outside the sentence (length {len(text)})")
+        elif text[a:b] != e["trigger"]:
+            out.append(f"{r['item_id']}: sentence[{a}:{b}] = {text[a:b]!r}, trigger {e['trigger']!r}")
+    return out
 
 
 @pytest.fixture(scope="module")
