@@ -4,9 +4,10 @@ Modules: :mod:`.card` (``CARD`` and the card's constants, as data), :mod:`.data`
 and marking sentences, items, audit), :mod:`.splitting` (the sentence-disjoint split versions),
 :mod:`.runs` (one run per model and protocol), :mod:`.cells` (the result cell: predictions with slice
 fields and rule evidence), :mod:`.reproduction` (GenNegEx 1.2's published figures reproduced),
-:mod:`.errors` (error tables), :mod:`.perturbations` and :mod:`.variants` (the
-card's perturbations and prompt set: variant runs), :mod:`.contract` (the contract functions: the notebook's path) and :mod:`.outside`
-(outside systems: the split they see, their answers scored). Every name is re-exported here.
+:mod:`.errors` (error tables), :mod:`.perturbations` and :mod:`.variants` (the card's perturbations and prompt
+set: variant runs), :mod:`.contract` (the contract functions: the notebook's path), :mod:`.counting` (the scoring,
+the counts and the card's task family) and :mod:`.outside` (outside systems: the split they see, their answers
+scored). Every name is re-exported here.
 """
 from .card import (SLICES, ANNOTATIONS, ASSERTION_TO_DECISION, CARD, FINETUNE_RECIPE, GENNEGEX, ITEMS_EXPECTED,  # noqa: F401
                    KIT_URL_BASE, LABELS, MARK, METRIC_BASES, NO_SCORE_REASON, OPTION_PROMPT, OPTIONS, POSITIVE,

@@ -77,7 +77,8 @@ def predictions(test: pd.DataFrame, out: dict, data_dir=None) -> list[dict]:
     slices = item_slices(test, data_dir=data_dir)
     rows = []
     for i, (iid, gold, pred) in enumerate(zip(test["item_id"], test["decision"], out["pred"])):
-        row = {"item_id": iid, "gold": gold, "pred": LABELS[int(pred)], "score": None if scores is None else float(scores[i])}
+        row = {"item_id": iid, "gold": gold, "pred": LABELS[int(pred)],
+               "score": None if scores is None else float(scores[i])}
         if native is not None:
             row["native"] = native[i]
         row.update(slices[i])
@@ -100,8 +101,8 @@ def scored_records(test: pd.DataFrame, out: dict, full: list[dict] | None = None
     full = predictions(test, out, data_dir) if full is None else full
     if not out.get("seed_runs"):
         return full
-    return {r["seed"]: [dict(row, pred=LABELS[int(p)], score=float(sc)) for row, p, sc in zip(full, r["pred"], r["score"])]
-            for r in out["seed_runs"]}
+    return {r["seed"]: [dict(row, pred=LABELS[int(p)], score=float(sc))
+                        for row, p, sc in zip(full, r["pred"], r["score"])] for r in out["seed_runs"]}
 
 
 def seed_run_records(ids, out: dict) -> list[dict]:

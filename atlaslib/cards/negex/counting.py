@@ -1,7 +1,8 @@
 """How a NegEx run's predictions become numbers (the card's :class:`~atlaslib.metrics.engine.Scoring`, as
-data; the card's task family, :data:`FAMILY`) and :func:`counts`, the per-item counts the engine reads: one unit per test item, the confusion
-columns ``tp, fp, tn, fn`` (one of them 1) and ``positive`` (gold negated), grouped by gold decision (the
-declared stratified resampling) and by sentence (the sentence-cluster resampling beside it)."""
+data) and :func:`counts`, the per-item counts the engine reads: one unit per test item, the confusion columns
+``tp, fp, tn, fn`` (one of them 1) and ``positive`` (gold negated), grouped by gold decision (the declared
+stratified resampling) and by sentence (the sentence-cluster resampling beside it); and the card as a card of its
+task family (:data:`FAMILY`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -70,7 +71,6 @@ def counts(cell: dict) -> UnitCounts:
         undefined["roc_auc"] = NO_SCORE_REASON   # the card's reason, on every path that scores these counts
     return UnitCounts([r["item_id"] for r in recs], COLUMNS, c, groups,
                       None if scores is None else np.asarray(scores, dtype=float), undefined)
-
 
 
 #: NegEx as a card of the binary-items family: the family's cell parts (scored by the run) and outside split, the

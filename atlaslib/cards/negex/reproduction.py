@@ -35,10 +35,10 @@ def rows_for_reproduction(rows: pd.DataFrame) -> pd.DataFrame:
 @side
 def reproduction(adapter, rows: pd.DataFrame, items: pd.DataFrame, known: dict | None = None) -> pd.DataFrame:
     """Confusion counts (the card's per-item counts, :func:`.counting.counts`, summed) and rates (the engine's
-    formulas, :func:`atlaslib.metrics.classification.from_confusion`) of an assertion system on all 2,365 items and
-    on all 2,376 rows, beside GenNegEx 1.2's published figures on the whole kit (negated = positive). Each
-    marked item is predicted once: ``known`` (item_id -> 0/1, e.g. the run's own test predictions) is reused, the 2,365 items are
-    the found rows of the 2,376, and a missing concept counts as affirmed."""
+    formulas, :func:`atlaslib.metrics.classification.from_confusion`) of an assertion system on all 2,365 items
+    and on all 2,376 rows, beside GenNegEx 1.2's published figures on the whole kit (negated = positive). Each
+    marked item is predicted once: ``known`` (item_id -> 0/1, e.g. the run's own test predictions) is reused,
+    the 2,365 items are the found rows of the 2,376, and a missing concept counts as affirmed."""
     from ...metrics.classification import from_confusion
     from .. import record
     from .card import LABELS
