@@ -100,8 +100,8 @@ def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataF
         if seeded:
             extra["seed_runs"] = seed_run_records(frame["item_id"], res)
         made.append(card_run.variant(spec, metrics=metrics, predictions=rounded(full),
-                                     inputs_digest=inputs_sha256(inputs), n_items=len(test), n_applicable=n_applicable, timing=timer.timing, extra=extra,
-                                     scored=full))
+                                     inputs_digest=inputs_sha256(inputs), n_items=len(test),
+                                     n_applicable=n_applicable, timing=timer.timing, extra=extra, scored=full))
     card_run.write_variants()
     return made
 
