@@ -225,7 +225,7 @@ class Card:
     baselines: dict = field(default_factory=dict)   # card baseline (not a registry profile) -> its protocols
     capabilities: dict = field(default_factory=dict)  # protocol -> capabilities a model needs (first present used)
     adapter_options: dict = field(default_factory=dict)  # protocol -> load_adapter options (cards.deciding.load)
-    baseline_weights: dict = field(default_factory=dict)  # baseline -> registry profile whose weights it runs on
+    baseline_weights: dict = field(default_factory=dict)  # baseline -> (registry profile, capability) it runs on
     parameter_gates: tuple = ()                     # runs that need a notebook parameter set (see ParameterGate)
     analysis: Analysis = field(default_factory=Analysis)  # how "where models fail" reads its cells
     # what an outside system answers with (atlas export / atlas score / atlaslib.evaluate): "label" (one label

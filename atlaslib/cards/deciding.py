@@ -69,7 +69,7 @@ def decide(card, version: str, model: str, protocol: str, params: dict | None = 
     if model in baselines:
         if model in card.baseline_weights:
             try:
-                check_weights(get_profile(card.baseline_weights[model]))
+                check_weights(get_profile(card.baseline_weights[model][0]))
             except WeightsUnavailable as exc:
                 return blocked(exc.short)
         return decision
@@ -150,6 +150,13 @@ def load(card, model: str, protocol: str, decision: dict, *, data_dir=None, **op
         exc.decision = decision  # its profile stays known to the not-run cell (e.g. its overlap marker)
         raise exc
     capability = decision.get("capability")
+    if decision.get("baseline") and model in card.baseline_weights:   # a baseline on a registry model's weights
+        name, capability = card.baseline_weights[model]                  # (profile, capability), declared
+        try:
+            adapter = load_adapter(with_capabilities(get_profile(name)), capability, data_dir=data_dir, **options)
+        except WeightsUnavailable as exc:
+            raise NotRun(exc.short) from None
+        return Loaded(adapter, capability, decision.get("profile"), decision)
     if decision.get("baseline") or capability is None:
         return Loaded(None, capability, decision.get("profile"), decision)
     kwargs = {**dict(card.adapter_options.get(protocol) or {}), **options}

@@ -215,7 +215,10 @@ def test_label_probabilities_are_recorded_and_change_no_metric():
 
 def test_tiny_encoder_drives_the_similarity_predictor(tmp_path):
     enc = tiny_encoder(tmp_path)
-    pred = P.build_predictor(nn.SIMILARITY_PREDICTOR, profile=str(enc))
+    from atlaslib.models import load_adapter
+
+    pred = P.build_predictor(nn.SIMILARITY_PREDICTOR, adapter=load_adapter(str(enc), "embed.text.pooled",
+                                                                           progress=False))
     assert pred.calibration is not None and -1.0 <= pred.threshold <= 1.0
     out = pred.predict_batch(["The patient has fever."], ["The patient has no fever."])
     assert len(out) == 1 and out[0] in {"entailment", "neutral"}

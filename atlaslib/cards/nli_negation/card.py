@@ -38,7 +38,7 @@ from .corpus import (ABSTENTION, FINDINGS, LABELS, PATTERNS, VERSION, NliNegatio
 from . import exchange
 from .errors import NliNegationInputError
 from .predictors import (ALWAYS_ABSTAIN, ALWAYS_ENTAILMENT, CONTEXT_PREDICTOR, HUB_NLI_PROFILE, OFFLINE_PREDICTORS,
-                         NliAdapterPredictor, build_predictor)
+                         SIMILARITY_PROFILE, NliAdapterPredictor, build_predictor)
 
 PROTOCOL = "zero_shot"
 OPENMED_VERSION = "openmed-builtin-v1"
@@ -170,7 +170,8 @@ CARD = Card(
                "medspacy-context-nli": (PROTOCOL,), "minilm-similarity": (PROTOCOL,)},
     capabilities={PROTOCOL: ("predict.nli",)},
     adapter_options={PROTOCOL: {"progress": False, "prompt": NLI_PROMPTS}},  # a causal LM scores these
-    baseline_weights={"minilm-similarity": "all-minilm-l6-v2"},  # cosine similarity of MiniLM embeddings
+    # cosine similarity of MiniLM embeddings: the weights and the capability its run loads
+    baseline_weights={"minilm-similarity": (SIMILARITY_PROFILE, "embed.text.pooled")},
     prediction_format="label",
     analysis=Analysis(kind="labels", slices=SLICES, inputs=("premise", "hypothesis")),
     departures=DEPARTURES,
@@ -311,11 +312,11 @@ def predict_cases(version: str, model: str, protocol: str = PROTOCOL, *, load=No
         if model == CONTEXT_PREDICTOR:
             options.setdefault("findings", CASE_SETS[version].findings)
         baseline = model in CARD.baselines   # the card's own predictors, which it builds itself
-        loaded = (load(**({} if baseline else options)) if load is not None
-                  else deciding.load(CARD, model, protocol, deciding.decide(CARD, version, model, protocol),
-                                     **({} if baseline else options)))
+        load_options = ({"progress": False} if model in CARD.baseline_weights else {}) if baseline else options
+        loaded = (load(**load_options) if load is not None else
+                  deciding.load(CARD, model, protocol, deciding.decide(CARD, version, model, protocol), **load_options))
         try:
-            predictor = (build_predictor(model, prompt=NLI_PROMPTS, **options) if baseline
+            predictor = (build_predictor(model, adapter=loaded.adapter, **options) if baseline
                          else NliAdapterPredictor(loaded.adapter, name=model))
         except (CapabilityMissing, WeightsUnavailable) as exc:   # a baseline's own weights, found absent late
             raise NotRun(exc.short if isinstance(exc, WeightsUnavailable) else str(exc)) from None

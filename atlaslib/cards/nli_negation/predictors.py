@@ -296,17 +296,12 @@ class _Trivial:
         return self._fn(premise, hypothesis)
 
 
-def build_predictor(model: str, prompt=None, **options):
-    """The predictor for a matrix model name.
-
-    ``medspacy-context-nli``, ``minilm-similarity`` (``all-minilm-l6-v2`` through
-    ``load_adapter(..., "embed.text.pooled")``; ``threshold=`` and ``profile=`` may override),
-    ``always-entailment``, ``always-abstain``; any other name is a model for
-    ``load_adapter(name, "predict.nli")`` (registry name, local directory or hub id), whose
-    ``CapabilityMissing`` / ``WeightsUnavailable`` propagate to the caller; ``prompt`` (the card's
-    ``NLI_PROMPTS``) is what a causal LM's option scoring asks. Every returned object has ``.name`` and
-    ``.info``.
-    """
+def build_predictor(model: str, *, adapter=None, **options):
+    """The predictor of one of the card's baselines: ``medspacy-context-nli``, ``minilm-similarity`` (on
+    ``adapter``, the ``embed.text.pooled`` adapter of the weights the card declares for it, loaded by the run's
+    decision, :func:`atlaslib.cards.deciding.load`; ``threshold=`` may override), ``always-entailment``,
+    ``always-abstain``. A model is no baseline: the run loads its ``predict.nli`` adapter
+    (:class:`NliAdapterPredictor`). Every returned object has ``.name`` and ``.info``."""
     if not isinstance(model, str) or not model.strip():
         raise NliNegationInputError("parameter model must be a non-empty string")
     if model == ALWAYS_ENTAILMENT:
@@ -315,12 +310,10 @@ def build_predictor(model: str, prompt=None, **options):
         return _Trivial(model, always_abstain)
     if model == CONTEXT_PREDICTOR:
         return ContextRulePredictor(**options)
-    from atlaslib.models import load_adapter
-
     if model == SIMILARITY_PREDICTOR:
-        profile = options.pop("profile", SIMILARITY_PROFILE)
-        threshold = options.pop("threshold", None)
-        adapter = load_adapter(profile, "embed.text.pooled", progress=False, **options)
-        return EmbeddingSimilarityPredictor(adapter, threshold=threshold)
-    adapter = load_adapter(model, "predict.nli", progress=False, prompt=prompt, **options)
-    return NliAdapterPredictor(adapter, name=model)
+        if adapter is None:
+            raise NliNegationInputError(f"parameter adapter: {model} needs the embed.text.pooled adapter of its "
+                                        "weights (loaded by the run's decision)")
+        return EmbeddingSimilarityPredictor(adapter, threshold=options.pop("threshold", None))
+    raise NliNegationInputError(f"parameter model: {model!r} is not one of the card's baselines "
+                                f"({', '.join(OFFLINE_PREDICTORS)}); a model runs on its predict.nli adapter")
