@@ -5,7 +5,6 @@ folder scored by the card's own code (the official anaforatools scorer,
 (:func:`.runs.cell_parts`: scored by a :class:`~atlaslib.cards.run.CardRun`, the one engine)."""
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 #: what a prediction is, as ``atlas export`` shows it in task.json
@@ -28,12 +27,10 @@ def outside_split(version: str, split: str, data_dir=None, protocol: str | None 
     corpus = load_corpus(version, data_dir, work_dir=work)
     docs = corpus.test if split == "test" else corpus.train
     ids = [d.doc_id for d in docs]
-    split_hash = hashlib.sha256(("|".join(d.doc_id for d in corpus.train) + "#" +
-                                 "|".join(d.doc_id for d in corpus.test)).encode()).hexdigest()
     records = [{"item_id": d.doc_id} for d in docs]
     labels = [f"{t}.{p}={v}" for t, props in anafora_io.SCHEMA.items() if t in ("EVENT", "TIMEX3", "TLINK")
               for p, vals in props.items() for v in sorted(vals)]
-    return Split("tempeval", version, split, ids, records, labels, split_hash,
+    return Split("tempeval", version, split, ids, records, labels, corpus.split_hash,
                  answer="an Anafora folder <dir>/<doc>/<doc>.Temporal-Relation.system.completed.xml per document",
                  context={"corpus": corpus, "docs": docs, "work": work})
 

@@ -40,6 +40,12 @@ class Corpus:
     data_sha256: dict = field(default_factory=dict)
     source: str = ""
 
+    @property
+    def split_hash(self) -> str:
+        """The sha256 of the document split (train ids, then test ids): what the cells and ``atlas export`` give."""
+        return hashlib.sha256(("|".join(d.doc_id for d in self.train) + "#" +
+                               "|".join(d.doc_id for d in self.test)).encode()).hexdigest()
+
 
 def _text_dir(thyme_text_dir, split):
     base = Path(thyme_text_dir)
@@ -311,9 +317,7 @@ def cell_parts(card_run, result: "RunResult | None") -> dict:
              "corpus": c.source, "n_train_documents": len(c.train), "n_test_documents": len(c.test),
              "ci": {"method": "percentile bootstrap over test documents (scorer counts summed per resample)",
                     **BOOTSTRAP, "level": 0.95}}
-    split = {"hash": hashlib.sha256(("|".join(d.doc_id for d in c.train) + "#" +
-                                     "|".join(d.doc_id for d in c.test)).encode()).hexdigest(),
-             "n_train": len(c.train), "n_test": len(c.test), "train": "Train", "test": "Dev"}
+    split = {"hash": c.split_hash, "n_train": len(c.train), "n_test": len(c.test), "train": "Train", "test": "Dev"}
     seeds = {"bootstrap": BOOTSTRAP["seed"], **({"synthetic": 20150605} if not c.gated else {})}
     return dict(parts, metrics=metrics, predictions=result.predictions,
                 split=split, data_sha256=c.data_sha256, seeds=seeds, extra=extra)
