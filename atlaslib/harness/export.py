@@ -176,30 +176,3 @@ def export(fmt: str, card: str, version: str, out_dir, data_dir=None) -> dict:
     files.append(str(path))
     return {"format": fmt, "card": spec["card"], "version": version, "task": name, "n_items": len(docs),
             "manifest_sha256": spec["manifest_sha256"], "files": files}
-
-
-def card_records(run, card: str, version: str, data_dir=None) -> list[dict]:
-    """The card's prediction records of an imported run of its exported task (``atlas export-task``): per
-    document, the gold label, the prediction by the ``score.options`` rule (positive when the first option's
-    log-likelihood is the larger, ties to the other) and the score (softmax of the options, the first's share),
-    so that the card's own ``score`` gives the run's cell metrics. ExportError for a document of another task."""
-    import numpy as np
-
-    from ..cards import record
-    from ..protocols.items import softmax_first
-
-    module = option_card(card)
-    docs, _ = documents(card, version, data_dir)
-    by_id = {d["item_id"]: d for d in docs}
-    positive = module.POSITIVE
-    negative = next(x for x in module.LABELS if x != positive)
-    out = []
-    for d in run.docs:
-        doc = by_id.get(d.fields.get("item_id"))
-        if doc is None or d.options is None or len(d.options) != 2:
-            raise ExportError(f"{d.where}: not a document of {card} {version} exported as a task with two options")
-        ll = np.asarray([d.options], dtype=float)
-        pred = positive if ll[0, 0] > ll[0, 1] else negative
-        out.append(record(doc["item_id"], positive if doc["gold"] == 0 else negative, pred,
-                          float(softmax_first(ll)[0])))
-    return out

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from atlaslib.cli import main
-from atlaslib.harness.export import card_records, documents, export, prompt_of
+from atlaslib.harness.export import documents, export, option_card, prompt_of
 from atlaslib.harness.logs import doc_hash, read_lm_eval
 from tests.tiny_models import tiny_causal_lm
 
@@ -32,6 +32,30 @@ def harness_env() -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HARNESS_ENV), str(REPO)]), HF_DATASETS_OFFLINE="1",
                HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     return env
+
+
+def card_records(run, card: str, version: str, data_dir=None) -> list[dict]:
+    """The card's prediction records of an imported run of its exported task (``atlas export-task``): per
+    document, the gold label, the prediction by the ``score.options`` rule (positive when the first option's
+    log-likelihood is the larger, ties to the other) and the score (softmax of the options, the first's share),
+    so that the card's scorer gives the run's metrics."""
+    from atlaslib.cards import record
+    from atlaslib.protocols.items import softmax_first
+
+    module = option_card(card)
+    docs, _ = documents(card, version, data_dir)
+    by_id = {d["item_id"]: d for d in docs}
+    positive = module.POSITIVE
+    negative = next(x for x in module.LABELS if x != positive)
+    out = []
+    for d in run.docs:
+        doc = by_id.get(d.fields.get("item_id"))
+        assert doc is not None and d.options is not None and len(d.options) == 2, d.where
+        ll = np.asarray([d.options], dtype=float)
+        pred = positive if ll[0, 0] > ll[0, 1] else negative
+        out.append(record(doc["item_id"], positive if doc["gold"] == 0 else negative, pred,
+                          float(softmax_first(ll)[0])))
+    return out
 
 
 def test_export_writes_the_cards_prompt_options_and_gold(tmp_path, data_dir):
