@@ -65,34 +65,6 @@ def save(fig: Figure, path, dpi: int = DPI) -> None:
     plt.close(fig)
 
 
-def png_size(path) -> tuple[int, int]:
-    """(width, height) in pixels of a PNG file, from its header."""
-    import struct
-
-    with open(path, "rb") as f:
-        head = f.read(24)
-    return struct.unpack(">II", head[16:24])
-
-
-def png_text(path) -> dict[str, str]:
-    """The tEXt chunks of a PNG file (key -> text)."""
-    import struct
-    import zlib
-
-    data, out, at = open(path, "rb").read(), {}, 8
-    while at + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[at:at + 8])
-        body = data[at + 8:at + 8 + length]
-        if kind == b"tEXt":
-            key, _, text = body.partition(b"\0")
-            out[key.decode("latin-1")] = text.decode("latin-1")
-        elif kind == b"zTXt":
-            key, _, rest = body.partition(b"\0")
-            out[key.decode("latin-1")] = zlib.decompress(rest[1:]).decode("latin-1")
-        at += 12 + length
-    return out
-
-
 @plain_text
 def bootstrap_distributions(samples: Mapping[str, Sequence[float]], metrics: Mapping[str, dict],
                             title: str = "") -> plt.Figure:

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,31 @@ from tests.test_browser import _chromium, chromium, serve
 WIDTH = 1280
 MIN_TICK_PX = 8.0
 HARNESS = "atlas-layout-harness.html"
+
+
+def png_size(path) -> tuple[int, int]:
+    """(width, height) in pixels of a PNG file, from its header."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    return struct.unpack(">II", head[16:24])
+
+
+def png_text(path) -> dict[str, str]:
+    """The tEXt and zTXt chunks of a PNG file (key -> text): where :mod:`atlaslib.plots` records a figure's
+    smallest tick-label size (:data:`atlaslib.plots.TICK_KEY`)."""
+    data, out, at = open(path, "rb").read(), {}, 8
+    while at + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        body = data[at + 8:at + 8 + length]
+        if kind == b"tEXt":
+            key, _, text = body.partition(b"\0")
+            out[key.decode("latin-1")] = text.decode("latin-1")
+        elif kind == b"zTXt":
+            key, _, rest = body.partition(b"\0")
+            out[key.decode("latin-1")] = zlib.decompress(rest[1:]).decode("latin-1")
+        at += 12 + length
+    return out
+
 
 SCRIPT = r"""<!doctype html><html><body>
 <iframe id="f" style="width:%(width)dpx;height:1600px;border:0"></iframe>
@@ -127,7 +154,7 @@ def is_side_page(rel: str) -> bool:
 def tick_px(html_dir: Path, page: str, fig: dict) -> float | None:
     """The smallest tick-label font size of a comparison figure as rendered, in CSS pixels."""
     path = (html_dir / page).parent / fig["src"]
-    text = plots.png_text(path.resolve()).get(plots.TICK_KEY)
+    text = png_text(path.resolve()).get(plots.TICK_KEY)
     if text is None or not fig["natural"]:
         return None
     return float(text) * fig["shown"] / fig["natural"]
@@ -193,9 +220,9 @@ def test_tick_size_on_screen_comes_from_the_png_and_the_rendered_width(tmp_path)
     fig = plots.pairwise_differences(pairs, fontsize=9)
     path = tmp_path / "pairs-x.png"
     plots.save(fig, path)
-    recorded = float(plots.png_text(path)[plots.TICK_KEY])
+    recorded = float(png_text(path)[plots.TICK_KEY])
     assert recorded == pytest.approx(9 * plots.DPI / 72, abs=0.01)
-    natural = plots.png_size(path)[0]
+    natural = png_size(path)[0]
     assert tick_px(tmp_path, "page.html", {"src": "pairs-x.png", "shown": natural / 2, "natural": natural}) == \
         pytest.approx(recorded / 2)
 
