@@ -234,8 +234,8 @@ def _raising(*a, **k):
     raise KeyError("a field the new counting reads")
 
 
-@pytest.mark.parametrize("tag, spoil", [("remove-input", None), (runner.FROM_CELL_TAG, "rounded"),
-                                        (runner.FROM_CELL_TAG, "raises")])
+@pytest.mark.parametrize("tag, spoil", [("remove-input", None), ("from-cell", "rounded"),
+                                        ("from-cell", "raises")])
 def test_a_run_its_page_or_predictions_cannot_rescore_executes_again(toy_registered, tmp_path, monkeypatch, tag,
                                                                      spoil):
     """A notebook tagging no cell from-cell, a cell whose stored scores are not the ones it scored, or scoring
