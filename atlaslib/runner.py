@@ -616,6 +616,12 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
 FROM_CELL_TAG = "from-cell"
 
 
+#: what of a cell's ``extra`` a re-score makes anew (each training seed's metrics and unit counts). A cell whose
+#: extra holds anything else executes again: its card's code may have made it with scoring code (a report, a
+#: per-type table, an interval) that the stored value would no longer match.
+RESCORED_EXTRA = ("seed_runs",)
+
+
 def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Path) -> RunOutcome | None:
     """Re-score a run whose stored cell carries this run's prediction key and another scoring key, without a kernel:
     the run rebuilt from its cell (:meth:`CardRun.of_cell <atlaslib.cards.run.CardRun.of_cell>`), its stored
@@ -624,7 +630,8 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
     executed notebook's :data:`FROM_CELL_TAG` cells re-rendered from them; all replace the old ones together
     (status ``"re-scored"``). None (the run executes as before) when the stored pair is not the run's as recorded,
     the run is not ok, a variant cell beside it is not its run's (:func:`atlaslib.variants.parents`), its or a
-    variant's stored predictions are not what was scored (:func:`scored_as_stored`), its notebook tags no cell
+    variant's stored predictions are not what was scored (:func:`scored_as_stored`) or its extra holds more than a
+    re-score makes (:data:`RESCORED_EXTRA`), its notebook tags no cell
     :data:`FROM_CELL_TAG`, or a tagged cell does not re-render into outputs of the kinds and count the kernel made
     (another branch taken)."""
     import nbformat
@@ -645,7 +652,8 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
         variants = [read_cell(p) for p in sorted((res_out.parent / "variants" / request.protocol).glob("*.json"))]
     except Exception:
         return None
-    if len(parents(variants, [old])) != len(variants) or not all(map(scored_as_stored, [old, *variants])):
+    if len(parents(variants, [old])) != len(variants) or not all(map(scored_as_stored, [old, *variants])) or \
+            any(set(c.get("extra") or {}) - set(RESCORED_EXTRA) for c in [old, *variants]):
         return None
     tagged = [c for c in nb.cells if c.get("cell_type") == "code" and FROM_CELL_TAG in notebook.tags(c)]
     if not tagged:

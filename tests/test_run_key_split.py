@@ -234,16 +234,27 @@ def _raising(*a, **k):
     raise KeyError("a field the new counting reads")
 
 
+def _with_extra(out):
+    """The stored cell as a card's code leaves it that puts a number of its own (maybe scoring code's) in extra."""
+    cell = json.loads(open(out.result).read())
+    cell["extra"]["report"] = {"accuracy": 0.5}
+    open(out.result, "w").write(json.dumps(cell))
+    record_path(out.notebook).write_text(sha256_file(out.result) + "\n")
+
+
 @pytest.mark.parametrize("tag, spoil", [("remove-input", None), ("from-cell", "rounded"),
-                                        ("from-cell", "raises")])
+                                        ("from-cell", "raises"), ("from-cell", "extra")])
 def test_a_run_its_page_or_predictions_cannot_rescore_executes_again(toy_registered, tmp_path, monkeypatch, tag,
                                                                      spoil):
-    """A notebook tagging no cell from-cell, a cell whose stored scores are not the ones it scored, or scoring
-    code that cannot score the stored cell (the executed run names the error)."""
+    """A notebook tagging no cell from-cell, a cell whose stored scores are not the ones it scored, scoring code
+    that cannot score the stored cell (the executed run names the error), or a cell whose extra holds what a
+    re-score would not make anew."""
     req, dirs = _toy_book(tmp_path, monkeypatch, tag)
     executed = runner.run(req, **dirs)
     if spoil == "rounded":
         _rounded(executed)
+    if spoil == "extra":
+        _with_extra(executed)
     if spoil == "raises":
         monkeypatch.setattr(runner, "rescored_cell", _raising)
     _stale(executed)
