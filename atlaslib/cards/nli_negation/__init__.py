@@ -24,7 +24,7 @@ from .card import (CARD, CASE_SETS, LLM_PROFILE, METRICS, NLI_PROMPTS, OPENMED_V
                    CaseSet, NliNegationRun, audit_table, case_frame, depth_table, example_cases, false_entailment_cases,
                    gate_table, memorisation_sentences, most_common_label_text, pattern_frame,
                    plot_pattern_rates, predict_cases, records_of, run_card, version_cases)
-from .contract import audit_items, cell_parts, load_items, predict, split  # noqa: F401  (the card contract)
+from .contract import FAMILY, audit_items, cell_parts, counts, load_items, predict, split  # noqa: F401  (contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split, write_outside_files  # noqa: F401
 from .scoring import SCORE_COMMAND, main as score_command  # noqa: F401  (`atlas score nli_negation ...`)
-from .counting import SCORING, counts  # noqa: F401  (how predictions become numbers)
+from .counting import SCORING  # noqa: F401  (how predictions become numbers)
