@@ -287,7 +287,7 @@ def run_requests(requests, paths=None, *, data_dir=None, force: bool = False, ex
                                     prepare=None if force else (prepare or prepare_part))
             done, failed = dict(zip(todo, outs)), {f.request: f for f in fails}
         else:
-            log(f"dask: all {len(reqs)} run(s) are current or re-scored; no cluster needed")
+            log(f"dask: all {len(reqs)} run(s) are current; no cluster needed")
         outcomes = [served[i] if i in served else done[r] for i, r in enumerate(reqs)]
         failures = [failed[r] for r in reqs if r in failed]
     report = MatrixReport(outcomes=outcomes, failures=failures, seconds=time.perf_counter() - start)
