@@ -248,7 +248,9 @@ def test_every_card_implements_the_contract(name, contract_runs, data_dir):
     assert len(manifest.test) == card.test_sizes[version]
     assert sorted(r["item_id"] for r in records) == sorted(manifest.test)
     if card.analysis.kind != "temporal":   # a scorer's run: one record per document, its outcomes
-        assert all(list(r)[:4] == ["item_id", "gold", "pred", "score"] for r in records)
+        shape = ["item_id", "gold", "pred", "score"]   # NLI: per-label probabilities ``scores`` in place of score
+        assert all(list(r)[:4] == shape or [k for k in r if k in (*shape, "scores")] == [*shape[:3], "scores"]
+                   for r in records)
     assert set(metrics) == {card.metric_name(b, protocol) for b in card.metrics}
     for entry in metrics.values():
         assert set(entry) >= {"value", "ci_low", "ci_high"}
