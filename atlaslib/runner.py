@@ -790,10 +790,11 @@ def _reasons(cell: dict) -> dict:
 
 def render_from_cell(code_cell, cell: dict, variant_cells: list | None = None) -> list | None:
     """The outputs of the notebook code cell ``code_cell`` (tagged :data:`FROM_CELL_TAG`) executed in this process
-    on the result cell ``cell`` and its variant cells ``variant_cells`` (its only names), as a kernel records them (nbformat outputs: what it prints, what
-    it displays, its last expression's value, formatted by IPython's display formatter, and its matplotlib figures
-    as the inline backend draws them, at ``plt.show()`` or after the cell); None when they are not of the kinds and
-    count of the outputs it holds (another branch taken): the run then executes."""
+    on the result cell ``cell`` and its variant cells ``variant_cells`` (its only names), as a kernel records them
+    (nbformat outputs: what it prints, what it displays, its last expression's value, formatted by IPython's display
+    formatter, and its matplotlib figures as the inline backend draws them, at ``plt.show()`` or after the cell);
+    None when they are not of the kinds and count of the outputs it holds (another branch taken): the run then
+    executes."""
     import ast
     import contextlib
 
