@@ -752,8 +752,8 @@ def rescored_variants(cell: dict, variants: list, result_path=None) -> list:
         spec = dict(variant_of(v))
         n = {k: spec.pop(k, None) for k in ("n_items", "n_applicable", "n_read", "inputs_sha256")}
         parent.variant(spec, metrics=metrics, predictions=copy.deepcopy(v.get("predictions") or []),
-                              inputs_digest=n["inputs_sha256"], n_items=n["n_items"], n_applicable=n["n_applicable"],
-                              timing=v.get("timing"), extra=extra)
+                       inputs_digest=n["inputs_sha256"], n_items=n["n_items"], n_applicable=n["n_applicable"],
+                       timing=v.get("timing"), extra=extra)
     parent.write_variants()
     return parent.variant_cells
 
