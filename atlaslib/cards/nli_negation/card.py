@@ -1,16 +1,18 @@
 """The card: ``CARD``, one run per (version, model, protocol), tables and plots for the notebook.
 
-:func:`run_card` is the only entry point the notebook needs for a run: under the notebook's
-:class:`~atlaslib.cards.run.CardRun` it builds the predictor (:func:`.predictors.build_predictor`), collects its
-labels on the version's cases and writes the challenge's report on them, and returns an :class:`NliNegationRun`;
-a model whose weights are missing or that lacks ``predict.nli`` gives a ``not_run`` run (never a crash).
+A run is two calls, the same in the notebook and in :func:`atlaslib.cards.run.run`: the contract's ``predict``
+(:func:`predict_cases`: the predictor, by the run's decision, on the version's cases; :func:`records_of`) and
+:func:`cell_parts` (scored by the run's :class:`~atlaslib.cards.run.CardRun`). :func:`run_card` makes the same two
+calls for tests and scripts and returns an :class:`NliNegationRun`; a model whose weights are missing or that lacks
+``predict.nli`` gives a ``not_run`` run (never a crash).
 
 Result cell: metrics ``aggregate_accuracy_zero_shot`` and ``false_entailment_rate_zero_shot``
 (value + exact Clopper–Pearson interval), made as every card's are: :meth:`CardRun.score` of the run's
 records (the card's ``counts`` under its ``SCORING``, :mod:`.counting`, through the one scoring engine);
 ``false_entailment_gate_zero_shot`` and ``combined_gate_zero_shot`` (1 = pass, 0 = fail) are decided on those two
 by the report's gate rule, declared in the card's scoring (:func:`.counting.gates`). ``extra.report`` is the
-value-free report (:meth:`NliNegationReport.to_dict`: pattern rates, gates, digests; the page's analysis beside the metrics);
+value-free report made by the same engine from the same counts (:func:`.counting.report_of_cell`: pattern rates,
+gates, digests; the page's analysis beside the metrics);
 ``predictions`` hold ``item_id`` (case id), ``gold`` and ``pred`` per case, and ``scores``: the model's
 ``{label: probability}`` for that case when it tells them (a language model scoring the label options, an NLI
 head), else None; the metrics read ``gold`` and ``pred`` only. The cell is internal data, the report is what may
@@ -25,7 +27,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from atlaslib import results
 from atlaslib.cards import Analysis, Card, Departure, NotRun
 from atlaslib.models.prompts import OptionPrompt, PromptSet
 from atlaslib.phases import phase

@@ -39,7 +39,7 @@ from typing import Any
 
 from ...metrics import intervals
 
-from .corpus import ABSTENTION, LABELS, PATTERNS, NliNegationCase, case_set_sha256, default_nli_negation_cases, \
+from .corpus import ABSTENTION, LABELS, NliNegationCase, case_set_sha256, default_nli_negation_cases, \
     validate_cases
 from .errors import FalseEntailmentGateError, NliNegationError, NliNegationGateError, NliNegationInputError, \
     NliNegationPredictorError
