@@ -5,8 +5,8 @@ and marking sentences, items, audit), :mod:`.splitting` (the sentence-disjoint s
 :mod:`.runs` (one run per model and protocol), :mod:`.cells` (the result cell: predictions with slice
 fields and rule evidence), :mod:`.reproduction` (GenNegEx 1.2's published figures reproduced),
 :mod:`.errors` (error tables), :mod:`.perturbations` and :mod:`.variants` (the card's perturbations and prompt
-set: variant runs), :mod:`.contract` (the contract functions: the notebook's path), :mod:`.counting` (the scoring,
-the counts and the card's task family) and :mod:`.outside` (outside systems: the split they see, their answers
+set: variant runs), :mod:`.contract` (the card's task family and the contract functions: the notebook's path),
+:mod:`.counting` (the scoring and the counts) and :mod:`.outside` (outside systems: the split they see, their answers
 scored). Every name is re-exported here.
 """
 from .card import (SLICES, ANNOTATIONS, ASSERTION_TO_DECISION, CARD, FINETUNE_RECIPE, GENNEGEX, ITEMS_EXPECTED,  # noqa: F401
@@ -18,10 +18,10 @@ from .data import (_WS, HEADER_RE, NegexDataError, _shorten, audit, clean, data_
 from .splitting import class_balance_caveat, split_frames, split_summary  # noqa: F401
 from .runs import NotRun, assertion_label_map, option_prompts, run_protocol  # noqa: F401
 from .reproduction import reproduces, reproduction, reproduction_rows, rows_for_reproduction  # noqa: F401
-from .cells import (_WORD_RE, _trigger_regex, cell_parts, item_slices, negation_triggers, predictions, rounded,  # noqa: F401
+from .cells import (_WORD_RE, _trigger_regex, item_slices, negation_triggers, predictions, rounded,  # noqa: F401
                     scored_records, seed_run_records)
 from .errors import error_table, phrase_cases  # noqa: F401
-from .contract import FAMILY, audit_items, load_items, predict, split  # noqa: F401  (the card contract)
+from .contract import FAMILY, audit_items, cell_parts, load_items, predict, split  # noqa: F401  (the contract)
 from .card import PERTURBATIONS, PROMPT_SET  # noqa: F401  (variants of a run, as data)
 from .variants import marked, perturbed_items, prompts_for, run_variants  # noqa: F401
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)

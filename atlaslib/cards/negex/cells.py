@@ -1,5 +1,5 @@
-"""What a NegEx run's result cell holds (:func:`cell_parts`, handed to :class:`atlaslib.cards.run.CardRun`): per-item predictions with their slice fields
-(:data:`SLICES`, :func:`item_slices`) and rule evidence, the reproduction table and the overlap marker."""
+"""A NegEx run's records, as its result cell holds them (:func:`.contract.cell_parts`): per-item predictions with
+their slice fields (:data:`SLICES`, :func:`item_slices`) and rule evidence, and each training seed's."""
 from __future__ import annotations
 
 import re
@@ -7,10 +7,8 @@ import re
 import pandas as pd
 
 from ...sources import resolve
-from .card import ANNOTATIONS, FINETUNE_RECIPE, LABELS, POSITIVE, SEED, TRIGGERS
-from .counting import FAMILY, SCORING
+from .card import LABELS, TRIGGERS
 from .data import HEADER_RE, clean, find_target
-from .reproduction import reproduction_rows
 
 _WORD_RE = re.compile(r"\w+")
 
@@ -119,37 +117,3 @@ def seed_run_records(ids, out: dict) -> list[dict]:
                      "predictions": [{"item_id": i, "pred": LABELS[int(p)], "score": round(float(s), 6)}
                                      for i, p, s in zip(ids, r["pred"], r["score"])]})
     return rows
-
-
-def cell_parts(card_run, records, manifest, *, out: dict | None = None, repro: pd.DataFrame | None = None) -> dict:
-    """:meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>`'s arguments, one call on both paths:
-    :func:`atlaslib.cards.run.run` hands the contract's records (:func:`.contract.predict`) and the split's
-    manifest, the notebook the same records and also its run's outcome ``out`` (:func:`.runs.run_protocol`) and
-    reproduction table. The family's parts (:meth:`~atlaslib.cards.families.TaskFamily.cell_parts`: the metrics
-    scored by ``card_run``, the records; ``records`` None: the run did not happen) with the cell's predictions at
-    six digits (the unit counts keep the scores the metrics read), the split with its exclusions and test label
-    counts, the pinned kit's sha256 (verified when the items were loaded) and the seeds; with ``out`` also what
-    only the run holds: the adapter's profile, capability and details, a language model's facts, each training
-    seed's weights and answers, and the reproduction table (assertion systems on atlas-full-v1). The overlap
-    marker and the unit counts are :meth:`~atlaslib.cards.run.CardRun.finish`'s; the confusion matrix is read
-    from the cell (:mod:`atlaslib.analysis.confusion`)."""
-    parts = FAMILY.cell_parts(card_run, records, manifest)
-    first = (next(iter(records.values())) if isinstance(records, dict) else records) or []
-    gold = [r["gold"] for r in first]
-    parts["split"] = manifest.cell(n_excluded=len(manifest.excluded), **(
-        {"test_label_counts": {k: gold.count(k) for k in (POSITIVE, *(x for x in LABELS if x != POSITIVE))}}
-        if first else {}))
-    parts["data_sha256"] = {ANNOTATIONS.name: ANNOTATIONS.sha256}
-    parts.setdefault("seeds", {"split": SEED, "bootstrap": SCORING.resampling.seed, **(
-        {"finetune": FINETUNE_RECIPE["seeds"]} if card_run.spec.protocol == "finetune" else {})})
-    if first:
-        parts["predictions"] = rounded(first)
-    if out is None:
-        return parts
-    extra = dict(out.get("llm") or {})
-    if out.get("seed_runs") and first:
-        extra["seed_runs"] = seed_run_records([r["item_id"] for r in first], out)
-    if repro is not None:
-        extra["reproduction"] = repro.reset_index().to_dict(orient="records")
-        extra["reproduction_rows"] = reproduction_rows(repro, card_run.spec.model)
-    return dict(parts, profile=out["profile"], capability=out["capability"], details=out["details"], extra=extra)

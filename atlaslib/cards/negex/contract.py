@@ -1,18 +1,27 @@
 """The card contract (see :mod:`atlaslib.cards`) for NegEx, a card of the binary-items family (:data:`FAMILY`):
 :func:`load_items` (:mod:`.data`), :func:`split` (:mod:`.splitting`), :func:`counts` (:mod:`.counting`), and thin
-entry points over :func:`.data.audit` and the notebook's own calls (:func:`predict`; the cell parts:
-:func:`.cells.cell_parts`), so :func:`atlaslib.cards.run.run` and the notebook run one path; the records are scored
-by :meth:`CardRun.score <atlaslib.cards.run.CardRun.score>` (the card has no ``score``)."""
+entry points over :func:`.data.audit` and the notebook's own calls (:func:`predict`, :func:`cell_parts`), so
+:func:`atlaslib.cards.run.run` and the notebook run one path; the records are scored by :meth:`CardRun.score
+<atlaslib.cards.run.CardRun.score>` (the card has no ``score``)."""
 from __future__ import annotations
 
 import pandas as pd
 
 from ... import splits as _splits
-from .cells import scored_records
-from .counting import FAMILY, counts  # noqa: F401  (the card contract: the family, per-unit counts)
+from ..families import BinaryItems
+from .card import ANNOTATIONS, CARD, FINETUNE_RECIPE, LABELS, POSITIVE, SEED
+from .cells import rounded, scored_records, seed_run_records
+from .counting import SCORING, counts
 from .data import audit, load_items, load_rows  # noqa: F401  (load_items: the card contract)
 from .runs import run_protocol
 from .splitting import split, split_frames  # noqa: F401  (split: the card contract)
+
+#: NegEx as a card of the binary-items family: the family's cell parts (scored by the run) and outside split, the
+#: card's own counts (:func:`.counting.counts`: sentence groups beside the stratified ones) and its own protocols
+#: (:func:`predict`: an assertion head or scored answer options under zero_shot, its probe and fine-tune)
+FAMILY = BinaryItems(CARD, SCORING, load_items=load_items, split=split, labels=LABELS, gold="decision",
+                     fields=("sentence_key",), inputs=("concept", "sentence", "text"), recipe=FINETUNE_RECIPE,
+                     counter=counts, answer="label (affirmed | negated) and optional score = P(negated)")
 
 
 def audit_items(items: pd.DataFrame, data_dir=None) -> dict:
@@ -36,3 +45,39 @@ def predict(items: pd.DataFrame, manifest: _splits.SplitManifest, model: str, pr
     train, test = split_frames(items, manifest)
     out = run_protocol(model, protocol, train, test, data_dir=data_dir, load=load, **options)
     return scored_records(test, out, data_dir=data_dir)
+
+
+def cell_parts(card_run, records, manifest, *, out: dict | None = None, repro: pd.DataFrame | None = None) -> dict:
+    """:meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>`'s arguments, one call on both paths:
+    :func:`atlaslib.cards.run.run` hands the contract's records (:func:`.contract.predict`) and the split's
+    manifest, the notebook the same records and also its run's outcome ``out`` (:func:`.runs.run_protocol`) and
+    reproduction table. The family's parts (:meth:`~atlaslib.cards.families.TaskFamily.cell_parts`: the metrics
+    scored by ``card_run``, the records; ``records`` None: the run did not happen) with the cell's predictions at
+    six digits (the unit counts keep the scores the metrics read), the split with its exclusions and test label
+    counts, the pinned kit's sha256 (verified when the items were loaded) and the seeds; with ``out`` also what
+    only the run holds: the adapter's profile, capability and details, a language model's facts, each training
+    seed's weights and answers, and the reproduction table (assertion systems on atlas-full-v1). The overlap
+    marker and the unit counts are :meth:`~atlaslib.cards.run.CardRun.finish`'s; the confusion matrix is read
+    from the cell (:mod:`atlaslib.analysis.confusion`)."""
+    from .reproduction import reproduction_rows
+
+    parts = FAMILY.cell_parts(card_run, records, manifest)
+    first = (next(iter(records.values())) if isinstance(records, dict) else records) or []
+    gold = [r["gold"] for r in first]
+    parts["split"] = manifest.cell(n_excluded=len(manifest.excluded), **(
+        {"test_label_counts": {k: gold.count(k) for k in (POSITIVE, *(x for x in LABELS if x != POSITIVE))}}
+        if first else {}))
+    parts["data_sha256"] = {ANNOTATIONS.name: ANNOTATIONS.sha256}
+    parts.setdefault("seeds", {"split": SEED, "bootstrap": SCORING.resampling.seed, **(
+        {"finetune": FINETUNE_RECIPE["seeds"]} if card_run.spec.protocol == "finetune" else {})})
+    if first:
+        parts["predictions"] = rounded(first)
+    if out is None:
+        return parts
+    extra = dict(out.get("llm") or {})
+    if out.get("seed_runs") and first:
+        extra["seed_runs"] = seed_run_records([r["item_id"] for r in first], out)
+    if repro is not None:
+        extra["reproduction"] = repro.reset_index().to_dict(orient="records")
+        extra["reproduction_rows"] = reproduction_rows(repro, card_run.spec.model)
+    return dict(parts, profile=out["profile"], capability=out["capability"], details=out["details"], extra=extra)

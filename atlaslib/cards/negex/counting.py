@@ -1,8 +1,7 @@
 """How a NegEx run's predictions become numbers (the card's :class:`~atlaslib.metrics.engine.Scoring`, as
 data) and :func:`counts`, the per-item counts the engine reads: one unit per test item, the confusion columns
 ``tp, fp, tn, fn`` (one of them 1) and ``positive`` (gold negated), grouped by gold decision (the declared
-stratified resampling) and by sentence (the sentence-cluster resampling beside it); and the card as a card of its
-task family (:data:`FAMILY`)."""
+stratified resampling) and by sentence (the sentence-cluster resampling beside it)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,10 +9,7 @@ import numpy as np
 from ...metrics import bootstrap
 from ...metrics.engine import Metric, Resampling, Scoring, SliceRule, UnitCounts, check_labels
 from ...metrics.classification import from_confusion
-from ..families import BinaryItems
-from .card import CARD, FINETUNE_RECIPE, LABELS, NO_SCORE_REASON
-from .data import load_items
-from .splitting import split
+from .card import LABELS, NO_SCORE_REASON
 
 COLUMNS = ("tp", "fp", "tn", "fn", "positive")
 
@@ -71,11 +67,3 @@ def counts(cell: dict) -> UnitCounts:
         undefined["roc_auc"] = NO_SCORE_REASON   # the card's reason, on every path that scores these counts
     return UnitCounts([r["item_id"] for r in recs], COLUMNS, c, groups,
                       None if scores is None else np.asarray(scores, dtype=float), undefined)
-
-
-#: NegEx as a card of the binary-items family: the family's cell parts (scored by the run) and outside split, the
-#: card's own counts (:func:`counts`: sentence groups beside the stratified ones) and its own protocols
-#: (:func:`.contract.predict`: an assertion head or scored answer options under zero_shot, its probe and fine-tune)
-FAMILY = BinaryItems(CARD, SCORING, load_items=load_items, split=split, labels=LABELS, gold="decision",
-                     fields=("sentence_key",), inputs=("concept", "sentence", "text"), recipe=FINETUNE_RECIPE,
-                     counter=counts, answer="label (affirmed | negated) and optional score = P(negated)")

@@ -1,13 +1,13 @@
 """Outside systems on the NegEx card (``atlas export``, ``atlas score``, :func:`atlaslib.evaluate`): the split
 as an outside system sees it (the family's, :meth:`~atlaslib.cards.families.TaskFamily.outside_split`: item id,
 concept, sentence and marked text; the train split also the gold decision), and its answers made into the card's
-cell parts as a model run's are (:func:`.cells.cell_parts`: scored by a :class:`~atlaslib.cards.run.CardRun`, the
+cell parts as a model run's are (:func:`.contract.cell_parts`: scored by a :class:`~atlaslib.cards.run.CardRun`, the
 card's counts under its declared scoring, the one engine)."""
 from __future__ import annotations
 
 import numpy as np
 
-from .counting import FAMILY
+from .contract import FAMILY, cell_parts
 
 #: one line of a predictions file, as ``atlas export`` shows it in task.json
 OUTSIDE_EXAMPLE = '{"item_id": "...", "label": "negated", "score": 0.93}'
@@ -20,7 +20,7 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
     from ...results import EXTERNAL
     from ..run import CardRun
     from .card import POSITIVE
-    from .cells import cell_parts, predictions
+    from .cells import predictions
     from .splitting import split_frames
 
     manifest = s.context["manifest"]
