@@ -30,7 +30,6 @@ NOT_A_SCORE = {
     "atlaslib.pages.rowinfo": "items per second and tokens per item of a row (not measured: None)",
     "atlaslib.models.contamination.memorisation_probe": "the probe's shares over sentences probed (none: None)",
     "atlaslib.metrics.seeds": "shares of variance over seeds and items (none: None)",
-    "atlaslib.cards.nli_negation.challenge.RateEstimate": "a rate's JSON value (no case: None, the cell's null)",
     "atlaslib.cards.nli_negation.predictors": "cosine similarity of two vectors (0 for a zero vector)",
 }
 
