@@ -4,8 +4,9 @@ Modules: :mod:`.card` (``CARD`` and the card's constants, as data), :mod:`.data`
 conversion to sentences and IOB2 tags, the corpus, items and audit), :mod:`.splitting` (the
 report-disjoint split), :mod:`.runs` (one run per model and protocol, its :class:`Outcome`),
 :mod:`.cells` (the result cell), :mod:`.errors` (error tables and kinds), :mod:`.gold_cuts` (the gold
-word cuts' leakage), :mod:`.contract` (the contract functions) and :mod:`.outside` (outside
-systems: the sentences they see, their tags scored). Every name is re-exported here.
+word cuts' leakage), :mod:`.contract` (the contract functions; ``FAMILY``: the card as a card of the spans
+family, :class:`atlaslib.cards.families.Spans`) and :mod:`.outside` (outside systems: the sentences they see,
+their tags scored). Every name is re-exported here.
 """
 from .card import (SLICES, _SUMS_PATH, BASELINE_PROFILE, BOOTSTRAP_RESAMPLES, CARD, DATA_PREFIX,  # noqa: F401
                    FILES, FINETUNE_RECIPE, METRIC_BASES, NER_LABEL_TABLE, PMIDS, REFERENCE, REFERENCE_COUNTS, SEED,
