@@ -130,7 +130,7 @@ def engine_report(uc: UnitCounts, *, case_digest: str, labels: list, parameters:
     n, abst, acc, fer = scores(uc)
     pattern = np.asarray(uc.groups["pattern"], dtype=object)
     per = tuple(PatternScores(p, *scores(uc.take(pattern == p))) for p in PATTERNS if (pattern == p).any())
-    bound = upper_bound(REPORT, uc, "false_entailment_rate")
+    bound = upper_bound(SCORING, uc, "false_entailment_rate")   # the card's metric on the report's counts
     g: GateDecision = decide_gates(
         acc.value, fer.value, None if bound is None else bound[2], certify=certify,
         max_false_entailment_rate=parameters.get("max_false_entailment_rate", DEFAULT_MAX_FALSE_ENTAILMENT_RATE),
@@ -151,8 +151,3 @@ def cell_report(cell: dict):
 def report_of_cell(cell: dict) -> dict:
     """:func:`cell_report` as the cell's ``extra.report`` holds it (:meth:`NliNegationReport.to_dict`)."""
     return cell_report(cell).to_dict()
-
-
-#: the report's counts as a declared scoring: the card's two metrics, exact intervals, over the report's columns
-REPORT = Scoring(columns=REPORT_COLUMNS, metrics=(ACCURACY, FALSE_ENTAILMENT), primary="aggregate_accuracy",
-                 resampling=SCORING.resampling, interval="exact")
