@@ -209,11 +209,12 @@ def course_book(tmp_path_factory, data_dir, smollm2) -> dict:
 
 @pytest.fixture(scope="session")
 def source_digest_at_start():
-    """atlaslib's source digest when the session started: in-process runs key their cache with it, so that an
-    edit to atlaslib made while the tests run does not turn a cache check into a miss."""
+    """atlaslib's source digests when the session started (part of the run key -> digest: the whole, its
+    prediction and its scoring code): in-process runs key their cache with them, so that an edit to atlaslib made
+    while the tests run does not turn a cache check into a miss."""
     from atlaslib import runner
 
-    return runner.source_digest()
+    return {part: runner.source_digest(part=part) for part in (None, "prediction", "scoring")}
 
 
 @pytest.fixture(scope="session")
@@ -226,7 +227,7 @@ def reference_runs(tmp_path_factory, data_dir, source_digest_at_start):
     paths = books.build_paths(tmp_path_factory.mktemp("reference-runs"))
     lines: list[str] = []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB, part=None: source_digest_at_start)
+        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB, part=None: source_digest_at_start[part])
         report = executor.run_requests(books.REFERENCE_REQUESTS, paths, data_dir=data_dir, log=lines.append)
     assert [o.status for o in report.outcomes] == ["ran"] * 3, lines
     assert not report.failures, lines

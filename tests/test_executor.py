@@ -30,7 +30,7 @@ def frozen_source(source_digest_at_start):
     """Freeze atlaslib's source digest for this module's in-process runs at the session's (the reference runs'
     key), so that an edit to atlaslib made while the tests run does not turn the cache checks into misses."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB, part=None: source_digest_at_start)
+        mp.setattr(runner, "source_digest", lambda root=runner.ATLASLIB, part=None: source_digest_at_start[part])
         yield source_digest_at_start
 
 
