@@ -188,6 +188,9 @@ CARD = Card(
     margin_note="a gap in macro F1 a reader choosing a negation detector would not act on",
     perturbations=PERTURBATIONS,
     prompt_set=PROMPT_SET,
+    # a language model's contamination mark and memorisation probe (atlaslib.cards.llm.llm_row_extra): its
+    # answers, not scores; the reproduction table is counted by the card's scoring code, so not among them
+    prediction_extra=("contamination", "memorisation", "memorisation_reason"),
 )
 
 
