@@ -617,8 +617,9 @@ FROM_CELL_TAG = "from-cell"
 
 
 #: what of a cell's ``extra`` a re-score makes anew (each training seed's metrics and unit counts). A cell whose
-#: extra holds anything else executes again: its card's code may have made it with scoring code (a report, a
-#: per-type table, an interval) that the stored value would no longer match.
+#: extra holds anything else, but what its card declares its model made (``Card.prediction_extra``, kept as
+#: stored), executes again: its card's code may have made it with scoring code (a report, a per-type table, an
+#: interval) that the stored value would no longer match.
 RESCORED_EXTRA = ("seed_runs",)
 
 
@@ -653,7 +654,8 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
     except Exception:
         return None
     if len(parents(variants, [old])) != len(variants) or not all(map(scored_as_stored, [old, *variants])) or \
-            any(set(c.get("extra") or {}) - set(RESCORED_EXTRA) for c in [old, *variants]):
+            any(set(c.get("extra") or {}) - set(RESCORED_EXTRA) - set(get_card(request.card).prediction_extra)
+                for c in [old, *variants]):
         return None
     tagged = [c for c in nb.cells if c.get("cell_type") == "code" and FROM_CELL_TAG in notebook.tags(c)]
     if not tagged:
@@ -824,6 +826,7 @@ def render_from_cell(code_cell, cell: dict, variant_cells: list | None = None) -
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     namespace = {"cell": cell, "variant_cells": list(variant_cells or []), "__name__": "__main__"}
     import matplotlib.pyplot as plt
+    import pandas as pd
 
     before = set(plt.get_fignums())
 
@@ -836,7 +839,8 @@ def render_from_cell(code_cell, cell: dict, variant_cells: list | None = None) -
     try:
         IPython.display.display = display_functions.display = show
         plt.show = show_figures
-        with contextlib.redirect_stdout(Stream()):
+        # pandas' options as a kernel has them (not a terminal's: its width detected, no column limit)
+        with contextlib.redirect_stdout(Stream()), pd.option_context("display.max_columns", 20, "display.width", 80):
             exec(compile(tree, "<from-cell>", "exec"), namespace)
             value = eval(compile(ast.Expression(last.value), "<from-cell>", "eval"), namespace) if last else None
     except Exception:

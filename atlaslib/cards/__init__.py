@@ -273,6 +273,10 @@ class Card:
     # reads text runs under every one that applies, as a variant cell) and a versioned prompt set (PromptSet)
     # for the runs that score answer options; none: the card's runs have no variants
     perturbations: tuple = ()
+    # the keys of a run cell's ``extra`` that the run's model made, not its scoring code (a language model's probes,
+    # an outside system's answers): a re-score from stored predictions keeps them as stored
+    # (atlaslib.runner.rescore); a run whose extra holds any other key (but the seeds') executes again
+    prediction_extra: tuple = ()
     prompt_set: object = None
 
     def __post_init__(self):
