@@ -327,7 +327,7 @@ def predict_cases(version: str, model: str, protocol: str = PROTOCOL, *, load=No
     if scores is not None and len(scores) != len(cases):
         raise NliNegationInputError(f"the predictor kept {len(scores)} label probabilities for {len(cases)} cases")
     info = dict(getattr(predictor, "info", {}) or {})   # after the run: it holds what the run cost
-    _PREDICTED[(version, model, protocol)] = (info, _llm_extra(loaded, predictor))
+    _PREDICTED[(version, model, protocol)] = (info, _llm_extra(loaded, predictor, version, model, protocol))
     return cases, labels, scores
 
 
@@ -418,14 +418,23 @@ def memorisation_sentences() -> list[str]:
     return list(dict.fromkeys(c.premise for c in default_nli_negation_cases()))
 
 
-def _llm_extra(loaded, predictor) -> dict:
-    """The contamination mark and memorisation probe of a language model's run, from the model the run loaded
-    (its profile, by the run's decision; ``{}`` for other predictors and for labels given without a model)."""
+def _llm_extra(loaded, predictor, version: str, model: str, protocol: str) -> dict:
+    """The contamination mark and memorisation probe of a language model's run, from the profile of the model the
+    run loaded (a predictor handed in: the one the run's decision names, :func:`atlaslib.cards.deciding.decide`;
+    ``{}`` for other predictors and for a name that is no model)."""
+    from .. import deciding
     from ..llm import llm_row_extra
 
-    if loaded is None or not loaded.profile:
+    if loaded is not None:
+        profile = loaded.profile
+    else:
+        try:
+            profile = deciding.decide(CARD, version, model, protocol)["profile"]
+        except (ValueError, OSError):
+            profile = None
+    if not profile:
         return {}
-    return llm_row_extra(getattr(predictor, "adapter", None), loaded.profile, CARD, memorisation_sentences())
+    return llm_row_extra(getattr(predictor, "adapter", None), profile, CARD, memorisation_sentences())
 
 
 # ---------------------------------------------------------------------------------------------
