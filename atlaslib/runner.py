@@ -685,8 +685,8 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
             injected["run_key"] = key
         nbformat.write(nb, work / "out.ipynb")
         where = Path("variants", request.protocol)
-        _replace_pair(work / "out.ipynb", tmp_cell, nb_out, res_out, work / "backup",
-                      variants=(stage / where, res_out.parent / where) if variants else None)
+        folders = (stage.joinpath(where), res_out.parent.joinpath(where)) if variants else None
+        _replace_pair(work / "out.ipynb", tmp_cell, nb_out, res_out, work / "backup", variants=folders)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return RunOutcome(request, "re-scored", seconds=round(time.perf_counter() - start, 3),
