@@ -134,6 +134,12 @@ def test_attempt_records_not_run_and_lets_real_failures_through(toy):
     assert not r.ok and shown == ["**Not run:** weights unavailable: no local copy"]
     assert r.finish(env={})["status"] == "not_run"
 
+    r = CardRun("toy", "toy-v1", "always-even", "zero_shot")   # the user's model name in the reason: escaped
+    with r.attempt(show=shown.append):
+        raise NotRun("no weights for <img src=x onerror=alert(1)> in my_models/*x*")
+    assert shown[-1] == r"**Not run:** no weights for &lt;img src=x onerror=alert(1)&gt; in my_models/\*x\*"
+    assert r.not_run_reason == "no weights for <img src=x onerror=alert(1)> in my_models/*x*"   # the cell's own
+
     r = CardRun("toy", "toy-v1", "always-even", "zero_shot")   # a card whose run returns a status instead
     cell = r.finish(env={}, reason="weights unavailable: x@1")
     assert (cell["status"], cell["reason"], r.ok) == ("not_run", "weights unavailable: x@1", False)

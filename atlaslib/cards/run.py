@@ -80,13 +80,16 @@ class CardRun:
     @contextmanager
     def attempt(self, show=None):
         """Run the card's prediction inside: a :class:`atlaslib.cards.NotRun` (every card's not-run errors
-        derive from it) is recorded as the not-run reason and shown once (``show``, default: Markdown in a
-        notebook, else print); any other error propagates (a failed run is not a not-run)."""
+        derive from it) is recorded as the not-run reason and shown once as Markdown, the reason escaped (it may
+        name the user's model or folder): ``show`` (default: displayed in a notebook, else printed); any other
+        error propagates (a failed run is not a not-run)."""
+        from ..escape import md
+
         try:
             yield self
         except NotRun as exc:
             self.not_run(str(exc))
-            (show or _show)(f"**Not run:** {self.not_run_reason}")
+            (show or _show)(f"**Not run:** {md(self.not_run_reason)}")
 
     def load(self, *, data_dir=None, **options):
         """The model this run runs on, by the run's decision: the runner's (``decision``, made before the kernel
