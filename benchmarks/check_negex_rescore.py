@@ -80,6 +80,8 @@ def check(model: str, version: str, root: Path, published: Path | None) -> list[
         for k in ("metrics", "predictions", "split", "data_sha256", "seeds"):
             if cell.get(k) != pub.get(k):
                 problems.append(f"{model}: {k} differs from the published cell")
+        if cell.get("extra") != {k: v for k, v in (pub.get("extra") or {}).items() if k != "confusion"}:
+            problems.append(f"{model}: extra differs from the published cell (but for the dropped confusion)")
         if counts(cell) != counts(pub):
             problems.append(f"{model}: unit_counts differ from the published cell")
         pub_variants = {p.name: json.loads(p.read_text())
@@ -100,6 +102,9 @@ def check(model: str, version: str, root: Path, published: Path | None) -> list[
         t = time.perf_counter()
         again = runner.run(req, **dirs)
         rescored_s = time.perf_counter() - t
+    except runner.RunFailed as e:
+        extra = sorted(cell.get("extra") or {})
+        return problems + [f"{model}: not re-scored, it would execute again (extra holds {extra}): {e}"]
     finally:
         runner.execute_notebook = saved
     if again.status != "re-scored":
