@@ -25,8 +25,12 @@ from atlaslib.sources import sha256_file
 from atlaslib.results import record_path
 
 
+#: the protocol of the runs checked (``--protocol``)
+PROTOCOL = "zero_shot"
+
+
 def _variants(result: str) -> list[Path]:
-    return sorted((Path(result).parent / "variants" / "zero_shot").glob("*.json"))
+    return sorted((Path(result).parent / "variants" / PROTOCOL).glob("*.json"))
 
 
 def _tagged(path) -> list:
@@ -61,7 +65,7 @@ def _bare(c: dict) -> dict:
 
 
 def check(model: str, version: str, root: Path, published: Path | None) -> list[str]:
-    req = runner.RunRequest("negex", version, model, "zero_shot")
+    req = runner.RunRequest("negex", version, model, PROTOCOL)
     dirs = dict(results_dir=root / "results", runs_dir=root / "runs", failed_dir=root / "failed")
     t = time.perf_counter()
     executed = runner.run(req, **dirs)
@@ -71,7 +75,7 @@ def check(model: str, version: str, root: Path, published: Path | None) -> list[
     variants = [json.loads(p.read_text()) for p in _variants(executed.result)]
     page = _tagged(executed.notebook)
     if published is not None:
-        pub = json.loads((published / "negex" / version / model / "zero_shot.json").read_text())
+        pub = json.loads((published / "negex" / version / model / f"{PROTOCOL}.json").read_text())
         # the unit counts but for the reason a labels-only run gives no ROC-AUC (NegEx's own wording since
         # 413c401; the metrics carry the same reason as published)
         def counts(c):
@@ -85,7 +89,7 @@ def check(model: str, version: str, root: Path, published: Path | None) -> list[
         if counts(cell) != counts(pub):
             problems.append(f"{model}: unit_counts differ from the published cell")
         pub_variants = {p.name: json.loads(p.read_text())
-                        for p in (published / "negex" / version / model / "variants" / "zero_shot").glob("*.json")}
+                        for p in (published / "negex" / version / model / "variants" / PROTOCOL).glob("*.json")}
         mine = {p.name: json.loads(p.read_text()) for p in _variants(executed.result)}
         if mine.keys() != pub_variants.keys() or any(
                 mine[n].get(k) != pub_variants[n].get(k) or counts(mine[n]) != counts(pub_variants[n])
@@ -130,7 +134,10 @@ def main(argv=None) -> int:
     ap.add_argument("models", nargs="+")
     ap.add_argument("--version", default="atlas-n100-v1")
     ap.add_argument("--published", type=Path, default=None)
+    ap.add_argument("--protocol", default="zero_shot")
     a = ap.parse_args(argv)
+    global PROTOCOL
+    PROTOCOL = a.protocol
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         for m in a.models:
