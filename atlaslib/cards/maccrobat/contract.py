@@ -39,6 +39,7 @@ def run_tokens(items: pd.DataFrame, manifest: SplitManifest, model: str, protoco
     from .. import NotRun
 
     out = run_protocol(items, manifest, model, protocol, load=load, **options)
+    LAST_OUTCOMES.clear()   # the last run's only: an outcome holds its model, never kept past the next run
     LAST_OUTCOMES[(manifest.version, model, protocol)] = (out, items)
     if out.status != "ok":
         raise NotRun(out.reason)

@@ -144,8 +144,8 @@ class Outcome:
                                seed=self.bootstrap_seed)
 
 
-#: (version, model, protocol) -> (its :class:`Outcome`, the items) of the card's last run of it in this process:
-#: what the run's cell parts and variant runs read (:func:`last_outcome`)
+#: (version, model, protocol) -> (its :class:`Outcome`, the items) of the card's last run in this process (one
+#: entry: an outcome holds its model): what the run's cell parts and variant runs read (:func:`last_outcome`)
 LAST_OUTCOMES: dict = {}
 
 
