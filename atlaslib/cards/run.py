@@ -12,13 +12,14 @@ code writes a default cell. So the spec is fixed before anything runs, the wall 
 a run that cannot happen becomes a not-run cell carrying the card's declared metric names, and every card's
 run is the same few calls::
 
-    card_run = CardRun("negex", version, model, protocol, parameters={"n_resamples": n_resamples},
+    card_run = CardRun(card, version, model, protocol, parameters={"n_resamples": n_resamples, "run_key": run_key},
                        result_path=result_path, decision=decision)
+    records = None
     with card_run.attempt():              # NotRun inside: recorded, shown once, the page goes on
-        out = negex.run_protocol(..., load=card_run.load)
-    metrics = card_run.score(records)     # {training seed: records} for a fine-tuned row
-    ...
-    card_run.finish(**negex.cell_parts(...))   # metrics, predictions, split, seeds, extra, ...
+        records = mod.predict(items, manifest, model, protocol, data_dir=data_dir, load=card_run.load)
+    cell = card_run.finish(**mod.cell_parts(card_run, records, manifest))   # scored here: CardRun.score
+
+(``{training seed: records}`` for a fine-tuned row; :func:`run` makes the same calls without a notebook.)
 """
 from __future__ import annotations
 
@@ -373,12 +374,13 @@ def contract_parts(card_run: CardRun, records, manifest) -> dict:
     did not happen) on ``manifest``'s split.
 
     ``records`` is a list of :func:`atlaslib.cards.record` for a run of one model, scored by the run
-    (:meth:`CardRun.score`: the card's ``counts`` under its ``SCORING``, the one engine); or, for a row over training seeds (a fine-tune), ``{training seed: records}`` in the recipe's
-    order, made into the book's seeded row: each seed's records counted by the card's ``counts`` and scored
-    under its ``SCORING`` with the same item resamples (:func:`atlaslib.metrics.seeds.score_seeds`), the
-    metrics the mean over seeds with the two-level interval, the first seed's records the cell's
-    ``predictions``, every seed's metrics, unit counts and answers in ``extra.seed_runs``, and the seeds in
-    ``seeds`` (``split``, ``bootstrap``, and the training seeds under the protocol's name)."""
+    (:meth:`CardRun.score`: the card's ``counts`` under its ``SCORING``, the one engine); or, for a row over
+    training seeds (a fine-tune), ``{training seed: records}`` in the recipe's order, made into the book's seeded
+    row: each seed's records counted by the card's ``counts`` and scored under its ``SCORING`` with the same item
+    resamples (:func:`atlaslib.metrics.seeds.score_seeds`), the metrics the mean over seeds with the two-level
+    interval, the first seed's records the cell's ``predictions``, every seed's metrics, unit counts and answers in
+    ``extra.seed_runs``, and the seeds in ``seeds`` (``split``, ``bootstrap``, and the training seeds under the
+    protocol's name)."""
     mod, protocol = card_run.module, card_run.spec.protocol
     parts = {"split": manifest.cell()}
     if records is None:
