@@ -85,7 +85,7 @@ def test_undefined_metric_is_na_never_zero():
 
 
 def test_nli_certify_gate_uses_the_one_sided_upper_bound():
-    from atlaslib.cards.nli_negation.challenge import run_nli_negation_challenge
+    from atlaslib.cards.nli_negation.report import run_nli_negation_challenge
     from atlaslib.cards.nli_negation.corpus import default_nli_negation_cases
 
     cases = default_nli_negation_cases()

@@ -2,7 +2,8 @@
 
 Modules: :mod:`.card` (``CARD`` and the card's constants, as data: its case sets, one run per model, tables
 and plots), :mod:`.corpus` (the built-in case set), :mod:`.exchange` (openmed's fixture format, both ways),
-:mod:`.challenge` (scoring, intervals, gates), :mod:`.predictors`
+:mod:`.challenge` (gates, the report's types, labels checked), :mod:`.report` (the challenge as a library
+call: labels or a predictor in, its report out), :mod:`.predictors`
 (the offline baselines and the hub NLI adapter), :mod:`.errors` (the card's exceptions) and
 :mod:`.contract` (the five contract functions) and :mod:`.outside` (outside systems: the case set they see,
 their labels scored). Every name is re-exported here.
@@ -10,8 +11,7 @@ their labels scored). Every name is re-exported here.
 from .challenge import (CONFIDENCE_LEVEL, DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
                         REPORT_SCHEMA_VERSION, GateDecision, NliNegationReport, PatternScores, RateEstimate,
                         assert_false_entailment_gate, assert_nli_negation_gate, clopper_pearson,
-                        collect_predictions, decide_gates, normalise_label, predictions_sha256,
-                        run_nli_negation_challenge, score_predictions)
+                        collect_predictions, decide_gates, normalise_label, predictions_sha256)
 from .corpus import (ABSTENTION, ADMISSIBLE_LABELS, FINDINGS, LABELS, PATTERNS, SECTIONS, VERSION, NliNegationCase,
                      case_set_sha256, default_nli_negation_cases, load_nli_negation_cases, validate_cases)
 from .errors import (FalseEntailmentGateError, NliNegationError, NliNegationGateError, NliNegationInputError,
@@ -26,5 +26,6 @@ from .card import (CARD, CASE_SETS, LLM_PROFILE, METRICS, NLI_PROMPTS, OPENMED_V
                    plot_pattern_rates, predict_cases, records_of, run_card, version_cases)
 from .contract import FAMILY, audit_items, cell_parts, counts, load_items, predict, split  # noqa: F401  (contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split, write_outside_files  # noqa: F401
+from .report import run_nli_negation_challenge, score_predictions  # noqa: F401
 from .scoring import SCORE_COMMAND, main as score_command  # noqa: F401  (`atlas score nli_negation ...`)
 from .counting import SCORING  # noqa: F401  (how predictions become numbers)

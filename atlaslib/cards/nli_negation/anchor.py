@@ -5,7 +5,7 @@ same cases and the same predictions as the atlas's challenge, report against rep
 loads it from the fixture file ``atlas export`` writes; ``openmed-builtin-v1`` against openmed's own
 ``default_nli_negation_cases()``), every prediction set of :func:`prediction_sets`, given by mapping (case id
 -> label) and by sequence (case order), under every gate setting of :data:`GATE_SETTINGS` (ceiling, floor),
-it compares the atlas's reports — :func:`.challenge.run_nli_negation_challenge` by mapping and by sequence,
+it compares the atlas's reports — :func:`.report.run_nli_negation_challenge` by mapping and by sequence,
 and the card's own run :func:`.card.run_card` — with openmed's. ``tests/cards/test_nli_openmed.py`` asserts
 it; the card page's sentence (fact ``nli_openmed.agreement``) calls it while the book builds, and says so
 when openmed is not installed (openmed is a test dependency, never a runtime one).
@@ -244,7 +244,7 @@ def agreement(versions=None, gate_settings=GATE_SETTINGS, seed: int = SEED) -> A
     """Run the atlas's challenge and openmed's on the same cases and predictions and compare every report
     (see the module docstring). Raises when openmed's cases are not the atlas's, id for id in order."""
     from .card import CARD, run_card, version_cases
-    from .challenge import run_nli_negation_challenge
+    from .report import run_nli_negation_challenge
 
     om = openmed_challenge()
     out = Agreement(openmed_version() if om is not None else None)

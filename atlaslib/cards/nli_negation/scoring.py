@@ -87,7 +87,7 @@ def read_labels(path, cases) -> list:
 def main(argv=None) -> int:
     from ...predfiles import PredictionsError
     from .card import version_cases
-    from .challenge import run_nli_negation_challenge
+    from .report import run_nli_negation_challenge
     from .errors import NliNegationInputError
     from .exchange import load_openmed_fixtures
 
