@@ -321,7 +321,8 @@ def test_seeded_row_is_the_mean_of_each_seeds_card_scoring(corpus, manifest):
 
     out = mc.run_protocol(corpus.items, manifest, "memorize", "train_lookup", n_resamples=30)
     tags = [out.pred, [["O"] * len(g) for g in out.gold][:50] + out.gold[50:]]
-    mc.runs.seeded(out, [{"seed": 7, "tags": tags[0], "details": {}}, {"seed": 8, "tags": tags[1], "details": {}}])
+    out.seed_runs = [{"seed": 7, "pred": tags[0], "details": {}}, {"seed": 8, "pred": tags[1], "details": {}}]
+    out.metrics()   # every seed's records scored now
     run = CardRun("maccrobat", manifest.version, "memorize", "train_lookup", parameters={"n_resamples": 30})
     for r, t in zip(out.seed_runs, tags):
         assert r["metrics"] == run.score([dict(x, pred=p) for x, p in zip(out.records(), t)])
@@ -384,7 +385,7 @@ def test_the_per_type_table_is_the_engines_and_equals_the_index_by_index_span_bo
     docs = ["r1", "r1", "r2", "r2", "r3", "r3"]
     out = mc.runs.Outcome(model="m", protocol="probe", version="atlas-n100-v1", status="ok",
                           item_ids=[f"s{i}" for i in range(6)], documents=docs, gold=gold, pred=pred, n_resamples=200)
-    ref = span_metrics_with_ci(gold, pred, docs, types=mc.TYPES, n_resamples=200, seed=out.bootstrap_seed)["per_type"]
+    ref = span_metrics_with_ci(gold, pred, docs, types=mc.TYPES, n_resamples=200, seed=mc.SEED)["per_type"]
     got = out.per_type_scores()
     assert list(got) == list(ref) == list(mc.TYPES)
     for t in mc.TYPES:

@@ -34,7 +34,7 @@ def real_dirs(data_dir):
 
 @pytest.fixture(scope="module")
 def real_docs(real_dirs):
-    return audit.load_splits(real_dirs)
+    return {s: read_corpus(p) for s, p in real_dirs.items()}
 
 
 # --- the stray venv/ folder of the anaforatools wheel -----------------------------------------------
@@ -204,19 +204,19 @@ def test_cli_main_prints_the_table_as_json(tmp_path, corpus, capsys):
     assert scoring.main(["-r", str(tmp_path / "nope"), "-p", str(pred)]) == 2
 
 
-def test_paper_layout_carries_the_table_numbers(tmp_path, corpus):
+def test_the_table_frame_carries_the_table_numbers(tmp_path, corpus):
     ref, pred = _pairs(tmp_path, corpus)[0]
     table = scoring.score_directories(ref, pred, closure=True)
     rows = {r["row"]: r for r in table["rows"]}
-    t = scoring.paper_tables({"m": table})
-    assert t["EVENT (Table 3)"].loc["m", ("span + polarity", "A")] == rows["event_polarity"]["A"]
-    assert t["TIMEX3 (Table 2)"].loc["m", ("span", "R")] == rows["timex3_span"]["recall"]
-    assert t["relations (Table 4)"].loc["m", ("containers with closure", "F1")] == rows["contains_closure"]["f1"]
+    t = scoring.table_frame(table)
+    assert t.loc["EVENT span + polarity", "A"] == rows["event_polarity"]["A"]
+    assert t.loc["TIMEX3 span", "R"] == rows["timex3_span"]["recall"]
+    assert t.loc["CONTAINS (closure)", "F1"] == rows["contains_closure"]["f1"]
 
 
 def test_closure_toy_case_of_anaforatools():
     ref, pred = scoring.closure_toy_dirs()
-    got = scoring.closure_scores(ref, pred, {("TLINK", "Type")})["TLINK:Type"]
+    got = scoring.closure_toy_scores()
     assert Fraction(got["precision_correct"], got["predicted"]) == Fraction(6, 7)
     assert Fraction(got["recall_correct"], got["reference"]) == Fraction(4, 9)
     cli = _cli(ref, pred, "--temporal-closure", "-i", "TLINK:Type")["TLINK:Type"]
@@ -278,10 +278,13 @@ def test_closest_distance_and_tie_rules():
     t = Entity("t", "TIMEX3", ((20, 30),), {"Class": "DATE"})
     left, right = _ev("left", 10, 15), _ev("right", 35, 40)    # both 5 characters away: the earlier wins
     far = _ev("far", 60, 70)
-    assert baselines.nearest_event(t, [far, right, left]) == (left, 5)
+
+    def nearest(events):
+        return [r.target for r in baselines.closest_relations(Document("d", [t, *events]))]
+    assert nearest([far, right, left]) == ["left"]
     touching = _ev("touch", 30, 33)                            # gap 0
-    assert baselines.nearest_event(t, [left, touching])[0] is touching
-    assert baselines.nearest_event(t, []) is None
+    assert nearest([left, touching]) == ["touch"]
+    assert nearest([]) == []
     doc = Document("d", [t, Entity("t2", "TIMEX3", ((100, 104),), {}), left, right, far])
     rels = baselines.closest_relations(doc)
     assert [(r.source, r.target, r.properties["Type"]) for r in rels] == [("t", "left", "CONTAINS"),

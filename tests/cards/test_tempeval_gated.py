@@ -14,6 +14,7 @@ from pathlib import Path
 import jupytext
 
 from atlaslib.cards.tempeval import synthetic
+from atlaslib.cards.tempeval.anafora_io import write_corpus
 
 WINDOW = 20
 
@@ -39,11 +40,17 @@ def _leaks(folder: Path, skip: Path, secret: set[str]) -> dict[str, list[str]]:
     return found
 
 
+def _write_synthetic(root):
+    """The synthetic corpus with its note text, as a DUA holder's folders are: ``<root>/<split>/<doc>/<doc>``."""
+    for split, docs in synthetic.build_corpus().items():
+        write_corpus(docs, root / split, write_text=True)
+
+
 def test_the_scan_finds_note_text_in_any_file_anywhere(tmp_path):
     """The scan can fail: note text planted in a file without a suffix in a run's temporary folder, or in a
     binary file among bytes that are not UTF-8, is found; the text's own folder is not scanned."""
     root = tmp_path / "dua_text"
-    synthetic.write(root)
+    _write_synthetic(root)
     note = next(p for p in root.glob("*/*/*") if p.is_file() and not p.name.endswith(".xml")).read_text()
     secret = _windows(note)
     scratch = tmp_path / "w" / "tmp" / "tempeval-x" / "predicted" / "doc0"
@@ -56,7 +63,7 @@ def test_the_scan_finds_note_text_in_any_file_anywhere(tmp_path):
 
 def test_gated_run_leaves_no_note_text_anywhere(tmp_path, repo):
     root = tmp_path / "dua_text"
-    synthetic.write(root)
+    _write_synthetic(root)
     notes = [p.read_text() for p in root.glob("*/*/*") if p.is_file() and not p.name.endswith(".xml")]
     assert len(notes) == 40
     secret = set().union(*(_windows(t) for t in notes))

@@ -1,5 +1,6 @@
-"""What a MACCROBAT run's result cell holds (:func:`cell_parts`, handed to :class:`atlaslib.cards.run.CardRun`): its run spec, the split and data it used, and per
-prediction the sentence's position in its case report (the fields :data:`SLICES` reads)."""
+"""What a MACCROBAT run's result cell holds (:func:`cell_parts`, handed to :class:`atlaslib.cards.run.CardRun`):
+its run spec, the split and data it used, and per prediction the sentence's position in its case report (the
+fields :data:`SLICES` reads)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -9,20 +10,18 @@ import pandas as pd
 from ...splits import SplitManifest
 from .card import BOOTSTRAP_RESAMPLES, FINETUNE_RECIPE, FINETUNE_ROW_MARK, SEED, SHA256SUMS_DIGEST, TYPES
 from .data import reproduction_rows
-from .runs import Outcome
+from .runs import Outcome, last_outcome
+
+POSITIONS = ("first third", "middle third", "last third")
+
 
 def report_positions(items: pd.DataFrame, item_ids: Sequence[str]) -> list[dict]:
     """Per item: ``sent_index`` (0-based line of the report), ``report_sentences`` (its report's sentences)
     and ``report_position``: first / middle / last third, by ``3 * sent_index // report_sentences``."""
-    per_doc = items.groupby("document")["item_id"].size()
-    idx = items.set_index("item_id")
-    out = []
-    for i in item_ids:
-        doc, s = idx.at[i, "document"], int(idx.at[i, "sent_index"])
-        n = int(per_doc[doc])
-        out.append({"sent_index": s, "report_sentences": n,
-                    "report_position": ("first third", "middle third", "last third")[min(2, 3 * s // n)]})
-    return out
+    per_doc, idx = items.groupby("document")["item_id"].size(), items.set_index("item_id")
+    rows = [(int(idx.at[i, "sent_index"]), int(per_doc[idx.at[i, "document"]])) for i in item_ids]
+    return [{"sent_index": s, "report_sentences": n, "report_position": POSITIONS[min(2, 3 * s // n)]}
+            for s, n in rows]
 
 
 def cell_parts(card_run, records, manifest: SplitManifest, *, audit: dict | None = None,
@@ -31,27 +30,21 @@ def cell_parts(card_run, records, manifest: SplitManifest, *, audit: dict | None
     gave (``records``, None: the run did not happen), the notebook's and :func:`atlaslib.cards.run.run`'s alike:
     the records scored by the run (:meth:`CardRun.score <atlaslib.cards.run.CardRun.score>`) and the rest of the
     run's cell from its outcome (:func:`outcome_parts`)."""
-    from .runs import last_outcome
-
     out, items = last_outcome(card_run)
-    metrics = None if records is None else card_run.score(records)
-    return outcome_parts(out, manifest, items, metrics=metrics, audit=audit, leakage=leakage)
+    return outcome_parts(out, manifest, items, metrics=None if records is None else card_run.score(records),
+                         audit=audit, leakage=leakage)
 
 
 def outcome_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *, metrics: dict | None = None,
                   audit: dict | None = None, leakage: dict | None = None) -> dict:
-    """What the run's result cell holds beyond its spec (:meth:`atlaslib.cards.run.CardRun.finish`'s
-    arguments): the profile and capability the run used (its overlap mark: ``finish``'s, by the card's rule), the
-    split and data and seeds;
-    for a run that happened the metrics (``metrics``: the notebook's, from ``CardRun.score``; else
-    :meth:`Outcome.metrics`, the same engine), per-item predictions (with their position in the case report)
-    and per-type scores. ``audit`` adds the reproduction rows of the corpus audit, ``leakage`` the gold-cut
-    measure of a probe run. A run that did not happen carries its ``reason`` (recorded by ``finish`` as the
-    run's not-run reason)."""
+    """What the run's result cell holds beyond its spec: the profile and capability the run used (its overlap
+    mark: ``finish``'s, by the card's rule), the split, data and seeds; for a run that happened the metrics
+    (``metrics``: the run's ``CardRun.score``; else :meth:`Outcome.metrics`, the same engine), per-item
+    predictions (with their position in the case report) and per-type scores. ``audit`` adds the reproduction
+    rows of the corpus audit, ``leakage`` the gold-cut measure of a probe run. A run that did not happen carries
+    its ``reason``."""
     test = items.set_index("item_id").loc[manifest.test]
-    split_info = manifest.cell(test_label_counts={t: int(sum(1 for ms in test["mentions"] for m in ms if m[0] == t))
-                                                  for t in TYPES},
-                               test_reports=int(test["document"].nunique()))
+    mentions = [m[0] for ms in test["mentions"] for m in ms]
     extra = dict(out.llm)   # a language model's contamination mark and memorisation probe
     if audit is not None:
         extra["reproduction_rows"] = reproduction_rows(audit)
@@ -59,11 +52,12 @@ def outcome_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *,
         extra["gold_cut_leakage"] = leakage
     if out.protocol == "finetune":
         extra["row_marks"] = [FINETUNE_ROW_MARK]
-    parts = dict(split=split_info, data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST},
+    parts = dict(split=manifest.cell(test_label_counts={t: mentions.count(t) for t in TYPES},
+                                     test_reports=int(test["document"].nunique())),
+                 data_sha256={"maccrobat/SHA256SUMS (400 brat files)": SHA256SUMS_DIGEST},
                  seeds={"split": SEED, "bootstrap": SEED, "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
                         **({"finetune": FINETUNE_RECIPE["seeds"]} if out.protocol == "finetune" else {})},
-                 profile=out.profile, capability=out.capability, details=out.details,
-                 extra=extra)
+                 profile=out.profile, capability=out.capability, details=out.details, extra=extra)
     if out.status != "ok":
         return dict(parts, reason=out.reason)
     per_type = {t: {k: e[k] for k in ("precision", "recall", "f1")} | {"support": e["support"]}
@@ -81,16 +75,16 @@ def outcome_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *,
 
 
 def seed_run_records(out: Outcome) -> list[dict]:
-    """The cell's ``seed_runs``: per training seed its seed, its metrics with their item intervals (whole case
-    reports resampled) and its per-unit counts (as they were scored: by the run's CardRun, which fills them in
-    when it writes the cell, or by :meth:`Outcome.metrics`), its tags per test sentence and its weight-cache key
-    and weights checksum."""
+    """The cell's ``seed_runs``: per training seed its seed, its metrics and per-unit counts (as the run's CardRun
+    scored them), its training record's weight-cache key, weights checksum and seconds, and its tags per test
+    sentence."""
     rows = []
     for r in out.seed_runs:
-        cache = r["details"].get("weight_cache") or {}
+        d = r["details"]
+        cache = d.get("weight_cache") or {}
         rows.append({"seed": r["seed"], "metrics": r.get("metrics") or {}, "unit_counts": r.get("unit_counts"),
-                     "trained_here": bool(r["details"].get("trained_here")),
-                     "weights_key": cache.get("key"), "weights_sha256": cache.get("weights_sha256"),
-                     "training_seconds": (r["details"].get("training") or {}).get("seconds"),
+                     "trained_here": bool(d.get("trained_here")), "weights_key": cache.get("key"),
+                     "weights_sha256": cache.get("weights_sha256"),
+                     "training_seconds": (d.get("training") or {}).get("seconds"),
                      "predictions": [{"item_id": i, "pred": p} for i, p in zip(out.item_ids, r["pred"])]})
     return rows

@@ -39,15 +39,9 @@ SCHEMA: dict[str, dict[str, frozenset]] = {
     "TLINK": {"Type": frozenset({"CONTAINS", "BEFORE", "OVERLAP", "BEGINS-ON", "ENDS-ON"})},
     "ALINK": {"Type": frozenset({"INITIATES", "CONTINUES", "TERMINATES", "REINITIATES"})},
 }
-ENTITY_TYPES = ("EVENT", "TIMEX3", "DOCTIME", "SECTIONTIME")
 RELATION_TYPES = ("TLINK", "ALINK")
 REFERENCE_PROPERTIES = ("Source", "Target")
 EVENT_ATTRIBUTES = ("ContextualModality", "Degree", "Polarity", "Type")
-#: property values THYME gives every EVENT that a system leaves unset (the schema's defaults)
-EVENT_DEFAULTS = {"DocTimeRel": "OVERLAP", "Type": "N/A", "Degree": "N/A", "Polarity": "POS",
-                  "ContextualModality": "ACTUAL", "ContextualAspect": "N/A", "Permanence": "UNDETERMINED"}
-PARENTS_TYPE = {"EVENT": "TemporalEntities", "TIMEX3": "TemporalEntities", "DOCTIME": "TemporalEntities",
-                "SECTIONTIME": "TemporalEntities", "TLINK": "TemporalRelations", "ALINK": "TemporalRelations"}
 FILE_RE = re.compile(r"^(?P<doc>.+?)\.(?P<schema>[^.]+)\.(?P<annotator>[^.]+)\.(?P<status>[^.]+)\.xml$")
 TEMPORAL_FILE_RE = r"[.]Temporal-(Relation|Entity)[.][^.]+[.][^.]+[.]xml$"
 
@@ -172,22 +166,15 @@ def _parse_root(path: Path) -> ET.Element:
         raise AnaforaError(f"{path}: cannot read Anafora XML ({exc.strerror})") from None
 
 
-def parse_name(path: str | os.PathLike) -> dict:
-    m = FILE_RE.match(Path(path).name)
-    if not m:
-        raise AnaforaError(f"{path}: file name is not '<doc>.<schema>.<annotator>.<status>.xml'")
-    return m.groupdict()
-
-
 def read_document(path: str | os.PathLike, text: str | None = None, *, check_references: bool = True,
                   strict_name: bool = True) -> Document:
     """One Anafora XML file -> :class:`Document`. Relation ``Source``/``Target`` ids must exist in the file.
     ``strict_name=False`` accepts any file name (the document id is then the name up to its first dot)."""
     path = Path(path)
-    if strict_name or FILE_RE.match(path.name):
-        meta = parse_name(path)
-    else:
-        meta = {"doc": path.name.split(".")[0], "schema": "", "annotator": "", "status": ""}
+    m = FILE_RE.match(path.name)
+    if m is None and strict_name:
+        raise AnaforaError(f"{path}: file name is not '<doc>.<schema>.<annotator>.<status>.xml'")
+    meta = m.groupdict() if m else {"doc": path.name.split(".")[0], "schema": "", "annotator": "", "status": ""}
     root = parse_root(path)
     if root.tag != "data":
         raise AnaforaError(f"{path}: root element is <{root.tag}>, expected <data>")
@@ -268,22 +255,16 @@ def to_xml_string(doc: Document) -> str:
     schema.set("path", "./")
     schema.set("protocol", "file")
     anns = _sub(root, "annotations")
-    for e in doc.entities:
-        el = _sub(anns, "entity")
-        _sub(el, "id", e.id)
-        _sub(el, "span", ";".join(f"{s},{t}" for s, t in e.spans))
-        _sub(el, "type", e.type)
-        _sub(el, "parentsType", PARENTS_TYPE.get(e.type, "TemporalEntities"))
+    for a in [*doc.entities, *doc.relations]:   # entities first, as Anafora writes them
+        entity = isinstance(a, Entity)
+        el = _sub(anns, "entity" if entity else "relation")
+        _sub(el, "id", a.id)
+        if entity:
+            _sub(el, "span", ";".join(f"{s},{t}" for s, t in a.spans))
+        _sub(el, "type", a.type)
+        _sub(el, "parentsType", "TemporalEntities" if entity else "TemporalRelations")
         props = _sub(el, "properties")
-        for k, v in e.properties.items():
-            _sub(props, k, v)
-    for r in doc.relations:
-        el = _sub(anns, "relation")
-        _sub(el, "id", r.id)
-        _sub(el, "type", r.type)
-        _sub(el, "parentsType", PARENTS_TYPE.get(r.type, "TemporalRelations"))
-        props = _sub(el, "properties")
-        for k, v in r.properties.items():
+        for k, v in a.properties.items():
             _sub(props, k, v)
     ET.indent(root, space="\t")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -30,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from .anafora_io import EVENT_ATTRIBUTES, Document, parse_once, parse_root, read_corpus
+from .baselines import _gap  # the characters between two annotations' extents, as closest measures them
 from .scoring import _evaluate, _memo_select, _MemoSelect, anafora
 
 CONTAINS_VIEW = ("TLINK", "Type", "CONTAINS")
@@ -154,16 +155,15 @@ def duplicates(docs: list[Document]) -> dict:
             "CONTAINS_duplicate_pairs": contains_dup}
 
 
-def table1(scorer: dict[str, dict], raw: dict[str, dict], file_elements: dict[str, dict] | None = None) -> pd.DataFrame:
+def table1(scorer: dict[str, dict], raw: dict[str, dict], file_elements: dict[str, dict]) -> pd.DataFrame:
     """Table 1 reproduction: per split the paper's row (where known), the scorer's counts, the elements in
-    ``<annotations>`` and (optionally) the elements anywhere in the files."""
+    ``<annotations>`` and the elements anywhere in the files."""
     rows = []
     for split in scorer:
         for what in ("documents", "EVENT", "TIMEX3", "CONTAINS"):
             row = {"split": split, "count": what, "paper": PAPER_TABLE1.get(split, {}).get(what),
-                   "official scorer": scorer[split].get(what), "elements in <annotations>": raw[split].get(what)}
-            if file_elements is not None:
-                row["elements in file"] = file_elements[split].get(what)
+                   "official scorer": scorer[split].get(what), "elements in <annotations>": raw[split].get(what),
+                   "elements in file": file_elements[split].get(what)}
             rows.append(row)
     return pd.DataFrame(rows).set_index(["split", "count"])
 
@@ -183,11 +183,6 @@ def attribute_distribution(docs_by_split: dict[str, list[Document]]) -> pd.DataF
     return df.sort_values(["split", "type", "attribute", "count"], ascending=[True, True, True, False]).reset_index(drop=True)
 
 
-def span_gap(a, b) -> int:
-    """Characters between two annotations' extents (min start .. max end over their spans); 0 if they overlap."""
-    return max(0, max(a.start, b.start) - min(a.end, b.end))
-
-
 def contains_distances(docs_by_split: dict[str, list[Document]]) -> pd.DataFrame:
     """One row per CONTAINS element: split, doc, argument types (e.g. TIMEX3->EVENT), character gap between
     the arguments' extents, and whether the target lies after the source."""
@@ -198,7 +193,7 @@ def contains_distances(docs_by_split: dict[str, list[Document]]) -> pd.DataFrame
             for r in d.tlinks("CONTAINS"):
                 s, t = ids[r.source], ids[r.target]
                 rows.append({"split": split, "doc_id": d.doc_id, "pair": f"{s.type}->{t.type}",
-                             "gap": span_gap(s, t), "target_after_source": t.start >= s.end})
+                             "gap": _gap(s, t), "target_after_source": t.start >= s.end})
     return pd.DataFrame(rows)
 
 
@@ -206,10 +201,6 @@ def distance_summary(distances: pd.DataFrame) -> pd.DataFrame:
     q = distances.groupby(["split", "pair"])["gap"]
     return pd.DataFrame({"n": q.size(), "median": q.median(), "p90": q.quantile(0.9), "max": q.max(),
                          "share_within_50_chars": q.apply(lambda g: (g <= 50).mean())})
-
-
-def load_splits(dirs: dict[str, str | os.PathLike]) -> dict[str, list[Document]]:
-    return {split: read_corpus(path) for split, path in dirs.items()}
 
 
 def plot_attributes(dist: pd.DataFrame):
@@ -249,15 +240,13 @@ def reproduction_rows(table1_frame) -> list[dict]:
     """Rows for the book's reproduction chapter: the paper's Table 1 beside the official scorer's counts
     (Dev: the paper's row could not be verified, so ``published`` is None), and anaforatools' closure toy
     case through this card's scorer wrapper."""
-    import math
-
     from ...results import reproduction_row
     from . import scoring
 
     rows = []
     for (split, what), rec in table1_frame.iterrows():
         paper = rec.get("paper")
-        published = None if paper is None or (isinstance(paper, float) and math.isnan(paper)) else int(paper)
+        published = None if pd.isna(paper) else int(paper)
         note = ("set semantics of the official scorer (duplicates collapse, the adjudication block is not read)"
                 if published is not None else "the paper's Dev row could not be verified: not compared")
         rows.append(reproduction_row(f"THYME {split} {what} (Table 1)", published, int(rec["official scorer"]), note,
@@ -277,7 +266,7 @@ def thyme_audit(data_dir=None) -> dict:
 
     dirs = {s: thyme_dir(s, data_dir) for s in SPLITS}
     with parse_once():  # the reader, the scorer's counts and the element counts share each parsed file
-        docs = load_splits(dirs)
+        docs = {s: read_corpus(p) for s, p in dirs.items()}
         scorer = {s: scorer_counts(p) for s, p in dirs.items()}
         files = {s: file_element_counts(d) for s, d in docs.items()}
     t1 = table1(scorer, {s: raw_counts(d) for s, d in docs.items()}, files)

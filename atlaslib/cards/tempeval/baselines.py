@@ -38,34 +38,17 @@ def _gap(a: Entity, b: Entity) -> int:
     return max(0, max(a.start, b.start) - min(a.end, b.end))
 
 
-def nearest_event(timex: Entity, events: list[Entity]) -> tuple[Entity, int] | None:
-    """The EVENT nearest to ``timex`` and its character gap (rules in the module docstring)."""
-    return _nearest(timex, _extents(events))
-
-
-def _extents(events: list[Entity]) -> list[tuple]:
-    """``(start, end, length, id, event)`` of each EVENT, worked out once per document (an extent is a min
-    and a max over the annotation's spans)."""
-    return [(e.start, e.end, e.end - e.start, e.id, e) for e in events]
-
-
-def _nearest(timex: Entity, extents: list[tuple]) -> tuple[Entity, int] | None:
-    if not extents:
-        return None
-    ts, te = timex.start, timex.end
-    # the key of the rules: (gap, start, length, id), as _gap(timex, event) computes the gap
-    best = min(extents, key=lambda x: (max(0, max(ts, x[0]) - min(te, x[1])), x[0], x[2], x[3]))
-    return best[4], _gap(timex, best[4])
-
-
 def closest_relations(doc: Document) -> list[Relation]:
-    extents = _extents(doc.of_type("EVENT"))
+    """Each TIMEX3 CONTAINS its nearest EVENT (rules in the module docstring)."""
+    # (start, end, length, id, event) of each EVENT, worked out once per document (an extent is a min and a max
+    # over the annotation's spans); the key of the rules: (gap, start, length, id), the gap as _gap computes it
+    extents = [(e.start, e.end, e.end - e.start, e.id, e) for e in doc.of_type("EVENT")]
     rels = []
-    for t in doc.of_type("TIMEX3"):
-        found = _nearest(t, extents)
-        if found is not None:
-            rels.append(Relation(f"{len(rels) + 1}@r@{doc.doc_id}@closest", "TLINK",
-                                 {"Source": t.id, "Type": "CONTAINS", "Target": found[0].id}))
+    for t in doc.of_type("TIMEX3") if extents else ():
+        ts, te = t.start, t.end
+        best = min(extents, key=lambda x: (max(0, max(ts, x[0]) - min(te, x[1])), x[0], x[2], x[3]))
+        rels.append(Relation(f"{len(rels) + 1}@r@{doc.doc_id}@closest", "TLINK",
+                             {"Source": t.id, "Type": "CONTAINS", "Target": best[4].id}))
     return rels
 
 
@@ -159,13 +142,12 @@ class Memorize:
                 for n, (s, e, lab) in enumerate(self.memorizer.predict(doc.text), 1)]
         return _system_copy(doc, ents)
 
-    def doctimerel_for(self, doc: Document):
-        def value(e: Entity) -> str:
-            label = self.memorizer.phrases.get(self.memorizer._norm(doc.text[e.start:e.end])) if doc.text else None
-            return label[5] if label is not None and label[0] == "EVENT" else self.majority
-        return value
-
     def predict_phase2(self, gold: Document) -> Document:
+        """The memorized DocTimeRel of an EVENT whose whole text is a memorized EVENT phrase, else the majority."""
         if gold.text is None:
             raise AnaforaError(f"{gold.doc_id}: memorize needs the note text, and this document has none")
-        return with_doctimerel(phase2_input(gold), self.doctimerel_for(gold))
+
+        def value(e: Entity) -> str:
+            label = self.memorizer.phrases.get(self.memorizer._norm(gold.text[e.start:e.end]))
+            return label[5] if label is not None and label[0] == "EVENT" else self.majority
+        return with_doctimerel(phase2_input(gold), value)

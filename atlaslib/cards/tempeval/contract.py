@@ -11,6 +11,7 @@ from collections import Counter
 from ..families import ScoredRelations
 from .card import CARD, THYME_FILES
 from .counting import SCORING, counts as scorer_counts
+from .runs import run
 
 
 def load_items(data_dir=None):
@@ -51,21 +52,12 @@ def audit_items(items, data_dir=None) -> dict:
                           for (v, side), n in sorted(Counter(zip(items["version"], items["side"])).items())}}
 
 
-def _run(items, manifest, model: str, protocol: str, *, data_dir=None, load=None, **options):
-    """The run of ``model`` under ``protocol`` on the manifest's version (:func:`.runs.run`: load, predict, the
-    official scorer), as the notebook makes it: a :class:`.runs.RunResult` whose ``predictions`` are one record
-    per test document (counts and found items, no text) and whose scorer table holds each document's counts.
-    ``load`` (the run's ``CardRun.load``) decides whether the run can happen: the note text under a DUA is never
-    read without ``thyme_text_dir`` (the card's gate); such a run raises :class:`atlaslib.cards.NotRun`.
-    ``options``: ``thyme_text_dir``, ``annotation_dir``, ``work_dir``."""
-    from .runs import run
-
-    return run(manifest.version, model, protocol, data_dir=data_dir, load=load, **options)
-
-
-#: the card as one of the scorer-based relations family: the family dispatches (each protocol to the card's run),
-#: counts (the scorer's per-document counts, :func:`.counting.counts`) and makes the cell (the run's result
-#: scored by its CardRun)
+#: the card as one of the scorer-based relations family: the family dispatches each protocol to the card's run
+#: (:func:`.runs.run` on the manifest's version: a :class:`.runs.RunResult`, or :class:`atlaslib.cards.NotRun`
+#: where the run's ``load`` refuses it: the card's gate on the note text), counts (the scorer's per-document
+#: counts, :func:`.counting.counts`) and makes the cell (the run's result scored by its CardRun)
 FAMILY = ScoredRelations(CARD, SCORING, load_items=load_items, split=split, counter=scorer_counts,
-                         predictors={p: _run for p in CARD.protocols})
+                         predictors={p: lambda items, manifest, model, protocol, **kw: run(manifest.version, model,
+                                                                                          protocol, **kw)
+                                     for p in CARD.protocols})
 predict, counts, cell_parts = FAMILY.predict, FAMILY.counts, FAMILY.cell_parts

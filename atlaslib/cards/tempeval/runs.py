@@ -28,8 +28,6 @@ from .anafora_io import Document, parse_once, read_corpus, write_corpus
 from .baselines import Memorize, majority_doctimerel, phase2_input, with_closest, with_doctimerel
 from .scoring import score_directories, table_frame
 
-VERSIONS = ("thyme-dev-2015", "synthetic-v1")
-
 
 @dataclass
 class Corpus:
@@ -69,7 +67,7 @@ def load_corpus(version: str, data_dir=None, thyme_text_dir=None, annotation_dir
         work_dir = Path(tempfile.mkdtemp(prefix="tempeval-") if own else work_dir)
         ref = work_dir / "reference"
         try:
-            write_corpus([_strip_text(d) for d in corpus["Dev"]], ref)
+            write_corpus([replace(d, text=None) for d in corpus["Dev"]], ref)
         except BaseException:
             if own:
                 shutil.rmtree(work_dir, ignore_errors=True)
@@ -79,7 +77,7 @@ def load_corpus(version: str, data_dir=None, thyme_text_dir=None, annotation_dir
             weakref.finalize(out, shutil.rmtree, work_dir, True)
         return out
     if version != "thyme-dev-2015":
-        raise ValueError(f"version {version!r}: expected one of {VERSIONS}")
+        raise ValueError(f"version {version!r}: expected one of {', '.join(CARD.versions)}")
     if annotation_dir is not None:
         dirs = {s: Path(annotation_dir) / s for s in ("Train", "Dev")}
         sha = {}
@@ -95,10 +93,6 @@ def load_corpus(version: str, data_dir=None, thyme_text_dir=None, annotation_dir
             raise NotRun(f"thyme_text_dir {thyme_text_dir}: no text for {len(missing)} documents "
                                   f"(e.g. {missing[:3]}); expected <dir>/<split>/<doc> or <dir>/<doc>")
     return Corpus(train, test, dirs["Dev"], True, sha, "THYME coloncancer Train -> Dev")
-
-
-def _strip_text(doc: Document) -> Document:
-    return Document(doc.doc_id, doc.entities, doc.relations, doc.schema, doc.annotator, doc.status, None)
 
 
 def predict(model: str, protocol: str, corpus: Corpus) -> tuple[list[Document], dict]:

@@ -24,19 +24,9 @@ conventions: P = 1 when nothing is predicted, R = 1 when nothing is in the refer
 rows A = attribute F1 / span F1 of the same entity type (the paper's accuracy on the items a system found;
 None when the span F1 is 0). With closure, P = |S ∩ closure(H)| / |S| and R = |closure(S) ∩ H| / |H|.
 
-The stray ``venv/`` folder of the anaforatools wheel
-----------------------------------------------------
-The anaforatools 1.2.0 wheel ships a leftover ``venv/lib/python3.10/site-packages/...`` tree (wheel,
-_distutils_hack, _virtualenv.py: 1,114 RECORD entries) and a top-level ``print_sets.py``; pip installs
-them into ``site-packages``. ``site-packages/venv`` has no ``__init__.py``, so it can only ever become a
-*namespace* package, and Python's import system returns a namespace package only if no regular module or
-package of that name exists on any ``sys.path`` entry; the standard library's ``venv`` (a regular package,
-and earlier on ``sys.path`` anyway) therefore always wins, and the nested ``venv/lib/python3.10/...``
-folders are on no path, so the ``wheel``/``_distutils_hack`` copies inside cannot be imported either.
-The one way it can bite is an interpreter whose stdlib lacks ``venv`` (some distro builds): then
-``import venv`` would silently yield an empty namespace package. :func:`check_import_shadowing` (run on
-import of this module, and in the tests) refuses that case with a clear error, and checks that
-``anafora`` itself is the anaforatools package. We never put ``site-packages/venv/...`` on ``sys.path``.
+The anaforatools 1.2.0 wheel also installs a stray ``site-packages/venv`` tree (no ``__init__.py``: the standard
+library's ``venv`` always wins over it); :func:`check_import_shadowing` (on import) refuses an interpreter where it
+would not, and an ``anafora`` that is not anaforatools'.
 """
 from __future__ import annotations
 
@@ -71,13 +61,10 @@ def check_import_shadowing() -> dict:
             f"({list(spec.submodule_search_locations or []) if spec else 'not found'}), not the standard library "
             f"under {stdlib}: the stray venv/ folder that the anaforatools 1.2.0 wheel leaves in site-packages is "
             f"shadowing it. Use a Python whose standard library has venv, or delete site-packages/venv.")
-    aspec = importlib.util.find_spec("anafora")
-    dist_files = {str(f) for f in (metadata.distribution("anaforatools").files or [])}
-    if aspec is None or "anafora/__init__.py" not in dist_files:
-        raise ImportError("module 'anafora' is not the one installed by anaforatools")
     where = Path(metadata.distribution("anaforatools").locate_file("anafora/__init__.py")).resolve()
-    if Path(aspec.origin).resolve() != where:
-        raise ImportError(f"'import anafora' resolves to {aspec.origin}, not anaforatools' {where}")
+    aspec = importlib.util.find_spec("anafora")
+    if aspec is None or Path(aspec.origin).resolve() != where:
+        raise ImportError(f"'import anafora' resolves to {aspec and aspec.origin}, not anaforatools' {where}")
     return {"venv": str(origin), "anafora": str(where), "anaforatools": metadata.version("anaforatools")}
 
 
@@ -143,11 +130,6 @@ CLOSURE_ROW = ("contains_closure", ("TLINK", "Type", "CONTAINS"), "CONTAINS (clo
 
 class ScoringError(ValueError):
     """Scorer input is missing or malformed."""
-
-
-def view_name(view) -> str:
-    """The scorer's printed name of a view: ``("TLINK", "Type", "CONTAINS")`` -> ``TLINK:Type:CONTAINS``."""
-    return ":".join(view) if isinstance(view, tuple) else view
 
 
 def _check_regex(xml_name_regex: str):
@@ -229,7 +211,7 @@ def _counts(s) -> list[int]:
 
 def _row(name, label, view, s) -> dict:
     correct = s.correct
-    row = {"row": name, "label": label, "view": view_name(view), "reference": s.reference,
+    row = {"row": name, "label": label, "view": ":".join(view), "reference": s.reference,
            "predicted": s.predicted}
     if isinstance(correct, tuple):
         row["correct"] = None
@@ -343,15 +325,6 @@ def f1_from_counts(reference, predicted, precision_correct, recall_correct):
     return p, r, f
 
 
-def closure_scores(reference_dir, predicted_dir, include, *, xml_name_regex: str = "[.]xml$") -> dict:
-    """Temporal-closure P/R/F1 over any relation view (e.g. ``{("TLINK", "Type")}`` for every TLINK type),
-    as ``python -m anafora.evaluate --temporal-closure -i TLINK:Type`` computes it."""
-    total, n = _merge(_evaluate.score_dirs(str(reference_dir), str(predicted_dir), xml_name_regex=xml_name_regex,
-                                           include=set(include), scores_type=_evaluate.TemporalClosureScores),
-                      _evaluate.TemporalClosureScores)
-    return {view_name(v): _row(view_name(v), view_name(v), v, s) for v, s in total.items()}
-
-
 def table_frame(table: dict):
     """The table as a DataFrame in the paper's layout: one line per sub-task, columns P, R, F1, A."""
     import pandas as pd
@@ -359,37 +332,6 @@ def table_frame(table: dict):
     df = pd.DataFrame(table["rows"]).set_index("label")
     return df[["reference", "predicted", "precision", "recall", "f1", "A"]].rename(
         columns={"precision": "P", "recall": "R", "f1": "F1"})
-
-
-PAPER_LAYOUT = {
-    "TIMEX3 (Table 2)": [("span", "timex3_span", False), ("span + class", "timex3_class", True)],
-    "EVENT (Table 3)": [("span", "event_span", False), ("span + modality", "event_modality", True),
-                        ("span + degree", "event_degree", True), ("span + polarity", "event_polarity", True),
-                        ("span + type", "event_type", True)],
-    "relations (Table 4)": [("to document time", "doctimerel", False), ("narrative containers", "contains", False),
-                            ("containers with closure", "contains_closure", False)],
-}
-
-
-def paper_tables(tables: dict) -> dict:
-    """``{run label: table}`` -> the paper's three layouts as DataFrames (one line per run; columns
-    (sub-task, P/R/F1[/A])), e.g. ``{"closest, phase 2": score_directories(...)}``."""
-    import pandas as pd
-
-    out = {}
-    for name, groups in PAPER_LAYOUT.items():
-        lines = {}
-        for label, table in tables.items():
-            rows = {r["row"]: r for r in table["rows"]}
-            line = {}
-            for group, row, with_a in groups:
-                r = rows.get(row)
-                for col, key in (("P", "precision"), ("R", "recall"), ("F1", "f1")) + ((("A", "A"),) if with_a else ()):
-                    line[(group, col)] = None if r is None else r[key]
-            lines[label] = line
-        out[name] = pd.DataFrame.from_dict(lines, orient="index")
-        out[name].columns = pd.MultiIndex.from_tuples(out[name].columns)
-    return out
 
 
 def main(argv=None) -> int:
@@ -441,13 +383,15 @@ CLOSURE_TOY_PUBLISHED = {"precision": 6 / 7, "recall": 4 / 9}
 def closure_toy_dirs():
     """(reference, predicted) folders of anaforatools' own temporal-closure test case, rebuilt as Anafora
     XML; anaforatools' test expects closure precision 6/7 and recall 4/9 on it."""
-    from pathlib import Path
-
     root = Path(__file__).resolve().parent / "closure_toy"
     return root / "reference", root / "predicted"
 
 
 def closure_toy_scores() -> dict:
-    """Closure P/R/F1 of the toy case through this wrapper (``TLINK:Type``)."""
+    """Closure P/R/F1 of the toy case through this wrapper, as ``python -m anafora.evaluate --temporal-closure -i
+    TLINK:Type`` computes it."""
     ref, pred = closure_toy_dirs()
-    return closure_scores(ref, pred, {("TLINK", "Type")})["TLINK:Type"]
+    view = ("TLINK", "Type")
+    total, _ = _merge(_evaluate.score_dirs(str(ref), str(pred), include={view},
+                                           scores_type=_evaluate.TemporalClosureScores), _evaluate.TemporalClosureScores)
+    return _row("TLINK:Type", "TLINK:Type", view, total[view])

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import re
 
-from .anafora_io import Document, Entity, Relation, check_document, write_corpus
+from .anafora_io import Document, Entity, Relation, check_document
 
 VERSION = "synthetic-v1"
 SEED = 20150605
@@ -132,13 +132,3 @@ def build_corpus(seed: int = SEED, n_train: int = N_TRAIN, n_dev: int = N_DEV) -
         kind = "path" if i % 3 == 2 else "clinic"
         docs.append(make_document(f"SYN{i // 3 + 1:03d}_{kind}_{i + 1:03d}", kind, rng))
     return {"Train": docs[:n_train], "Dev": docs[n_train:]}
-
-
-def write(root, seed: int = SEED) -> dict:
-    """Write the corpus as ``<root>/<Train|Dev>/<doc>/<doc>`` (text) + ``<doc>.Temporal-Relation.gold.completed.xml``."""
-    from pathlib import Path
-
-    corpus = build_corpus(seed)
-    for split, docs in corpus.items():
-        write_corpus(docs, Path(root) / split, write_text=True)
-    return {split: len(docs) for split, docs in corpus.items()}
