@@ -88,7 +88,8 @@ class TaskFamily:
                  text: str = "text", gold: str = "gold", fields: tuple = (), inputs: tuple = (),
                  recipe: dict | None = None, finetune: str = "finetune", predictors: dict | None = None,
                  counter: Callable | None = None, answer: str = "", abstain=None, groups: dict | None = None,
-                 no_score: str = "labels only: no scores", prompt: str | None = None, options: tuple = ()):
+                 no_score: str = "labels only: no scores", prompt: str | None = None, options: tuple = (),
+                 assertion: dict | None = None, data: tuple = ()):
         if card.analysis.kind != self.kind:
             raise ValueError(f"card {card.name}: its analysis kind is {card.analysis.kind!r}, not the "
                              f"{type(self).__name__} family's {self.kind!r}")
@@ -105,6 +106,7 @@ class TaskFamily:
         self.counter, self.answer, self.abstain = counter, answer, abstain
         self.groups, self.no_score = dict(groups or {}), no_score
         self.prompt, self.options = prompt, tuple(options)
+        self.assertion, self.data = dict(assertion or {}), tuple(data)
         self._last: tuple = (None, None)   # ((version, model, protocol), predictor) of the last run: its variants
 
     # -- protocol dispatch ------------------------------------------------------------------------------------
@@ -121,27 +123,41 @@ class TaskFamily:
         elif protocol in self.predictors:
             return self.predictors[protocol](items, manifest, model, protocol, data_dir=data_dir, load=load,
                                              **options)
-        elif protocol in self.card.capabilities and (protocol in ("probe", self.finetune) or self.prompt):
+        elif protocol in self.card.capabilities and (protocol in ("probe", self.finetune) or self.prompt
+                                                     or self.assertion):
             loaded = deciding.load_for(self.card, manifest.version, model, protocol, load, data_dir=data_dir)
-            train = frame.loc[manifest.train]
-            if protocol in ("probe", self.finetune):
-                predictor = (self._probe if protocol == "probe" else self._finetuned)(loaded.adapter, train)
-            elif loaded.capability == "score.options":
-                predictor = self._options(loaded.adapter)
-            else:
-                raise NotRun(f"card {self.card.name}: {model} answers through {loaded.capability}, which the "
-                             f"{type(self).__name__} family does not run under {protocol}")
+            predictor = self.predictor(loaded, frame.loc[manifest.train], protocol, seed=manifest.seed,
+                                       retrain=options.get("retrain", False))
         else:
             runs = [b for b, ps in self.card.baselines.items() if protocol in ps]
             raise NotRun(f"card {self.card.name} runs only {', '.join(runs) or 'no baseline'} under {protocol}")
         self._last = ((manifest.version, model, protocol), predictor)   # only the last: a model is not kept longer
         return self._records(test, predictor(test))
 
+    def predictor(self, loaded, train, protocol: str, *, seed: int = 0, retrain: bool = False):
+        """The run's model (``loaded``: :class:`~atlaslib.cards.deciding.Loaded`) as a function of item rows giving
+        ``(pred, score, out)`` (``out``: the protocol's whole answer, its ``details`` included) or, for a fine-tune,
+        ``{training seed: (pred, score, out)}``; whatever the run trains (on ``train``, the train items by id) is
+        trained once, at the first call: ``probe`` (its head seeded by ``seed``), the fine-tune (``retrain``: not
+        served from the weight cache), zero-shot by answer options or by an assertion head."""
+        if protocol == "probe":
+            return self._probe(loaded.adapter, train, seed)
+        if protocol == self.finetune:
+            return self._finetuned(loaded.adapter, train, retrain)
+        if loaded.capability == "score.options" and self.prompt:
+            return self._options(loaded.adapter)
+        if loaded.capability == "predict.assertion" and self.assertion:
+            return self._assertion(loaded.adapter)
+        raise NotRun(f"card {self.card.name}: {(loaded.profile or {}).get('name', 'the model')} "
+                     f"answers through {loaded.capability}, which the {type(self).__name__} family does not run "
+                     f"under {protocol}")
+
     def _records(self, test, answers):
-        """Records of ``test`` rows from ``(pred, score)`` or, for a row over seeds, ``{seed: (pred, score)}``."""
+        """Records of ``test`` rows from ``(pred, score[, out])`` or, for a row over seeds, ``{seed: (pred, score[,
+        out])}``."""
         if isinstance(answers, dict):
             return {s: self._records(test, a) for s, a in answers.items()}
-        pred, score = answers
+        pred, score = answers[:2]
         return [record(iid, _plain(row[self.gold]), _plain(p), None if score is None else float(score[i]),
                        **{f: _plain(row[f]) for f in self.fields})
                 for i, ((iid, row), p) in enumerate(zip(test.iterrows(), pred))]
@@ -151,8 +167,9 @@ class TaskFamily:
             raise NotRun(f"card {self.card.name}: the family's {what} scores two labels; the card has "
                          f"{len(self.labels)}")
 
-    def _probe(self, adapter, train):
-        """A logistic head on the frozen features of the train texts (class 1: the second label)."""
+    def _probe(self, adapter, train, seed: int):
+        """A logistic head (seeded by ``seed``) on the frozen features of the train texts (class 1: the second
+        label)."""
         from ..protocols import items as P
 
         self._two_labels("probe")
@@ -161,11 +178,11 @@ class TaskFamily:
 
         def predictor(rows):
             if "head" not in fitted:
-                out = P.probe(adapter, train[self.text].tolist(), y, rows[self.text].tolist(), seed=0)
+                out = P.probe(adapter, train[self.text].tolist(), y, rows[self.text].tolist(), seed=seed)
                 fitted["head"] = out["head"]
-                return [self.labels[int(k)] for k in out["pred"]], out["score"]
-            out = P.probe_predict(adapter, fitted["head"], rows[self.text].tolist())
-            return [self.labels[int(k)] for k in out["pred"]], out["score"]
+            else:
+                out = P.probe_predict(adapter, fitted["head"], rows[self.text].tolist())
+            return [self.labels[int(k)] for k in out["pred"]], out["score"], out
         return predictor
 
     def _options(self, adapter):
@@ -176,14 +193,29 @@ class TaskFamily:
 
         self._two_labels("zero-shot by answer options")
 
-        def predictor(rows):
-            out = P.zero_shot_options(adapter, [self.prompt.format(**r) for _, r in rows.iterrows()], self.options)
-            return [self.labels[int(k)] for k in out["pred"]], out["score"]
+        def predictor(rows, prompts=None, options=None):   # other prompts or options: a prompt variant's
+            prompts = [self.prompt.format(**r) for _, r in rows.iterrows()] if prompts is None else prompts
+            out = P.zero_shot_options(adapter, prompts, options or self.options)
+            return [self.labels[int(k)] for k in out["pred"]], out["score"], out
         return predictor
 
-    def _finetuned(self, adapter, train):
-        """The adapter's encoder fine-tuned once per seed of ``recipe`` on the train texts; the score: the second
-        label's probability (two labels), else none."""
+    def _assertion(self, adapter):
+        """Zero-shot by an assertion head: its labels mapped to the card's by the declared ``assertion``; an
+        unparseable answer counts as wrong (:func:`atlaslib.protocols.items.zero_shot_assertion`), no score."""
+        from ..protocols import items as P
+
+        label_map = {k: self.labels.index(v) for k, v in self.assertion.items()}
+
+        def predictor(rows):
+            out = P.zero_shot_assertion(adapter, rows[self.text].tolist(), label_map,
+                                        gold=[self.labels.index(g) for g in rows[self.gold]])
+            return [self.labels[int(k)] for k in out["pred"]], None, out
+        return predictor
+
+    def _finetuned(self, adapter, train, retrain: bool = False):
+        """The adapter's encoder fine-tuned once per seed of ``recipe`` on the train texts (the weight cache keyed
+        by the declared ``data`` files' sha256 too; ``retrain``: trained even when cached); the score: the second
+        label's probability (two labels), else none. The predictor's ``details``: the fine-tune's."""
         from ..protocols import finetune as FT
 
         if self.recipe is None:
@@ -191,19 +223,21 @@ class TaskFamily:
         names = [self.label_names[self.labels.index(g)] for g in train[self.gold]]
         kept = {}
 
-        def answers(k, proba):
-            return [self.labels[int(c)] for c in k], (proba[:, 1] if len(self.labels) == 2 else None)
+        def answers(r):
+            return [self.labels[int(c)] for c in r["pred"]], (r["proba"][:, 1] if len(self.labels) == 2 else None), r
 
         def predictor(rows):
             if not kept:
                 res = FT.finetune_sequence(adapter, train.index.tolist(), train[self.text].tolist(), names,
-                                           rows[self.text].tolist(), self.label_names, self.recipe, progress=False)
+                                           rows[self.text].tolist(), self.label_names, self.recipe,
+                                           data_sha256={f.name: f.sha256 for f in self.data}, retrain=retrain)
                 kept.update(dict(res["models"]))
-                return {r["seed"]: answers(r["pred"], r["proba"]) for r in res["seed_runs"]}
+                predictor.details = res["details"]
+                return {r["seed"]: answers(r) for r in res["seed_runs"]}
             out = {}
             for seed, model in kept.items():
                 proba = FT.predict_sequence(adapter, model, rows[self.text].tolist(), self.recipe)
-                out[seed] = answers(proba.argmax(axis=1), proba)
+                out[seed] = answers({"seed": seed, "pred": proba.argmax(axis=1), "proba": proba, "details": {}})
             return out
         return predictor
 
