@@ -39,10 +39,10 @@ pytestmark = [pytest.mark.xdist_group("course_book"), pytest.mark.timeout(BUILD_
 
 def write_nli_cells(results_dir: Path) -> None:
     """The NLI challenge's offline runs, scored in-process (the same cells the card notebook writes)."""
-    from atlaslib.cards import nli_negation as nli
+    from atlaslib.cards.run import run
 
     for model in NLI_MODELS:
-        cell = nli.run_card(model).cell()
+        cell = run("nli_negation", "builtin-v1", model, "zero_shot")
         results.write_cell(cell, results.cell_path(results_dir, "nli_negation", "builtin-v1", model, "zero_shot"))
 
 
@@ -75,9 +75,11 @@ def write_language_model_cell(results_dir: Path, smollm2) -> None:
     probabilities (the calibration lesson reads them)."""
     from atlaslib.cards import nli_negation as nli
     from atlaslib.cards.nli_negation.predictors import NliAdapterPredictor
+    from atlaslib.cards.run import run
 
     model = "smollm2-135m-instruct"
-    cell = nli.run_card(model, predictor=NliAdapterPredictor(smollm2(), name=model)).cell()
+    cell = run("nli_negation", "builtin-v1", model, "zero_shot",
+               predictor=NliAdapterPredictor(smollm2(), name=model))
     assert cell["status"] == "ok", cell.get("reason")
     assert all(set(r["scores"]) == set(nli.LABELS) for r in cell["predictions"])
     results.write_cell(cell, results.cell_path(results_dir, "nli_negation", "builtin-v1", "smollm2-135m-instruct",

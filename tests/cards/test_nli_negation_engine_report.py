@@ -7,6 +7,7 @@ import pytest
 from scipy.stats import beta
 
 from atlaslib.cards import nli_negation as nn
+from atlaslib.cards.run import run
 from atlaslib.metrics import engine
 
 
@@ -56,12 +57,12 @@ def test_the_report_takes_its_numbers_from_the_engine(monkeypatch):
 def test_the_report_equals_the_cells_metrics_and_what_the_challenge_reports():
     """On a real run: the report's overall rates are the cell's metrics (one scoring), and the challenge's own
     entry point (``run_nli_negation_challenge``, ``atlas score nli_negation``) gives the same report."""
-    run = nn.run_card("always-entailment", "zero_shot", "openmed-builtin-v1")
-    cell = run.cell()
+    cell = run("nli_negation", "openmed-builtin-v1", "always-entailment", "zero_shot")
     r = cell["extra"]["report"]
     assert r == json.loads(json.dumps(nn.counting.report_of_cell(cell)))
     for name in ("aggregate_accuracy", "false_entailment_rate"):
         m = cell["metrics"][f"{name}_zero_shot"]
         assert (r[name]["value"], r[name]["ci_low"], r[name]["ci_high"]) == (m["value"], m["ci_low"], m["ci_high"])
-    again = nn.run_nli_negation_challenge(["entailment"] * len(run.cases), cases=run.cases)
+    cases = nn.version_cases("openmed-builtin-v1")
+    again = nn.run_nli_negation_challenge(["entailment"] * len(cases), cases=cases)
     assert again.to_dict() == r

@@ -1,5 +1,5 @@
-"""NLI negation card: the book's predictors (real ConText, real MiniLM, tiny HF NLI head), run_card,
-result cells, and value-free reports for every predictor in the book.
+"""NLI negation card: the book's predictors (real ConText, real MiniLM, tiny HF NLI head), a run by the card's one
+run path, result cells, and value-free reports for every predictor in the book.
 
 The real ConText (≈3 s) and MiniLM-similarity (≈10 s) predictors run once each on the whole built-in
 corpus (module-scoped fixtures)."""
@@ -16,6 +16,7 @@ from atlaslib.cards import get_card
 from atlaslib.cards import nli_negation as nn
 from atlaslib.cards.nli_negation import predictors as P
 from atlaslib.cards.nli_negation.errors import NliNegationInputError
+from tests.cards.nli_negation_runs import Ran
 from tests.cards.test_nli_negation import CASES, PINNED_SHA256, leak_check
 from tests.tiny_models import tiny_encoder, tiny_nli_classifier
 
@@ -29,7 +30,7 @@ def context():
 
 @pytest.fixture(scope="module")
 def context_run(context):
-    return nn.run_card(nn.CONTEXT_PREDICTOR, predictor=context)
+    return Ran(nn.CONTEXT_PREDICTOR, predictor=context)
 
 
 @pytest.mark.parametrize("premise,hypothesis,expected", [
@@ -132,7 +133,7 @@ def test_similarity_calibration_rule_by_hand():
 
 @pytest.fixture(scope="module")
 def minilm_run():
-    return nn.run_card(nn.SIMILARITY_PREDICTOR)
+    return Ran(nn.SIMILARITY_PREDICTOR)
 
 
 def test_minilm_similarity_on_the_corpus(minilm_run):
@@ -158,7 +159,7 @@ def tiny_nli(tmp_path_factory):
 
 
 def test_tiny_hf_nli_head_end_to_end(tiny_nli):
-    run = nn.run_card(str(tiny_nli))
+    run = Ran(str(tiny_nli))
     assert run.ok and run.profile["capability"] == "predict.nli"
     assert set(run.labels) <= {"entailment", "neutral", "contradiction"} and len(run.labels) == len(CASES)
     # the challenge agrees with calling the adapter directly
@@ -194,8 +195,8 @@ class _PlainAdapter(_ScoringAdapter):
 def test_label_probabilities_are_recorded_and_change_no_metric():
     """A predictor that tells its label probabilities: the cell records them per case (``scores``); the metrics,
     report and unit counts equal those of the same answers from an adapter that tells none (``scores`` None)."""
-    scored = nn.run_card("fake-lm", predictor=P.NliAdapterPredictor(_ScoringAdapter(), name="fake-lm")).cell()
-    plain = nn.run_card("fake-lm", predictor=P.NliAdapterPredictor(_PlainAdapter(), name="fake-lm")).cell()
+    scored = Ran("fake-lm", predictor=P.NliAdapterPredictor(_ScoringAdapter(), name="fake-lm")).cell()
+    plain = Ran("fake-lm", predictor=P.NliAdapterPredictor(_PlainAdapter(), name="fake-lm")).cell()
     assert [r["pred"] for r in scored["predictions"]] == [r["pred"] for r in plain["predictions"]]
     assert all(r["scores"] is None for r in plain["predictions"])
     for r, c in zip(scored["predictions"], CASES):
@@ -203,14 +204,14 @@ def test_label_probabilities_are_recorded_and_change_no_metric():
                                else {"entailment": 0.6, "neutral": 0.1, "contradiction": 0.3})
     assert scored["metrics"] == plain["metrics"] and scored["extra"]["report"] == plain["extra"]["report"]
     assert nn.counts(scored).counts.tolist() == nn.counts(plain).counts.tolist()
-    assert all(r["scores"] is None for r in nn.run_card(nn.ALWAYS_ENTAILMENT).cell()["predictions"])
+    assert all(r["scores"] is None for r in Ran(nn.ALWAYS_ENTAILMENT).cell()["predictions"])
 
     class Short(_ScoringAdapter):
         def last_label_probabilities(self):
             return self.last[:-1]
 
     with pytest.raises(NliNegationInputError, match="gave 206 label probabilities for 207 answers"):
-        nn.run_card("fake-lm", predictor=P.NliAdapterPredictor(Short(), name="fake-lm"))
+        Ran("fake-lm", predictor=P.NliAdapterPredictor(Short(), name="fake-lm"))
 
 
 def test_tiny_encoder_drives_the_similarity_predictor(tmp_path):
@@ -225,7 +226,7 @@ def test_tiny_encoder_drives_the_similarity_predictor(tmp_path):
 
 
 def test_missing_weights_and_missing_capability_give_not_run_cells(tmp_path):
-    run = nn.run_card(nn.HUB_NLI_PROFILE)                                # offline: not in the cache
+    run = Ran(nn.HUB_NLI_PROFILE)                                # offline: not in the cache
     assert run.status == "not_run" and run.reason.startswith("weights unavailable")
     cell = run.cell()
     assert cell["status"] == "not_run" and cell["predictions"] == []
@@ -234,7 +235,7 @@ def test_missing_weights_and_missing_capability_give_not_run_cells(tmp_path):
     assert set(cell["metrics"]) == {"aggregate_accuracy_zero_shot", "false_entailment_rate_zero_shot",
                                     "false_entailment_gate_zero_shot", "combined_gate_zero_shot"}
     enc = tiny_encoder(tmp_path)                                         # an encoder has no predict.nli
-    run = nn.run_card(str(enc))
+    run = Ran(str(enc))
     assert run.status == "not_run" and run.reason == _decided(enc)["reason"]
     assert run.reason.startswith("capability missing: zero_shot needs one of predict.nli")
 
@@ -251,17 +252,17 @@ def test_unknown_nli_label_names_are_not_taken_for_an_nli_head(tmp_path):
     """A sequence classifier whose id2label is not the NLI set is not a predict.nli model: the card
     writes a not-run cell (capability missing) instead of guessing which class means entailment."""
     odd = tiny_nli_classifier(tmp_path, labels=["ENTAILMENT", "NEUTRAL", "REFUTED"], name="odd-nli")
-    run = nn.run_card(str(odd))
+    run = Ran(str(odd))
     assert run.status == "not_run" and run.reason == _decided(odd)["reason"]
     assert run.reason.startswith("capability missing: zero_shot needs one of predict.nli; ")
     assert "has embed.text.pooled, embed.text.tokens" in run.reason    # no predict.nli among them
 
 
-def test_run_card_rejects_bad_parameters():
-    with pytest.raises(NliNegationInputError, match="parameter protocol"):
-        nn.run_card(nn.ALWAYS_ABSTAIN, protocol="probe")
-    with pytest.raises(NliNegationInputError, match="parameter version"):
-        nn.run_card(nn.ALWAYS_ABSTAIN, version="atlas-full-v1")
+def test_a_run_rejects_bad_parameters():
+    with pytest.raises(NliNegationInputError, match="parameter protocol: expected one of zero_shot"):
+        nn.predict_cases(nn.VERSION, nn.ALWAYS_ABSTAIN, "probe")
+    with pytest.raises(NliNegationInputError, match="parameter version: expected one of builtin-v1"):
+        nn.predict_cases("atlas-full-v1", nn.ALWAYS_ABSTAIN)
     with pytest.raises(NliNegationInputError, match="parameter model"):
         nn.build_predictor("")
 
@@ -321,13 +322,13 @@ def test_notebook_tables(context_run):
 # --------------------------------------------------------------------------------------------- value-free
 
 def test_reports_of_every_book_predictor_are_value_free(context_run, minilm_run, tiny_nli):
-    runs = [context_run, minilm_run, nn.run_card(nn.ALWAYS_ENTAILMENT), nn.run_card(nn.ALWAYS_ABSTAIN),
-            nn.run_card(str(tiny_nli))]
+    runs = [context_run, minilm_run, Ran(nn.ALWAYS_ENTAILMENT), Ran(nn.ALWAYS_ABSTAIN),
+            Ran(str(tiny_nli))]
     for run in runs:
         assert run.ok
         raw = {p for p in run.labels if p}
         text = run.report.to_json() + run.report.to_markdown() + json.dumps(run.cell()["extra"])
         leak_check(text, CASES, raw)
-    decisions = {run.card_run.spec.model: (run.report.gate.false_entailment_gate_passed, run.report.gate.passed)
+    decisions = {run.model: (run.report.gate.false_entailment_gate_passed, run.report.gate.passed)
                  for run in runs[2:4]}
     assert decisions == {"always-entailment": (False, False), "always-abstain": (True, False)}

@@ -28,9 +28,14 @@ def test_the_similarity_baseline_runs_on_the_adapter_its_run_loaded(monkeypatch)
 
     monkeypatch.setattr(atlaslib.models, "load_adapter", fake_load)
     card_run = CardRun("nli_negation", "openmed-builtin-v1", nn.SIMILARITY_PREDICTOR, "zero_shot")
-    r = nn.run_card(nn.SIMILARITY_PREDICTOR, version="openmed-builtin-v1", card_run=card_run)
-    assert r.ok and asked == [("all-minilm-l6-v2", "embed.text.pooled")]
-    assert card_run.loaded.adapter is not None and r.profile["adapter"].endswith("EmbeddingSimilarityPredictor")
+    items = nn.load_items()
+    with card_run.attempt():
+        records = nn.predict(items, nn.split(items, "openmed-builtin-v1"), nn.SIMILARITY_PREDICTOR, "zero_shot",
+                             load=card_run.load)
+    cell = card_run.finish(**nn.cell_parts(card_run, records))
+    assert cell["status"] == "ok" and asked == [("all-minilm-l6-v2", "embed.text.pooled")]
+    assert card_run.loaded.adapter is not None
+    assert cell["spec"]["profile"]["adapter"].endswith("EmbeddingSimilarityPredictor")
 
 
 def test_the_card_neither_resolves_profiles_nor_loads_adapters():

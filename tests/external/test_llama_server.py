@@ -196,9 +196,10 @@ def test_predict_nli_through_the_server_on_the_challenge(server_profiles):
     same prompt and cell, a handful of chat requests instead of the reference set's 207)."""
     from atlaslib.cards import nli_negation
     from atlaslib.cards.nli_negation.card import OPENMED_VERSION
+    from tests.cards.nli_negation_runs import Ran
 
     n = len(nli_negation.version_cases(OPENMED_VERSION))
-    run = nli_negation.run_card("served-chat", version=OPENMED_VERSION)
+    run = Ran("served-chat", version=OPENMED_VERSION)
     assert run.ok and len(run.labels) == len(run.cases) == n and n >= 5
     cell = run.cell()
     assert cell["spec"]["version"] == OPENMED_VERSION

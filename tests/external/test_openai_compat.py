@@ -8,6 +8,7 @@ import yaml
 
 from atlaslib.models import ProfileError, get_profile, load_adapter, load_profiles
 from atlaslib.models.openai_compat import NLI_PROMPT, UNPARSEABLE, EndpointError
+from tests.cards.nli_negation_runs import Ran
 from tests.external.llm_server import TinyLLMServer
 from tests.tiny_models import tiny_causal_lm
 
@@ -35,11 +36,9 @@ def profiles(tmp_path, monkeypatch):
 
 
 def test_correct_answers_run_through_the_nli_card(model_dir, profiles):
-    from atlaslib.cards import nli_negation
-
     with TinyLLMServer(model_dir, answers=("Contradiction.",)) as server:
         name = profiles(server.base_url)
-        run = nli_negation.run_card(name)
+        run = Ran(name)
         # each answer came from the model: the argmax the server computed is the model's own for that prompt
         first = run.cases[0]
         assert server.argmax[0] == server.next_token(NLI_PROMPT.format(premise=first.premise,
@@ -54,10 +53,8 @@ def test_correct_answers_run_through_the_nli_card(model_dir, profiles):
 
 
 def test_unparseable_answers_count_wrong_and_are_kept_verbatim(model_dir, profiles):
-    from atlaslib.cards import nli_negation
-
     with TinyLLMServer(model_dir, answers=("I cannot tell",)) as server:
-        run = nli_negation.run_card(profiles(server.base_url))
+        run = Ran(profiles(server.base_url))
         adapter = load_adapter("tiny-llm", "predict.assertion")
         labels = adapter.predict_assertion(["No [entity] fever [entity]."])
     cell = run.cell()

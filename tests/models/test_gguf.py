@@ -224,7 +224,8 @@ def test_a_gguf_file_from_profiles_runs_every_protocol_its_capabilities_allow(ti
     """NegEx zero_shot (option scoring) and probe, the NLI challenge (option scoring over its labels) and the
     MACCROBAT probe (word states), each with the contamination mark and the memorisation probe in its cell
     parts; the profile is a user file, the package untouched."""
-    from atlaslib.cards import maccrobat, negex, nli_negation
+    from atlaslib.cards import maccrobat, negex
+    from tests.cards.nli_negation_runs import Ran
 
     name = _profiles(tmp_path, monkeypatch, tiny["path"], training_data=["undisclosed"])
     items = negex.load_items(data_dir)
@@ -242,9 +243,9 @@ def test_a_gguf_file_from_profiles_runs_every_protocol_its_capabilities_allow(ti
     assert mem2["model_calls"]["made"] == 0 and mem2["model_calls"]["served"] > 0   # served by the call store
     same = ("n_probed", "exact_matches", "exact_match_rate", "token_overlap", "mean_prefix_tokens")
     assert {k: mem2[k] for k in same} == {k: mem["test"][k] for k in same}
-    run = nli_negation.run_card(name)
+    run = Ran(name)
     assert run.ok and set(run.labels) <= {"entailment", "neutral", "contradiction"}
-    parts = run.cell_parts()
+    parts = dict(run.cell(), profile=run.profile)
     assert parts["extra"]["contamination"]["may_have_seen"] is False     # the synthetic reference
     assert parts["profile"]["prompt"]["prompt_set"] == "nli-negation-options-v1"
     assert parts["profile"]["cost"]["items"] == 207

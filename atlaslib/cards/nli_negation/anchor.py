@@ -6,7 +6,7 @@ loads it from the fixture file ``atlas export`` writes; ``openmed-builtin-v1`` a
 ``default_nli_negation_cases()``), every prediction set of :func:`prediction_sets`, given by mapping (case id
 -> label) and by sequence (case order), under every gate setting of :data:`GATE_SETTINGS` (ceiling, floor),
 it compares the atlas's reports — :func:`.report.run_nli_negation_challenge` by mapping and by sequence,
-and the card's own run :func:`.card.run_card` — with openmed's. ``tests/cards/test_nli_openmed.py`` asserts
+and the card's own run (the contract's ``predict`` and the report the card makes of its records) — with openmed's. ``tests/cards/test_nli_openmed.py`` asserts
 it; the card page's sentence (fact ``nli_openmed.agreement``) calls it while the book builds, and says so
 when openmed is not installed (openmed is a test dependency, never a runtime one).
 
@@ -217,16 +217,6 @@ class Agreement:
                 f"equal" + (f" but {dep:,} declared departures (a rate on no case)" if dep else ""))
 
 
-class _Labels:
-    """The challenge's predictor contract over labels given by case id (the card's run takes a predictor)."""
-
-    def __init__(self, labels: dict):
-        self._labels, self.info = labels, {"profile": "openmed-agreement", "source": "fixed labels"}
-
-    def __call__(self, case):
-        return self._labels[case.case_id]
-
-
 def openmed_cases(version: str, om, workdir: Path):
     """The cases openmed is given for ``version``: its own built-ins for ``openmed-builtin-v1`` (the atlas
     read them from the fixture file openmed wrote); for any other version the fixture file ``atlas export``
@@ -243,7 +233,11 @@ def openmed_cases(version: str, om, workdir: Path):
 def agreement(versions=None, gate_settings=GATE_SETTINGS, seed: int = SEED) -> Agreement:
     """Run the atlas's challenge and openmed's on the same cases and predictions and compare every report
     (see the module docstring). Raises when openmed's cases are not the atlas's, id for id in order."""
-    from .card import CARD, run_card, version_cases
+    from .card import CARD, version_cases
+    from .contract import load_items, predict, split
+    from .corpus import case_set_sha256
+    from .counting import cell_report
+    from .outside import FixedLabels
     from .report import run_nli_negation_challenge
 
     om = openmed_challenge()
@@ -257,6 +251,8 @@ def agreement(versions=None, gate_settings=GATE_SETTINGS, seed: int = SEED) -> A
             if [c.case_id for c in ocases] != [c.case_id for c in cases]:
                 raise ValueError(f"{version}: openmed's cases are not the atlas's cases in the same order")
             out.case_sets[version] = how
+            items = load_items()
+            manifest = split(items, version)
             for name, labels in prediction_sets(cases, seed).items():
                 by_id = dict(zip((c.case_id for c in cases), labels))
                 for ceiling, floor in gate_settings:
@@ -265,8 +261,9 @@ def agreement(versions=None, gate_settings=GATE_SETTINGS, seed: int = SEED) -> A
                     o_seq = om.run_nli_negation_challenge(list(labels), cases=ocases, **gates)
                     pairs = {"mapping": (run_nli_negation_challenge(by_id, cases=cases, **gates), o_map),
                              "sequence": (run_nli_negation_challenge(list(labels), cases=cases, **gates), o_seq),
-                             "card run": (run_card("openmed-agreement", version=version, predictor=_Labels(by_id),
-                                                   **gates).report, o_map)}
+                             "card run": (cell_report({"predictions": predict(
+                                 items, manifest, "openmed-agreement", "zero_shot", predictor=FixedLabels(by_id, {})),
+                                 "split": {"hash": case_set_sha256(cases)}, "spec": {"parameters": gates}}), o_map)}
                     for form, (a, o) in pairs.items():
                         out.runs.append(Run(version, name, form, ceiling, floor, compare_reports(a, o)))
     return out

@@ -35,15 +35,20 @@ def outside_split(version: str, split: str, data_dir=None, protocol: str | None 
 
 
 def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resamples: int, data_dir=None) -> dict:
-    """The cell parts of checked predictions ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`)."""
+    """The cell parts of checked predictions ``preds`` on split ``s`` (see :mod:`atlaslib.external.score`): the
+    run's two calls, the contract's ``predict`` (the labels as the predictor) and :func:`.card.cell_parts`."""
     from ...results import EXTERNAL
-    from .card import run_card
+    from ..run import CardRun
+    from .card import cell_parts
+    from .contract import load_items, predict, split
     from .corpus import ABSTENTION
 
     labels = {p.item_id: (None if p.label == ABSTENTION else p.label) for p in preds}
-    run = run_card(profile["name"], protocol, s.version, run_key=key, predictor=FixedLabels(labels, profile),
-                   predictions_sha256=profile["revision"])
-    return dict(run.cell_parts(), capability=EXTERNAL)
+    params = {"run_key": key, "predictions_sha256": profile["revision"]}
+    run = CardRun("nli_negation", s.version, profile["name"], protocol, parameters=params)
+    items = load_items(data_dir)
+    records = predict(items, split(items, s.version), profile["name"], protocol, predictor=FixedLabels(labels, profile))
+    return dict(cell_parts(run, records, parameters=params), capability=EXTERNAL)
 
 
 def write_outside_files(s, out) -> list[str]:
