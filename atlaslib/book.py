@@ -34,7 +34,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from . import builddir, linkcheck, results
+from . import atomicio, builddir, linkcheck
+from .results import schema, store
 from .escape import md_code
 from .background import in_background
 from .pages import datastory
@@ -74,23 +75,23 @@ def _copy_sources(paths: BuildPaths, src: Path) -> None:
     shutil.copytree(paths.repo / "book", src / "book", ignore=shutil.ignore_patterns("runs", "_generated"))
 
 
-is_gated = results.is_gated  # a cell computed on data under a use agreement: never published
+is_gated = schema.is_gated  # a cell computed on data under a use agreement: never published
 
 
 def collect_cells(paths: BuildPaths, card: Card, publish: bool, failed: list[RunRequest]) -> list[dict]:
     """Result cells of a card that have an executed notebook, minus failed runs (and gated ones when
     publishing)."""
-    failed_keys = {(r.card, r.version, results.slug(r.model), r.protocol) for r in failed}
+    failed_keys = {(r.card, r.version, store.slug(r.model), r.protocol) for r in failed}
     cells = []
-    for cell in results.read_cells(paths.results, card.name):
-        key = (cell["card"], cell["version"], results.slug(cell["model"]), cell["protocol"])
+    for cell in store.read_cells(paths.results, card.name):
+        key = (cell["card"], cell["version"], store.slug(cell["model"]), cell["protocol"])
         if key in failed_keys:
             continue
         if publish and is_gated(cell):
             continue
-        nb = paths.runs / card.name / cell["version"] / results.slug(cell["model"]) / f"{cell['protocol']}.ipynb"
+        nb = paths.runs / card.name / cell["version"] / store.slug(cell["model"]) / f"{cell['protocol']}.ipynb"
         if not nb.is_file():
-            if not results.is_external(cell):  # scored predictions files have no notebook; their row links the JSON
+            if not schema.is_external(cell):  # scored predictions files have no notebook; their row links the JSON
                 continue
             nb = None
         cell["_notebook_src"] = nb
@@ -122,7 +123,7 @@ def render_site(paths: BuildPaths, *, publish: bool = False, report: MatrixRepor
             continue
         cells = collect_cells(paths, card, publish, failed)
         if publish:
-            gated = [c for c in results.read_cells(paths.results, card.name)
+            gated = [c for c in store.read_cells(paths.results, card.name)
                      if is_gated(c)]
             for c in gated:
                 label = f"{card.name}/{c['version']}/{c['model']}/{c['protocol']}"
@@ -176,7 +177,7 @@ def local_roots(paths: BuildPaths, cells=()) -> dict[str, str]:
     models = [p.location for p in load_profiles().values() if source_of(p).relative_location(p.location)]
     models += [str((c.get("spec") or {}).get("profile", {}).get("location") or "") for c in cells
                if (c.get("spec") or {}).get("profile", {}).get("source") == "path"]
-    models += [c["model"] for c in cells if results.is_local_model(c.get("model", ""))]
+    models += [c["model"] for c in cells if store.is_local_model(c.get("model", ""))]
     for m in models:
         if os.path.isabs(m):
             roots[m] = "LOCAL_MODEL"
@@ -348,7 +349,7 @@ def _build(paths: BuildPaths, publish: bool, force: bool, run_runs: bool, data_d
     else:
         src, withheld = render_site(paths, publish=publish, report=report, cards=cards)
         if key is not None:
-            results.atomic_write_text(src / RENDER_KEY, key + "\n")
+            atomicio.atomic_write_text(src / RENDER_KEY, key + "\n")
     mark_site_built(out, None)  # until this build succeeds, the site it leaves is not one to keep as is
     # Sphinx reads again only what changed when the site has the same files as last time; a publish build, a
     # page added or removed (its old HTML would stay), or a failed last build is built afresh
@@ -416,6 +417,6 @@ def mark_site_built(out: Path, key: str | None) -> None:
         if key is None:
             marker.unlink(missing_ok=True)
         else:
-            results.atomic_write_text(marker, key + "\n")
+            atomicio.atomic_write_text(marker, key + "\n")
     except OSError:
         pass

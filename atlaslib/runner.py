@@ -143,7 +143,8 @@ RUN_KEY_PARTS = (
     # both: the run's own object (load and score), the cell's schema and tables, a card's declaration (data and
     # SCORING together) and its re-exports
     ("cards/run.py", "both"),
-    ("results.py", "both"),
+    ("results/**", "both"),
+    ("atomicio.py", "both"),   # the cell writer's atomic write, once in results.py
     ("variants.py", "both"),
     ("cards/__init__.py", "both"),
     ("cards/*/__init__.py", "both"),

@@ -214,17 +214,17 @@ def variant_cell(base: Mapping, variant: Mapping, *, metrics: dict, predictions:
     (:meth:`atlaslib.cards.run.CardRun.variant` adds them, from the records its metrics were scored on)."""
     import copy
 
-    from . import results
+    from .results import schema
 
     spec_d = copy.deepcopy(dict(base["spec"]))
     applies = len(predictions) if n_applicable is None else n_applicable
     v = dict(variant, n_items=int(n_items), n_applicable=int(applies), n_read=len(predictions),
              inputs_sha256=inputs_digest)
     spec_d.setdefault("parameters", {})[PARAMETER] = v
-    spec = results.RunSpec(**{k: base[k] for k in ("card", "version", "model", "protocol")},
+    spec = schema.RunSpec(**{k: base[k] for k in ("card", "version", "model", "protocol")},
                            profile=spec_d.get("profile") or {}, revision=spec_d.get("revision"),
                            capability=spec_d.get("capability"), parameters=spec_d["parameters"])
-    cell = results.make_cell(spec, metrics=metrics, predictions=predictions, split=base.get("split"),
+    cell = schema.make_cell(spec, metrics=metrics, predictions=predictions, split=base.get("split"),
                              data_sha256=base.get("data_sha256"), seeds=base.get("seeds"), timing=timing,
                              extra=extra or {}, overlap=base.get("overlap"), env=base.get("environment") or {})
     parent = base.get("run_key")
@@ -243,7 +243,7 @@ def write_variant_cells(cells: Sequence[dict], result_path, protocol: str) -> li
     cell; its folder is the model's folder). Nothing is written when ``result_path`` is None (a notebook run
     by hand). A variant file of this protocol that no cell of this run names is removed (a variant dropped
     from the card is not shown from an older run)."""
-    from . import results
+    from .results import store
 
     if not result_path:
         return []
@@ -252,7 +252,7 @@ def write_variant_cells(cells: Sequence[dict], result_path, protocol: str) -> li
     for cell in cells:
         path = variant_path(folder, protocol, variant_of(cell)["key"])
         path.parent.mkdir(parents=True, exist_ok=True)
-        results.write_cell(cell, path)
+        store.write_cell(cell, path)
         written.append(path)
     old = folder / "variants" / protocol
     if old.is_dir():
@@ -286,7 +286,7 @@ def of_cell(cell: Mapping) -> list[dict]:
     """The variant cells written beside a default run's cell (read from its ``_path``: the folder
     :func:`write_variant_cells` wrote them to) that belong to it (their ``parent_run_key`` its run key, when
     both carry one); [] for a cell read from nowhere."""
-    from . import results
+    from .results import store
 
     path = cell.get("_path")
     if not path:
@@ -294,7 +294,7 @@ def of_cell(cell: Mapping) -> list[dict]:
     folder = Path(path).parent / "variants" / cell["protocol"]
     out = []
     for f in sorted(folder.glob("*.json")) if folder.is_dir() else ():
-        v = results.read_cell(f)
+        v = store.read_cell(f)
         if parents([v], [cell]):
             out.append(v)
     return out

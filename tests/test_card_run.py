@@ -110,7 +110,7 @@ def test_the_spec_is_frozen_when_the_run_starts_and_completed_by_what_the_adapte
     import types
 
     now = [100.0]   # the run's clock, given: the wall time is from the run's start to its finish
-    monkeypatch.setattr(results, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(results.provenance, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))  # Timer's
     params = {"n_resamples": 1000, "nested": {"seed": 1}}
     r = CardRun("toy", "toy-v1", "always-even", "zero_shot", parameters=params)
     now[0] = 102.25

@@ -171,7 +171,7 @@ def test_no_module_outside_the_cards_names_a_card():
 FLOORS = (
     ("background", "builddir", "calltally", "display", "escape", "fsio", "interrupts", "linkcheck", "names",
      "phases", "plots", "progress", "registries", "splits", "streams", "syntax", "version"),   # no atlaslib import
-    ("userfile", "jsonio", "yamlio", "sources", "notebook", "predfiles"),                     # files and sources
+    ("userfile", "jsonio", "yamlio", "sources", "notebook", "predfiles", "atomicio"),         # files and sources
     ("results",),
     ("metrics",),
     ("models",),

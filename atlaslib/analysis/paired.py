@@ -51,7 +51,7 @@ def compare_cells(cells_or_predictions, *, n_resamples: int = bootstrap.DEFAULT_
     difference, paired 95 % interval, p-values (bootstrap, McNemar with b and c where it applies), Holm
     and whether it is significant; ``.attrs["ranks"]`` holds the tie groups and rank intervals and
     ``.attrs["mdd"]`` the minimum detectable difference."""
-    from ..results import read_cell
+    from ..results.store import read_cell
 
     if isinstance(cells_or_predictions, dict):
         if card is None:

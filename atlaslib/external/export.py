@@ -25,7 +25,7 @@ import json
 import os
 from pathlib import Path
 
-from ..results import atomic_write_text
+from ..atomicio import atomic_write_text
 from .tasks import Split, load_split, outside_module
 
 

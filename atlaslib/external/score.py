@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import predfiles, results
+from .. import predfiles
+from ..results import schema, store
 from ..cards.run import CardRun
 from ..predfiles import Pred, PredictionsError, fail
 from .tasks import (EXTERNAL, Split, check_ids, check_labels, check_spans, check_tags, iob2_notes, load_split,
@@ -166,12 +167,12 @@ def _check_name(name: str, results_dir=None, card: str | None = None) -> str:
     from ..runner import atlas_names
 
     own = atlas_names()
-    existing = {n: f"a result already in {results_dir}" for n in results.cell_names(results_dir, card)} \
+    existing = {n: f"a result already in {results_dir}" for n in store.cell_names(results_dir, card)} \
         if results_dir is not None else {}
     name = check_name(name, "--name", taken={**existing, **own})
     if name in own:
         raise ValueError(f"--name {name!r} is a model the atlas runs itself; choose another name for the system")
-    taken = {results.slug(m): m for m in own}.get(results.slug(name))
+    taken = {store.slug(m): m for m in own}.get(store.slug(name))
     if taken is not None:
         raise ValueError(f"--name {name!r} would share the result folder of the atlas's model {taken!r}; "
                          f"choose another name for the system")
@@ -183,8 +184,8 @@ def _target(results_dir, card, version, name, protocol) -> Path | None:
     model run of the same name, or a name of the same folder): nothing is replaced."""
     if results_dir is None:
         return None
-    target = results.cell_path(results_dir, card, version, name, protocol)
-    clash = results.folder_owner(target.parent, name, external=True)
+    target = store.cell_path(results_dir, card, version, name, protocol)
+    clash = store.folder_owner(target.parent, name, external=True)
     if clash is not None:
         path, other, external = clash
         what = "external predictions named" if external else "a model run named"
@@ -222,8 +223,8 @@ def score(card: str, version: str, predictions: str | Path, name: str, *, descri
     key = run_key(c.name, version, protocol, profile, n_resamples)
     notes = []
     if target is not None and target.is_file() and not force:
-        existing = results.read_cell(target)
-        if existing.get("run_key") == key and not results.edited_since_written(existing):
+        existing = store.read_cell(target)
+        if existing.get("run_key") == key and not schema.edited_since_written(existing):
             return ScoreOutcome("cached", existing, target)
         if existing.get("run_key") == key:
             notes.append(f"{target} was changed after it was written (its content digest differs from the one "

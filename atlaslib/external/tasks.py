@@ -13,7 +13,7 @@ import hashlib
 from pathlib import Path
 
 from ..jsonio import as_float
-from ..results import EXTERNAL, is_external  # noqa: F401  (the vocabulary lives a floor down)
+from ..results.schema import EXTERNAL, is_external  # noqa: F401  (the vocabulary lives a floor down)
 from ..splits import Split  # noqa: F401
 
 from ..predfiles import MAX_LISTED, Pred, PredictionsError, at, fail, short  # noqa: F401  (a floor down)

@@ -103,7 +103,7 @@ def _yaml_text(s: str) -> str:
 
 def export(fmt: str, card: str, version: str, out_dir, data_dir=None) -> dict:
     """Write the task files for ``fmt`` into ``out_dir``; returns what was written."""
-    from ..results import atomic_write_text
+    from ..atomicio import atomic_write_text
 
     if fmt not in FORMATS:
         raise ExportError(f"{fmt!r}: expected one of {', '.join(FORMATS)}")

@@ -374,7 +374,7 @@ def evaluate(scoring: Scoring, uc: UnitCounts, protocol: str, *, seed: int | Non
     them instead of drawing the resamples again. ``parameters``: the run's parameters (its thresholds), given
     when the card declares ``gates``: each gate's decision on the values is a metric, 1.0 (pass) or 0.0 (fail),
     after the declared ones (without ``parameters`` no gate is decided)."""
-    from ..results import metric as cell_metric
+    from ..results.schema import metric as cell_metric
 
     reasons = dict(reasons or {})
     w = tot = None

@@ -132,7 +132,7 @@ def code_digest(module_file: str) -> str:
 
 
 def package_versions(names=("torch", "transformers", "tokenizers")) -> dict:
-    from atlaslib.results import package_versions as _pv
+    from atlaslib.results.provenance import package_versions as _pv
 
     return _pv(tuple(names))
 

@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 from atlaslib import sources
-from atlaslib.results import package_versions
+from atlaslib.results.provenance import package_versions
 from atlaslib.models import gguf as _gguf
 from atlaslib.models import hub_cache
 from atlaslib.models.registry import Profile, WeightsUnavailable, source_of, with_config_capabilities

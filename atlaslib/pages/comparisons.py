@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import plots, results
+from .. import atomicio, plots
 from ..analysis.paired import paired_from_cells
 from ..metrics import bootstrap
 from ..escape import md
@@ -481,11 +481,11 @@ def _coverage_block(src: Path) -> str:
 
     key = f"coverage-{'-'.join(map(str, COVERAGE_ICC))}-{COVERAGE_SIMS}.json"
     cache = src.parent / "_atlas_cache" / key
-    rows = results.read_cache_json(cache, lambda v: isinstance(v, list) and len(v) == len(COVERAGE_ICC) and all(
+    rows = atomicio.read_cache_json(cache, lambda v: isinstance(v, list) and len(v) == len(COVERAGE_ICC) and all(
         isinstance(r, dict) and {"icc", "cluster", "item"} <= set(r) for r in v))  # a damaged entry: computed again
     if rows is None:
         rows = [simulate_coverage(COVERAGE_SIMS, icc=icc, n_resamples=300) for icc in COVERAGE_ICC]
-        results.atomic_write_text(cache, json.dumps(rows))
+        atomicio.atomic_write_text(cache, json.dumps(rows))
     frame = pd.DataFrame(rows)
     fig_dir = src / "book" / "methods" / "_figures"
     fig_dir.mkdir(parents=True, exist_ok=True)

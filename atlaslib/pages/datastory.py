@@ -57,7 +57,8 @@ def write_story(extra: dict, path) -> None:
     """Called by a story notebook's last cell with its ``story_path`` parameter (None outside a data story:
     nothing is written): the facts of the data story that pages quote, as JSON."""
     if path:
-        from ..results import atomic_write_text, _jsonable
+        from ..atomicio import atomic_write_text
+        from ..results.schema import _jsonable
 
         atomic_write_text(path, json.dumps({"extra": _jsonable(extra)}, indent=1) + "\n")
 
@@ -112,7 +113,7 @@ def run_story(card_name: str, version: str, *, runs_dir, data_dir=None, force: b
 
     from .. import notebook
     from ..cards import get_card
-    from ..results import atomic_write_text
+    from ..atomicio import atomic_write_text
 
     card = get_card(card_name)
     src = notebook.REPO / card.notebook

@@ -377,7 +377,7 @@ def render(card, version: str, cells: list[dict], src: Path, *, publish: bool = 
     path, or None when the version has no ok run with predictions. Input text is shown only in a local build,
     for a card whose data carry no use agreement and cells none gated."""
     from ..analysis import ok_cells
-    from ..results import is_gated
+    from ..results.schema import is_gated
 
     vcells = [c for c in cells if c["card"] == card.name and c["version"] == version]
     if not ok_cells(vcells):

@@ -30,7 +30,7 @@ import pandas as pd
 from ..cards import card_pages
 from ..escape import md
 from ..metrics import bootstrap, framing as F, intervals
-from ..results import is_external
+from ..results.schema import is_external
 from . import rowinfo
 
 MISSING = "—"

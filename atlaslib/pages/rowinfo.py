@@ -33,7 +33,7 @@ TOKENS_NOT_ALL = "not counted for items served from the model-call store (run it
 
 def _timed(cell: dict) -> dict | None:
     from ..phases import throughput
-    from ..results import is_external
+    from ..results.schema import is_external
 
     if cell.get("status") != "ok" or is_external(cell):   # outside predictions: the atlas did not run the system
         return None
