@@ -10,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import binom
+from scipy.stats import binomtest
 from sklearn.metrics import accuracy_score, confusion_matrix
 
 from atlaslib.cards import nli_negation as nn
 from atlaslib.cards.nli_negation import corpus as corpus_mod
-from atlaslib.cards.nli_negation.errors import (FalseEntailmentGateError, NliNegationError, NliNegationGateError,
-                                                NliNegationInputError, NliNegationPredictorError)
+from atlaslib.cards.nli_negation.errors import NliNegationError, NliNegationInputError, NliNegationPredictorError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nli_negation"
 PINNED_SHA256 = "773a9e46f6a3b7046ba731c3c87b6105a0da5197049935edc6dcb14ec3a39a25"
@@ -202,35 +201,6 @@ def test_bad_fixture_files(tmp_path, content, name, expect):
         nn.load_nli_negation_cases(tmp_path / "missing.json")
 
 
-# --------------------------------------------------------------------------------------------- intervals
-
-def test_clopper_pearson_closed_forms_and_published_value():
-    a = 0.05
-    for n in (1, 7, 48, 207):
-        lo, hi = nn.clopper_pearson(0, n)
-        assert lo == 0.0 and hi == pytest.approx(1 - (a / 2) ** (1 / n), abs=1e-12)
-        lo, hi = nn.clopper_pearson(n, n)
-        assert hi == 1.0 and lo == pytest.approx((a / 2) ** (1 / n), abs=1e-12)
-    # 5 of 10: (0.187086, 0.812914), the textbook exact interval
-    lo, hi = nn.clopper_pearson(5, 10)
-    assert lo == pytest.approx(0.187086, abs=1e-6) and hi == pytest.approx(0.812914, abs=1e-6)
-    assert nn.clopper_pearson(0, 0) == (None, None)
-
-
-@pytest.mark.parametrize("k,n", [(1, 2), (3, 17), (39, 132), (129, 207), (24, 48)])
-def test_clopper_pearson_tail_equations(k, n):
-    """The bounds solve P(X >= k | lo) = α/2 and P(X <= k | hi) = α/2 (binomial tails, not Beta)."""
-    lo, hi = nn.clopper_pearson(k, n)
-    assert binom.sf(k - 1, n, lo) == pytest.approx(0.025, abs=1e-9)
-    assert binom.cdf(k, n, hi) == pytest.approx(0.025, abs=1e-9)
-
-
-@pytest.mark.parametrize("args", [(-1, 3), (4, 3), (1.0, 3), (True, 3)])
-def test_clopper_pearson_rejects_bad_counts(args):
-    with pytest.raises(NliNegationInputError):
-        nn.clopper_pearson(*args)
-
-
 # --------------------------------------------------------------------------------------------- scoring
 
 def test_scores_match_sklearn_on_random_predictions():
@@ -248,7 +218,9 @@ def test_scores_match_sklearn_on_random_predictions():
         got = report if name == "all" else report.pattern(name)
         assert got.aggregate_accuracy.value == pytest.approx(accuracy_score(gold, pred), abs=1e-12)
         assert (got.false_entailment_rate.successes, got.false_entailment_rate.trials) == (fe_k, fe_n)
-        assert (got.false_entailment_rate.ci_low, got.false_entailment_rate.ci_high) == nn.clopper_pearson(fe_k, fe_n)
+        ci = binomtest(fe_k, fe_n).proportion_ci(confidence_level=0.95, method="exact")
+        assert (got.false_entailment_rate.ci_low, got.false_entailment_rate.ci_high) == \
+            pytest.approx((ci.low, ci.high), abs=1e-12)
         assert got.n_abstentions == pred.count("abstention")
 
 
@@ -273,16 +245,12 @@ def test_hand_computed_small_case_set():
     # no contradiction/neutral gold: the rate is undefined and the safety gate fails closed
     r0 = nn.run_nli_negation_challenge(["entailment"], cases=cases[:1])
     assert r0.false_entailment_rate.value is None and not r0.gate.false_entailment_gate_passed
-    with pytest.raises(FalseEntailmentGateError, match="undefined"):
-        nn.assert_false_entailment_gate(r0)
 
 
 def test_gold_passes_every_gate():
     r = nn.run_nli_negation_challenge(gold_map())
     assert r.aggregate_accuracy.value == 1.0 and r.false_entailment_rate.value == 0.0
     assert r.gate.passed and r.gate.false_entailment_gate_passed and r.gate.accuracy_gate_passed
-    nn.assert_false_entailment_gate(r)
-    nn.assert_nli_negation_gate(r)
     assert r.case_set_sha256 == PINNED_SHA256
 
 
@@ -292,10 +260,6 @@ def test_always_entailment_fails_the_safety_gate():
     assert r.aggregate_accuracy.value == pytest.approx(n_ent / len(CASES))       # 75/207
     assert r.false_entailment_rate.value == 1.0 and r.false_entailment_rate.trials == len(CASES) - n_ent
     assert not r.gate.false_entailment_gate_passed and not r.gate.passed
-    with pytest.raises(FalseEntailmentGateError):
-        nn.assert_false_entailment_gate(r)
-    with pytest.raises(FalseEntailmentGateError, match="false-entailment ceiling.*accuracy floor"):
-        nn.assert_nli_negation_gate(r)
 
 
 def test_always_abstain_fails_the_combined_gate_but_not_the_safety_gate():
@@ -303,10 +267,6 @@ def test_always_abstain_fails_the_combined_gate_but_not_the_safety_gate():
     assert r.aggregate_accuracy.value == 0.0 and r.n_abstentions == len(CASES)
     assert r.false_entailment_rate.value == 0.0
     assert r.gate.false_entailment_gate_passed and not r.gate.accuracy_gate_passed and not r.gate.passed
-    nn.assert_false_entailment_gate(r)                                            # safety alone: passes
-    with pytest.raises(NliNegationGateError, match="accuracy floor") as e:
-        nn.assert_nli_negation_gate(r)
-    assert not isinstance(e.value, FalseEntailmentGateError)
     # switching the floor off (openmed's default) lets it pass: the reason the floor is on here
     off = nn.run_nli_negation_challenge(predictor=nn.always_abstain, minimum_aggregate_accuracy=None)
     assert off.gate.passed and off.gate.to_dict()["accuracy_gate_enabled"] is False
@@ -483,16 +443,6 @@ def test_reports_of_trivial_and_custom_predictors_are_value_free():
     for preds, raw in runs:
         r = nn.run_nli_negation_challenge(preds)
         leak_check(r.to_json() + r.to_markdown(), CASES, [o for o in raw if o])
-    # which gates each trivial predictor fails (always-abstain never entails: its false-entailment gate passes)
-    fails = {nn.always_entailment: (nn.assert_false_entailment_gate, nn.assert_nli_negation_gate),
-             nn.always_abstain: (nn.assert_nli_negation_gate,)}
-    for fn, failing in fails.items():
+    for fn in (nn.always_entailment, nn.always_abstain):
         r = nn.run_nli_negation_challenge(predictor=fn)
         leak_check(r.to_json() + r.to_markdown(), CASES, ["entailment"])
-        for g in (nn.assert_false_entailment_gate, nn.assert_nli_negation_gate):
-            if g not in failing:
-                g(r)
-                continue
-            with pytest.raises(NliNegationGateError) as e:
-                g(r)
-            leak_check(str(e.value), CASES, [])

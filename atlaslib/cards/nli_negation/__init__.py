@@ -10,12 +10,10 @@ their labels scored). Every name is re-exported here.
 """
 from .challenge import (CONFIDENCE_LEVEL, DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
                         REPORT_SCHEMA_VERSION, GateDecision, NliNegationReport, PatternScores, RateEstimate,
-                        assert_false_entailment_gate, assert_nli_negation_gate, clopper_pearson,
                         collect_predictions, decide_gates, normalise_label, predictions_sha256)
 from .corpus import (ABSTENTION, ADMISSIBLE_LABELS, FINDINGS, LABELS, PATTERNS, SECTIONS, VERSION, NliNegationCase,
                      case_set_sha256, default_nli_negation_cases, load_nli_negation_cases, validate_cases)
-from .errors import (FalseEntailmentGateError, NliNegationError, NliNegationGateError, NliNegationInputError,
-                     NliNegationPredictorError)
+from .errors import NliNegationError, NliNegationInputError, NliNegationPredictorError
 from .predictors import (ALWAYS_ABSTAIN, ALWAYS_ENTAILMENT, CONTEXT_PREDICTOR, HUB_NLI_PROFILE, OFFLINE_PREDICTORS,
                          SIMILARITY_PREDICTOR, ContextRulePredictor, EmbeddingSimilarityPredictor,
                          NliAdapterPredictor, always_abstain, always_entailment, build_predictor)

@@ -8,9 +8,8 @@ Definitions (overall and per pattern):
   An abstention is never a false entailment. Undefined (``None``) when the case set has no
   contradiction or neutral gold case.
 
-Each rate carries an exact Clopper–Pearson interval at level 1 − α (α = 0.05): for k successes in
-n trials, ``lower = Beta.ppf(α/2; k, n − k + 1)`` (0 when k = 0) and ``upper = Beta.ppf(1 − α/2;
-k + 1, n − k)`` (1 when k = n) — the bounds p where P(X ≥ k | p) = α/2 and P(X ≤ k | p) = α/2.
+Each rate carries the engine's exact Clopper–Pearson 95 % interval
+(:func:`atlaslib.metrics.intervals.clopper_pearson`).
 
 Gates, kept separate:
 
@@ -34,14 +33,11 @@ import inspect
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from ...metrics import intervals
-
 from .corpus import ABSTENTION, LABELS, NliNegationCase, default_nli_negation_cases, validate_cases
-from .errors import FalseEntailmentGateError, NliNegationError, NliNegationGateError, NliNegationInputError, \
-    NliNegationPredictorError
+from .errors import NliNegationError, NliNegationInputError, NliNegationPredictorError
 
 REPORT_SCHEMA_VERSION = "atlas.nli_negation.report.v1"
 CONFIDENCE_LEVEL = 0.95
@@ -55,28 +51,6 @@ DEFAULT_MAX_FALSE_ENTAILMENT_RATE = 0.0
 DEFAULT_MINIMUM_AGGREGATE_ACCURACY = 0.5
 
 
-# ---------------------------------------------------------------------------------------------
-# Exact intervals
-
-
-def clopper_pearson(k: int, n: int, level: float = CONFIDENCE_LEVEL) -> tuple[float | None, float | None]:
-    """Exact (Clopper–Pearson) two-sided interval for a binomial proportion k/n.
-
-    ``lower = Beta.ppf(α/2; k, n−k+1)`` (0 if k = 0), ``upper = Beta.ppf(1−α/2; k+1, n−k)`` (1 if
-    k = n), α = 1 − level. Closed forms at the edges: k = 0 gives upper = 1 − (α/2)^(1/n); k = n gives
-    lower = (α/2)^(1/n). With n = 0 the proportion is undefined: ``(None, None)``.
-    """
-    for name, v in (("k", k), ("n", n)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise NliNegationInputError(f"clopper_pearson: {name} must be a non-negative integer")
-    if k > n:
-        raise NliNegationInputError("clopper_pearson: k must not exceed n")
-    if not (isinstance(level, float) and 0.0 < level < 1.0):
-        raise NliNegationInputError("clopper_pearson: level must be a float strictly between 0 and 1")
-    lo, hi = intervals.clopper_pearson(k, n, level)  # the atlas's one implementation (NaN when n = 0)
-    return (None, None) if n == 0 else (lo, hi)
-
-
 @dataclass(frozen=True)
 class RateEstimate:
     """k successes out of n trials, the rate k/n (``None`` when n = 0) and its exact interval."""
@@ -88,8 +62,7 @@ class RateEstimate:
     ci_high: float | None
 
     def to_dict(self) -> dict:
-        return {"successes": self.successes, "trials": self.trials, "value": self.value,
-                "ci_low": self.ci_low, "ci_high": self.ci_high}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -101,9 +74,7 @@ class PatternScores:
     false_entailment_rate: RateEstimate
 
     def to_dict(self) -> dict:
-        return {"pattern": self.pattern, "n_cases": self.n_cases, "n_abstentions": self.n_abstentions,
-                "aggregate_accuracy": self.aggregate_accuracy.to_dict(),
-                "false_entailment_rate": self.false_entailment_rate.to_dict()}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -387,43 +358,3 @@ def decide_gates(accuracy: float, false_entailment_rate: float | None, upper_bou
         fe_ok = false_entailment_rate is not None and false_entailment_rate <= max_fe
     acc_ok = True if min_acc is None else accuracy >= min_acc
     return GateDecision(max_fe, min_acc, fe_ok, acc_ok, fe_ok and acc_ok, bool(certify), upper_bound)
-
-
-def _check_report(report) -> NliNegationReport:
-    if not isinstance(report, NliNegationReport):
-        raise NliNegationInputError("expected an NliNegationReport")
-    return report
-
-
-def assert_false_entailment_gate(report: NliNegationReport) -> None:
-    """Raise :class:`FalseEntailmentGateError` unless the false-entailment ceiling passed (the
-    accuracy floor is not consulted)."""
-    g = _check_report(report).gate
-    if not g.false_entailment_gate_passed:
-        r = report.false_entailment_rate
-        shown = "undefined (no non-entailing gold case)" if r.value is None else f"{r.value:.4f}"
-        raise FalseEntailmentGateError(
-            f"false-entailment gate failed: rate {shown} ({r.successes} false entailments in {r.trials} "
-            f"non-entailing cases" + (f"; one-sided 95 % upper bound {g.false_entailment_upper_bound:.4f}, "
-                                      "which must be under the ceiling to certify" if g.certify and
-                                      g.false_entailment_upper_bound is not None else "") +
-            f") against the ceiling {g.max_false_entailment_rate:.4f}")
-
-
-def assert_nli_negation_gate(report: NliNegationReport) -> None:
-    """Raise :class:`NliNegationGateError` unless both configured gates passed; the message lists
-    every failing gate (a failing safety ceiling raises the :class:`FalseEntailmentGateError`
-    subclass)."""
-    g = _check_report(report).gate
-    if g.passed:
-        return
-    failed = []
-    if not g.false_entailment_gate_passed:
-        r = report.false_entailment_rate
-        failed.append(f"false-entailment ceiling ({r.successes} false entailments in {r.trials} non-entailing "
-                      f"cases; ceiling {g.max_false_entailment_rate:.4f})")
-    if not g.accuracy_gate_passed:
-        a = report.aggregate_accuracy
-        failed.append(f"accuracy floor (accuracy {a.value:.4f} < floor {g.minimum_aggregate_accuracy:.4f})")
-    cls = FalseEntailmentGateError if not g.false_entailment_gate_passed else NliNegationGateError
-    raise cls("NLI negation gate failed: " + "; ".join(failed))

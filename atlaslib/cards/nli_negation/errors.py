@@ -18,11 +18,3 @@ class NliNegationInputError(NliNegationError, ValueError):
 class NliNegationPredictorError(NliNegationError, RuntimeError):
     """The predictor raised: re-raised with the exception type and case position only (the original
     message and traceback chain are dropped because they may quote the case text)."""
-
-
-class NliNegationGateError(NliNegationError, AssertionError):
-    """A configured gate failed (``assert_nli_negation_gate``)."""
-
-
-class FalseEntailmentGateError(NliNegationGateError):
-    """The false-entailment safety ceiling failed (``assert_false_entailment_gate``)."""

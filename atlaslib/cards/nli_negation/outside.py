@@ -1,6 +1,6 @@
 """Outside systems on the NLI negation challenge (``atlas export``, ``atlas score``, :func:`atlaslib.evaluate`):
 the case set as an outside system sees it, and its labels scored by the card's own run
-(:func:`.card.run_card` with the labels as the predictor: exact Clopper-Pearson intervals, gates).
+(the contract's calls with the labels as the predictor: exact Clopper-Pearson intervals, gates).
 ``atlas export`` also writes the case set, gold labels included, as an openmed fixture file
 (:func:`write_outside_files`)."""
 from __future__ import annotations
