@@ -357,14 +357,15 @@ def _serve_cached(reqs, kwargs, log) -> dict:
 
 def _same_predictions(req, key: str, kwargs) -> bool:
     """Whether the stored cell of ``req`` carries the prediction key of ``key`` (its run may be re-scored)."""
+    from .rescore import split_key
     from .results import read_cell
 
     try:
         _, res = runner.output_paths(req, kwargs["results_dir"], kwargs["runs_dir"])
-        stored = runner.split_key(read_cell(res).get("run_key"))
+        stored = split_key(read_cell(res).get("run_key"))
     except Exception:
         return False
-    return stored[1] is not None and stored[0] == runner.split_key(key)[0]
+    return stored[1] is not None and stored[0] == split_key(key)[0]
 
 
 def _scheduler_source(from_env: bool) -> str:

@@ -27,7 +27,7 @@ over the atlaslib version and the digest of its scoring code (which module is wh
 notebook receives the key (``run_key``) and its result cell, written once by the notebook, carries it. A run
 whose stored cell carries the same key and whose executed notebook exists is not executed again; one whose cell
 carries the same prediction key and another scoring key is re-scored from its stored predictions without a
-kernel where its page allows (:func:`rescore`: the notebook's cells tagged :data:`FROM_CELL_TAG` re-rendered
+kernel where its page allows (:func:`rescore`: the notebook's cells tagged ``from-cell`` re-rendered
 from the new cell), else executed; ``force=True`` ignores the cache.
 
 Why one module of this size: one run from request to files (decide, key, execute, write atomically), each
@@ -47,8 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import notebook, phases
+from . import rescore as rescoring
 from .cards import get_card
 from .notebook import ATLASLIB, REPO, NotebookError, declares_parameter, read_text_notebook  # noqa: F401
+from .rescore import KEY_SEPARATOR
 from .results import atomic_write_text, cell_as_recorded, cell_path, read_cell, record_path, slug
 from .version import __version__
 
@@ -165,7 +167,7 @@ RUN_KEY_PARTS = (
     *((f"{name}.py", "prediction") for name in (
         "__init__", "background", "book", "builddir", "calltally", "cli", "course", "display", "escape", "executor",
         "fsio", "interrupts", "jsonio", "linkcheck", "matrix", "names", "notebook", "phases", "plots", "predfiles",
-        "progress", "registries", "runner", "sources", "splits", "streams", "syntax", "userfile", "yamlio")),
+        "progress", "registries", "rescore", "runner", "sources", "splits", "streams", "syntax", "userfile", "yamlio")),
     ("run_times_reference.json", "prediction"),
 )
 
@@ -200,18 +202,6 @@ def source_digest(root: Path = ATLASLIB, part: str | None = None) -> str:
     None: every file."""
     keep = {None: None, "prediction": _in_prediction, "scoring": _in_scoring}[part]
     return notebook.source_digest(root, code_only=True, keep=keep)
-
-
-#: what separates the two parts in a run key: ``<prediction key>.<scoring key>``
-KEY_SEPARATOR = "."
-
-
-def split_key(key) -> tuple[str | None, str | None]:
-    """(prediction key, scoring key) of a run key; (key, None) for a key of one part (an older cell's)."""
-    if not isinstance(key, str):
-        return None, None
-    pred, sep, score = key.partition(KEY_SEPARATOR)
-    return (pred, score) if sep else (key, None)
 
 
 def prediction_key(request: RunRequest, notebook_text: str, decision: dict | None = None) -> str:
@@ -608,58 +598,15 @@ def run(request: RunRequest, *, results_dir: str | os.PathLike = REPO / "results
 
 # --------------------------------------------------------------------------------- re-scoring without a kernel
 
-#: the tag of a run notebook's code cell whose outputs are a function of the run's result cell alone: it reads
-#: only ``cell`` (the cell :meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>` returned) and
-#: ``variant_cells`` (its variant runs' cells), and imports what it uses. A notebook with such cells declares that
-#: they hold every output its scoring code makes (metrics tables, intervals, their plots): its runs whose
-#: predictions are unchanged are re-scored without a kernel (:func:`rescore`) and these cells alone re-rendered
-#: from the new cells. A notebook without one executes again.
-FROM_CELL_TAG = "from-cell"
-
-
-#: what of a cell's ``extra`` a re-score makes anew (each training seed's metrics and unit counts). A cell whose
-#: extra holds anything else, but what its card declares its model made (``Card.prediction_extra``, kept as
-#: stored), executes again: its card's code may have made it with scoring code (a report, a per-type table, an
-#: interval) that the stored value would no longer match.
-RESCORED_EXTRA = ("seed_runs",)
-
-
 def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Path) -> RunOutcome | None:
-    """Re-score a run whose stored cell carries this run's prediction key and another scoring key, without a kernel:
-    the run rebuilt from its cell (:meth:`CardRun.of_cell <atlaslib.cards.run.CardRun.of_cell>`), its stored
-    predictions scored by :meth:`CardRun.score` (a seeded row from ``extra.seed_runs``' predictions), the cell made
-    by :meth:`CardRun.finish` with the new run key, its variant cells likewise (:func:`rescored_variants`), and the
-    executed notebook's :data:`FROM_CELL_TAG` cells re-rendered from them; all replace the old ones together
-    (status ``"re-scored"``). None (the run executes as before) when the stored pair is not the run's as recorded,
-    the run is not ok, a variant cell beside it is not its run's (:func:`atlaslib.variants.parents`), its or a
-    variant's stored predictions are not what was scored (:func:`scored_as_stored`) or its extra holds more than a
-    re-score makes (:data:`RESCORED_EXTRA`), its notebook tags no cell
-    :data:`FROM_CELL_TAG`, or a tagged cell does not re-render into outputs of the kinds and count the kernel made
-    (another branch taken)."""
+    """Re-score a run whose stored cell carries this run's prediction key and another scoring key, without a kernel
+    (:mod:`atlaslib.rescore`: :func:`~atlaslib.rescore.rescorable` decides, :func:`~atlaslib.rescore.rescored_page`
+    makes the new cell, variant cells and page); all replace the old ones together (status ``"re-scored"``). None
+    (the run executes as before) when the stored run cannot be re-scored."""
     import nbformat
 
-    try:
-        if not (nb_out.is_file() and res_out.is_file() and cell_as_recorded(nb_out, res_out) is True):
-            return None
-        old = read_cell(res_out)
-        nb = nbformat.read(nb_out, as_version=4)
-    except Exception:
-        return None
-    (old_pred, old_score), (pred, score) = split_key(old.get("run_key")), split_key(key)
-    if old_score is None or old_pred != pred or old_score == score or old.get("status") != "ok":
-        return None
-    try:
-        from .variants import parents
-
-        variants = [read_cell(p) for p in sorted((res_out.parent / "variants" / request.protocol).glob("*.json"))]
-    except Exception:
-        return None
-    if len(parents(variants, [old])) != len(variants) or not all(map(scored_as_stored, [old, *variants])) or \
-            any(set(c.get("extra") or {}) - set(RESCORED_EXTRA) - set(get_card(request.card).prediction_extra)
-                for c in [old, *variants]):
-        return None
-    tagged = [c for c in nb.cells if c.get("cell_type") == "code" and FROM_CELL_TAG in notebook.tags(c)]
-    if not tagged:
+    stored = rescoring.rescorable(get_card(request.card), request.protocol, key, nb_out, res_out)
+    if stored is None:
         return None
     start = time.perf_counter()
     # the new cell and variant cells staged beside the old (one file system), moved in with the page, as a run's
@@ -668,211 +615,19 @@ def rescore(request: RunRequest, key: str, nb_out: Path, res_out: Path, work: Pa
     stage.mkdir()
     tmp_cell = stage / res_out.name
     try:
-        try:
-            cell = rescored_cell(old, key, tmp_cell)
-            variant_cells = rescored_variants(cell, variants, tmp_cell)
-        except Exception:  # scoring code that cannot score the stored cell: the run executes and names the error
+        done = rescoring.rescored_page(stored, key, tmp_cell)
+        if done is None:
             return None
-        for c in tagged:
-            outputs = render_from_cell(c, cell, variant_cells)
-            if outputs is None:
-                return None
-            c.outputs = outputs
-        for c in nb.cells:  # the parameters papermill injected: the run key is the new one
-            if "injected-parameters" in notebook.tags(c):
-                c.source = re.sub(r"(?m)^run_key = .*$", lambda m: f"run_key = {key!r}", c.source)
-        injected = (nb.metadata.get("papermill") or {}).get("parameters") or {}
-        if "run_key" in injected:
-            injected["run_key"] = key
+        nb, cell = done
         nbformat.write(nb, work / "out.ipynb")
         where = Path("variants", request.protocol)
-        folders = (stage.joinpath(where), res_out.parent.joinpath(where)) if variants else None
+        folders = (stage.joinpath(where), res_out.parent.joinpath(where)) if stored.variants else None
         _replace_pair(work / "out.ipynb", tmp_cell, nb_out, res_out, work / "backup", variants=folders)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return RunOutcome(request, "re-scored", seconds=round(time.perf_counter() - start, 3),
                       cell_status=cell["status"], peak_rss_mb=cell.get("timing", {}).get("peak_rss_mb"),
                       notebook=str(nb_out), result=str(res_out))
-
-
-def scored_as_stored(cell: dict) -> bool:
-    """Whether ``cell``'s stored predictions hold the scores its metrics were made from, so that scoring them again
-    gives, to the bit, what executing its notebook gives: False where its per-unit counts (and a training seed's)
-    keep a unit's score other than its prediction's (a run that scored at full precision and stored its answers'
-    scores rounded to six digits)."""
-    def same(uc, predictions) -> bool:
-        scores = (uc or {}).get("scores")
-        if scores is None:
-            return True
-        by_id = {p.get("item_id"): p.get("score") for p in predictions or []}
-        return all(by_id.get(i, s) == s for i, s in zip(uc.get("ids") or [], scores))
-
-    return same(cell.get("unit_counts"), cell.get("predictions")) and all(
-        same(r.get("unit_counts"), r.get("predictions")) for r in (cell.get("extra") or {}).get("seed_runs") or [])
-
-
-def rescored_cell(old: dict, key: str, result_path=None) -> dict:
-    """The cell of the run whose stored cell is ``old``, scored again by this code from its stored predictions and
-    written to ``result_path`` (when given) by :meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>` with run
-    key ``key``: the spec, split, data hashes, seeds, extra, overlap, environment and timing are the stored ones;
-    the metrics, unit counts and each training seed's metrics and unit counts are new. A metric the stored cell
-    gives no value for a reason the run's code gave (not its counts') keeps it where the new scoring does not
-    report it either."""
-    import copy
-
-    from .cards.run import CardRun
-    from .results import RunSpec
-
-    run = CardRun.of_cell(old, result_path=result_path)
-    spec = copy.deepcopy(old["spec"])
-    spec["parameters"]["run_key"] = key
-    run.spec = RunSpec(**spec)
-    metrics = run.score(_records(old), reasons=_reasons(old), cell=_context(old))
-    return run.finish(metrics=metrics, predictions=copy.deepcopy(old.get("predictions") or []),
-                      split=old.get("split"), data_sha256=old.get("data_sha256"), seeds=old.get("seeds"),
-                      extra=copy.deepcopy(old.get("extra") or {}), overlap=old.get("overlap"),
-                      env=old.get("environment"), timing=old.get("timing"))
-
-
-def rescored_variants(cell: dict, variants: list, result_path=None) -> list:
-    """The variant cells ``variants`` (of the run whose re-scored cell is ``cell``) scored again from their stored
-    predictions, as :func:`rescored_cell` scores the run's, and made by :meth:`CardRun.variant
-    <atlaslib.cards.run.CardRun.variant>` from ``cell`` (so each carries its new parent run key); written beside
-    ``result_path`` (when given) as the run writes them."""
-    import copy
-
-    from .cards.run import CardRun
-    from .variants import variant_of
-
-    parent = CardRun.of_cell(cell, result_path=result_path)
-    for v in variants:
-        scorer = CardRun.of_cell(cell)
-        metrics = scorer.score(_records(v), reasons=_reasons(v), cell=_context(v))
-        extra = copy.deepcopy(v.get("extra") or {})
-        for r in extra.get("seed_runs") or []:  # each seed as it is scored now, where the cell keeps its numbers
-            scored = scorer.seed_scores.get(r.get("seed")) or {}
-            r.update({k: scored[k] for k in ("metrics", "unit_counts") if k in r and k in scored})
-        spec = dict(variant_of(v))
-        n = {k: spec.pop(k, None) for k in ("n_items", "n_applicable", "n_read", "inputs_sha256")}
-        parent.variant(spec, metrics=metrics, predictions=copy.deepcopy(v.get("predictions") or []),
-                       inputs_digest=n["inputs_sha256"], n_items=n["n_items"], n_applicable=n["n_applicable"],
-                       timing=v.get("timing"), extra=extra)
-    parent.write_variants()
-    return parent.variant_cells
-
-
-def _records(cell: dict):
-    """The records a stored cell's metrics were scored from: its predictions, or for a row over training seeds
-    ``{seed: that seed's answers on the cell's items}`` (``extra.seed_runs``)."""
-    import copy
-
-    predictions = copy.deepcopy(cell.get("predictions") or [])
-    seed_runs = (cell.get("extra") or {}).get("seed_runs") or []
-    if not seed_runs:
-        return predictions
-    by_id = {p["item_id"]: p for p in predictions}
-    return {r["seed"]: [{**by_id[p["item_id"]], **p} for p in r["predictions"]] for r in seed_runs}
-
-
-def _context(cell: dict) -> dict:
-    """What else of a stored cell its card's counts may read (e.g. a scorer's per-document table)."""
-    return {k: v for k, v in cell.items() if k not in ("metrics", "unit_counts", "predictions")}
-
-
-def _reasons(cell: dict) -> dict:
-    """The reasons the run's own code gave for a metric it does not report (not those its counts or the engine
-    gave, which the new scoring gives anew)."""
-    suffix, undefined = f"_{cell['protocol']}", (cell.get("unit_counts") or {}).get("undefined") or {}
-    reasons = {}
-    for k, e in cell["metrics"].items():
-        name = k[:-len(suffix)] if k.endswith(suffix) else k
-        if e.get("value") is None and e.get("reason") and e["reason"] not in (undefined.get(name), "not reported"):
-            reasons[name] = e["reason"]
-    return reasons
-
-
-def render_from_cell(code_cell, cell: dict, variant_cells: list | None = None) -> list | None:
-    """The outputs of the notebook code cell ``code_cell`` (tagged :data:`FROM_CELL_TAG`) executed in this process
-    on the result cell ``cell`` and its variant cells ``variant_cells`` (its only names), as a kernel records them
-    (nbformat outputs: what it prints, what it displays, its last expression's value, formatted by IPython's display
-    formatter, and its matplotlib figures as the inline backend draws them, at ``plt.show()`` or after the cell);
-    None when they are not of the kinds and count of the outputs it holds (another branch taken): the run then
-    executes."""
-    import ast
-    import contextlib
-
-    import nbformat
-    from IPython.core import display_functions
-    from IPython.core.formatters import DisplayFormatter
-    import IPython.display
-
-    fmt, outputs = DisplayFormatter(), []
-
-    def show(*objs, **kw):
-        for o in objs:
-            data, md = _format(fmt, o)
-            outputs.append(nbformat.v4.new_output("display_data", data=data, metadata=md))
-
-    class Stream:
-        def write(self, text):
-            if outputs and outputs[-1].get("output_type") == "stream":
-                outputs[-1]["text"] += text
-            elif text:
-                outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
-
-        def flush(self):
-            pass
-
-    tree = ast.parse(code_cell.source)
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    namespace = {"cell": cell, "variant_cells": list(variant_cells or []), "__name__": "__main__"}
-    import matplotlib.pyplot as plt
-    import pandas as pd
-
-    before = set(plt.get_fignums())
-
-    def show_figures(*a, **k):  # the inline backend's show: every open figure displayed, then closed
-        for num in [n for n in plt.get_fignums() if n not in before]:
-            show(plt.figure(num))
-            plt.close(num)
-
-    saved = IPython.display.display, display_functions.display, plt.show
-    try:
-        IPython.display.display = display_functions.display = show
-        plt.show = show_figures
-        # pandas' options as a kernel has them (not a terminal's: its width detected, no column limit)
-        with contextlib.redirect_stdout(Stream()), pd.option_context("display.max_columns", 20, "display.width", 80):
-            exec(compile(tree, "<from-cell>", "exec"), namespace)
-            value = eval(compile(ast.Expression(last.value), "<from-cell>", "eval"), namespace) if last else None
-    except Exception:
-        return None
-    finally:
-        IPython.display.display, display_functions.display, plt.show = saved
-    if value is not None and not code_cell.source.rstrip().endswith(";"):
-        data, md = _format(fmt, value)
-        outputs.append(nbformat.v4.new_output("execute_result", data=data, metadata=md,
-                                              execution_count=code_cell.get("execution_count")))
-    for num in [n for n in plt.get_fignums() if n not in before]:  # drawn, never shown: shown after the cell
-        show(plt.figure(num))
-        plt.close(num)
-    kinds = [(o.get("output_type"), sorted(o.get("data", {}))) for o in outputs]
-    if kinds != [(o.get("output_type"), sorted(o.get("data", {}))) for o in code_cell.get("outputs", [])]:
-        return None
-    return outputs
-
-
-def _format(fmt, obj) -> tuple[dict, dict]:
-    """(data, metadata) of ``obj`` as a kernel's display formatter gives them; a matplotlib figure as the inline
-    backend draws it (PNG, ``bbox_inches="tight"``, its background metadata)."""
-    from matplotlib.figure import Figure
-
-    if isinstance(obj, Figure):
-        from IPython.core.pylabtools import print_figure
-        from matplotlib_inline.backend_inline import _fetch_figure_metadata
-
-        return ({"image/png": print_figure(obj, "png", bbox_inches="tight", base64=True), "text/plain": repr(obj)},
-                _fetch_figure_metadata(obj) or {})
-    return fmt.format(obj)
 
 
 def _refuse_clash(request: RunRequest, res_out: Path) -> None:

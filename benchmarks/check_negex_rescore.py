@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from atlaslib import notebook, runner
+from atlaslib import notebook, rescore, runner
 from atlaslib.sources import sha256_file
 from atlaslib.results import record_path
 
@@ -34,13 +34,13 @@ def _variants(result: str) -> list[Path]:
 
 
 def _tagged(path) -> list:
-    return [c["outputs"] for c in nbformat.read(path, as_version=4).cells if runner.FROM_CELL_TAG in notebook.tags(c)]
+    return [c["outputs"] for c in nbformat.read(path, as_version=4).cells if rescore.FROM_CELL_TAG in notebook.tags(c)]
 
 
 def _stale(out) -> None:
     """The stored pair as an older scoring code leaves it: another scoring key on the cell, its page and variants."""
     cell = json.loads(Path(out.result).read_text())
-    pred, _ = runner.split_key(cell["run_key"])
+    pred, _ = rescore.split_key(cell["run_key"])
     fresh, old = cell["run_key"], f"{pred}.older-scoring"
     cell["run_key"] = cell["spec"]["parameters"]["run_key"] = old
     Path(out.result).write_text(json.dumps(cell))

@@ -177,7 +177,7 @@ FLOORS = (
     ("models",),
     ("protocols", "variants"),
     ("cards",),                       # cards.families among them: the task families cards declare themselves through
-    ("analysis", "runner"),
+    ("analysis", "rescore", "runner"),
     ("course", "harness", "matrix", "external"),
     ("executor",),
     ("pages",),

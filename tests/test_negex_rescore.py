@@ -28,10 +28,10 @@ def test_extra_a_card_declares_its_model_made_is_kept_and_the_run_rescored(toy_r
     import dataclasses
     import json
 
-    from atlaslib import runner
+    from atlaslib import rescore, runner
     from tests import test_run_key_split as split
 
-    req, dirs = split._toy_book(tmp_path, monkeypatch, runner.FROM_CELL_TAG)
+    req, dirs = split._toy_book(tmp_path, monkeypatch, rescore.FROM_CELL_TAG)
     card = dataclasses.replace(runner.get_card("toy"), prediction_extra=("report",))
     monkeypatch.setattr(runner, "get_card", lambda name: card)
     executed = runner.run(req, **dirs)

@@ -8,7 +8,7 @@ import json
 import nbformat
 import pytest
 
-from atlaslib import notebook, runner
+from atlaslib import notebook, rescore, runner
 from atlaslib.results import record_path
 from atlaslib.sources import sha256_file
 
@@ -58,7 +58,7 @@ def test_an_edit_moves_the_part_of_the_key_its_module_is_in(tree, edited, moves)
     (tree / edited).write_text("X = 'changed'\n")
     after = keys()
     assert {part for part in before if before[part] != after[part]} == moves
-    assert runner.split_key(f"{after['prediction']}.{after['scoring']}") == (after["prediction"], after["scoring"])
+    assert rescore.split_key(f"{after['prediction']}.{after['scoring']}") == (after["prediction"], after["scoring"])
 
 
 NOTEBOOK = """---
@@ -141,7 +141,7 @@ def _toy_book(tmp_path, monkeypatch, tag):
 def _stale(out):
     """The stored pair as an older scoring code left it: another scoring key, another accuracy on cell and page."""
     cell = json.loads(open(out.result).read())
-    pred, _ = runner.split_key(cell["run_key"])
+    pred, _ = rescore.split_key(cell["run_key"])
     cell["run_key"] = cell["spec"]["parameters"]["run_key"] = f"{pred}.older-scoring"
     cell["metrics"]["accuracy_zero_shot"]["value"] = 0.25
     open(out.result, "w").write(json.dumps(cell))
@@ -176,11 +176,11 @@ def _no_kernel(monkeypatch):
 
 
 def _tagged_outputs(path):
-    return [c["outputs"] for c in nbformat.read(path, as_version=4).cells if runner.FROM_CELL_TAG in notebook.tags(c)]
+    return [c["outputs"] for c in nbformat.read(path, as_version=4).cells if rescore.FROM_CELL_TAG in notebook.tags(c)]
 
 
 def test_a_scoring_change_rescores_the_stored_run_without_a_kernel(toy_registered, tmp_path, monkeypatch):
-    req, dirs = _toy_book(tmp_path, monkeypatch, runner.FROM_CELL_TAG)
+    req, dirs = _toy_book(tmp_path, monkeypatch, rescore.FROM_CELL_TAG)
     executed = runner.run(req, **dirs)
     assert executed.status == "ran"
     cell, page = json.loads(open(executed.result).read()), _tagged_outputs(executed.notebook)
@@ -256,7 +256,7 @@ def test_a_run_its_page_or_predictions_cannot_rescore_executes_again(toy_registe
     if spoil == "extra":
         _with_extra(executed)
     if spoil == "raises":
-        monkeypatch.setattr(runner, "rescored_cell", _raising)
+        monkeypatch.setattr(rescore, "rescored_cell", _raising)
     _stale(executed)
     _no_kernel(monkeypatch)
     assert runner.run(req, execute=False, **dirs) is None  # left to a worker by a Dask build
@@ -267,12 +267,12 @@ def test_a_run_its_page_or_predictions_cannot_rescore_executes_again(toy_registe
 def test_scores_stored_rounded_are_not_the_scores_a_run_scored():
     cell = {"unit_counts": {"ids": ["a", "b"], "scores": [0.1234567891, 0.5]},
             "predictions": [{"item_id": "a", "score": 0.123457}, {"item_id": "b", "score": 0.5}]}
-    assert not runner.scored_as_stored(cell)
+    assert not rescore.scored_as_stored(cell)
     cell["predictions"][0]["score"] = 0.1234567891
-    assert runner.scored_as_stored(cell)
+    assert rescore.scored_as_stored(cell)
     cell["extra"] = {"seed_runs": [{"unit_counts": {"ids": ["a"], "scores": [0.7]}, "predictions": [
         {"item_id": "a", "score": 0.70001}]}]}
-    assert not runner.scored_as_stored(cell)
+    assert not rescore.scored_as_stored(cell)
 
 
 def test_a_seeded_row_is_rescored_from_its_seeds_predictions(toy_registered):
@@ -287,7 +287,7 @@ def test_a_seeded_row_is_rescored_from_its_seeds_predictions(toy_registered):
                   for i, r in enumerate(base)] for s in (1, 2, 3)}
     run = CardRun(toy, "toy-v1", "some-encoder", "finetune", parameters={"run_key": "p.s"})
     cell = run.finish(**contract_parts(run, seeded, manifest))
-    again = runner.rescored_cell(cell, "p.t")
+    again = rescore.rescored_cell(cell, "p.t")
     assert again["run_key"] == "p.t"
     for c in (cell, again):
         c.pop("timing"), c.pop("run_key"), c["spec"]["parameters"].pop("run_key")
