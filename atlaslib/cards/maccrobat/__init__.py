@@ -14,7 +14,7 @@ from .card import (SLICES, _SUMS_PATH, BASELINE_PROFILE, BOOTSTRAP_RESAMPLES, CA
                    VERSIONS)
 from .data import (_WORD, Corpus, Entity, MaccrobatFormatError, audit, convert_document, group_counts,  # noqa: F401
                    load_corpus, mention_lengths, parse_ann, plot_sentences_per_report, remove_overlaps,
-                   reproduction_rows, sentences_per_report, type_counts, words_of)
+                   reproduction_rows, type_counts, words_of)
 from .splitting import split_summary  # noqa: F401
 from .runs import (Outcome, last_outcome, memorize_tags, run_protocol,  # noqa: F401
                    words_to_text)

@@ -251,14 +251,9 @@ def mention_lengths(items: pd.DataFrame) -> pd.DataFrame:
     return out.loc[[t for t in TYPES if t in out.index]]
 
 
-def sentences_per_report(items: pd.DataFrame) -> pd.Series:
-    """Distribution (describe) of the number of sentences per report."""
-    return items.groupby("document").size().describe().round(2)
-
-
 def audit(corpus: Corpus) -> dict:
     """All audit tables: ``summary`` (reference vs found), ``groups``, ``types``, ``lengths``,
-    ``sentences_per_report``."""
+    ``sentences_per_report`` (its distribution: describe)."""
     items, ents = corpus.items, corpus.entities
     groups = group_counts(ents, items)
     summary = pd.DataFrame([
@@ -270,7 +265,8 @@ def audit(corpus: Corpus) -> dict:
     ])
     summary["match"] = [r is None or r != r or int(r) == f for r, f in zip(summary.reference, summary.found)]
     return {"summary": summary, "groups": groups, "types": type_counts(ents),
-            "lengths": mention_lengths(items), "sentences_per_report": sentences_per_report(items)}
+            "lengths": mention_lengths(items),
+            "sentences_per_report": items.groupby("document").size().describe().round(2)}
 
 
 def plot_sentences_per_report(items: pd.DataFrame):

@@ -7,6 +7,7 @@ from typing import Sequence
 import pandas as pd
 
 from ...metrics.spans import mentions as tag_mentions
+from .card import SPEC_EXAMPLES
 from .data import Corpus
 from .runs import Outcome
 
@@ -33,16 +34,12 @@ def error_table(out: Outcome, items: pd.DataFrame, limit: int = 30) -> pd.DataFr
                              "kind": kind,
                              "overlaps": "; ".join(f"{m[0]}: {' '.join(words[m[1]:m[2] + 1])}" for m in ov)})
     f = pd.DataFrame(rows, columns=["item_id", "side", "type", "mention", "kind", "overlaps"])
-    f.attrs["kind_counts"] = f.groupby(["side", "kind"]).size().to_dict() if len(f) else {}
     return f.head(limit) if limit else f
 
 
 def error_kinds(out: Outcome, items: pd.DataFrame) -> pd.DataFrame:
     """Counts of error kinds (see :func:`error_table`) per side."""
-    f = error_table(out, items, limit=0)
-    if not len(f):
-        return pd.DataFrame(columns=["side", "kind", "count"])
-    return f.groupby(["side", "kind"]).size().rename("count").reset_index()
+    return error_table(out, items, limit=0).groupby(["side", "kind"]).size().rename("count").reset_index()
 
 
 def false_positive_sources(out: Outcome, corpus: Corpus) -> pd.DataFrame:
@@ -52,7 +49,7 @@ def false_positive_sources(out: Outcome, corpus: Corpus) -> pd.DataFrame:
     "problems" that include Biological_structure words."""
     idx = corpus.items.set_index("item_id")
     kept = corpus.entities[corpus.entities.kept]
-    by_doc = {d: g for d, g in kept.groupby("document")}
+    by_doc = dict(list(kept.groupby("document")))
     rows = []
     for iid, g, p in zip(out.item_ids, out.gold, out.pred):
         r = idx.loc[iid]
@@ -63,14 +60,12 @@ def false_positive_sources(out: Outcome, corpus: Corpus) -> pd.DataFrame:
             for u in under or ["(none)"]:
                 rows.append({"predicted type": t, "MACCROBAT type underneath": u})
     f = pd.DataFrame(rows, columns=["predicted type", "MACCROBAT type underneath"])
-    if not len(f):
-        return f.assign(count=[])
     return (f.groupby(["predicted type", "MACCROBAT type underneath"]).size().rename("count")
             .reset_index().sort_values("count", ascending=False).reset_index(drop=True))
 
 
-def guideline_examples(items: pd.DataFrame, entities: pd.DataFrame, item_ids: Sequence[str] = (
-        "maccrobat-d002-s005", "maccrobat-d002-s016", "maccrobat-d000-s005")) -> pd.DataFrame:
+def guideline_examples(items: pd.DataFrame, entities: pd.DataFrame, item_ids: Sequence[str] = SPEC_EXAMPLES
+                       ) -> pd.DataFrame:
     """For the given sentences: every kept MACCROBAT entity with its type and mapped group, showing
     what the three-type view keeps (e.g. anatomy and "pain" as separate entities)."""
     idx = items.set_index("item_id")

@@ -29,13 +29,9 @@ def outside_split(version: str, split: str, data_dir=None, protocol: str | None 
     items = _items(None if data_dir is None else str(data_dir)).copy()
     manifest = split_items(items, version)
     ids = list(manifest.test if split == "test" else manifest.train)
-    frame = items.set_index("item_id").loc[ids]
-    records = []
-    for iid, r in frame.iterrows():
-        rec = {"item_id": iid, "document": r["document"], "words": list(r["words"])}
-        if split == "train":
-            rec["tags"] = list(r["tags"])
-        records.append(rec)
+    records = [{"item_id": iid, "document": r["document"], "words": list(r["words"]),
+                **({"tags": list(r["tags"])} if split == "train" else {})}
+               for iid, r in items.set_index("item_id").loc[ids].iterrows()]
     return Split("maccrobat", version, split, ids, records, list(TAGS), manifest.hash,
                  answer="tags: one IOB2 tag per word", context={"items": items, "manifest": manifest})
 
@@ -49,12 +45,9 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
 
     items, manifest = s.context["items"], s.context["manifest"]
     test = items.set_index("item_id").loc[manifest.test]
-    by = {p.item_id: p for p in preds}
-    out = Outcome(model=profile["name"], protocol=protocol, version=s.version, status="ok",
-                  capability=EXTERNAL, item_ids=list(manifest.test),
-                  documents=test["document"].tolist(), gold=[list(t) for t in test["tags"]],
-                  pred=[list(by[i].label) for i in manifest.test],
-                  details={"source": EXTERNAL, "predictions_sha256": profile["revision"]}, profile=dict(profile),
-                  n_resamples=n_resamples)
-    return dict(outcome_parts(out, manifest, items), profile=profile, capability=EXTERNAL,
-                parameters={"n_resamples": n_resamples})
+    by = {p.item_id: list(p.label) for p in preds}
+    out = Outcome(model=profile["name"], protocol=protocol, version=s.version, status="ok", capability=EXTERNAL,
+                  item_ids=list(manifest.test), documents=test["document"].tolist(),
+                  gold=[list(t) for t in test["tags"]], pred=[by[i] for i in manifest.test], profile=dict(profile),
+                  details={"source": EXTERNAL, "predictions_sha256": profile["revision"]}, n_resamples=n_resamples)
+    return dict(outcome_parts(out, manifest, items), parameters={"n_resamples": n_resamples})
