@@ -15,7 +15,8 @@ from .. import results
 from ..escape import md, md_code, public_location, table_cell
 from . import datastory, departures
 from ..cards import Card
-from .card_pages import REPRODUCTION_MARK, fmt_metric, reproduction_table, short_reason
+from .card_pages import REPRODUCTION_MARK
+from .card_results import fmt_metric, reproduction_table, short_reason
 
 if TYPE_CHECKING:
     from ..matrix import MatrixReport
