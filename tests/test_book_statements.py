@@ -716,7 +716,7 @@ def mixed_site(tmp_path_factory, data_dir):
         r = T.run("synthetic-v1", model, protocol, data_dir=data_dir, work_dir=root / f"w-{model}-{protocol}")
         card_run = CardRun("tempeval", "synthetic-v1", model, protocol,
                            result_path=results.cell_path(paths.results, "tempeval", "synthetic-v1", model, protocol))
-        card_run.finish(**T.cell_parts(card_run, r))
+        card_run.finish(**r.cell_parts(card_run))
     items = negex.load_items(data_dir)
     _, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
     flip = {"negated": "affirmed", "affirmed": "negated"}

@@ -322,7 +322,7 @@ def _metrics(version, model, protocol, work_dir=None):
 
     card_run = CardRun("tempeval", version, model, protocol)
     r = runs.run(version, model, protocol, work_dir=work_dir, load=card_run.load)
-    return runs.cell_parts(card_run, r)["metrics"], {x["row"]: x for x in r.table["rows"]}
+    return r.cell_parts(card_run)["metrics"], {x["row"]: x for x in r.table["rows"]}
 
 
 def test_metrics_leave_out_what_a_model_does_not_predict(tmp_path):
@@ -348,7 +348,7 @@ def test_card_run_scores_as_the_index_by_index_document_bootstrap(tmp_path, mode
 
     r = runs.run("synthetic-v1", model, protocol, work_dir=tmp_path)
     card_run = CardRun("tempeval", "synthetic-v1", model, protocol)
-    parts = runs.cell_parts(card_run, r)
+    parts = r.cell_parts(card_run)
     metrics = parts["metrics"]
     skipped = runs.not_addressed(model, protocol)
     per = r.table["per_document"]

@@ -294,10 +294,7 @@ def write_corpus(docs, root_dir: str | os.PathLike, *, write_text: bool = False)
 def find_text(doc_id: str, folder: Path, text_dir: str | os.PathLike | None) -> str | None:
     """The note text for ``doc_id``: ``<doc folder>/<doc>``, else ``<text_dir>/<doc>`` or
     ``<text_dir>/<doc>/<doc>``; None when there is none (THYME's public release)."""
-    candidates = [folder / doc_id]
-    if text_dir is not None:
-        candidates += [Path(text_dir) / doc_id, Path(text_dir) / doc_id / doc_id]
-    for c in candidates:
+    for c in [folder / doc_id, *((Path(text_dir) / doc_id, Path(text_dir) / doc_id / doc_id) if text_dir else ())]:
         if c.exists() and not c.is_dir():
             try:
                 return fsio.read_text(c, expected="the note's text")

@@ -31,18 +31,9 @@ SOURCES_FILE = Path(__file__).with_name("thyme_sources.sha256")
 THYME_FILES: list[PinnedFile] = read_sha256sums(SOURCES_FILE.read_text(), "thyme/", THYME_URL)
 SPLITS = ("Train", "Dev")
 
-#: Clinical TempEval 2015 numbers the card reproduces (official scorer's set semantics, see audit.py)
-EXPECTED_COUNTS = {
-    "Train": {"documents": 293, "EVENT": 38890, "TIMEX3": 3833, "CONTAINS": 11176},
-    "Dev": {"documents": 147, "EVENT": 20974, "TIMEX3": 2078, "CONTAINS": 6173},
-}
-EXPECTED_RAW = {"Train": {"EVENT": 39002, "CONTAINS": 11248}, "Dev": {"EVENT": 20974, "CONTAINS": 6226}}
-
 METRICS = ("contains_closure_f1", "contains_f1", "doctimerel_f1", "doctimerel_accuracy", "event_span_f1",
            "timex_span_f1")
 
-#: the baselines (:mod:`.runs`)
-MODELS = ("closest", "majority-doctimerel", "memorize")
 #: leaderboard metric -> the official scorer's row it reads
 METRIC_ROWS = {"event_span_f1": "event_span", "timex_span_f1": "timex3_span", "doctimerel_f1": "doctimerel",
                "doctimerel_accuracy": "doctimerel",
@@ -76,7 +67,7 @@ def not_addressed(model: str, protocol: str) -> dict:
     (:data:`DOCTIMEREL_BY_PROTOCOL`). Any other model is an outside system's Anafora folder: every metric but
     phase 2's given spans (:data:`PHASE2_GIVEN`), both DocTimeRel metrics included, as its cells have had them."""
     given = "gold EVENT/TIMEX3 are given in phase 2"
-    if model not in MODELS:
+    if model not in CARD.baselines:
         return {b: f"not applicable: {given}" for b in METRIC_ROWS if protocol == "phase2" and b in PHASE2_GIVEN}
     out = {}
     for base in METRIC_ROWS:

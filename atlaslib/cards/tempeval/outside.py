@@ -2,7 +2,7 @@
 the documents as an outside system sees them (with an Anafora layout of the phase-2 input), and its Anafora
 folder scored by the card's own code (the official anaforatools scorer,
 :func:`.scoring.score_directories` with closure and per-document counts), its cell made as a run's
-(:func:`.runs.cell_parts`: scored by a :class:`~atlaslib.cards.run.CardRun`, the one engine)."""
+(:meth:`.runs.RunResult.cell_parts`: scored by a :class:`~atlaslib.cards.run.CardRun`, the one engine)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -66,7 +66,7 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
     from ...results import EXTERNAL
     from ..run import CardRun
     from . import scoring
-    from .runs import RunResult, _doc_record, cell_parts
+    from .runs import RunResult, _doc_record
 
     corpus = s.context["corpus"]
     pred_dir = Path(preds[0].label.path).parents[1]
@@ -75,4 +75,4 @@ def outside_cell_parts(s, preds, profile: dict, protocol: str, key: str, n_resam
     records = [_doc_record(d, Path(d.path)) for d in docs]
     result = RunResult(s.version, profile["name"], protocol, table, records, {"source": EXTERNAL}, corpus, pred_dir)
     card_run = CardRun("tempeval", s.version, profile["name"], protocol)
-    return dict(cell_parts(card_run, result), profile=profile, capability=EXTERNAL)
+    return dict(result.cell_parts(card_run), profile=profile, capability=EXTERNAL)

@@ -3,8 +3,6 @@ THYME audit its data story stores and the official scorer's tables in this build
 load, no audit at render time). Registered through :data:`FACTS`."""
 from __future__ import annotations
 
-import re
-
 from ..facts import Fact, FactContext, missing
 from .runs import BOOTSTRAP
 
@@ -71,15 +69,8 @@ def _tempeval(ctx: FactContext) -> dict[str, Fact]:
         *(f"{w}.{x}" for w in ("scorer", "file", "annotations") for x in ("documents", "EVENT", "TIMEX3", "CONTAINS")),
         "event_exact_duplicates", "contains_duplicate_pairs", "contains_added_by_closure", "event_outside_annotations",
         "event_spans_with_two_attribute_sets", "scorer.EVENT_spans")]
-    if audit is None:  # Table 1 counts are also in every audited cell's reproduction rows
-        audit = {}
-        for c in ctx.ok_cells("tempeval"):
-            for r in (c.get("extra") or {}).get("reproduction_rows") or []:
-                m = re.match(r"THYME (Train|Dev) (documents|EVENT|TIMEX3|CONTAINS) \(Table 1\)", r.get("figure", ""))
-                if m:
-                    audit.setdefault(f"{m.group(1)}.scorer.{m.group(2)}", r["ours"])
-    for k in keys:
-        f[f"tempeval.{k}"] = Fact(audit[k], "count", asrc) if k in audit else missing("audited TempEval run")
+    for k in keys:   # the audit's numbers and its reproduction rows are stored together (the notebook's story)
+        f[f"tempeval.{k}"] = Fact(audit[k], "count", asrc) if k in (audit or {}) else missing("audited TempEval run")
     rsrc = "TempEval result cells (extra.scorer_table, official scorer)"
     cell = ctx.cell("tempeval", "thyme-dev-2015", "closest", "phase2")
     row = _scorer_row(cell, "contains") if cell else None
@@ -107,12 +98,7 @@ def _tempeval(ctx: FactContext) -> dict[str, Fact]:
         f["tempeval.synthetic.test_documents"] = Fact(nte, "count", ssrc)
         f["tempeval.synthetic.documents"] = Fact(ntr + nte, "count", ssrc)
     maj = ctx.cell("tempeval", "thyme-dev-2015", "majority-doctimerel", "phase2")
-    mv = None
-    if maj:
-        for name in ("doctimerel_accuracy_phase2", "doctimerel_f1_phase2"):
-            mv = (maj["metrics"].get(name) or {}).get("value")
-            if mv is not None:
-                break
+    mv = (maj["metrics"].get("doctimerel_accuracy_phase2") or {}).get("value") if maj else None
     f["tempeval.majority_doctimerel_accuracy"] = (Fact(mv, "rate", rsrc) if mv is not None
                                                   else missing("majority-doctimerel run on thyme-dev-2015"))
     return f

@@ -1,12 +1,8 @@
 """One call per run: (version, model, protocol) -> predictions written as Anafora XML, scored by the
 official scorer, and result-cell parts. The card contract's ``predict`` is :func:`run` (the notebook and
-:func:`atlaslib.cards.run.run` make the same calls); :func:`cell_parts` scores its records through the run's
+:func:`atlaslib.cards.run.run` make the same calls); :meth:`RunResult.cell_parts` scores its records through the run's
 :class:`atlaslib.cards.run.CardRun` (the card's counts and declared scoring, :mod:`.counting`). Whether a run
 can happen is the run's decision (the card's declared gate on the note text, ``CARD.parameter_gates``).
-
-Models: ``closest`` (CONTAINS; in phase 1 on memorize's EVENT/TIMEX3), ``majority-doctimerel`` (phase 2
-only), ``memorize`` (spans, attributes, DocTimeRel; no CONTAINS). Versions: ``thyme-dev-2015`` (real
-annotations; phase 1 and memorize need the DUA text: ``thyme_text_dir``) and ``synthetic-v1``.
 
 Gated data: a run never returns or records note text. Predictions in the cell are per document counts
 plus the sha256 of the predicted XML (which holds offsets and labels only).
@@ -138,8 +134,22 @@ class RunResult:
         return table_frame(self.table)
 
     def cell_parts(self, card_run) -> dict:
-        """The run's cell parts, scored by ``card_run`` (:func:`cell_parts`)."""
-        return cell_parts(card_run, self)
+        """What the result cell of ``card_run`` (a :class:`atlaslib.cards.run.CardRun`) holds beyond its spec
+        (:meth:`~atlaslib.cards.run.CardRun.finish`'s arguments): the baseline's profile, the metrics scored by the
+        run (:meth:`~atlaslib.cards.run.CardRun.score` of the records with the scorer's per-document counts: the
+        card's counts under its ``SCORING``, the one engine), the scorer's table in ``extra``, per-document
+        prediction records, the split, data hashes and seeds."""
+        metrics = card_run.score(self.predictions, cell={"extra": {"scorer_table": self.table}})
+        c = self.corpus
+        extra = {"scorer_table": self.table, "model_info": self.info, "gated_text": c.gated,
+                 "corpus": c.source, "n_train_documents": len(c.train), "n_test_documents": len(c.test),
+                 "ci": {"method": "percentile bootstrap over test documents (scorer counts summed per resample)",
+                        **BOOTSTRAP, "level": 0.95}}
+        split = {"hash": c.split_hash, "n_train": len(c.train), "n_test": len(c.test), "train": "Train", "test": "Dev"}
+        seeds = {"bootstrap": BOOTSTRAP["seed"], **({"synthetic": 20150605} if not c.gated else {})}
+        return dict(profile={"name": card_run.spec.model, "kind": PROFILE_KIND}, capability=CAPABILITY,
+                    metrics=metrics, predictions=self.predictions, split=split, data_sha256=c.data_sha256,
+                    seeds=seeds, extra=extra)
 
 
 GAP_BANDS = ((0, 20, "0-20"), (21, 100, "21-100"), (101, 500, "101-500"), (501, None, ">500"))
@@ -294,24 +304,3 @@ def spec_parameters(**parameters) -> dict:
     if params.get("thyme_text_dir") is not None:
         params["thyme_text_dir"] = "<set>"
     return params
-
-
-def cell_parts(card_run, result: "RunResult | None") -> dict:
-    """What the result cell of ``card_run`` (a :class:`atlaslib.cards.run.CardRun`) holds beyond its spec
-    (:meth:`~atlaslib.cards.run.CardRun.finish`'s arguments): the baseline's profile; for a run that happened
-    (``result``, :func:`run`'s) its metrics scored by the run (:meth:`~atlaslib.cards.run.CardRun.score` of the
-    records with the scorer's per-document counts: the card's counts under its ``SCORING``, the one engine), the
-    scorer's table in ``extra``, per-document prediction records, the split, data hashes and seeds."""
-    parts = dict(profile={"name": card_run.spec.model, "kind": PROFILE_KIND}, capability=CAPABILITY)
-    if result is None:
-        return parts
-    metrics = card_run.score(result.predictions, cell={"extra": {"scorer_table": result.table}})
-    c = result.corpus
-    extra = {"scorer_table": result.table, "model_info": result.info, "gated_text": c.gated,
-             "corpus": c.source, "n_train_documents": len(c.train), "n_test_documents": len(c.test),
-             "ci": {"method": "percentile bootstrap over test documents (scorer counts summed per resample)",
-                    **BOOTSTRAP, "level": 0.95}}
-    split = {"hash": c.split_hash, "n_train": len(c.train), "n_test": len(c.test), "train": "Train", "test": "Dev"}
-    seeds = {"bootstrap": BOOTSTRAP["seed"], **({"synthetic": 20150605} if not c.gated else {})}
-    return dict(parts, metrics=metrics, predictions=result.predictions,
-                split=split, data_sha256=c.data_sha256, seeds=seeds, extra=extra)

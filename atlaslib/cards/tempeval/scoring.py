@@ -192,16 +192,13 @@ def input_warnings(reference_dir, predicted_dir, xml_name_regex: str = TEMPORAL_
     return out
 
 
-def _merge(file_named_scores, scores_type, per_document: list | None = None):
+def _merge(named_scores, scores_type):
+    """The documents' ``{view: scores}`` summed, as the scorer's command line sums them."""
     total = collections.defaultdict(scores_type)
-    n_docs = 0
-    for name, named in file_named_scores:
-        n_docs += 1
+    for named in named_scores:
         for view, scores in named.items():
             total[view].update(scores)
-        if per_document is not None:
-            per_document.append((name, dict(named)))
-    return total, n_docs
+    return total
 
 
 def _counts(s) -> list[int]:
@@ -269,43 +266,36 @@ def score_directories(reference_dir, predicted_dir, closure: bool = False, *,
 def _score_directories(reference_dir, predicted_dir, closure, xml_name_regex, per_document) -> dict:
     ref = _check_dir(reference_dir, "reference", xml_name_regex)
     pred = _check_dir(predicted_dir, "predicted", xml_name_regex)
-    views = [v for v, _, _ in ROWS.values()]
+    passes = [({v for v, _, _ in ROWS.values()}, _evaluate.Scores)]
+    passes += [({CLOSURE_ROW[1]}, _evaluate.TemporalClosureScores)] if closure else []
     logger = logging.getLogger()
     level = logger.level
-    logger.setLevel(logging.ERROR)  # the scorer warns once per document without predictions
+    logger.setLevel(logging.ERROR)  # the scorer's closure warns of each relation it cannot close
     try:
-        docs, closure_docs = [], []
-        scored = list(_score_dirs(ref, pred, xml_name_regex, [(set(views), _evaluate.Scores)] +
-                                  ([({CLOSURE_ROW[1]}, _evaluate.TemporalClosureScores)] if closure else [])))
-        total, n_docs = _merge(((name, named[0]) for name, named in scored), _evaluate.Scores, docs)
-        closure_total = None
-        if closure:
-            closure_total, _ = _merge(((name, named[1]) for name, named in scored),
-                                      _evaluate.TemporalClosureScores, closure_docs)
+        scored = list(_score_dirs(ref, pred, xml_name_regex, passes))   # (doc, [{view: scores} per pass])
     finally:
         logger.setLevel(level)
-    rows = {}
-    for name, (view, span_row, label) in ROWS.items():
-        rows[name] = _row(name, label, view, total.get(view, _evaluate.Scores()))
-    for name, (view, span_row, label) in ROWS.items():
+    total = _merge((named[0] for _, named in scored), _evaluate.Scores)
+    rows = {name: _row(name, label, view, total.get(view, _evaluate.Scores()))
+            for name, (view, _, label) in ROWS.items()}
+    for name, (_, span_row, _) in ROWS.items():
         if span_row is not None:
-            span_f1 = rows[span_row]["f1"]
-            a = ratio(rows[name]["f1"], span_f1)   # undefined (None in the table) when the span F1 is 0
+            a = ratio(rows[name]["f1"], rows[span_row]["f1"])   # undefined (None in the table) when the span F1 is 0
             rows[name]["A"] = None if a != a else a
     if closure:
         name, view, label = CLOSURE_ROW
-        rows[name] = _row(name, label, view, closure_total.get(view, _evaluate.TemporalClosureScores()))
-    out = {"rows": list(rows.values()), "n_documents": n_docs, "closure": bool(closure),
+        closed = _merge((named[1] for _, named in scored), _evaluate.TemporalClosureScores)
+        rows[name] = _row(name, label, view, closed.get(view, _evaluate.TemporalClosureScores()))
+    out = {"rows": list(rows.values()), "n_documents": len(scored), "closure": bool(closure),
            "scorer": f"anaforatools {IMPORTS['anaforatools']} (anafora.evaluate.score_dirs)",
            "xml_name_regex": xml_name_regex}
     if per_document:
-        per = {"doc_ids": [name for name, _ in docs]}
+        per = {"doc_ids": [name for name, _ in scored]}
         for name, (view, _, _) in ROWS.items():
-            per[name] = [_counts(named.get(view, _evaluate.Scores())) for _, named in docs]
+            per[name] = [_counts(named[0].get(view, _evaluate.Scores())) for _, named in scored]
         if closure:
-            assert [n for n, _ in closure_docs] == per["doc_ids"]
-            per[CLOSURE_ROW[0]] = [_counts(named.get(CLOSURE_ROW[1], _evaluate.TemporalClosureScores()))
-                                   for _, named in closure_docs]
+            per[CLOSURE_ROW[0]] = [_counts(named[1].get(CLOSURE_ROW[1], _evaluate.TemporalClosureScores()))
+                                   for _, named in scored]
         out["per_document"] = per
     return out
 
@@ -392,6 +382,7 @@ def closure_toy_scores() -> dict:
     TLINK:Type`` computes it."""
     ref, pred = closure_toy_dirs()
     view = ("TLINK", "Type")
-    total, _ = _merge(_evaluate.score_dirs(str(ref), str(pred), include={view},
-                                           scores_type=_evaluate.TemporalClosureScores), _evaluate.TemporalClosureScores)
+    total = _merge((named for _, named in _evaluate.score_dirs(str(ref), str(pred), include={view},
+                                                                scores_type=_evaluate.TemporalClosureScores)),
+                   _evaluate.TemporalClosureScores)
     return _row("TLINK:Type", "TLINK:Type", view, total[view])
