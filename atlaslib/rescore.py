@@ -117,19 +117,48 @@ def rescored_page(stored: Stored, key: str, result_path: Path) -> tuple[object, 
 
 
 def scored_as_stored(cell: dict) -> bool:
-    """Whether ``cell``'s stored predictions hold the scores its metrics were made from, so that scoring them again
-    gives, to the bit, what executing its notebook gives: False where its per-unit counts (and a training seed's)
-    keep a unit's score other than its prediction's (a run that scored at full precision and stored its answers'
-    scores rounded to six digits)."""
+    """Whether the scores ``cell``'s metrics were made from are in the cell, so that scoring them again gives, to the
+    bit, what executing its notebook gives: each unit's score in its per-unit counts (and in a training seed's) is
+    its prediction's stored score, or one its stored score is a rounding of (a run that scored at full precision and
+    stored its answers' scores rounded: its records are the predictions with the counts' scores,
+    :func:`_full_precision`). False where a stored score is neither (the counts hold another score than the
+    prediction's: its card's counting made it, and counting it again would not give the same)."""
     def same(uc, predictions) -> bool:
         scores = (uc or {}).get("scores")
         if scores is None:
             return True
         by_id = {p.get("item_id"): p.get("score") for p in predictions or []}
-        return all(by_id.get(i, s) == s for i, s in zip(uc.get("ids") or [], scores))
+        return all(_rounding_of(by_id.get(i, s), s) for i, s in zip(uc.get("ids") or [], scores))
 
     return same(cell.get("unit_counts"), cell.get("predictions")) and all(
         same(r.get("unit_counts"), r.get("predictions")) for r in (cell.get("extra") or {}).get("seed_runs") or [])
+
+
+def _rounding_of(stored, full) -> bool:
+    """Whether the stored score ``stored`` is the score ``full`` or ``full`` rounded to the decimals ``stored``
+    shows (``round(full, d)``, as a cell stores it)."""
+    if stored == full:
+        return True
+    if not isinstance(stored, (int, float)) or not isinstance(full, (int, float)) or isinstance(stored, bool):
+        return False
+    from decimal import Decimal
+
+    exponent = Decimal(repr(float(stored))).as_tuple().exponent
+    return isinstance(exponent, int) and round(full, max(0, -exponent)) == stored
+
+
+def _full_precision(predictions: list, uc: dict | None) -> list:
+    """``predictions`` (copies) with each unit's score from the per-unit counts ``uc`` (the score its metrics were
+    made from, where the predictions store it rounded; :func:`scored_as_stored` checked it is)."""
+    import copy
+
+    predictions = copy.deepcopy(predictions or [])
+    scores = (uc or {}).get("scores")
+    if scores is None:
+        return predictions
+    full = dict(zip(uc.get("ids") or [], scores))
+    return [dict(p, score=full[p.get("item_id")]) if p.get("item_id") in full and p.get("score") is not None else p
+            for p in predictions]
 
 
 def rescored_cell(old: dict, key: str, result_path=None) -> dict:
@@ -167,6 +196,7 @@ def rescored_variants(cell: dict, variants: list, result_path=None) -> list:
 
     parent = CardRun.of_cell(cell, result_path=result_path)
     for v in variants:
+        full = _full_precision(v.get("predictions"), v.get("unit_counts"))
         scorer = CardRun.of_cell(cell)
         metrics = scorer.score(_records(v), reasons=_reasons(v), cell=_context(v))
         extra = copy.deepcopy(v.get("extra") or {})
@@ -175,7 +205,7 @@ def rescored_variants(cell: dict, variants: list, result_path=None) -> list:
             r.update({k: scored[k] for k in ("metrics", "unit_counts") if k in r and k in scored})
         spec = dict(variant_of(v))
         n = {k: spec.pop(k, None) for k in ("n_items", "n_applicable", "n_read", "inputs_sha256")}
-        parent.variant(spec, metrics=metrics, predictions=copy.deepcopy(v.get("predictions") or []),
+        parent.variant(spec, metrics=metrics, predictions=copy.deepcopy(v.get("predictions") or []), scored=full,
                        inputs_digest=n["inputs_sha256"], n_items=n["n_items"], n_applicable=n["n_applicable"],
                        timing=v.get("timing"), extra=extra)
     parent.write_variants()
@@ -184,15 +214,15 @@ def rescored_variants(cell: dict, variants: list, result_path=None) -> list:
 
 def _records(cell: dict):
     """The records a stored cell's metrics were scored from: its predictions, or for a row over training seeds
-    ``{seed: that seed's answers on the cell's items}`` (``extra.seed_runs``)."""
-    import copy
-
-    predictions = copy.deepcopy(cell.get("predictions") or [])
+    ``{seed: that seed's answers on the cell's items}`` (``extra.seed_runs``); each score the one its per-unit
+    counts keep (:func:`_full_precision`)."""
+    predictions = _full_precision(cell.get("predictions"), cell.get("unit_counts"))
     seed_runs = (cell.get("extra") or {}).get("seed_runs") or []
     if not seed_runs:
         return predictions
     by_id = {p["item_id"]: p for p in predictions}
-    return {r["seed"]: [{**by_id[p["item_id"]], **p} for p in r["predictions"]] for r in seed_runs}
+    return {r["seed"]: [{**by_id[p["item_id"]], **p}
+                        for p in _full_precision(r["predictions"], r.get("unit_counts"))] for r in seed_runs}
 
 
 def _context(cell: dict) -> dict:

@@ -220,12 +220,13 @@ def test_a_scoring_change_rescores_the_stored_run_without_a_kernel(toy_registere
     assert runner.run(req, **dirs).status == "cached"
 
 
-def _rounded(out):
-    """The stored cell as a run that scored at full precision and stored its scores rounded leaves it."""
+def _other_scores(out):
+    """The stored cell as a card's counting leaves it that scored another score than its predictions' (nor their
+    rounding)."""
     cell = json.loads(open(out.result).read())
     cell["unit_counts"]["scores"] = [0.1234567891] * len(cell["unit_counts"]["ids"])
     for p in cell["predictions"]:
-        p["score"] = 0.123457
+        p["score"] = 0.876543
     open(out.result, "w").write(json.dumps(cell))
     record_path(out.notebook).write_text(sha256_file(out.result) + "\n")
 
@@ -242,17 +243,18 @@ def _with_extra(out):
     record_path(out.notebook).write_text(sha256_file(out.result) + "\n")
 
 
-@pytest.mark.parametrize("tag, spoil", [("remove-input", None), ("from-cell", "rounded"),
+@pytest.mark.parametrize("tag, spoil", [("remove-input", None), ("from-cell", "other-scores"),
                                         ("from-cell", "raises"), ("from-cell", "extra")])
 def test_a_run_its_page_or_predictions_cannot_rescore_executes_again(toy_registered, tmp_path, monkeypatch, tag,
                                                                      spoil):
-    """A notebook tagging no cell from-cell, a cell whose stored scores are not the ones it scored, scoring code
+    """A notebook tagging no cell from-cell, a cell whose stored scores are not the ones its counts scored (nor
+    their rounding), scoring code
     that cannot score the stored cell (the executed run names the error), or a cell whose extra holds what a
     re-score would not make anew."""
     req, dirs = _toy_book(tmp_path, monkeypatch, tag)
     executed = runner.run(req, **dirs)
-    if spoil == "rounded":
-        _rounded(executed)
+    if spoil == "other-scores":
+        _other_scores(executed)
     if spoil == "extra":
         _with_extra(executed)
     if spoil == "raises":
@@ -264,15 +266,22 @@ def test_a_run_its_page_or_predictions_cannot_rescore_executes_again(toy_registe
         runner.run(req, **dirs)
 
 
-def test_scores_stored_rounded_are_not_the_scores_a_run_scored():
+def test_scores_stored_rounded_are_a_rounding_of_the_scores_a_run_scored():
+    """A stored score the counts' score rounded to the digits it shows is the score a run scored (re-scored from the
+    counts' full precision); any other is not."""
     cell = {"unit_counts": {"ids": ["a", "b"], "scores": [0.1234567891, 0.5]},
             "predictions": [{"item_id": "a", "score": 0.123457}, {"item_id": "b", "score": 0.5}]}
-    assert not rescore.scored_as_stored(cell)
+    assert rescore.scored_as_stored(cell)
     cell["predictions"][0]["score"] = 0.1234567891
     assert rescore.scored_as_stored(cell)
+    cell["predictions"][0]["score"] = 0.123456   # a truncation, not the rounding
+    assert not rescore.scored_as_stored(cell)
+    cell["predictions"][0]["score"] = 0.123457
     cell["extra"] = {"seed_runs": [{"unit_counts": {"ids": ["a"], "scores": [0.7]}, "predictions": [
         {"item_id": "a", "score": 0.70001}]}]}
     assert not rescore.scored_as_stored(cell)
+    cell["extra"]["seed_runs"][0]["predictions"][0]["score"] = 0.7
+    assert rescore.scored_as_stored(cell)
 
 
 def test_a_seeded_row_is_rescored_from_its_seeds_predictions(toy_registered):
