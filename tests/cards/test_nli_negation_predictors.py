@@ -259,10 +259,12 @@ def test_unknown_nli_label_names_are_not_taken_for_an_nli_head(tmp_path):
 
 
 def test_a_run_rejects_bad_parameters():
-    with pytest.raises(NliNegationInputError, match="parameter protocol: expected one of zero_shot"):
-        nn.predict_cases(nn.VERSION, nn.ALWAYS_ABSTAIN, "probe")
-    with pytest.raises(NliNegationInputError, match="parameter version: expected one of builtin-v1"):
-        nn.predict_cases("atlas-full-v1", nn.ALWAYS_ABSTAIN)
+    from atlaslib.cards.run import run
+
+    with pytest.raises(ValueError, match="card nli_negation has no protocol 'probe'; expected one of zero_shot"):
+        run("nli_negation", nn.VERSION, nn.ALWAYS_ABSTAIN, "probe")
+    with pytest.raises(ValueError, match="no version 'atlas-full-v1'; expected one of builtin-v1"):
+        run("nli_negation", "atlas-full-v1", nn.ALWAYS_ABSTAIN, "zero_shot")
     with pytest.raises(NliNegationInputError, match="parameter model"):
         nn.build_predictor("")
 

@@ -5,10 +5,10 @@ same cases and the same predictions as the atlas's challenge, report against rep
 loads it from the fixture file ``atlas export`` writes; ``openmed-builtin-v1`` against openmed's own
 ``default_nli_negation_cases()``), every prediction set of :func:`prediction_sets`, given by mapping (case id
 -> label) and by sequence (case order), under every gate setting of :data:`GATE_SETTINGS` (ceiling, floor),
-it compares the atlas's reports — :func:`.report.run_nli_negation_challenge` by mapping and by sequence,
-and the card's own run (the contract's ``predict`` and the report the card makes of its records) — with openmed's. ``tests/cards/test_nli_openmed.py`` asserts
-it; the card page's sentence (fact ``nli_openmed.agreement``) calls it while the book builds, and says so
-when openmed is not installed (openmed is a test dependency, never a runtime one).
+it compares the atlas's reports — :func:`.report.run_nli_negation_challenge` by mapping and by sequence, and
+the card's own run (the contract's ``predict``, the report the card makes of its records) — with openmed's.
+``tests/cards/test_nli_openmed.py`` asserts it; the card page's sentence (fact ``nli_openmed.agreement``) calls
+it while the book builds, and says so when openmed is not installed (a test dependency, never a runtime one).
 
 Field names are openmed's (``case_count``, ``correct_count``, ``gate.aggregate_accuracy_gate_passed``,
 ``by_pattern.<pattern>.false_entailment_count``, ...). A rate whose denominator is 0 is undefined in the

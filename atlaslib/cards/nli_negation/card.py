@@ -1,8 +1,8 @@
 """The card: ``CARD``, one run per (version, model, protocol), tables and plots for the notebook.
 
 A run is two calls, the same in the notebook and in :func:`atlaslib.cards.run.run`: the contract's ``predict``
-(:func:`predict_cases`: the predictor, by the run's decision, on the version's cases; :func:`records_of`) and
-:func:`cell_parts` (scored by the run's :class:`~atlaslib.cards.run.CardRun`); a model whose weights are missing or that lacks
+(:func:`predict_cases`: the predictor, by the run's decision, on the version's cases) and :func:`cell_parts`
+(scored by the run's :class:`~atlaslib.cards.run.CardRun`); a model whose weights are missing or that lacks
 ``predict.nli`` gives a ``not_run`` cell (never a crash).
 
 Result cell: metrics ``aggregate_accuracy_zero_shot`` and ``false_entailment_rate_zero_shot``
@@ -243,19 +243,16 @@ def records_of(cases, labels, scores=None) -> list[dict]:
 _PREDICTED: dict = {}
 
 
-def predict_cases(version: str, model: str, protocol: str = PROTOCOL, *, load=None, predictor=None,
-                  **predictor_options) -> tuple[tuple[NliNegationCase, ...], list, list | None]:
-    """The labels (None: abstention) and label probabilities (None when the predictor tells none) of ``model`` on
-    the cases of ``version``: the card's own baselines built here (:func:`.predictors.build_predictor`), a model
-    by the run's decision (``load``: a run's :meth:`CardRun.load <atlaslib.cards.run.CardRun.load>`, else decided
-    and loaded here by the same rule, :func:`atlaslib.cards.deciding.load_for`); ``predictor`` overrides both
-    (tests, an outside system's labels). A run that cannot happen raises :class:`atlaslib.cards.NotRun`."""
+def predict_cases(items, manifest, model: str, protocol: str = PROTOCOL, *, data_dir=None, load=None,
+                  predictor=None, **predictor_options) -> list[dict]:
+    """The card's one protocol (the family's ``predict`` dispatches to it): the prediction records
+    (:func:`records_of`) of ``model`` on the manifest's test cases: the card's own baselines built here
+    (:func:`.predictors.build_predictor`), a model by the run's decision (``load``: a run's :meth:`CardRun.load
+    <atlaslib.cards.run.CardRun.load>`, else decided and loaded here by the same rule); ``predictor`` overrides
+    both (tests, an outside system's labels). A run that cannot happen raises :class:`atlaslib.cards.NotRun`."""
     from .. import deciding
 
-    if protocol not in CARD.protocols:
-        raise NliNegationInputError(f"parameter protocol: expected one of {', '.join(CARD.protocols)}")
-    if version not in CARD.versions:
-        raise NliNegationInputError(f"parameter version: expected one of {', '.join(CARD.versions)}")
+    version = manifest.version
     cases = version_cases(version)
     loaded = None
     if predictor is None:
@@ -279,7 +276,8 @@ def predict_cases(version: str, model: str, protocol: str = PROTOCOL, *, load=No
         raise NliNegationInputError(f"the predictor kept {len(scores)} label probabilities for {len(cases)} cases")
     info = dict(getattr(predictor, "info", {}) or {})   # after the run: it holds what the run cost
     _PREDICTED[(version, model, protocol)] = (info, _llm_extra(loaded, predictor, version, model, protocol))
-    return cases, labels, scores
+    test = set(manifest.test)
+    return [r for r in records_of(cases, labels, scores) if r["item_id"] in test]
 
 
 def cell_parts(card_run: CardRun, records, manifest=None, *, parameters: dict | None = None) -> dict:

@@ -1,14 +1,14 @@
 """The card contract (see :mod:`atlaslib.cards`) for the NLI negation challenge: :func:`load_items` and
 :func:`split` (the cases of every split version, every case a test case), and the run's calls, the
-notebook's: :func:`predict` (the card's labelled-items :data:`FAMILY`, dispatching to :func:`zero_shot`) and
-:func:`.card.cell_parts` (scored by the run,
-:meth:`CardRun.score <atlaslib.cards.run.CardRun.score>`: the card's :mod:`.counting` through the one engine)."""
+notebook's: :func:`predict` (the card's labelled-items :data:`FAMILY`, dispatching to
+:func:`.card.predict_cases`) and :func:`.card.cell_parts` (scored by the run, :meth:`CardRun.score
+<atlaslib.cards.run.CardRun.score>`: the card's :mod:`.counting` through the one engine)."""
 from __future__ import annotations
 
 from collections import Counter
 
 from ..families import LabelledItems
-from .card import CARD, PROTOCOL, cell_parts, predict_cases, records_of, version_cases  # noqa: F401
+from .card import CARD, PROTOCOL, cell_parts, predict_cases, version_cases  # noqa: F401
 from .corpus import ABSTENTION, LABELS, VERSION
 from .counting import SCORING, counts as count_cases
 
@@ -42,19 +42,8 @@ def audit_items(items, data_dir=None) -> dict:
             "gold": dict(Counter(items["gold"]))}
 
 
-def zero_shot(items, manifest, model: str, protocol: str = PROTOCOL, *, data_dir=None, load=None, predictor=None,
-              **options) -> list[dict]:
-    """The card's one protocol: the prediction records of ``model`` on the manifest's test cases
-    (:func:`.card.predict_cases`, by the run's decision through ``load``; :func:`.card.records_of`: the cell's
-    ``predictions``); :func:`.card.cell_parts` makes the rest of the cell. A run that cannot happen raises
-    :class:`atlaslib.cards.NotRun`."""
-    cases, labels, scores = predict_cases(manifest.version, model, protocol, load=load, predictor=predictor, **options)
-    test = set(manifest.test)
-    return [r for r in records_of(cases, labels, scores) if r["item_id"] in test]
-
-
 #: the card as one of the labelled-items family (:mod:`atlaslib.cards.families`): the family dispatches the protocol
-#: (to :func:`zero_shot`) and counts the cases (by the card's counter: the false-entailment columns beside accuracy's)
+#: (to :func:`.card.predict_cases`) and counts the cases (by the card's counter: false entailments beside accuracy)
 FAMILY = LabelledItems(CARD, SCORING, load_items=load_items, split=split, labels=LABELS, abstain=ABSTENTION,
-                       counter=count_cases, predictors={PROTOCOL: zero_shot})
+                       counter=count_cases, predictors={PROTOCOL: predict_cases})
 predict, counts = FAMILY.predict, FAMILY.counts   # the card contract, the notebook's calls

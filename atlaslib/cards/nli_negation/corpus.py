@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -261,15 +261,10 @@ def _build_default_cases() -> tuple[NliNegationCase, ...]:
     return tuple(cases)
 
 
-_DEFAULT_CASES: tuple[NliNegationCase, ...] | None = None
-
-
+@cache
 def default_nli_negation_cases() -> tuple[NliNegationCase, ...]:
     """The frozen built-in corpus (``builtin-v1``): 207 synthetic cases, ≥ 48 per pattern."""
-    global _DEFAULT_CASES
-    if _DEFAULT_CASES is None:
-        _DEFAULT_CASES = validate_cases(_build_default_cases())
-    return _DEFAULT_CASES
+    return validate_cases(_build_default_cases())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -113,16 +113,12 @@ def openmed_fixture_document(cases, source: str) -> dict:
             "cases": [to_openmed_row(c, i) for i, c in enumerate(cases, 1)]}
 
 
-def openmed_fixture_text(cases, source: str) -> str:
-    return json.dumps(openmed_fixture_document(cases, source), indent=1, ensure_ascii=False) + "\n"
-
-
 def write_openmed_fixtures(cases, path, source: str = "atlaslib") -> Path:
     """Write ``cases`` as an openmed fixture file (JSON) at ``path``; returns the path."""
     from ...results import atomic_write_text
 
     path = Path(path)
-    atomic_write_text(path, openmed_fixture_text(cases, source))
+    atomic_write_text(path, json.dumps(openmed_fixture_document(cases, source), indent=1, ensure_ascii=False) + "\n")
     return path
 
 

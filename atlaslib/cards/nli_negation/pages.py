@@ -77,13 +77,8 @@ def _nli_openmed(ctx: FactContext) -> dict[str, Fact]:
 
 
 def leaderboard_notes(rows: list[dict]) -> str:
-    """Under the card's leaderboard: the denominators per pattern (:func:`pattern_denominators`)."""
-    return pattern_denominators(rows)
-
-
-def pattern_denominators(rows: list[dict]) -> str:
-    """NLI: per pattern, the cases (accuracy's denominator), the non-entailing cases (the false-entailment
-    rate's denominator) and the premise templates (the clusters), from the first ok run's records."""
+    """Under the card's leaderboard, per pattern: the cases (accuracy's denominator), the non-entailing cases (the
+    false-entailment rate's denominator) and the premise templates (the clusters), from the first ok run's records."""
     ok = [c for c in rows if c["status"] == "ok" and c.get("predictions")]
     if not ok or "pattern" not in ok[0]["predictions"][0]:
         return ""
@@ -108,7 +103,6 @@ def pattern_denominators(rows: list[dict]) -> str:
     return ("**Denominators per pattern.** Accuracy is over the cases, the false-entailment rate over the "
             "non-entailing cases; the template-cluster intervals resample the premise templates.\n\n"
             + "\n".join(lines) + "\n" + certify)
-
 
 
 #: fact namespace -> provider (:func:`atlaslib.pages.facts.register_provider`)

@@ -10,7 +10,7 @@ faster in bulk also have ``predict_batch(premises, hypotheses)``, which the chal
   it never says contradiction, and negation barely moves a sentence embedding.
 - :class:`NliAdapterPredictor`: any ``predict.nli`` adapter of :mod:`atlaslib.models` (a Hugging Face
   sequence-pair NLI head such as ``cross-encoder/nli-deberta-v3-xsmall``).
-- :func:`always_entailment`, :func:`always_abstain`: the two trivial rows that show each gate at
+- :data:`always_entailment`, :data:`always_abstain`: the two trivial rows that show each gate at
   work (the first fails the safety ceiling, the second the accuracy floor).
 
 :func:`build_predictor` maps a matrix model name to one of these.
@@ -36,15 +36,22 @@ SIMILARITY_PROFILE = "all-minilm-l6-v2"
 OFFLINE_PREDICTORS = (CONTEXT_PREDICTOR, SIMILARITY_PREDICTOR, ALWAYS_ENTAILMENT, ALWAYS_ABSTAIN)
 
 
-def always_entailment(premise: str, hypothesis: str) -> str:
-    """Says entailment to everything: fails the false-entailment ceiling on any case set that has a
-    contradiction or neutral case."""
-    return "entailment"
+class _Constant:
+    """One answer to every case (``None``: abstain), named as the card's baseline."""
+
+    def __init__(self, name: str, label: str | None):
+        self.name, self._label = name, label
+        self.info = {"profile": name, "source": "builtin", "capability": "predict.nli",
+                     "adapter": f"{__name__}.{name.replace('-', '_')}"}
+
+    def __call__(self, premise: str, hypothesis: str) -> str | None:
+        return self._label
 
 
-def always_abstain(premise: str, hypothesis: str) -> None:
-    """Abstains on everything: never a false entailment, accuracy 0 — fails the accuracy floor."""
-    return None
+#: entailment to everything: fails the false-entailment ceiling on any case set with a contradiction or neutral case
+always_entailment = _Constant(ALWAYS_ENTAILMENT, "entailment")
+#: abstains on everything: never a false entailment, accuracy 0, so it fails the accuracy floor
+always_abstain = _Constant(ALWAYS_ABSTAIN, None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,16 +172,6 @@ def calibration_pairs() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     return same, diff
 
 
-def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity of two (n, d) arrays (a zero row gives 0)."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    na = np.linalg.norm(a, axis=1)
-    nb = np.linalg.norm(b, axis=1)
-    den = na * nb
-    return np.where(den > 0, (a * b).sum(1) / np.where(den > 0, den, 1.0), 0.0)
-
-
 class EmbeddingSimilarityPredictor:
     """Entailment when cos(embed(premise), embed(hypothesis)) > threshold, else neutral.
 
@@ -216,7 +213,9 @@ class EmbeddingSimilarityPredictor:
         if emb.ndim != 2 or emb.shape[0] != len(texts):
             raise NliNegationInputError("EmbeddingSimilarityPredictor: the adapter returned a wrongly shaped array")
         row = {t: i for i, t in enumerate(texts)}
-        return cosine_rows(emb[[row[p] for p in premises]], emb[[row[h] for h in hypotheses]])
+        a, b = (np.asarray(emb[[row[t] for t in ts]], dtype=np.float64) for ts in (premises, hypotheses))
+        den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)    # row-wise cosine; a zero row gives 0
+        return np.where(den > 0, (a * b).sum(1) / np.where(den > 0, den, 1.0), 0.0)
 
     def calibrate(self) -> float:
         same, diff = calibration_pairs()
@@ -283,19 +282,6 @@ class NliAdapterPredictor:
         return self.predict_batch([premise], [hypothesis])[0]
 
 
-class _Trivial:
-    def __init__(self, name, fn):
-        self.name, self._fn = name, fn
-
-    @property
-    def info(self) -> dict:
-        return {"profile": self.name, "source": "builtin", "capability": "predict.nli",
-                "adapter": f"{__name__}.{self._fn.__name__}"}
-
-    def __call__(self, premise, hypothesis):
-        return self._fn(premise, hypothesis)
-
-
 def build_predictor(model: str, *, adapter=None, **options):
     """The predictor of one of the card's baselines: ``medspacy-context-nli``, ``minilm-similarity`` (on
     ``adapter``, the ``embed.text.pooled`` adapter of the weights the card declares for it, loaded by the run's
@@ -304,10 +290,8 @@ def build_predictor(model: str, *, adapter=None, **options):
     (:class:`NliAdapterPredictor`). Every returned object has ``.name`` and ``.info``."""
     if not isinstance(model, str) or not model.strip():
         raise NliNegationInputError("parameter model must be a non-empty string")
-    if model == ALWAYS_ENTAILMENT:
-        return _Trivial(model, always_entailment)
-    if model == ALWAYS_ABSTAIN:
-        return _Trivial(model, always_abstain)
+    if model in (ALWAYS_ENTAILMENT, ALWAYS_ABSTAIN):
+        return always_entailment if model == ALWAYS_ENTAILMENT else always_abstain
     if model == CONTEXT_PREDICTOR:
         return ContextRulePredictor(**options)
     if model == SIMILARITY_PREDICTOR:
