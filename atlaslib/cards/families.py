@@ -400,18 +400,100 @@ class BinaryItems(TaskFamily):
 
 class Spans(TaskFamily):
     """Tagged spans (IOB2 tags per word): gold mentions found by all / some / no runs; strict entity F1 per slice
-    with the cluster bootstrap over documents; counting is the card's ``counter`` (its scorer)."""
+    with the cluster bootstrap over documents. What any span card counts and scores, given its entity types and
+    groupings: :meth:`count_spans` (one unit per record, per type the strict IOB2 mention counts ``<type>:tp``,
+    ``<type>:fp``, ``<type>:fn``), :meth:`mention_slices` (the same counts per group of a mention property) and
+    :meth:`strict_f1` (the usual ``SCORING``); the card's ``counter`` calls them."""
 
     kind = "spans"
     unit = "mention"
     slice_units = "gold items"
     slice_groups = None
     seqeval = True
+    parts: ClassVar[tuple] = ("tp", "fp", "fn")
 
     @classmethod
     def slice_note(cls, card) -> str:
         return (f"strict entity F1 with its cluster bootstrap interval (resampling unit: {card.resampling_unit}; "
                 f"mention slices score the mentions of the slice: recall over gold, precision over predicted ones)")
+
+    @staticmethod
+    def columns_of(types) -> tuple:
+        """The count columns of ``types``: ``<type>:tp``, ``<type>:fp``, ``<type>:fn`` per type, in order."""
+        return tuple(f"{t}:{x}" for t in types for x in Spans.parts)
+
+    @staticmethod
+    def scores(t) -> dict:
+        """The strict span scores (:func:`atlaslib.metrics.spans.scores_from_totals`: micro, macro and per type) of
+        engine totals ``t`` over :meth:`columns_of` columns."""
+        from ..metrics.spans import scores_from_totals
+
+        return scores_from_totals(t.array.reshape(t.array.shape[:-1] + (-1, 3)))
+
+    @staticmethod
+    def pooled(t, part: str):
+        """``part`` (``tp``, ``fp`` or ``fn``) of engine totals ``t`` summed over the types."""
+        return t.array.reshape(t.array.shape[:-1] + (-1, 3))[..., Spans.parts.index(part)].sum(-1)
+
+    @staticmethod
+    def strict_f1(types, seed: int, *, by: str = "document", unit: str = "documents", min_units: int = 20):
+        """The family's usual ``SCORING``: strict entity F1, precision, recall and macro F1 over ``types`` (NaN
+        where a denominator is 0, with the reason of :data:`atlaslib.metrics.spans.UNDEFINED_REASONS`), the units
+        resampled in clusters of their ``by`` group (``unit``: what a cluster is); per slice F1, precision and
+        recall, slices under ``min_units`` gold mentions pooled."""
+        from ..metrics.engine import Metric, Resampling, Scoring, SliceRule
+        from ..metrics.spans import UNDEFINED_REASONS
+
+        def metric(name, key, other=None):   # other: fp (precision) or fn (recall), the proportion's denominator
+            found = None if other is None else (lambda t: (Spans.pooled(t, "tp"),
+                                                           Spans.pooled(t, "tp") + Spans.pooled(t, other)))
+            return Metric(name, lambda t: Spans.scores(t)[key], proportion=found,
+                          undefined_reason=UNDEFINED_REASONS[key])
+
+        f1, p, r = metric("entity_f1", "f1"), metric("entity_precision", "precision", "fp"), \
+            metric("entity_recall", "recall", "fn")
+        return Scoring(columns=Spans.columns_of(types), metrics=(f1, p, r, metric("entity_macro_f1", "macro_f1")),
+                       primary="entity_f1", resampling=Resampling("clusters", unit, seed, by=by),
+                       slices=SliceRule({m.name: m for m in (f1, p, r)}, min_units=min_units, unit="gold mentions",
+                                        support=lambda t: Spans.pooled(t, "tp") + Spans.pooled(t, "fn")))
+
+    @staticmethod
+    def count_spans(cell: dict, types, groups: dict, *, records=None, per_item=None):
+        """The per-record span counts of ``cell``'s predictions (``gold`` and ``pred`` IOB2 tags, checked by
+        :func:`atlaslib.metrics.spans.span_counts`) over ``types``, grouped by ``groups`` (group name -> record
+        field). ``per_item`` with its ``types``: counts made already (a slice's), for ``records``."""
+        from ..metrics.engine import UnitCounts
+        from ..metrics.spans import span_counts
+
+        recs = (cell.get("predictions") or []) if records is None else records
+        if per_item is None:
+            per_item, types = span_counts([r["gold"] for r in recs], [r["pred"] for r in recs], types)
+        return UnitCounts([r["item_id"] for r in recs], Spans.columns_of(types), per_item.reshape(len(recs), -1),
+                          {g: [r[f] for r in recs] for g, f in groups.items()})
+
+    @staticmethod
+    def mention_slices(cell: dict, spec: dict, group_of, group_order, groups: dict):
+        """Per-mention slices (``spec["unit"] == "mention"``: a property of each mention ``(type, first word, last
+        word)`` read off the gold and the predicted tags): ``[(group, UnitCounts)]``, the counts of the mentions in
+        each group, every record a unit (each mention's type relabelled by its group); None for a slice over record
+        fields."""
+        from ..metrics.spans import mention_value, mentions, span_counts, tags_from_mentions
+
+        if spec.get("unit") != "mention":
+            return None
+        recs = cell.get("predictions") or []
+        gm, pm = [mentions(r["gold"]) for r in recs], [mentions(r["pred"]) for r in recs]
+        order = group_order(spec, [group_of(mention_value(m, spec), spec) for ms in gm + pm for m in ms])
+        code = {g: k for k, g in enumerate(order)}
+
+        def relabel(ms, n):
+            return tags_from_mentions(n, [(f"{t}__{code[group_of(mention_value((t, a, b), spec), spec)]}", a, b)
+                                          for t, a, b in ms])
+        per_item, types = span_counts([relabel(ms, len(r["gold"])) for ms, r in zip(gm, recs)],
+                                      [relabel(ms, len(r["pred"])) for ms, r in zip(pm, recs)])
+        cols = {g: [k for k, t in enumerate(types) if t.endswith(f"__{code[g]}")] for g in order}
+        return [(g, Spans.count_spans(cell, [types[k] for k in cols[g]], groups, records=recs,
+                                      per_item=per_item[:, cols[g], :])) for g in order]
 
 
 class ScoredRelations(TaskFamily):
