@@ -1,15 +1,8 @@
-"""Scoring the NLI negation challenge: predictions, rates with exact intervals, gates, reports.
-
-Definitions (overall and per pattern):
-
-- ``aggregate_accuracy`` = #(prediction == gold) / #cases. An abstention (``None`` or
-  ``"abstention"``) is never correct and stays in the denominator.
-- ``false_entailment_rate`` = #(prediction == entailment) / #(gold ∈ {contradiction, neutral}).
-  An abstention is never a false entailment. Undefined (``None``) when the case set has no
-  contradiction or neutral gold case.
-
-Each rate carries the engine's exact Clopper–Pearson 95 % interval
-(:func:`atlaslib.metrics.intervals.clopper_pearson`).
+"""The NLI negation challenge's predictions, gates and report types. The rates, overall and per pattern, are the
+card's scoring (:mod:`.counting`, through the one engine, with its exact Clopper–Pearson 95 % intervals):
+``aggregate_accuracy`` over every case (an abstention, ``None`` or ``"abstention"``, is wrong) and
+``false_entailment_rate``, entailment answered on a contradiction or neutral case (an abstention never is one;
+undefined, ``None``, without such a case).
 
 Gates, kept separate:
 

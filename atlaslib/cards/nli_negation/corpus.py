@@ -287,7 +287,7 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _field(row: dict, name: str, pos: int, where: str) -> Any:
+def _field(row: dict, name: str, where: str) -> Any:
     present = [k for k in _ALIASES[name] if k in row]
     if not present:
         return None
@@ -295,40 +295,40 @@ def _field(row: dict, name: str, pos: int, where: str) -> Any:
     for k in present[1:]:
         if not _same(row[k], first):
             raise NliNegationInputError(
-                f"{where}, row {pos}: ambiguous row: field {name!r} is given as "
+                f"{where}: ambiguous row: field {name!r} is given as "
                 f"{' and '.join(repr(p) for p in present)} with different values")
     return first
 
 
-def _row_to_case(row: Any, pos: int, where: str) -> NliNegationCase:
+def _row_to_case(row: Any, where: str) -> NliNegationCase:
     if not isinstance(row, dict):
-        raise NliNegationInputError(f"{where}, row {pos}: expected a JSON object")
-    vals = {name: _field(row, name, pos, where) for name in _ALIASES}
+        raise NliNegationInputError(f"{where}: expected a JSON object")
+    vals = {name: _field(row, name, where) for name in _ALIASES}
     for name in ("case_id", "pattern", "premise", "hypothesis", "gold_label"):
         if vals[name] is None:
             raise NliNegationInputError(
-                f"{where}, row {pos}: missing field {name!r} (accepted names: {', '.join(_ALIASES[name])})")
+                f"{where}: missing field {name!r} (accepted names: {', '.join(_ALIASES[name])})")
     # PHI flag: contains_real_phi=false, or its positive twin phi_free=true; both given must agree.
     phi_flags = []
     if "contains_real_phi" in row:
         v = row["contains_real_phi"]
         if not isinstance(v, bool):
-            raise NliNegationInputError(f"{where}, row {pos}: contains_real_phi must be true or false")
+            raise NliNegationInputError(f"{where}: contains_real_phi must be true or false")
         phi_flags.append(("contains_real_phi", v))
     if "phi_free" in row:
         v = row["phi_free"]
         if not isinstance(v, bool):
-            raise NliNegationInputError(f"{where}, row {pos}: phi_free must be true or false")
+            raise NliNegationInputError(f"{where}: phi_free must be true or false")
         phi_flags.append(("phi_free", not v))
     if vals["synthetic"] is None or not phi_flags:
         raise NliNegationInputError(
-            f"{where}, row {pos}: missing the synthetic flag and/or the PHI flag "
+            f"{where}: missing the synthetic flag and/or the PHI flag "
             "(each row needs synthetic=true and contains_real_phi=false or phi_free=true)")
     if len(phi_flags) == 2 and phi_flags[0][1] != phi_flags[1][1]:
         raise NliNegationInputError(
-            f"{where}, row {pos}: ambiguous row: contains_real_phi and phi_free disagree")
+            f"{where}: ambiguous row: contains_real_phi and phi_free disagree")
     if not isinstance(vals["synthetic"], bool):
-        raise NliNegationInputError(f"{where}, row {pos}: synthetic must be true or false")
+        raise NliNegationInputError(f"{where}: synthetic must be true or false")
     label = vals["gold_label"]
     if isinstance(label, str):
         label = label.strip().lower()
@@ -338,7 +338,7 @@ def _row_to_case(row: Any, pos: int, where: str) -> NliNegationCase:
     fields = dict(case_id=vals["case_id"], pattern=pattern, premise=vals["premise"],
                   hypothesis=vals["hypothesis"], gold_label=label, negation_depth=vals["negation_depth"],
                   section=vals["section"], synthetic=vals["synthetic"], contains_real_phi=phi_flags[0][1])
-    _validate_case(SimpleNamespace(**fields), f"{where}, row {pos}")
+    _validate_case(SimpleNamespace(**fields), where)
     return NliNegationCase(**fields)
 
 
@@ -354,37 +354,39 @@ def load_nli_negation_cases(path) -> tuple[NliNegationCase, ...]:
     unknown pattern or label, or a repeated case id raises :class:`NliNegationInputError` naming the
     file and the row (1-based), never a value. Other fields are ignored.
     """
+    p = Path(path)
+    if p.suffix.lower() not in (".json", ".jsonl"):
+        raise NliNegationInputError(f"{p}: no such file" if not p.is_file() else
+                                    f"{p}: unsupported file type (expected .json or .jsonl)")
+    return read_cases(p, "an NLI case file (.json or .jsonl)", _row_to_case)
+
+
+def read_cases(p: Path, what: str, to_case, keys: tuple = ("cases",), max_cases: int | None = None):
+    """The cases of the case file ``p``, ``what`` it is: ``.jsonl`` (one row per non-empty line) or JSON (a list of
+    rows, or an object with the list under the first of ``keys`` it has), each row made a case by
+    ``to_case(row, where)``; a file without cases, with more than ``max_cases`` or with a case id twice raises
+    :class:`NliNegationInputError` naming the file and the row (1-based)."""
     from ... import jsonio
 
-    p = Path(path)
-    where = f"{p}"
-    suffix = p.suffix.lower()
-    what, row = "an NLI case file (.json or .jsonl)", "one case object per row"
-    rows: list[tuple[int, Any]] = []
-    if suffix == ".jsonl":
-        rows = jsonio.load_lines(p, what=what, error=NliNegationInputError, expected=row)
-    elif suffix == ".json":
-        data = jsonio.load(p, what=what, error=NliNegationInputError, expected='a list of rows or {"cases": [...]}')
-        if isinstance(data, dict):
-            if "cases" not in data or not isinstance(data["cases"], list):
-                raise NliNegationInputError(f'{where}: expected a JSON list of rows or {{"cases": [...]}}')
-            data = data["cases"]
-        if not isinstance(data, list):
-            raise NliNegationInputError(f'{where}: expected a JSON list of rows or {{"cases": [...]}}')
-        rows = list(enumerate(data, 1))
-    elif not p.is_file():
-        raise NliNegationInputError(f"{where}: no such file")
+    listed = f'list of rows or an object with a "{keys[0]}"' + "".join(f' (or "{k}")' for k in keys[1:]) + " list"
+    if p.suffix.lower() == ".jsonl":
+        rows = jsonio.load_lines(p, what=what, error=NliNegationInputError, expected="one case object per row")
     else:
-        raise NliNegationInputError(f"{where}: unsupported file type (expected .json or .jsonl)")
+        data = jsonio.load(p, what=what, error=NliNegationInputError, expected="a " + listed)
+        if isinstance(data, dict):
+            data = next((data[k] for k in keys if k in data), None)
+        if not isinstance(data, list):
+            raise NliNegationInputError(f"{p}: expected a JSON {listed}")
+        rows = list(enumerate(data, 1))
     if not rows:
-        raise NliNegationInputError(f"{where}: holds no cases")
-    cases = []
-    seen: dict[str, int] = {}
+        raise NliNegationInputError(f"{p}: holds no cases")
+    if max_cases is not None and len(rows) > max_cases:
+        raise NliNegationInputError(f"{p}: {len(rows)} cases; openmed reads at most {max_cases}")
+    cases, seen = [], {}
     for pos, row in rows:
-        case = _row_to_case(row, pos, where)
+        case = to_case(row, f"{p}, row {pos}")
         if case.case_id in seen:
-            raise NliNegationInputError(
-                f"{where}, row {pos}: duplicate case id (first used in row {seen[case.case_id]})")
+            raise NliNegationInputError(f"{p}, row {pos}: duplicate case id (first used in row {seen[case.case_id]})")
         seen[case.case_id] = pos
         cases.append(case)
     return tuple(cases)

@@ -2,30 +2,12 @@
 ``load_nli_negation_fixtures`` loads unchanged, and openmed fixture files read into atlas cases.
 
 No openmed import: the rules of ``openmed.eval.nli_negation_challenge`` (3.1.0) are restated here as constants,
-and ``tests/cards/test_nli_openmed.py`` holds them against the installed openmed.
-
-What openmed refuses, and how an atlas case is written so that it loads while keeping the atlas's meaning:
-
-- ``negation_depth`` must be an integer in 1–4. The atlas's affirmative controls (``simple`` premises
-  that negate nothing) have depth 0: they are written with openmed's lowest depth, 1, and marked
-  ``"affirmative_control": true``; reading such a row gives depth 0 back. A case without a depth is written
-  without ``negation_depth`` (openmed then reads 1).
-- a section must be an identifier (``^[a-z0-9][a-z0-9_.:-]{0,63}$``, compared lower-cased); the atlas's
-  section titles ("Past Medical History") are written as an identifier (``past_medical_history``) with the
-  title kept beside it in ``section_title``; reading gives the title back (and checks the two agree).
-  openmed requires a section on every ``section_scoped`` case.
-- case ids follow the same identifier rule, compared lower-cased: an atlas id must already be in that form
-  (a lower-cased copy would no longer match predictions keyed by the atlas id).
-- every row carries ``synthetic: true``, ``contains_real_phi: false`` and ``phi_free: true`` (openmed needs
-  all three; the atlas's own case files need the first and one of the other two).
-
-Reading follows openmed's loader: a ``.jsonl`` file (one row per non-empty line) or JSON (a list of rows,
-or an object with a ``cases`` list, else a ``fixtures`` list); field aliases ``id``, ``category``,
-``label`` / ``expected_label``; the safety flags, id, pattern, label and section may sit in a row's
-``metadata`` object; labels and patterns are normalised as openmed does (``entailed`` -> ``entailment``,
-``section-scoped`` -> ``section_scoped``); at most 256 cases, each text at most 2,048 characters. Errors
-name the file and the row (1-based: the line of a ``.jsonl`` file, the position in a JSON list), never a
-value. Unlike openmed, a UTF-8 byte-order mark at the start of the file is accepted.
+and ``tests/cards/test_nli_openmed.py`` holds them against the installed openmed. Where the atlas's data model
+differs from openmed's (negation depth 0, section titles, case ids, the safety flags, the limits, a byte-order
+mark) and how a case crosses between the two is declared in the card's departures (``CARD.departures``, the card
+page's table). Reading follows openmed's loader: its layouts (``.jsonl``; a JSON list, or an object with a
+``cases`` list, else a ``fixtures`` list), field aliases, rows' ``metadata`` and label and pattern spellings.
+Errors name the file and the row (1-based), never a value.
 """
 from __future__ import annotations
 
@@ -35,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .corpus import LABELS, PATTERNS, NliNegationCase, validate_cases
+from .corpus import LABELS, PATTERNS, NliNegationCase, read_cases, validate_cases
 from .errors import NliNegationInputError
 
 #: The openmed release these rules restate (the tests compare them with the installed one).
@@ -73,8 +55,8 @@ def section_identifier(title: str) -> str:
 # ---------------------------------------------------------------------------------------------- writing
 
 def to_openmed_row(case: NliNegationCase, position: int) -> dict:
-    """One case as an openmed fixture row (see the module docstring for the mapping); raises naming the
-    case position when openmed could not load it."""
+    """One case as an openmed fixture row (the mapping: ``CARD.departures``); raises naming the case position
+    when openmed could not load it."""
     w = f"case at position {position}"
     if not is_identifier(case.case_id):
         raise NliNegationInputError(
@@ -201,39 +183,10 @@ def from_openmed_row(row: Any, where: str) -> NliNegationCase:
     return NliNegationCase(case_id, pattern, premise, hypothesis, label, depth, section)
 
 
-def _rows(path: Path) -> list[tuple[int, Any]]:
-    from ... import jsonio
-
-    what = "an openmed fixture file (.json or .jsonl)"
-    if path.suffix.lower() == ".jsonl":
-        return jsonio.load_lines(path, what=what, error=NliNegationInputError, expected="one case object per row")
-    data = jsonio.load(path, what=what, error=NliNegationInputError,
-                       expected='a list of rows or an object with a "cases" list')
-    if isinstance(data, Mapping):
-        data = data.get("cases", data.get("fixtures"))
-    if not isinstance(data, list):
-        raise NliNegationInputError(f'{path}: expected a JSON list of rows or an object with a "cases" (or '
-                                    f'"fixtures") list')
-    return list(enumerate(data, 1))
-
-
 def load_openmed_fixtures(path) -> tuple[NliNegationCase, ...]:
     """The cases of an openmed fixture file (``.json`` or ``.jsonl``), read by openmed 3.1.0's rules: the
     same cases, in file order, that ``openmed.eval.nli_negation_challenge.load_nli_negation_fixtures`` loads
     (case ids lower-cased as openmed does); an atlas-written file gives back the atlas's depths and section
     titles. A bad file raises :class:`NliNegationInputError` naming the file and the row."""
-    p = Path(path)
-    rows = _rows(p)
-    if not rows:
-        raise NliNegationInputError(f"{p}: holds no cases")
-    if len(rows) > MAX_CASES:
-        raise NliNegationInputError(f"{p}: {len(rows)} cases; openmed reads at most {MAX_CASES}")
-    cases, seen = [], {}
-    for pos, row in rows:
-        where = f"{p}, row {pos}"
-        case = from_openmed_row(row, where)
-        if case.case_id in seen:
-            raise NliNegationInputError(f"{where}: duplicate case id (first used in row {seen[case.case_id]})")
-        seen[case.case_id] = pos
-        cases.append(case)
-    return tuple(cases)
+    return read_cases(Path(path), "an openmed fixture file (.json or .jsonl)", from_openmed_row,
+                      ("cases", "fixtures"), MAX_CASES)
