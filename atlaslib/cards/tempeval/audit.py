@@ -153,14 +153,11 @@ def duplicates(docs: list[Document]) -> dict:
 def table1(scorer: dict[str, dict], raw: dict[str, dict], file_elements: dict[str, dict]) -> pd.DataFrame:
     """Table 1 reproduction: per split the paper's row (where known), the scorer's counts, the elements in
     ``<annotations>`` and the elements anywhere in the files."""
-    rows = []
-    for split in scorer:
-        for what in ("documents", "EVENT", "TIMEX3", "CONTAINS"):
-            row = {"split": split, "count": what, "paper": PAPER_TABLE1.get(split, {}).get(what),
-                   "official scorer": scorer[split].get(what), "elements in <annotations>": raw[split].get(what),
-                   "elements in file": file_elements[split].get(what)}
-            rows.append(row)
-    return pd.DataFrame(rows).set_index(["split", "count"])
+    return pd.DataFrame([{"split": split, "count": what, "paper": PAPER_TABLE1.get(split, {}).get(what),
+                          "official scorer": scorer[split].get(what), "elements in <annotations>": raw[split].get(what),
+                          "elements in file": file_elements[split].get(what)}
+                         for split in scorer for what in ("documents", "EVENT", "TIMEX3", "CONTAINS")]
+                        ).set_index(["split", "count"])
 
 
 def attribute_distribution(docs_by_split: dict[str, list[Document]]) -> pd.DataFrame:

@@ -111,8 +111,7 @@ def training_spans(doc: Document) -> tuple[str, list]:
 
 def entity_from_label(doc_id: str, n: int, start: int, end: int, label) -> Entity:
     if label[0] == "EVENT":
-        props = dict(zip(EVENT_ATTRIBUTES, label[1:5]))
-        props["DocTimeRel"] = label[5]
+        props = {**dict(zip(EVENT_ATTRIBUTES, label[1:5])), "DocTimeRel": label[5]}
         return Entity(f"{n}@e@{doc_id}@memorize", "EVENT", ((start, end),), props)
     return Entity(f"{n}@e@{doc_id}@memorize", "TIMEX3", ((start, end),), {"Class": label[1]})
 

@@ -20,14 +20,12 @@ def _f1(prefix):
     return lambda t: f1_from_counts(*(t[f"{prefix}{p}"] for p in PARTS))[2]
 
 
-SLICE_F1 = Metric("f1", _f1(""))
-
 SCORING = Scoring(
     columns=tuple(f"{b}:{p}" for b in BASES for p in PARTS),
     metrics=tuple(Metric(b, _f1(f"{b}:")) for b in BASES),
     primary="contains_closure_f1",
     resampling=Resampling("rows", "documents", BOOTSTRAP["seed"], n_resamples=BOOTSTRAP["n_resamples"]),
-    slices=SliceRule({"f1": SLICE_F1}, support=lambda t: t["reference"], min_units=20, unit="gold items"),
+    slices=SliceRule({"f1": Metric("f1", _f1(""))}, support=lambda t: t["reference"], min_units=20, unit="gold items"),
     units_are_clusters=True,
 )
 

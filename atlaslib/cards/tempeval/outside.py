@@ -5,6 +5,7 @@ folder scored by the card's own code (the official anaforatools scorer,
 (:meth:`.runs.RunResult.cell_parts`: scored by a :class:`~atlaslib.cards.run.CardRun`, the one engine)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 #: what a prediction is, as ``atlas export`` shows it in task.json
@@ -42,19 +43,11 @@ def write_outside_files(s, out: Path) -> list[str]:
     from . import anafora_io, baselines
 
     atomic_write_text(out / "documents.txt", "\n".join(s.ids) + "\n")
-    root = out / "anafora"
     for d in s.context["docs"]:
-        folder = root / d.doc_id
-        folder.mkdir(parents=True, exist_ok=True)
-        if d.text is not None and not s.context["corpus"].gated:
-            (folder / d.doc_id).write_text(d.text, encoding="utf-8")
-        if s.split == "test":
-            doc = baselines.phase2_input(d)
-            doc.annotator = "input"
-        else:
-            doc = anafora_io.Document(d.doc_id, d.entities, d.relations, "Temporal-Relation", "gold", "completed",
-                                      None)
-        anafora_io.write_document(doc, root)
+        doc = (replace(baselines.phase2_input(d), annotator="input") if s.split == "test"
+               else replace(d, schema="Temporal-Relation", annotator="gold", status="completed"))
+        public = d.text is not None and not s.context["corpus"].gated
+        anafora_io.write_document(replace(doc, text=d.text if public else None), out / "anafora", write_text=public)
     return ["documents.txt", "anafora/"]
 
 

@@ -53,13 +53,6 @@ def tempeval_audit_numbers(thyme: dict) -> dict:
     return out
 
 
-def _scorer_row(cell: dict, name: str) -> dict | None:
-    for r in ((cell.get("extra") or {}).get("scorer_table") or {}).get("rows", []):
-        if r.get("row") == name:
-            return r
-    return None
-
-
 def _tempeval(ctx: FactContext) -> dict[str, Fact]:
     f: dict[str, Fact] = {}
     audit = next((c["extra"]["thyme_audit"] for c in ctx.ok_cells("tempeval")
@@ -73,20 +66,18 @@ def _tempeval(ctx: FactContext) -> dict[str, Fact]:
         f[f"tempeval.{k}"] = Fact(audit[k], "count", asrc) if k in (audit or {}) else missing("audited TempEval run")
     rsrc = "TempEval result cells (extra.scorer_table, official scorer)"
     cell = ctx.cell("tempeval", "thyme-dev-2015", "closest", "phase2")
-    row = _scorer_row(cell, "contains") if cell else None
-    crow = _scorer_row(cell, "contains_closure") if cell else None
-    for k, kind, get in (("closest.contains_correct", "count", lambda r, c: r["correct"]),
-                         ("closest.contains_reference", "count", lambda r, c: r["reference"]),
-                         ("closest.contains_predicted", "count", lambda r, c: r["predicted"]),
-                         ("closest.contains_precision", "rate", lambda r, c: r["precision"]),
-                         ("closest.contains_recall", "rate", lambda r, c: r["recall"]),
-                         ("closest.contains_f1", "rate", lambda r, c: r["f1"]),
-                         ("closest.closure_precision", "rate", lambda r, c: c["precision"]),
-                         ("closest.closure_f1", "rate", lambda r, c: c["f1"])):
-        try:
-            f[f"tempeval.{k}"] = Fact(get(row, crow), kind, rsrc)
-        except (TypeError, KeyError):
-            f[f"tempeval.{k}"] = missing("closest phase-2 run on thyme-dev-2015")
+    rows = {r.get("row"): r for r in (((cell or {}).get("extra") or {}).get("scorer_table") or {}).get("rows", [])}
+    for k, kind, row, col in (("contains_correct", "count", "contains", "correct"),
+                              ("contains_reference", "count", "contains", "reference"),
+                              ("contains_predicted", "count", "contains", "predicted"),
+                              ("contains_precision", "rate", "contains", "precision"),
+                              ("contains_recall", "rate", "contains", "recall"),
+                              ("contains_f1", "rate", "contains", "f1"),
+                              ("closure_precision", "rate", "contains_closure", "precision"),
+                              ("closure_f1", "rate", "contains_closure", "f1")):
+        r = rows.get(row) or {}
+        f[f"tempeval.closest.{k}"] = (Fact(r[col], kind, rsrc) if col in r
+                                      else missing("closest phase-2 run on thyme-dev-2015"))
     syn = next((c for c in ctx.ok_cells("tempeval", "synthetic-v1")), None)
     ssrc = "synthetic-v1 result cells (extra.n_train_documents / n_test_documents)"
     if syn is None:

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...phases import phase
-from .. import NotRun
+from .. import NotRun, deciding
 from .card import (ADDRESSES, BOOTSTRAP, CARD, FOUND, METRIC_ROWS, data_sha256, not_addressed,  # noqa: F401
                    thyme_dir)
 from .anafora_io import Document, parse_once, read_corpus, write_corpus
 from .baselines import Memorize, majority_doctimerel, phase2_input, with_closest, with_doctimerel
-from .scoring import score_directories, table_frame
+from .scoring import score_directories
 
 
 @dataclass
@@ -128,10 +128,6 @@ class RunResult:
     info: dict
     corpus: Corpus
     predicted_dir: Path | None
-
-    @property
-    def frame(self):
-        return table_frame(self.table)
 
     def cell_parts(self, card_run) -> dict:
         """What the result cell of ``card_run`` (a :class:`atlaslib.cards.run.CardRun`) holds beyond its spec
@@ -274,8 +270,6 @@ def run(version: str, model: str, protocol: str, *, data_dir=None, thyme_text_di
             corpus = replace(corpus, reference_dir=None)
         return replace(result, corpus=corpus, predicted_dir=None)
     if load is None:
-        from .. import deciding
-
         decision = deciding.decide(CARD, version, model, protocol, {"thyme_text_dir": thyme_text_dir})
         deciding.load(CARD, model, protocol, decision, data_dir=data_dir)
     else:

@@ -33,17 +33,19 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import glob
 import importlib.util
 import json
 import logging
 import os
+import re
 import sys
 import sysconfig
 from importlib import metadata
 from pathlib import Path
 
 from ...metrics.engine import ratio
-from .anafora_io import TEMPORAL_FILE_RE, AnaforaError
+from .anafora_io import TEMPORAL_FILE_RE, AnaforaError, parse_once, parse_root, read_document
 
 #: what ``atlas score tempeval`` (:func:`main`, the package's ``score_command``) gives
 SCORE_COMMAND = "official scorer"
@@ -133,8 +135,6 @@ class ScoringError(ValueError):
 
 
 def _check_regex(xml_name_regex: str):
-    import re
-
     try:
         return re.compile(xml_name_regex)
     except re.error as exc:
@@ -146,8 +146,6 @@ def _check_dir(path, what: str, xml_name_regex: str) -> Path:
     """The folder, after reading every matching file as Anafora XML (root <data>, each entity's span
     '<start>,<end>', every relation's Source/Target an id of the same file): the first fault raises
     :class:`ScoringError` naming the file and the element."""
-    from .anafora_io import read_document
-
     path = Path(path)
     if not path.is_dir():
         raise ScoringError(f"{what} directory {path} does not exist (expected <dir>/<doc>/<doc>.*.xml)")
@@ -176,20 +174,13 @@ def input_warnings(reference_dir, predicted_dir, xml_name_regex: str = TEMPORAL_
         return {str(f.parent.relative_to(root)) for f in root.rglob("*.xml") if regex.search(f.name)}
 
     ref, pred = docs(Path(reference_dir)), docs(Path(predicted_dir))
-    out = []
     if not pred:
-        out.append(f"predicted directory {predicted_dir} has no files matching {xml_name_regex!r}: every "
-                   "score below is that of a system that predicts nothing")
-    else:
-        extra = sorted(pred - ref)
-        if extra:
-            out.append(f"{len(extra)} predicted document(s) are not in the reference and are not scored: "
-                       f"{', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
-        absent = sorted(ref - pred)
-        if absent:
-            out.append(f"{len(absent)} reference document(s) have no predicted file and count as predicting "
-                       f"nothing: {', '.join(absent[:5])}{' ...' if len(absent) > 5 else ''}")
-    return out
+        return [f"predicted directory {predicted_dir} has no files matching {xml_name_regex!r}: every score below "
+                "is that of a system that predicts nothing"]
+    return [f"{len(odd)} {what}: {', '.join(odd[:5])}{' ...' if len(odd) > 5 else ''}"
+            for odd, what in ((sorted(pred - ref), "predicted document(s) are not in the reference and are not scored"),
+                              (sorted(ref - pred), "reference document(s) have no predicted file and count as "
+                                                   "predicting nothing")) if odd]
 
 
 def _merge(named_scores, scores_type):
@@ -228,21 +219,13 @@ def _score_dirs(reference_dir: Path, predicted_dir: Path, xml_name_regex: str, p
     ``<doc>*.xml`` of the same sub-folder (none, or a self-referential one, scores as empty data), and
     ``anafora.evaluate.score_data`` for the counts. Yields ``(doc, [named scores per pass])``. The scorer's
     debug log of each error's text is left out (it needs the note text, which THYME does not publish)."""
-    import glob
-    import re
-
-    from .anafora_io import parse_root
-
-    def load(path):
-        return anafora.AnaforaData(parse_root(path))
-
     for sub_dir, text_name, xml_names in anafora.walk(str(reference_dir), xml_name_regex):
-        reference = load(os.path.join(str(reference_dir), sub_dir, xml_names[0]))
+        reference = anafora.AnaforaData(parse_root(os.path.join(str(reference_dir), sub_dir, xml_names[0])))
         if reference.annotations.find_self_referential() is not None:
             continue
         found = [f for f in glob.glob(os.path.join(str(predicted_dir), sub_dir, text_name + "*.xml"))
                  if re.search(xml_name_regex, f) is not None]
-        predicted = load(found[0]) if found else anafora.AnaforaData()
+        predicted = anafora.AnaforaData(parse_root(found[0]) if found else None)
         if predicted.annotations.find_self_referential() is not None:
             predicted = anafora.AnaforaData()
         yield text_name, [_evaluate.score_data(reference, predicted, include, scores_type=kind)
@@ -257,8 +240,6 @@ def score_directories(reference_dir, predicted_dir, closure: bool = False, *,
     ``"per_document": {"doc_ids": [...], row: [[reference, predicted, precision_correct, recall_correct],
     ...]}`` (the scorer's per-document counts; without closure both correct counts are the same), which
     sum to the table's counts and are the card's per-document units (:func:`.counting.counts`)."""
-    from .anafora_io import parse_once
-
     with parse_once(), _memo_select():  # each file read once; the scorer's selections worked out once
         return _score_directories(reference_dir, predicted_dir, closure, xml_name_regex, per_document)
 
@@ -371,8 +352,8 @@ CLOSURE_TOY_PUBLISHED = {"precision": 6 / 7, "recall": 4 / 9}
 
 
 def closure_toy_dirs():
-    """(reference, predicted) folders of anaforatools' own temporal-closure test case, rebuilt as Anafora
-    XML; anaforatools' test expects closure precision 6/7 and recall 4/9 on it."""
+    """(reference, predicted) folders of anaforatools' own temporal-closure test case as Anafora XML (its test
+    expects closure precision 6/7 and recall 4/9: :data:`CLOSURE_TOY_PUBLISHED`)."""
     root = Path(__file__).resolve().parent / "closure_toy"
     return root / "reference", root / "predicted"
 
