@@ -8,7 +8,7 @@ word cuts' leakage), :mod:`.contract` (the contract functions; ``FAMILY``: the c
 family, :class:`atlaslib.cards.families.Spans`) and :mod:`.outside` (outside systems: the sentences they see,
 their tags scored). Every name is re-exported here.
 """
-from .card import (SLICES, _SUMS_PATH, BASELINE_PROFILE, BOOTSTRAP_RESAMPLES, CARD, DATA_PREFIX,  # noqa: F401
+from .card import (SLICES, BASELINE_PROFILE, BOOTSTRAP_RESAMPLES, CARD, DATA_PREFIX,  # noqa: F401
                    FILES, FINETUNE_RECIPE, METRIC_BASES, NER_LABEL_TABLE, PMIDS, REFERENCE, REFERENCE_COUNTS, SEED,
                    SHA256SUMS_DIGEST, SHA256SUMS_TEXT, SOURCE_COMMIT, SOURCE_REPO, TAGS, TYPE_MAP, TYPES, URL_TEMPLATE,
                    VERSIONS)

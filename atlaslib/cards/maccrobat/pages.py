@@ -1,6 +1,6 @@
 """The MACCROBAT card's page content: the facts its page quotes (``{{fact:maccrobat.*}}``), the corpus
 counts (the 400 pinned files, about a second: kept on disk between builds, keyed by the pinned checksums
-and this module's source) and the gold-cut leakage measured by this build's probe run. Registered through
+and the card package's sources, :func:`facts_key`) and the gold-cut leakage measured by this build's probe run. Registered through
 :data:`FACTS`."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ...escape import md_code
 from ..facts import Fact, FactContext, missing
-from .card import SEED
+from .card import SEED, SHA256SUMS_TEXT as SUMS_TEXT
 
 #: Numbers this card's pages may type by hand, each with its source (tests/test_prose_numbers.py; all
 #: cards' and the generic ones: :func:`atlaslib.pages.facts.constants`)
@@ -24,8 +24,7 @@ CONSTANTS = {
 
 def maccrobat_data_numbers(data_dir=None) -> dict:
     """Counts of the MACCROBAT corpus and its split that the card page quotes (loads the 400 pinned files,
-    about a second; :func:`_maccrobat` caches the result on disk keyed by the pinned checksums and the
-    source of the card module)."""
+    about a second; :func:`_maccrobat` caches the result on disk under :func:`facts_key`)."""
     from .. import maccrobat as M
 
     corpus = M.load_corpus(data_dir)
@@ -47,25 +46,20 @@ def maccrobat_data_numbers(data_dir=None) -> dict:
     }
 
 
-def _source_key(*modules) -> str:
-    import hashlib
-    import inspect
+def facts_key(data_dir=None, package: Path = Path(__file__).parent) -> str:
+    """The facts cache's key: the sha256 of every module of the card's package (the converter, the split, the
+    gold cuts and this module), the pinned checksums and the data folder."""
+    from ...sources import sha256_file
 
-    h = hashlib.sha256()
-    for m in modules:
-        h.update(Path(inspect.getfile(m)).read_bytes())
-    return h.hexdigest()
+    return "".join([*(sha256_file(f) for f in sorted(package.glob("*.py"))), SUMS_TEXT, str(data_dir or "")])
 
 
 def _maccrobat(ctx: FactContext) -> dict[str, Fact]:
     import json
-    import sys
 
-    from .. import maccrobat as M
     from ...results import atomic_write_text, read_cache_json
 
-    key = (_source_key(M, sys.modules[__name__]) + M._SUMS_PATH.read_text()  # code and pinned checksums
-           + str(ctx.data_dir or ""))
+    key = facts_key(ctx.data_dir)
     cache = Path(ctx.cache_dir) / "facts-maccrobat.json" if ctx.cache_dir else None
     nums = None
     if cache is not None:  # a damaged entry is computed again (read_cache_json says so in the build's log)
