@@ -183,7 +183,6 @@ class Agreement:
     """The outcome of :func:`agreement` (``openmed`` None: not installed, nothing compared)."""
     openmed: str | None
     runs: list[Run] = field(default_factory=list)
-    case_sets: dict = field(default_factory=dict)   # version -> how openmed got the cases
 
     def rows(self, status: str | None = None) -> list[tuple[Run, FieldComparison]]:
         return [(r, f) for r in self.runs for f in r.rows if status is None or f.status == status]
@@ -220,14 +219,14 @@ class Agreement:
 def openmed_cases(version: str, om, workdir: Path):
     """The cases openmed is given for ``version``: its own built-ins for ``openmed-builtin-v1`` (the atlas
     read them from the fixture file openmed wrote); for any other version the fixture file ``atlas export``
-    writes, loaded by openmed's ``load_nli_negation_fixtures``. Returns (cases, how)."""
+    writes, loaded by openmed's ``load_nli_negation_fixtures``."""
     from .card import OPENMED_VERSION, version_cases
     from .exchange import FIXTURE_FILE, write_openmed_fixtures
 
     if version == OPENMED_VERSION:
-        return om.default_nli_negation_cases(), "openmed's default_nli_negation_cases()"
-    path = write_openmed_fixtures(version_cases(version), workdir / f"{version}-{FIXTURE_FILE}")
-    return om.load_nli_negation_fixtures(path), "openmed's load_nli_negation_fixtures on the exported file"
+        return om.default_nli_negation_cases()
+    return om.load_nli_negation_fixtures(write_openmed_fixtures(version_cases(version),
+                                                                workdir / f"{version}-{FIXTURE_FILE}"))
 
 
 def agreement(versions=None, gate_settings=GATE_SETTINGS, seed: int = SEED) -> Agreement:
@@ -247,10 +246,9 @@ def agreement(versions=None, gate_settings=GATE_SETTINGS, seed: int = SEED) -> A
     with tempfile.TemporaryDirectory(prefix="atlas-openmed-") as tmp:
         for version in versions or CARD.versions:
             cases = version_cases(version)
-            ocases, how = openmed_cases(version, om, Path(tmp))
+            ocases = openmed_cases(version, om, Path(tmp))
             if [c.case_id for c in ocases] != [c.case_id for c in cases]:
                 raise ValueError(f"{version}: openmed's cases are not the atlas's cases in the same order")
-            out.case_sets[version] = how
             items = load_items()
             manifest = split(items, version)
             for name, labels in prediction_sets(cases, seed).items():
@@ -270,10 +268,6 @@ def agreement(versions=None, gate_settings=GATE_SETTINGS, seed: int = SEED) -> A
 
 
 # ------------------------------------------------------------------------------------------- the card page
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
 
 def section_map_markdown() -> str:
     """The section titles of ``builtin-v1`` and the identifiers they are exported as."""

@@ -5,17 +5,10 @@ A run is two calls, the same in the notebook and in :func:`atlaslib.cards.run.ru
 (scored by the run's :class:`~atlaslib.cards.run.CardRun`); a model whose weights are missing or that lacks
 ``predict.nli`` gives a ``not_run`` cell (never a crash).
 
-Result cell: metrics ``aggregate_accuracy_zero_shot`` and ``false_entailment_rate_zero_shot``
-(value + exact Clopper–Pearson interval), made as every card's are: :meth:`CardRun.score` of the run's
-records (the card's ``counts`` under its ``SCORING``, :mod:`.counting`, through the one scoring engine);
-``false_entailment_gate_zero_shot`` and ``combined_gate_zero_shot`` (1 = pass, 0 = fail) are decided on those two
-by the report's gate rule, declared in the card's scoring (:func:`.counting.gates`). ``extra.report`` is the
-value-free report made by the same engine from the same counts (:func:`.counting.report_of_cell`: pattern rates,
-gates, digests; the page's analysis beside the metrics);
-``predictions`` hold ``item_id`` (case id), ``gold`` and ``pred`` per case, and ``scores``: the model's
-``{label: probability}`` for that case when it tells them (a language model scoring the label options, an NLI
-head), else None; the metrics read ``gold`` and ``pred`` only. The cell is internal data, the report is what may
-travel.
+Result cell: the metrics ``aggregate_accuracy_zero_shot`` and ``false_entailment_rate_zero_shot`` (exact
+Clopper–Pearson intervals) and the gates ``false_entailment_gate_zero_shot`` and ``combined_gate_zero_shot`` (1 =
+pass) decided on them, by the card's scoring (:mod:`.counting`); ``extra.report``, the value-free report of the same
+counts; ``predictions`` per case (:func:`records_of`). The cell is internal data, the report is what may travel.
 """
 from __future__ import annotations
 
@@ -181,6 +174,7 @@ CARD = Card(
     equivalence_margin=0.02,   # no protocol or baseline learns from the cases: every row is zero-shot
     margin_note="a gap in accuracy too small to change which model a reader trusts with negated findings",
 )
+
 
 @cache
 def version_cases(version: str = VERSION) -> tuple[NliNegationCase, ...]:
