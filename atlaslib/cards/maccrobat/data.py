@@ -224,18 +224,17 @@ def type_counts(entities: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values(["group", "kept"], ascending=[True, False])
 
 
-def group_counts(entities: pd.DataFrame, items: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Mapped groups before/after the overlap rule, next to the reference counts (and, with ``items``,
-    the mentions actually present in the IOB2 tags)."""
+def group_counts(entities: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+    """Mapped groups before/after the overlap rule and the mentions present in the items' IOB2 tags, next to the
+    reference counts."""
     e = entities[entities.group != "O"]
     rows = []
     for g in TYPES:
         eg = e[e.group == g]
         row = {"group": g, "all_T_lines": len(eg), "discontinuous_dropped": int(eg.discontinuous.sum()),
                "before_overlap_rule": int((~eg.discontinuous).sum()), "after_overlap_rule": int(eg.kept.sum()),
-               "reference": REFERENCE_COUNTS[g]}
-        if items is not None:
-            row["in_tags"] = int(sum(sum(1 for m in ms if m[0] == g) for ms in items["mentions"]))
+               "reference": REFERENCE_COUNTS[g],
+               "in_tags": int(sum(sum(1 for m in ms if m[0] == g) for ms in items["mentions"]))}
         row["difference"] = row["after_overlap_rule"] - row["reference"]
         rows.append(row)
     return pd.DataFrame(rows).set_index("group")

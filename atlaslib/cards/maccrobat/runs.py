@@ -103,13 +103,10 @@ class Outcome:
         """Per-type precision / recall / F1 with CIs and gold support."""
         if self.status != "ok":
             return pd.DataFrame({"status": [f"not run: {self.reason}"]})
-        rows = []
-        for t, e in self.per_type_scores().items():
-            row = {"type": t, "support": e["support"]}
-            for k in ("precision", "recall", "f1"):
-                row[k], row[f"{k}_low"], row[f"{k}_high"] = e[k]["value"], e[k]["ci_low"], e[k]["ci_high"]
-            rows.append(row)
-        return pd.DataFrame(rows).set_index("type")
+        cols = [(f"{k}{end}", k, x) for k in ("precision", "recall", "f1")
+                for end, x in (("", "value"), ("_low", "ci_low"), ("_high", "ci_high"))]
+        return pd.DataFrame([{"type": t, "support": e["support"], **{c: e[k][x] for c, k, x in cols}}
+                             for t, e in self.per_type_scores().items()]).set_index("type")
 
     def per_type_scores(self) -> dict:
         """Per entity type ``{support, precision, recall, f1}``, each ``{value, ci_low, ci_high}`` (null with its

@@ -21,10 +21,9 @@ def words_of(text: str, cuts: Sequence[int] = ()) -> list[tuple[int, int]]:
     return spans
 
 
-def natural_word_spans(text: str) -> list[tuple[int, int]]:
-    """Word spans of ``text`` without the gold cuts: what a model would see if the card did not cut words
-    where mentions start or end (:func:`words_of` with no ``cuts``)."""
-    return words_of(text)
+#: word spans of a text without the gold cuts: what a model would see if the card did not cut words where
+#: mentions start or end (:func:`words_of` with no ``cuts``)
+natural_word_spans = words_of
 
 
 def char_mentions(tags: Sequence[str], spans: Sequence[tuple[int, int]]) -> set[tuple[str, int, int]]:
