@@ -336,15 +336,17 @@ def _check_threshold(name: str, v, allow_none: bool) -> float | None:
     return float(v)
 
 
-def decide_gates(accuracy: float, false_entailment_rate: float | None, upper_bound: float | None = None, *,
-                 max_false_entailment_rate: float = DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
-                 minimum_aggregate_accuracy: float | None = DEFAULT_MINIMUM_AGGREGATE_ACCURACY,
-                 certify: bool = False) -> GateDecision:
+def decide_gates(accuracy: float, false_entailment_rate: float | None, upper_bound: float | None = None,
+                 parameters: dict | None = None, *, certify: bool = False) -> GateDecision:
     """The gates (see the module docstring) decided on an accuracy and a false-entailment rate (None: undefined,
-    the ceiling fails) and, under ``certify``, the rate's one-sided upper bound: the one rule the report and a
-    result cell's gate metrics (:func:`.counting.gates`, the card's scoring on the engine's values) both decide by."""
-    max_fe = _check_threshold("max_false_entailment_rate", max_false_entailment_rate, False)
-    min_acc = _check_threshold("minimum_aggregate_accuracy", minimum_aggregate_accuracy, True)
+    the ceiling fails) and, under ``certify``, the rate's one-sided upper bound, at the thresholds ``parameters``
+    names (``max_false_entailment_rate``, ``minimum_aggregate_accuracy``; the defaults where absent): the one rule
+    the report and a result cell's gate metrics (:func:`.counting.gates`) both decide by."""
+    parameters = parameters or {}
+    max_fe = _check_threshold("max_false_entailment_rate",
+                              parameters.get("max_false_entailment_rate", DEFAULT_MAX_FALSE_ENTAILMENT_RATE), False)
+    min_acc = _check_threshold("minimum_aggregate_accuracy",
+                               parameters.get("minimum_aggregate_accuracy", DEFAULT_MINIMUM_AGGREGATE_ACCURACY), True)
     if certify:
         fe_ok = upper_bound is not None and upper_bound < max_fe
     else:

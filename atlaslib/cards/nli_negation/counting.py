@@ -10,7 +10,7 @@ import numpy as np
 
 from ...metrics import bootstrap
 from ...metrics.engine import Metric, Resampling, Scoring, SliceRule, UnitCounts, check_labels, ratio
-from .challenge import DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY, decide_gates
+from .challenge import decide_gates
 from .corpus import ABSTENTION, LABELS
 
 COLUMNS = ("correct", "case", "false_entailment", "non_entailing")
@@ -35,11 +35,7 @@ def gates(values: dict, parameters: dict) -> dict:
     passed. An undefined rate fails its gate: no evidence of a false entailment is no evidence of safety."""
     if values.get("aggregate_accuracy") is None:
         raise ValueError("nli_negation gates: the run has no aggregate accuracy to decide the gates on")
-    g = decide_gates(values["aggregate_accuracy"], values.get("false_entailment_rate"),
-                     max_false_entailment_rate=parameters.get("max_false_entailment_rate",
-                                                              DEFAULT_MAX_FALSE_ENTAILMENT_RATE),
-                     minimum_aggregate_accuracy=parameters.get("minimum_aggregate_accuracy",
-                                                               DEFAULT_MINIMUM_AGGREGATE_ACCURACY))
+    g = decide_gates(values["aggregate_accuracy"], values.get("false_entailment_rate"), parameters=parameters)
     return {"false_entailment_gate": g.false_entailment_gate_passed, "combined_gate": g.passed}
 
 
@@ -118,10 +114,8 @@ def engine_report(uc: UnitCounts, *, case_digest: str, labels: list, parameters:
     ``parameters`` (the card's defaults when absent). ``labels`` (None for an abstention) and ``case_digest`` make
     the predictions' digest."""
     from ...metrics.engine import upper_bound
-    from .challenge import GateDecision, NliNegationReport, PatternScores, predictions_sha256
+    from .challenge import NliNegationReport, PatternScores, predictions_sha256
     from .corpus import PATTERNS
-
-    parameters = dict(parameters or {})
 
     def scores(sub: UnitCounts):
         tot = sub.total()
@@ -131,10 +125,7 @@ def engine_report(uc: UnitCounts, *, case_digest: str, labels: list, parameters:
     pattern = np.asarray(uc.groups["pattern"], dtype=object)
     per = tuple(PatternScores(p, *scores(uc.take(pattern == p))) for p in PATTERNS if (pattern == p).any())
     bound = upper_bound(SCORING, uc, "false_entailment_rate")   # the card's metric on the report's counts
-    g: GateDecision = decide_gates(
-        acc.value, fer.value, None if bound is None else bound[2], certify=certify,
-        max_false_entailment_rate=parameters.get("max_false_entailment_rate", DEFAULT_MAX_FALSE_ENTAILMENT_RATE),
-        minimum_aggregate_accuracy=parameters.get("minimum_aggregate_accuracy", DEFAULT_MINIMUM_AGGREGATE_ACCURACY))
+    g = decide_gates(acc.value, fer.value, None if bound is None else bound[2], parameters, certify=certify)
     return NliNegationReport(n, abst, acc, fer, per, g, case_digest, predictions_sha256(labels, case_digest))
 
 
