@@ -104,15 +104,13 @@ def _rate(metric, tot):
     return RateEstimate(k, n, v if np.isfinite(v) else None, lo, hi)
 
 
-def engine_report(uc: UnitCounts, *, case_digest: str, labels: list, parameters: dict | None = None,
-                  certify: bool = False):
-    """The challenge's report (:class:`.challenge.NliNegationReport`) of report counts ``uc``
-    (:func:`report_counts`), every number through the engine: accuracy and false-entailment rate by the card's
-    metrics with their exact intervals, overall and per pattern (the patterns the cases have, in
-    :data:`.corpus.PATTERNS` order), abstentions the sum of ``abstained``, the one-sided bound
-    :func:`~atlaslib.metrics.engine.upper_bound`, the gates by :func:`.challenge.decide_gates` at the thresholds in
-    ``parameters`` (the card's defaults when absent). ``labels`` (None for an abstention) and ``case_digest`` make
-    the predictions' digest."""
+def cell_report(cell: dict, certify: bool = False):
+    """The challenge's report (:class:`.challenge.NliNegationReport`) of a result cell (its predictions, with its
+    unit counts when it has them: :func:`report_counts`; the thresholds its spec records; the case digest its split
+    does), every number through the engine: accuracy and false-entailment rate by the card's metrics with their
+    exact intervals, overall and per pattern (in :data:`.corpus.PATTERNS` order), the one-sided bound
+    :func:`~atlaslib.metrics.engine.upper_bound`, the gates by :func:`.challenge.decide_gates` (``certify``: on the
+    bound). What the card's notebook, its pages, the course and the challenge's library call read."""
     from ...metrics.engine import upper_bound
     from .challenge import NliNegationReport, PatternScores, predictions_sha256
     from .corpus import PATTERNS
@@ -121,22 +119,16 @@ def engine_report(uc: UnitCounts, *, case_digest: str, labels: list, parameters:
         tot = sub.total()
         return (int(tot["case"]), int(tot["abstained"]), _rate(ACCURACY, tot), _rate(FALSE_ENTAILMENT, tot))
 
+    uc = report_counts(cell)
     n, abst, acc, fer = scores(uc)
     pattern = np.asarray(uc.groups["pattern"], dtype=object)
     per = tuple(PatternScores(p, *scores(uc.take(pattern == p))) for p in PATTERNS if (pattern == p).any())
     bound = upper_bound(SCORING, uc, "false_entailment_rate")   # the card's metric on the report's counts
-    g = decide_gates(acc.value, fer.value, None if bound is None else bound[2], parameters, certify=certify)
-    return NliNegationReport(n, abst, acc, fer, per, g, case_digest, predictions_sha256(labels, case_digest))
-
-
-def cell_report(cell: dict):
-    """The report of a result cell (:class:`.challenge.NliNegationReport`), made from the cell's unit counts and
-    predictions by :func:`engine_report` at the thresholds its spec records: what the card's notebook, its pages
-    and the course read."""
-    recs = cell.get("predictions") or []
-    params = (cell.get("spec") or {}).get("parameters") or {}
-    labels = [None if r["pred"] == ABSTENTION else r["pred"] for r in recs]
-    return engine_report(report_counts(cell), case_digest=cell["split"]["hash"], labels=labels, parameters=params)
+    g = decide_gates(acc.value, fer.value, None if bound is None else bound[2],
+                     (cell.get("spec") or {}).get("parameters"), certify=certify)
+    labels = [None if r["pred"] == ABSTENTION else r["pred"] for r in cell.get("predictions") or []]
+    digest = cell["split"]["hash"]
+    return NliNegationReport(n, abst, acc, fer, per, g, digest, predictions_sha256(labels, digest))
 
 
 def report_of_cell(cell: dict) -> dict:

@@ -1,13 +1,13 @@
 """The NLI negation challenge as a library call: a case set and labels (or a predictor) in, the challenge's report
 out (:func:`score_predictions`, :func:`run_nli_negation_challenge`), made by the card's scoring through the one
-engine (:func:`.counting.engine_report`). Apart from :mod:`.challenge` (the gates, the report's types and the
+engine (:func:`.counting.cell_report`). Apart from :mod:`.challenge` (the gates, the report's types and the
 labels' checks), which the card's scoring imports."""
 from __future__ import annotations
 
 from .challenge import (DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY, NliNegationReport,
                         _check_threshold, collect_predictions, normalise_label)
 from .corpus import ABSTENTION, case_set_sha256, default_nli_negation_cases, validate_cases
-from .counting import engine_report, report_counts
+from .counting import cell_report
 from .errors import NliNegationInputError
 
 
@@ -25,9 +25,8 @@ def score_predictions(cases, labels: list[str | None], *,
         raise NliNegationInputError(f"got {len(labels)} predictions for {len(cases)} cases")
     records = [{"item_id": c.case_id, "pattern": c.pattern, "gold": c.gold_label,
                 "pred": ABSTENTION if p is None else p} for c, p in zip(cases, labels)]
-    return engine_report(report_counts({"predictions": records}), case_digest=case_set_sha256(cases), labels=labels,
-                         parameters={"max_false_entailment_rate": max_fe, "minimum_aggregate_accuracy": min_acc},
-                         certify=certify)
+    return cell_report({"predictions": records, "split": {"hash": case_set_sha256(cases)}, "spec": {"parameters": {
+        "max_false_entailment_rate": max_fe, "minimum_aggregate_accuracy": min_acc}}}, certify=certify)
 
 
 def run_nli_negation_challenge(predictions=None, *, predictor=None, cases=None,
