@@ -120,21 +120,27 @@ def test_too_few_units_claim_no_best():
     assert "Best:" not in text
 
 
-def test_the_card_page_starts_with_the_summary(tmp_path):
+def render_negex_page(tmp_path, cells: list[dict], source: str = "# NegEx\n\n<!-- leaderboard -->\n") -> str:
+    """The NegEx card page rendered under ``tmp_path`` from ``cells`` (each written there as its JSON file, with no
+    run notebook) and the page's ``source``: the page's text."""
     from atlaslib.pages.card_pages import render_card
 
-    y, a, b, _ = _data()
-    cells = []
-    for c in (_cell("a", y, a), _cell("b", y, b)):
-        (tmp_path / f"{c['model']}.json").write_text(json.dumps(c), encoding="utf-8")
-        c["_path"] = tmp_path / f"{c['model']}.json"
-        c["_notebook_src"] = None
-        cells.append(c)
+    for c in cells:
+        path = tmp_path / f"{c['model']}-{c['version']}.json"
+        path.write_text(json.dumps(c), encoding="utf-8")
+        c["_path"], c["_notebook_src"] = path, None
     card = get_card("negex")
     (tmp_path / "book/cards").mkdir(parents=True)
-    (tmp_path / card.page).write_text("# NegEx\n\nThe card's text.\n\n<!-- leaderboard -->\n", encoding="utf-8")
+    (tmp_path / card.page).write_text(source, encoding="utf-8")
     render_card(card, cells, tmp_path, [])
-    text = (tmp_path / card.page).read_text(encoding="utf-8")
+    return (tmp_path / card.page).read_text(encoding="utf-8")
+
+
+def test_the_card_page_starts_with_the_summary(tmp_path):
+    y, a, b, _ = _data()
+    cells = [_cell("a", y, a), _cell("b", y, b)]
+    text = render_negex_page(tmp_path, cells, "# NegEx\n\nThe card's text.\n\n<!-- leaderboard -->\n")
+    card = get_card("negex")
     head = text.split("\n", 1)[1].lstrip()
     head = re.sub(r"\A```\{warning\}\n.*?\n```\n", "", head, flags=re.S).lstrip()   # the licence banner stays first
     assert head.startswith("## In brief\n"), text[:600]

@@ -31,6 +31,7 @@ from atlaslib.analysis.paired import compare_cells
 from atlaslib.metrics import intervals
 from atlaslib.pages import course as pages
 from tests.books import BUILD_TIMEOUT
+from tests.myst import myst_header
 
 NLI_MODELS = ("medspacy-context-nli", "minilm-similarity", "always-entailment", "always-abstain")
 # shares the session's course book (test_browser_course too)
@@ -379,20 +380,7 @@ def test_publish_executes_every_lesson_and_withholds_none(course_book, monkeypat
 
 # -- the machinery on tiny lessons (one kernel each) --------------------------------------------------------
 
-TINY = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  name: python3
-  display_name: Python 3
-  language: python
-atlas:
-  uses: [nli_negation]
-  requires: {requires}
----
-
+TINY = myst_header("atlas:\n  uses: [nli_negation]\n  requires: {requires}\n") + """
 # A tiny lesson
 
 ```{{code-cell}} python

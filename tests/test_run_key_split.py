@@ -11,6 +11,7 @@ import pytest
 from atlaslib import notebook, rescore, runner
 from atlaslib.results import record_path
 from atlaslib.sources import sha256_file
+from tests.myst import myst_header
 
 
 def _files():
@@ -61,17 +62,7 @@ def test_an_edit_moves_the_part_of_the_key_its_module_is_in(tree, edited, moves)
     assert rescore.split_key(f"{after['prediction']}.{after['scoring']}") == (after["prediction"], after["scoring"])
 
 
-NOTEBOOK = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  name: python3
-  display_name: Python 3
-  language: python
----
-
+NOTEBOOK = myst_header() + """
 # Toy
 
 ```{code-cell} python

@@ -7,11 +7,11 @@ import pytest
 from atlaslib import book, cards, notebook, runner
 from atlaslib.cards import Card
 from atlaslib.pages.site import render_build_report
+from tests.myst import myst_header
 
 PARAMS_CELL = "```{code-cell} python\n:tags: [parameters]\nmodel = 'm'\nprotocol = 'p'\nversion = 'v'\n" \
               "data_dir = None\nresult_path = None\nrun_key = None\n```\n"
-HEADER = "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n" \
-         "kernelspec:\n  name: python3\n  display_name: Python 3\n  language: python\n---\n\n# Test\n\n"
+HEADER = myst_header() + "\n# Test\n\n"
 
 
 def _fake_card(monkeypatch, tmp_path, body: str, with_params: bool = True, **fields) -> Card:

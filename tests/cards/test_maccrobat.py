@@ -104,16 +104,7 @@ def test_multiword_mention_iob2_and_crossing_line_is_an_error():
 
 
 # ------------------------------------------------------------------------------- the real data
-@pytest.fixture(scope="module")
-def corpus(data_dir):
-    return mc.load_corpus(data_dir)
-
-
-@pytest.fixture(scope="module")
-def manifest(corpus):
-    return mc.split(corpus.items, "atlas-n100-v1")
-
-
+# (the corpus and manifest fixtures are tests/cards/conftest.py's)
 def test_pinned_files():
     assert len(mc.FILES) == 400 and len(mc.PMIDS) == 200
     assert mc.SHA256SUMS_DIGEST == "ec6efc081d435abe9d06144dcf987b7af31bedc0e8c898de76e6744d2950331a"

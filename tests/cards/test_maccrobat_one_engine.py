@@ -14,16 +14,6 @@ from atlaslib.metrics import engine
 FIXTURE = Path(__file__).with_name("fixtures") / "maccrobat_probe_leakage.json"
 
 
-@pytest.fixture(scope="module")
-def corpus(data_dir):
-    return mc.load_corpus(data_dir)
-
-
-@pytest.fixture(scope="module")
-def manifest(corpus):
-    return mc.split(corpus.items, "atlas-n100-v1")
-
-
 @pytest.mark.parametrize("model", ["all-minilm-l6-v2", "smollm2-135m-instruct"])
 def test_gold_cut_leakage_is_the_engines_and_equals_the_published_probe_cell(model, corpus, manifest):
     """The probe cells' ``extra.gold_cut_leakage.with_gold_cuts`` (the build's, kept as a fixture with the run's
