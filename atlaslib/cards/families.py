@@ -402,8 +402,9 @@ class Spans(TaskFamily):
     """Tagged spans (IOB2 tags per word): gold mentions found by all / some / no runs; strict entity F1 per slice
     with the cluster bootstrap over documents. What any span card counts and scores, given its entity types and
     groupings: :meth:`count_spans` (one unit per record, per type the strict IOB2 mention counts ``<type>:tp``,
-    ``<type>:fp``, ``<type>:fn``), :meth:`mention_slices` (the same counts per group of a mention property) and
-    :meth:`strict_f1` (the usual ``SCORING``); the card's ``counter`` calls them."""
+    ``<type>:fp``, ``<type>:fn``), :meth:`mention_slices` (the same counts per group of a mention property),
+    :meth:`strict_f1` (the usual ``SCORING``) and :meth:`per_type_scores` (the per-type table); the card's
+    ``counter`` calls them."""
 
     kind = "spans"
     unit = "mention"
@@ -456,6 +457,26 @@ class Spans(TaskFamily):
                        primary="entity_f1", resampling=Resampling("clusters", unit, seed, by=by),
                        slices=SliceRule({m.name: m for m in (f1, p, r)}, min_units=min_units, unit="gold mentions",
                                         support=lambda t: Spans.pooled(t, "tp") + Spans.pooled(t, "fn")))
+
+    @staticmethod
+    def per_type_scores(uc, scoring, types, *, n_resamples: int | None = None) -> dict:
+        """Per entity type ``{support, precision, recall, f1}`` of span counts ``uc`` over ``types``, each ``{value,
+        ci_low, ci_high}`` (null with its reason where undefined), on ``scoring``'s resamples (the cell metrics'); a
+        resample where a type's metric is undefined (no mention of it predicted, or in gold) leaves that interval."""
+        from ..metrics import engine
+        from ..metrics.engine import Metric, Scoring
+        from ..metrics.spans import UNDEFINED_REASONS
+
+        def metric(k: int, t: str, key: str) -> Metric:
+            return Metric(f"{t}:{key}", lambda tot: Spans.scores(tot)[f"type_{key}"][..., k],
+                          undefined_reason=UNDEFINED_REASONS[f"type_{key}"].format(type=t))
+        keys = ("precision", "recall", "f1")
+        per_type = Scoring(columns=scoring.columns, primary=f"{types[0]}:f1", resampling=scoring.resampling,
+                           metrics=tuple(metric(k, t, key) for k, t in enumerate(types) for key in keys))
+        m = engine.evaluate(per_type, uc, "type", n_resamples=n_resamples)
+        support = Spans.scores(uc.total())["type_support"]
+        return {t: {"support": int(support[k]), **{key: m[f"{t}:{key}_type"] for key in keys}}
+                for k, t in enumerate(types)}
 
     @staticmethod
     def count_spans(cell: dict, types, groups: dict, *, records=None, per_item=None):

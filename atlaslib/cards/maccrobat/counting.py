@@ -1,9 +1,8 @@
 """How a MACCROBAT run's predictions become numbers: the spans family's strict entity scoring over the card's
 three types with whole case reports resampled (``SCORING``), :func:`counts` (one unit per test sentence, per type
 the exact-span counts, grouped by case report) and :func:`slice_counts` (per-mention slices: type, length), all
-:class:`~atlaslib.cards.families.Spans`'; :meth:`atlaslib.cards.run.CardRun.score` scores them. ``PER_TYPE`` is
-the per-type table's scoring, :data:`CHAR_SPANS` the gold-cut leakage's (:mod:`.gold_cuts`: mentions as
-character spans)."""
+:class:`~atlaslib.cards.families.Spans`'; :meth:`atlaslib.cards.run.CardRun.score` scores them.
+:data:`CHAR_SPANS` is the gold-cut leakage's scoring (:mod:`.gold_cuts`: mentions as character spans)."""
 from __future__ import annotations
 
 from ...metrics import engine
@@ -24,28 +23,6 @@ def counts(cell: dict) -> UnitCounts:
 def slice_counts(cell: dict, spec: dict, group_of, group_order):
     """Per-mention slices of a cell (:meth:`Spans.mention_slices`); None for a slice over sentence fields."""
     return Spans.mention_slices(cell, spec, group_of, group_order, GROUPS)
-
-
-def _type_metric(k: int, t: str, key: str) -> Metric:
-    return Metric(f"{t}:{key}", lambda tot: Spans.scores(tot)[f"type_{key}"][..., k],
-                  undefined_reason=UNDEFINED_REASONS[f"type_{key}"].format(type=t))
-
-
-#: the per-type table's scoring: precision, recall and F1 of each entity type under the card's resampling (the
-#: same case-report resamples as the cell's metrics); a resample where a type's metric is undefined (no mention of
-#: it predicted, or in gold) leaves that interval
-PER_TYPE = Scoring(columns=SCORING.columns, primary=f"{TYPES[0]}:f1", resampling=SCORING.resampling,
-                   metrics=tuple(_type_metric(k, t, key) for k, t in enumerate(TYPES)
-                                 for key in ("precision", "recall", "f1")))
-
-
-def per_type_scores(uc: UnitCounts, *, n_resamples: int | None = None, seed: int | None = None) -> dict:
-    """Per entity type ``{support, precision, recall, f1}`` of a run's unit counts, each ``{value, ci_low,
-    ci_high}`` (null with its reason where undefined): :data:`PER_TYPE` through the one engine."""
-    m = engine.evaluate(PER_TYPE, uc, "type", seed=seed, n_resamples=n_resamples)
-    support = Spans.scores(uc.total())["type_support"]
-    return {t: {"support": int(support[k]), **{key: m[f"{t}:{key}_type"] for key in ("precision", "recall", "f1")}}
-            for k, t in enumerate(TYPES)}
 
 
 def _pooled(name, num, den):

@@ -1,7 +1,7 @@
 """The MACCROBAT card's page content: the facts its page quotes (``{{fact:maccrobat.*}}``), the corpus
 counts (the 400 pinned files, about a second: kept on disk between builds, keyed by the pinned checksums
-and the card package's sources, :func:`facts_key`) and the gold-cut leakage measured by this build's probe run. Registered through
-:data:`FACTS`."""
+and the card package's sources: :func:`facts_key`) and the gold-cut leakage measured by this build's probe
+run. Registered through :data:`FACTS`."""
 from __future__ import annotations
 
 from pathlib import Path

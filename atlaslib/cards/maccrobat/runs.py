@@ -13,7 +13,8 @@ import pandas as pd
 from ... import results as _results
 from ...metrics.spans import tags_from_mentions
 from ...splits import SplitManifest
-from .card import BASELINE_PROFILE, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE, NER_LABEL_TABLE, SHA256SUMS_DIGEST, TAGS
+from .card import (BASELINE_PROFILE, BOOTSTRAP_RESAMPLES, CARD, FINETUNE_RECIPE, NER_LABEL_TABLE, SHA256SUMS_DIGEST,
+                   TAGS, TYPES)
 
 
 def words_to_text(words: Sequence[str]) -> tuple[str, list[int], list[int]]:
@@ -110,11 +111,13 @@ class Outcome:
 
     def per_type_scores(self) -> dict:
         """Per entity type ``{support, precision, recall, f1}``, each ``{value, ci_low, ci_high}`` (null with its
-        reason where undefined): the card's per-type scoring through the one engine
-        (:func:`.counting.per_type_scores`), on the same case-report resamples as the cell's metrics."""
-        from .counting import counts, per_type_scores
+        reason where undefined): the spans family's per-type scoring through the one engine
+        (:meth:`~atlaslib.cards.families.Spans.per_type_scores`), on the case-report resamples of the cell's metrics."""
+        from ..families import Spans
+        from .counting import SCORING, counts
 
-        return per_type_scores(counts({"predictions": self.records()}), n_resamples=self.n_resamples)
+        return Spans.per_type_scores(counts({"predictions": self.records()}), SCORING, TYPES,
+                                     n_resamples=self.n_resamples)
 
 
 #: (version, model, protocol) -> (its :class:`Outcome`, the items) of the card's last run in this process (one
