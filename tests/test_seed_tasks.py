@@ -131,7 +131,7 @@ def test_a_run_whose_seeds_were_prepared_as_tasks_makes_the_cell_of_the_run_made
     encoder = str(tiny_encoder(tmp_path))
     monkeypatch.setenv("ATLAS_PROGRESS", "off")
     monkeypatch.setitem(negex.CARD.adapter_options, "finetune", {"max_length": 64, "embed_cache": False})
-    monkeypatch.setattr(negex.runs, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1, "seeds": [7, 8]})
+    monkeypatch.setattr(negex.FAMILY, "recipe", {**RECIPE, "max_length": 64, "epochs": 1, "seeds": [7, 8]})
     req = RunRequest("negex", "atlas-n100-v1", encoder, "finetune")
 
     def caches(name):

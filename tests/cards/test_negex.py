@@ -142,6 +142,8 @@ def test_reproduction_predicts_each_item_once_and_reuses_known(rows, items):
     from atlaslib.models import load_adapter
 
     class Counting:
+        info = {"name": "counting"}
+
         def __init__(self):
             self.inner, self.seen = load_adapter("negspacy-negex-kit", "predict.assertion"), []
 
@@ -153,7 +155,7 @@ def test_reproduction_predicts_each_item_once_and_reuses_known(rows, items):
     first = Counting()
     full = negex.reproduction(first, rows, items)
     assert len(first.seen) == 2365  # each marked item once (not once for the items and again for the rows)
-    lm = negex.assertion_label_map()
+    lm = {"ABSENT": 1, "PRESENT": 0, "POSSIBLE": 0}   # the kit's decisions: ABSENT is negated (1)
     known = dict(zip(known_ids, [lm[x] for x in first.inner.predict_assertion(items["text"].head(300).tolist())]))
     second = Counting()
     again = negex.reproduction(second, rows, items, known=known)
@@ -208,7 +210,7 @@ def test_outside_systems_and_variant_runs_are_scored_by_the_cards_declared_scori
     assert made
     moved = 0
     for c in [outside, *made]:
-        uc = counting.counts(c)
+        uc = negex.counts(c)
         assert c["metrics"] == engine.evaluate(other, uc, "zero_shot", n_resamples=200)
         f1 = c["metrics"]["macro_f1_zero_shot"]
         if f1["ci_low"] < f1["ci_high"]:      # a real interval (a variant it answers perfectly has none)
@@ -235,7 +237,7 @@ def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(items,
     monkeypatch.setenv(ft_cache.CACHE_ENV, str(tmp_path / "ftcache"))
     monkeypatch.delenv(ft.RETRAIN_ENV, raising=False)
     monkeypatch.setenv("ATLAS_PROGRESS", "off")
-    monkeypatch.setattr(negex.runs, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1, "seeds": [7, 8, 9]})
+    monkeypatch.setattr(negex.FAMILY, "recipe", {**RECIPE, "max_length": 64, "epochs": 1, "seeds": [7, 8, 9]})
     full = negex.split(items, "atlas-n100-v1")
     train, test = negex.split_frames(items, full)
     train, test = train[train.text.str.len() < 90].head(24), test[test.text.str.len() < 90].head(10)

@@ -61,6 +61,8 @@ def test_the_reproduction_table_is_the_engines_counts_and_formulas(data_dir):
     """A stand-in assertion system (negated when the sentence holds "no"): the table's counts and rates on the
     items and on the rows against scikit-learn; a missing concept counts as affirmed."""
     class NoRule:
+        info = {"name": "no-rule"}
+
         def predict_assertion(self, texts):
             return ["ABSENT" if " no " in f" {t.lower()} " else "PRESENT" for t in texts]
 

@@ -67,9 +67,14 @@ def test_unparseable_assertion_answers_count_as_wrong():
         def predict_assertion(self, texts):
             return ["ABSENT", UNPARSEABLE, "PRESENT", UNPARSEABLE]
 
-    gold = [1, 1, 0, 0]
-    out = zero_shot_assertion(Answers(), ["a", "b", "c", "d"], negex.assertion_label_map(), gold=gold)
-    assert out["pred"].tolist() == [1, 0, 0, 1]          # right, wrong, right, wrong
+    import pandas as pd
+
+    from atlaslib.cards.deciding import Loaded
+
+    rows = pd.DataFrame({"text": ["a", "b", "c", "d"], "decision": ["negated", "negated", "affirmed", "affirmed"]})
+    pred, score, out = negex.FAMILY.predictor(Loaded(Answers(), "predict.assertion", None), None, "zero_shot")(rows)
+    assert pred == ["negated", "affirmed", "affirmed", "negated"] and score is None   # right, wrong, right, wrong
+    assert out["pred"].tolist() == [1, 0, 0, 1]
     assert out["native"][1] == UNPARSEABLE and out["details"]["unparseable"] == 2
     with pytest.raises(ValueError, match="unparseable"):
-        zero_shot_assertion(Answers(), ["a", "b", "c", "d"], negex.assertion_label_map())
+        zero_shot_assertion(Answers(), ["a", "b", "c", "d"], {"ABSENT": 1, "PRESENT": 0, "POSSIBLE": 0})

@@ -274,8 +274,8 @@ def test_cards_run_finetune_or_give_a_not_run_reason(encoder_dir, data_dir, monk
     with pytest.raises(negex.NotRun, match="capability missing"):
         negex.run_protocol("majority", "finetune", train, test)
     monkeypatch.setitem(negex.CARD.adapter_options, "finetune", {"max_length": 64, "embed_cache": False})
-    monkeypatch.setattr(negex.runs, "FINETUNE_RECIPE", {**RECIPE, "max_length": 64, "epochs": 1,
-                                                        "seeds": [7, 8, 9]})  # read there
+    monkeypatch.setattr(negex.FAMILY, "recipe", {**RECIPE, "max_length": 64, "epochs": 1,
+                                                 "seeds": [7, 8, 9]})  # read there
     out = negex.run_protocol(encoder_dir, "finetune", train, test, data_dir=data_dir)
     assert out["capability"] == "embed.text.pooled" and out["pred"].shape == (10,)
     assert np.array_equal(out["pred"], (out["score"] >= 0.5).astype(int))   # 2 classes: arg-max = P >= 0.5

@@ -193,5 +193,3 @@ CARD = Card(
     prediction_extra=("contamination", "memorisation", "memorisation_reason"),
 )
 
-
-ZERO_SHOT_CAPABILITIES = ("predict.assertion", "score.options")

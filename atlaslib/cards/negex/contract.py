@@ -1,5 +1,5 @@
-"""The card contract (see :mod:`atlaslib.cards`) for NegEx, a card of the binary-items family (:data:`FAMILY`):
-:func:`load_items` (:mod:`.data`), :func:`split` (:mod:`.splitting`), :func:`counts` (:mod:`.counting`), and thin
+"""The card contract (see :mod:`atlaslib.cards`) for NegEx, a card of the binary-items family (:mod:`.family`):
+:func:`load_items` (:mod:`.data`), :func:`split` (:mod:`.splitting`), :func:`counts` (the family's), and thin
 entry points over :func:`.data.audit` and the notebook's own calls (:func:`predict`, :func:`cell_parts`), so
 :func:`atlaslib.cards.run.run` and the notebook run one path; the records are scored by :meth:`CardRun.score
 <atlaslib.cards.run.CardRun.score>` (the card has no ``score``)."""
@@ -8,20 +8,13 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import splits as _splits
-from ..families import BinaryItems
-from .card import ANNOTATIONS, CARD, FINETUNE_RECIPE, LABELS, POSITIVE, SEED
+from .card import ANNOTATIONS, FINETUNE_RECIPE, LABELS, POSITIVE, SEED
 from .cells import rounded, scored_records, seed_run_records
-from .counting import SCORING, counts
+from .counting import SCORING
 from .data import audit, load_items, load_rows  # noqa: F401  (load_items: the card contract)
+from .family import FAMILY, counts  # noqa: F401  (counts: the card contract)
 from .runs import run_protocol
 from .splitting import split, split_frames  # noqa: F401  (split: the card contract)
-
-#: NegEx as a card of the binary-items family: the family's cell parts (scored by the run) and outside split, the
-#: card's own counts (:func:`.counting.counts`: sentence groups beside the stratified ones) and its own protocols
-#: (:func:`predict`: an assertion head or scored answer options under zero_shot, its probe and fine-tune)
-FAMILY = BinaryItems(CARD, SCORING, load_items=load_items, split=split, labels=LABELS, gold="decision",
-                     fields=("sentence_key",), inputs=("concept", "sentence", "text"), recipe=FINETUNE_RECIPE,
-                     counter=counts, answer="label (affirmed | negated) and optional score = P(negated)")
 
 
 def audit_items(items: pd.DataFrame, data_dir=None) -> dict:

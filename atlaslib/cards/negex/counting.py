@@ -1,20 +1,13 @@
-"""How a NegEx run's predictions become numbers (the card's :class:`~atlaslib.metrics.engine.Scoring`, as
-data) and :func:`counts`, the per-item counts the engine reads: one unit per test item, the confusion columns
-``tp, fp, tn, fn`` (one of them 1) and ``positive`` (gold negated), grouped by gold decision (the declared
-stratified resampling) and by sentence (the sentence-cluster resampling beside it)."""
+"""How a NegEx run's predictions become numbers: the card's :class:`~atlaslib.metrics.engine.Scoring`, as data,
+over the binary-items family's per-item counts (:meth:`~atlaslib.cards.families.BinaryItems.counts`: the confusion
+columns ``tp, fp, tn, fn`` and ``positive``, gold negated), resampled stratified by gold decision and, beside it, by
+sentence."""
 from __future__ import annotations
 
-import numpy as np
-
 from ...metrics import bootstrap
-from ...metrics.engine import Metric, Resampling, Scoring, SliceRule, UnitCounts, check_labels
-from ...metrics.classification import from_confusion
-from .card import LABELS, NO_SCORE_REASON
-
-COLUMNS = ("tp", "fp", "tn", "fn", "positive")
-
-
-from ...metrics.classification import UNDEFINED_REASONS  # noqa: E402
+from ...metrics.classification import UNDEFINED_REASONS, from_confusion
+from ...metrics.engine import Metric, Resampling, Scoring, SliceRule
+from ..families import BinaryItems
 
 
 def _m(name):
@@ -36,7 +29,7 @@ PRECISION = Metric("precision", _m("precision"), decision="correct decision",
 ROC_AUC = Metric("roc_auc", rank=True, undefined_reason=UNDEFINED_REASONS["roc_auc"])
 
 SCORING = Scoring(
-    columns=COLUMNS,
+    columns=BinaryItems.columns,
     metrics=(MACRO_F1, SENSITIVITY, SPECIFICITY, PRECISION, ROC_AUC),
     primary="macro_f1",
     resampling=Resampling("stratified", "test items stratified by gold decision", bootstrap.DEFAULT_SEED, by="gold"),
@@ -48,22 +41,3 @@ SCORING = Scoring(
                      support=lambda t: t.array[..., :4].sum(-1), min_units=20, unit="items"),
 )
 
-
-def counts(cell: dict) -> UnitCounts:
-    """The per-item counts of a NegEx cell's predictions (labels checked: ``affirmed`` / ``negated``); records
-    without scores leave ROC-AUC unreported with the card's :data:`.card.NO_SCORE_REASON`."""
-    recs = cell.get("predictions") or []
-    gold = check_labels([r["gold"] for r in recs], LABELS, "gold")
-    pred = check_labels([r["pred"] for r in recs], LABELS, "pred")
-    t, p = gold == "negated", pred == "negated"
-    c = np.stack([t & p, ~t & p, ~t & ~p, t & ~p, t], axis=1).astype(np.int64)
-    groups = {"gold": t.astype(int).tolist()}
-    if recs and all("sentence_key" in r for r in recs):
-        groups["sentence"] = [r["sentence_key"] for r in recs]
-    scores = [r.get("score") for r in recs]
-    undefined = {}
-    if not recs or any(s is None for s in scores):
-        scores = None
-        undefined["roc_auc"] = NO_SCORE_REASON   # the card's reason, on every path that scores these counts
-    return UnitCounts([r["item_id"] for r in recs], COLUMNS, c, groups,
-                      None if scores is None else np.asarray(scores, dtype=float), undefined)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...sources import resolve, sha256_file
+from ...sources import resolve
 from .card import ANNOTATIONS, MARK, POSITIVE
 
 class NegexDataError(ValueError):
@@ -124,10 +124,6 @@ def items_from_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 def load_items(data_dir=None) -> pd.DataFrame:
     return items_from_rows(load_rows(data_dir))
-
-
-def data_sha256(data_dir=None) -> dict:
-    return {ANNOTATIONS.name: sha256_file(resolve(ANNOTATIONS, data_dir))}
 
 
 # -- audit -------------------------------------------------------------------------------------------

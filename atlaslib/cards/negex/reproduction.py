@@ -7,7 +7,6 @@ import pandas as pd
 from ...phases import side
 from .card import GENNEGEX, POSITIVE
 from .data import mark
-from .runs import assertion_label_map
 
 #: the split version whose run also reproduces the kit's whole-kit counts
 REPRODUCTION_VERSION = "atlas-full-v1"
@@ -34,25 +33,24 @@ def rows_for_reproduction(rows: pd.DataFrame) -> pd.DataFrame:
 
 @side
 def reproduction(adapter, rows: pd.DataFrame, items: pd.DataFrame, known: dict | None = None) -> pd.DataFrame:
-    """Confusion counts (the card's per-item counts, :func:`.counting.counts`, summed) and rates (the engine's
-    formulas, :func:`atlaslib.metrics.classification.from_confusion`) of an assertion system on all 2,365 items
+    """Confusion counts (the card's per-item counts, :meth:`~atlaslib.cards.families.BinaryItems.counts`, summed)
+    and rates (the engine's formulas, :func:`atlaslib.metrics.classification.from_confusion`) of an assertion system
+    (by the family's assertion step, as the run's own) on all 2,365 items
     and on all 2,376 rows, beside GenNegEx 1.2's published figures on the whole kit (negated = positive). Each
     marked item is predicted once: ``known`` (item_id -> 0/1, e.g. the run's own test predictions) is reused,
     the 2,365 items are the found rows of the 2,376, and a missing concept counts as affirmed."""
     from ...metrics.classification import from_confusion
     from .. import record
+    from ..deciding import Loaded
     from .card import LABELS
-    from .counting import counts
+    from .family import FAMILY, counts
 
     all_rows = rows_for_reproduction(rows)
-    lm = assertion_label_map()
     pred_by_id = dict(known or {})
     todo = all_rows[all_rows["text"].notna() & ~all_rows["item_id"].isin(list(pred_by_id))]
-    from ...models.openai_compat import UNPARSEABLE
-
-    answers = adapter.predict_assertion(todo["text"].tolist())  # an unparseable answer counts as wrong
-    pred_by_id.update(zip(todo["item_id"], (1 - int(y) if x == UNPARSEABLE else lm[x]
-                                            for x, y in zip(answers, todo["label"]))))
+    # the family's assertion step, as the run's own: an unparseable answer counts as wrong
+    answers = FAMILY.predictor(Loaded(adapter, "predict.assertion", None), None, "zero_shot")(todo)
+    pred_by_id.update(zip(todo["item_id"], (int(p) for p in answers[2]["pred"])))
     table = {}
     for name, frame in (("2,365 items", items), ("2,376 rows", all_rows)):
         # the card's per-item counts (the engine's) summed, and the metric formulas the engine scores with
