@@ -24,6 +24,7 @@ run is the same few calls::
 from __future__ import annotations
 
 import copy
+import weakref
 from contextlib import contextmanager
 
 from .. import results
@@ -40,6 +41,8 @@ class CardRun:
     there by the same rule); ``seal``: the cell is written with its content digest
     (:func:`atlaslib.results.sealed`: a cell with no executed notebook beside it, a scored predictions file's,
     which the score cache serves only unedited)."""
+
+    _finished = staticmethod(lambda: None)   # a weak reference to the last run finished in this process
 
     def __init__(self, card, version: str, model: str, protocol: str, *, parameters: dict | None = None,
                  result_path=None, decision: dict | None = None, seal: bool = False):
@@ -238,6 +241,7 @@ class CardRun:
             interrupts.check()  # Ctrl-C that a library swallowed: nothing is written
             results.write_cell(cell, self.result_path)
         self.cell = cell
+        CardRun._finished = weakref.ref(self)   # of_cell(cell) in this process: this run, its resamples drawn once
         return cell
 
     def finish_decided(self) -> dict:
@@ -262,7 +266,12 @@ class CardRun:
         """The finished run whose result cell is ``cell`` (read back, e.g. to make its variant runs outside its
         notebook: a benchmark, a test); ``result_path``: where its variant cells go beside it. An ok cell's
         per-unit counts give :meth:`samples` and :attr:`sampled_metrics` as its run's score left them (a row over
-        training seeds: its first seed's), so a page cell drawn from the cell alone shows the same resamples."""
+        training seeds: its first seed's), so a page cell drawn from the cell alone shows the same resamples. The cell
+        the last :meth:`finish` of this process made (a notebook's cell read back in its own kernel) is that run's:
+        its resamples are not drawn again."""
+        live = cls._finished() if result_path is None else None
+        if live is not None and live.cell is cell:
+            return live
         run = cls(cell["card"], cell["version"], cell["model"], cell["protocol"],
                   parameters=(cell.get("spec") or {}).get("parameters"), result_path=result_path)
         run._timer.__exit__(None, None, None)

@@ -65,6 +65,7 @@ def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataF
     :func:`.cells.scored_records`: a row over training seeds as its mean over seeds, each seed's metrics and unit
     counts in its ``extra.seed_runs``). None for a run that did not happen or reads no text (a constant
     baseline)."""
+    from ..run import CardRun
     from .cells import predictions, rounded, scored_records, seed_run_records
     from .runs import option_prompts
 
@@ -90,9 +91,12 @@ def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataF
             res = out["predict"](frame, prompts=prompts, options=options) if options_run else out["predict"](frame)
             full = predictions(frame, {**res, "adapter": out.get("adapter")}, data_dir)  # as the run's own
             seeded = len(res.get("seed_runs") or []) > 1   # a row over training seeds: every seed's model, as its row
-            metrics = card_run.score(scored_records(frame, res, full) if seeded else full, n_resamples=n_resamples)
+            # scored as the run's metrics are, by a run of its own (the finished run's resamples stay its own)
+            s = card_run.spec
+            scorer = CardRun(card_run.module, s.version, s.model, s.protocol, parameters=s.parameters)
+            metrics = scorer.score(scored_records(frame, res, full) if seeded else full, n_resamples=n_resamples)
             for r in (res["seed_runs"] if seeded else []):
-                r.update({k: card_run.seed_scores[r["seed"]][k] for k in ("metrics", "unit_counts")})
+                r.update({k: scorer.seed_scores[r["seed"]][k] for k in ("metrics", "unit_counts")})
         inputs = prompts or (option_prompts(frame) if options_run else frame["text"].tolist())
         details = res.get("details") or {}
         extra = ({"options": details["options"], "option_token_ids": details.get("option_token_ids")}
