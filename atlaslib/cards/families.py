@@ -22,9 +22,10 @@ What an instance owns (the API, stable):
   card runs. A card with its own zero-shot passes ``predictors`` (protocol -> function like ``predict``);
 - **counting**, :meth:`TaskFamily.counts`: the per-unit counts under the card's ``SCORING`` (labelled items:
   ``correct``, ``item``; binary items: ``tp, fp, tn, fn, positive`` with the scores, grouped by gold, the
-  undefined rank metric's reason ``no_score``; spans and relations: the counter the card wraps its scorer in,
-  ``counter``, which any family takes in place of its own), grouped too by the declared ``groups`` (group name ->
-  record field, e.g. a cluster resampling's sentences);
+  undefined rank metric's reason ``no_score``; spans: the card's ``counter`` over :meth:`Spans.count_spans`, the
+  strict IOB2 mention counts per type, with the family's scoring, mention slices and per-type table; relations:
+  the counter the card wraps its scorer in, ``counter``, which any family takes in place of its own), grouped too
+  by the declared ``groups`` (group name -> record field, e.g. a cluster resampling's sentences);
 - **cell parts**, :meth:`TaskFamily.cell_parts`: :func:`atlaslib.cards.run.contract_parts` (scored by
   :meth:`CardRun.score <atlaslib.cards.run.CardRun.score>`, the one engine; no card-level ``score``);
 - **outside systems**, :meth:`TaskFamily.outside_split` and :meth:`TaskFamily.outside_cell_parts`: the test items'
