@@ -54,9 +54,6 @@ class RateEstimate:
     ci_low: float | None
     ci_high: float | None
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class PatternScores:
@@ -65,9 +62,6 @@ class PatternScores:
     n_abstentions: int
     aggregate_accuracy: RateEstimate
     false_entailment_rate: RateEstimate
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -126,9 +120,9 @@ class NliNegationReport:
             "interval_method": "clopper-pearson",
             "n_cases": self.n_cases,
             "n_abstentions": self.n_abstentions,
-            "aggregate_accuracy": self.aggregate_accuracy.to_dict(),
-            "false_entailment_rate": self.false_entailment_rate.to_dict(),
-            "patterns": [p.to_dict() for p in self.patterns],
+            "aggregate_accuracy": asdict(self.aggregate_accuracy),
+            "false_entailment_rate": asdict(self.false_entailment_rate),
+            "patterns": [asdict(p) for p in self.patterns],
             "gate": self.gate.to_dict(),
             "case_set_sha256": self.case_set_sha256,
             "predictions_sha256": self.predictions_sha256,
