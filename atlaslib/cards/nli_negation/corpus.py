@@ -283,17 +283,13 @@ _ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
 def _field(row: dict, name: str, where: str) -> Any:
     present = [k for k in _ALIASES[name] if k in row]
     if not present:
         return None
     first = row[present[0]]
     for k in present[1:]:
-        if not _same(row[k], first):
+        if not (type(row[k]) is type(first) and row[k] == first):
             raise NliNegationInputError(
                 f"{where}: ambiguous row: field {name!r} is given as "
                 f"{' and '.join(repr(p) for p in present)} with different values")
@@ -309,35 +305,25 @@ def _row_to_case(row: Any, where: str) -> NliNegationCase:
             raise NliNegationInputError(
                 f"{where}: missing field {name!r} (accepted names: {', '.join(_ALIASES[name])})")
     # PHI flag: contains_real_phi=false, or its positive twin phi_free=true; both given must agree.
-    phi_flags = []
-    if "contains_real_phi" in row:
-        v = row["contains_real_phi"]
-        if not isinstance(v, bool):
-            raise NliNegationInputError(f"{where}: contains_real_phi must be true or false")
-        phi_flags.append(("contains_real_phi", v))
-    if "phi_free" in row:
-        v = row["phi_free"]
-        if not isinstance(v, bool):
-            raise NliNegationInputError(f"{where}: phi_free must be true or false")
-        phi_flags.append(("phi_free", not v))
+    phi_flags = []   # contains real PHI, by each flag given
+    for flag in ("contains_real_phi", "phi_free"):
+        if flag in row:
+            if not isinstance(row[flag], bool):
+                raise NliNegationInputError(f"{where}: {flag} must be true or false")
+            phi_flags.append(row[flag] if flag == "contains_real_phi" else not row[flag])
     if vals["synthetic"] is None or not phi_flags:
         raise NliNegationInputError(
             f"{where}: missing the synthetic flag and/or the PHI flag "
             "(each row needs synthetic=true and contains_real_phi=false or phi_free=true)")
-    if len(phi_flags) == 2 and phi_flags[0][1] != phi_flags[1][1]:
+    if len(phi_flags) == 2 and phi_flags[0] != phi_flags[1]:
         raise NliNegationInputError(
             f"{where}: ambiguous row: contains_real_phi and phi_free disagree")
     if not isinstance(vals["synthetic"], bool):
         raise NliNegationInputError(f"{where}: synthetic must be true or false")
-    label = vals["gold_label"]
-    if isinstance(label, str):
-        label = label.strip().lower()
-    pattern = vals["pattern"]
-    if isinstance(pattern, str):
-        pattern = pattern.strip().lower()
+    label, pattern = (v.strip().lower() if isinstance(v, str) else v for v in (vals["gold_label"], vals["pattern"]))
     fields = dict(case_id=vals["case_id"], pattern=pattern, premise=vals["premise"],
                   hypothesis=vals["hypothesis"], gold_label=label, negation_depth=vals["negation_depth"],
-                  section=vals["section"], synthetic=vals["synthetic"], contains_real_phi=phi_flags[0][1])
+                  section=vals["section"], synthetic=vals["synthetic"], contains_real_phi=phi_flags[0])
     _validate_case(SimpleNamespace(**fields), where)
     return NliNegationCase(**fields)
 
