@@ -193,10 +193,10 @@ def test_memorize_run_and_cell(corpus, manifest):
     assert cell["split"]["hash"] == manifest.hash and cell["overlap"] == []
     assert set(cell["extra"]["per_type"]) == {"problem", "treatment", "test"}
     json.dumps(cell)
-    with pytest.raises(ValueError, match="'train_lookup' only"):
-        mc.run_protocol(corpus.items, manifest, "memorize", "zero_shot")
-    with pytest.raises(ValueError, match="is the memorize baseline's"):
-        mc.run_protocol(corpus.items, manifest, "all-minilm-l6-v2", "train_lookup")
+    for model, protocol in (("memorize", "zero_shot"), ("all-minilm-l6-v2", "train_lookup"), ("memorize", "x")):
+        with pytest.raises(ValueError, match=f"'{model}' under protocol '{protocol}': the memorize baseline runs "
+                                             f"under 'train_lookup' only, and only it does"):
+            mc.run_protocol(corpus.items, manifest, model, protocol)
 
 
 def test_hub_model_without_weights_is_not_run_with_overlap_marker(corpus, manifest, monkeypatch):

@@ -147,14 +147,10 @@ def run_protocol(items: pd.DataFrame, manifest: SplitManifest, model: str, proto
     from ...protocols import tokens as tok
     from .. import NotRun, deciding
 
-    if protocol not in CARD.protocols:
-        raise ValueError(f"maccrobat: protocol {protocol!r} unknown; expected one of {CARD.protocols}")
-    if model == "memorize" and protocol != "train_lookup":
-        raise ValueError(f"maccrobat: the memorize baseline runs under protocol 'train_lookup' only (it "
-                         f"learns phrases from the train sentences; it has no head or features), got {protocol!r}")
-    if model != "memorize" and protocol == "train_lookup":
-        raise ValueError(f"maccrobat: protocol {protocol!r} is the memorize baseline's; model {model!r} runs "
-                         f"under {', '.join(CARD.capabilities)}")
+    if protocol not in CARD.protocols or (model == "memorize") != (protocol == "train_lookup"):
+        raise ValueError(f"maccrobat: {model!r} under protocol {protocol!r}: the memorize baseline runs under "
+                         f"'train_lookup' only, and only it does (it learns phrases from the train sentences); a model "
+                         f"runs under {', '.join(CARD.capabilities)}")
     t0 = time.perf_counter()
     idx = items.set_index("item_id")
     missing = [i for i in manifest.train + manifest.test if i not in idx.index]

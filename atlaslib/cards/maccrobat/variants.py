@@ -11,6 +11,7 @@ from ...phases import side
 from ...splits import SplitManifest
 from ...variants import inputs_sha256
 from .card import BOOTSTRAP_RESAMPLES, PERTURBATIONS
+from .cells import report_positions, seed_run_records
 from .perturbations import perturbed_items
 from .runs import Outcome
 
@@ -22,8 +23,6 @@ def run_variants(card_run, out: Outcome, items: pd.DataFrame, manifest: SplitMan
     them and writes them beside the run's cell) whose outcome is ``out``: one per perturbation that applies to
     some test sentence, its predictions and metrics (scored by ``card_run``) over those sentences. None for a run
     that did not happen."""
-    from .cells import report_positions, seed_run_records
-
     if out.status != "ok" or out.predict_seeds is None or card_run.cell.get("status") != "ok":
         return []
     test = items.set_index("item_id").loc[manifest.test].reset_index()
