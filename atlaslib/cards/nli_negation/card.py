@@ -370,14 +370,9 @@ def depth_table(cases=None) -> pd.DataFrame:
 def example_cases(cases=None, per_label: int = 1) -> pd.DataFrame:
     """The first ``per_label`` case(s) of every (pattern, gold label) — synthetic text, safe to show."""
     cases = default_nli_negation_cases() if cases is None else cases
-    seen: Counter = Counter()
-    rows = []
-    for c in cases:
-        if seen[(c.pattern, c.gold_label)] < per_label:
-            seen[(c.pattern, c.gold_label)] += 1
-            rows.append({"pattern": c.pattern, "premise": c.premise, "hypothesis": c.hypothesis,
-                         "gold": c.gold_label, "depth": c.negation_depth, "section": c.section})
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame([{"pattern": c.pattern, "premise": c.premise, "hypothesis": c.hypothesis, "gold": c.gold_label,
+                           "depth": c.negation_depth, "section": c.section} for c in cases])
+    return frame.groupby(["pattern", "gold"], sort=False).head(per_label).reset_index(drop=True)
 
 
 def pattern_frame(report: NliNegationReport) -> pd.DataFrame:
