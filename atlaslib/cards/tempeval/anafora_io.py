@@ -127,14 +127,11 @@ def parse_once():
     parsed tree (keyed by the resolved path, its modification time and size, so a rewritten file is parsed
     again). Outside the block nothing is kept. A run of the card scores inside one block."""
     global _PARSED
-    outer = _PARSED
-    if outer is None:
-        _PARSED = {}
+    outer, _PARSED = _PARSED, ({} if _PARSED is None else _PARSED)   # an inner block shares the outer one's
     try:
         yield
     finally:
-        if outer is None:
-            _PARSED = None
+        _PARSED = outer
 
 
 def parse_root(path: str | os.PathLike) -> ET.Element:

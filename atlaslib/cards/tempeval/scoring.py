@@ -66,7 +66,8 @@ def check_import_shadowing() -> dict:
     where = Path(metadata.distribution("anaforatools").locate_file("anafora/__init__.py")).resolve()
     aspec = importlib.util.find_spec("anafora")
     if aspec is None or Path(aspec.origin).resolve() != where:
-        raise ImportError(f"'import anafora' resolves to {aspec and aspec.origin}, not anaforatools' {where}")
+        raise ImportError(f"'import anafora' resolves to {aspec.origin if aspec else 'nothing'}, "
+                          f"not anaforatools' {where}")
     return {"venv": str(origin), "anafora": str(where), "anaforatools": metadata.version("anaforatools")}
 
 
