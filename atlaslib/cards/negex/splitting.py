@@ -42,7 +42,8 @@ def split_frames(items: pd.DataFrame, manifest: _splits.SplitManifest) -> tuple[
 
 
 def split_summary(items: pd.DataFrame, manifest: _splits.SplitManifest) -> dict:
-    """Counts per label and split, and the disjointness checks, for the page and the result cell."""
+    """Counts per label and split (``table``), and the sentences on both sides (``shared_sentence_keys``), for the
+    page."""
     side = pd.Series("excluded", index=items["item_id"])
     side[manifest.train] = "train"
     side[manifest.test] = "test"
@@ -50,14 +51,7 @@ def split_summary(items: pd.DataFrame, manifest: _splits.SplitManifest) -> dict:
         index=["negated", "affirmed"], columns=["train", "test", "excluded"], fill_value=0)
     table.columns.name = "split"
     shared = _splits.group_disjoint_check(items, manifest.train, manifest.test, "sentence_key")
-    test_counts = items.set_index("item_id").loc[manifest.test, "decision"].value_counts()
-    return {
-        "table": table,
-        "shared_sentence_keys": len(shared),
-        "hash": manifest.hash,
-        "cell": manifest.cell(n_excluded=len(manifest.excluded),
-                              test_label_counts={k: int(test_counts.get(k, 0)) for k in ("negated", "affirmed")}),
-    }
+    return {"table": table, "shared_sentence_keys": len(shared)}
 
 
 def class_balance_caveat(test: pd.DataFrame) -> tuple[str, str]:
