@@ -31,8 +31,8 @@ import json, sys, time
 from atlaslib.cards import negex
 from atlaslib.cards.negex import runs
 model, version, max_length = sys.argv[1], sys.argv[2], int(sys.argv[3])
-runs.FINETUNE_RECIPE = {**runs.FINETUNE_RECIPE, "seeds": runs.FINETUNE_RECIPE["seeds"][:1],
-                        **({"max_length": max_length} if max_length else {})}
+negex.FAMILY.recipe = {**negex.FAMILY.recipe, "seeds": negex.FAMILY.recipe["seeds"][:1],
+                       **({"max_length": max_length} if max_length else {})}
 items = negex.load_items(None)
 train, test = negex.split_frames(items, negex.split(items, version))
 t0 = time.perf_counter()
