@@ -13,11 +13,13 @@ What an instance owns (the API, stable):
 
 - **protocol dispatch**, :meth:`TaskFamily.predict`: a declared baseline (``baselines``: name -> function of one
   item row giving its prediction) under the protocols ``CARD.baselines`` lists; ``probe`` (a logistic head on the
-  frozen ``embed.text.pooled`` features of the ``text`` column, two labels) and the family's fine-tune (the protocol
-  named ``finetune``: :func:`atlaslib.protocols.finetune.finetune_sequence` on the ``text`` column and the label
-  set, one set of records per training seed of ``recipe``); zero-shot by scored answer options (``prompt``, a format
-  string over the row's fields, and ``options``, the positive label's first) for a model the run decided on
-  ``score.options``; the model by the run's decision
+  frozen ``embed.text.pooled`` features of the ``text`` column, two labels, seeded by the split's seed) and the
+  family's fine-tune (the protocol named ``finetune``: :func:`atlaslib.protocols.finetune.finetune_sequence` on the
+  ``text`` column and the label set, one set of records per training seed of ``recipe``, its weights keyed also by
+  the sha256 of the declared ``data`` files); zero-shot by scored answer options (``prompt``, a format string over
+  the row's fields, and ``options``, the positive label's first) for a model the run decided on ``score.options``,
+  or by an assertion head (``assertion``: its labels -> the card's) on ``predict.assertion``; each of these is
+  :meth:`TaskFamily.predictor`, which a card's own dispatch may call too; the model by the run's decision
   (:func:`atlaslib.cards.deciding.load_for`). Anything else raises :class:`~atlaslib.cards.NotRun`, naming what the
   card runs. A card with its own zero-shot passes ``predictors`` (protocol -> function like ``predict``);
 - **counting**, :meth:`TaskFamily.counts`: the per-unit counts under the card's ``SCORING`` (labelled items:
