@@ -22,13 +22,8 @@ class Fake:
         self.info = dict(info)
 
 
-@pytest.fixture(scope="module")
-def items(data_dir):
-    return mc.load_items(data_dir)
-
-
 @pytest.mark.parametrize("run", sorted(PUBLISHED))
-def test_cells_and_weight_keys_are_the_published_ones(run, items, monkeypatch):
+def test_cells_and_weight_keys_are_the_published_ones(run, corpus, manifest, monkeypatch):
     from atlaslib.cards.run import CardRun
     from atlaslib.protocols import finetune as FT
     from atlaslib.protocols import finetune_cache as C
@@ -37,8 +32,7 @@ def test_cells_and_weight_keys_are_the_published_ones(run, items, monkeypatch):
     want = PUBLISHED[run]
     if want["status"] != "ok":   # a stub decided before any kernel: the split, seeds and data of every other run
         want = {**want, **{k: PUBLISHED["memorize/train_lookup"][k] for k in ("split", "seeds", "data_sha256")}}
-    manifest = mc.split(items, "atlas-n100-v1")
-    seen = {}
+    items, seen = corpus.items, {}
 
     def tags(words):
         return [["O"] * len(w) for w in words]
