@@ -38,183 +38,30 @@ in parallel worker processes (``$ATLAS_COURSE_WORKERS``, default up to 3), each 
 starts them (:func:`start_course`) before it renders the card pages and collects them (:func:`finish_course`)
 after, so the lessons and the rest of the site render at the same time.
 
-Why one module of this size: it has one job, turning the lessons into site pages (execute or withhold,
-the learning path, the take-home and student editions), and its parts share the lesson reading and the
-build's folders; the lessons' computations live in :mod:`atlaslib.course`.
+This module turns the lessons into site pages (execute or withhold, the take-home and student editions, the
+learning path); a lesson is read by :mod:`atlaslib.pages.lessons`, executed (and cached) by
+:mod:`atlaslib.pages.lesson_runs`, and described on the syllabus page by :mod:`atlaslib.pages.syllabus`; their
+names used from here stay importable from here. The lessons' computations live in
+:mod:`atlaslib.course`.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
-import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomicio import atomic_write_text
 from ..notebook import REPO
-from ..results import atomic_write_text, read_cache_json
+from .lesson_runs import (LessonFailed, _content, _strip_local_only, cache_key, cached_lesson, execute,
+                          execute_all)
+from .lessons import (LESSON_DIR, SOLUTION_TAG, Lesson, LessonError, _has_tag, _lesson_files, _tags, lessons,
+                      read_lesson, student_text)
+from .syllabus import (READING_WPM, SYLLABUS_MARK, _syllabus, reading_words,  # noqa: F401  (and re-exported)
+                       solution_seconds)
 
-LESSON_DIR = Path("book") / "course"
 DOWNLOAD_DIR = Path("book") / "downloads"
 PATH_MARK = "<!-- learning-path -->"
-SYLLABUS = "syllabus"                    # book/course/syllabus.md: a page of the Course part, not a lesson
-SYLLABUS_MARK = "<!-- syllabus -->"
-READING_WPM = 200                        # the reading rate the syllabus states its reading times at
-SOLUTION_TAG = "solution"
-#: a sphinx-exercise gated solution: ```{solution-start} LABEL ... ``` then its cells, then ```{solution-end}```
-GATED_SOLUTION = re.compile(r"```\{solution-start\}.*?```\{solution-end\}[ \t]*\n```[ \t]*\n?", flags=re.S)
-LOCAL_ONLY_TAG = "local-only"
-KERNEL = "python3"
-CELL_TIMEOUT = 900
-
-
-class LessonError(ValueError):
-    """A lesson file is not a valid lesson (no parameters cell, bad front matter)."""
-
-
-class LessonFailed(ValueError):
-    """A lesson raised while executing; names the lesson and the cell. (A ValueError so that ``atlas book``
-    reports it in one line like any other input it cannot render.)"""
-
-    def __init__(self, lesson: str, cell: int | None, error: str, kept: str | None):
-        self.lesson, self.cell, self.error, self.kept = lesson, cell, error, kept
-        where = f"cell {cell}" if cell is not None else "an unknown cell"
-        super().__init__(f"lesson {lesson} failed in {where}: {error}"
-                         + (f" (executed notebook kept at {kept})" if kept else ""))
-
-    def __reduce__(self):  # lessons run in worker processes; the failure travels back whole
-        return (LessonFailed, (self.lesson, self.cell, self.error, self.kept))
-
-
-@dataclass(frozen=True)
-class CellRef:
-    """``card/version/model-slug/protocol`` of a result cell a lesson reads."""
-    card: str
-    version: str
-    model: str
-    protocol: str
-
-    @classmethod
-    def parse(cls, text: str, where: str) -> "CellRef":
-        parts = str(text).split("/")
-        if len(parts) < 4:
-            raise LessonError(f"{where}: {text!r} is not card/version/model/protocol")
-        return cls(parts[0], parts[1], "/".join(parts[2:-1]), parts[-1])
-
-    def path(self, results_dir: Path) -> Path:
-        from ..results import cell_path
-
-        return cell_path(results_dir, self.card, self.version, self.model, self.protocol)
-
-    @property
-    def label(self) -> str:
-        return f"{self.card}/{self.version}/{self.model}/{self.protocol}"
-
-    def command(self) -> str:
-        return (f"atlas run --card {self.card} --model {self.model} --protocol {self.protocol} "
-                f"--version {self.version}")
-
-
-@dataclass
-class Lesson:
-    name: str
-    path: Path
-    title: str
-    uses: tuple[str, ...] = ()
-    requires: tuple[CellRef, ...] = ()
-    requires_local: tuple[CellRef, ...] = ()
-    solutions: int = 0
-    #: cells tagged local-only (:data:`LOCAL_ONLY_TAG`): a section a build without its data leaves out
-    local_only: int = 0
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def doc(self) -> str:
-        return (LESSON_DIR / self.name).as_posix()
-
-    def missing(self, results_dir: Path, local: bool = False) -> list[CellRef]:
-        """Required cells (or the local-only ones) absent from ``results_dir`` or not ``ok``."""
-        out = []
-        for ref in (self.requires_local if local else self.requires):
-            p = ref.path(results_dir)
-            try:
-                ok = p.is_file() and json.loads(p.read_text(encoding="utf-8")).get("status") == "ok"
-            except (OSError, json.JSONDecodeError):
-                ok = False
-            if not ok:
-                out.append(ref)
-        return out
-
-
-def _tags(cell) -> list:
-    """The cell's tags, a list kept in its metadata (created empty when it has none): for :func:`_tidy`, which adds
-    to them; every reader asks :func:`_has_tag`, which leaves the cell as it is."""
-    return cell.get("metadata", {}).setdefault("tags", [])
-
-
-def _has_tag(cell, tag: str) -> bool:
-    """Whether the cell carries ``tag``, leaving the cell as it is (a lesson's cache key reads its cells)."""
-    return tag in (cell.get("metadata", {}).get("tags") or ())
-
-
-def read_lesson(path: Path):
-    """(Lesson, notebook) of a lesson file; :class:`LessonError` names the file and what is wrong."""
-    import jupytext
-
-    path = Path(path)
-    nb = jupytext.read(path)
-    params = [c for c in nb.cells if c.cell_type == "code" and _has_tag(c, "parameters")]
-    if not params:
-        raise LessonError(f"{path}: no code cell is tagged 'parameters' (expected one defining results_dir "
-                          f"and data_dir)")
-    for name in ("results_dir", "data_dir"):
-        if not re.search(rf"^{name}\s*=", params[0].source, flags=re.M):
-            raise LessonError(f"{path}: the parameters cell does not define {name}")
-    text = path.read_text(encoding="utf-8")
-    starts, ends = text.count("```{solution-start}"), text.count("```{solution-end}")
-    if starts != ends:
-        raise LessonError(f"{path}: {starts} solution-start but {ends} solution-end directives (each solution of "
-                          f"an exercise is a sphinx-exercise gated block)")
-    outside = [c for c in jupytext.reads(GATED_SOLUTION.sub("", text), fmt="md:myst").cells
-               if c.cell_type == "code" and _has_tag(c, SOLUTION_TAG)]
-    if outside:
-        raise LessonError(f"{path}: a code cell tagged 'solution' sits outside a solution-start/solution-end block: "
-                          f"{outside[0].source.splitlines()[0][:60]!r}")
-    meta = dict(nb.metadata.get("atlas") or {})
-    title = next((c.source.lstrip()[2:].split("\n")[0].strip() for c in nb.cells
-                  if c.cell_type == "markdown" and c.source.lstrip().startswith("# ")), None)
-    if not title:
-        raise LessonError(f"{path}: no '# title' heading")
-    where = f"{path}: front matter atlas"
-    lesson = Lesson(
-        name=path.stem, path=path, title=title, meta=meta,
-        uses=tuple(meta.get("uses") or ()),
-        requires=tuple(CellRef.parse(r, where + ".requires") for r in meta.get("requires") or ()),
-        requires_local=tuple(CellRef.parse(r, where + ".requires_local") for r in meta.get("requires_local") or ()),
-        solutions=sum(1 for c in nb.cells if c.cell_type == "code" and _has_tag(c, SOLUTION_TAG)),
-        local_only=sum(1 for c in nb.cells if _has_tag(c, LOCAL_ONLY_TAG)),
-    )
-    return lesson, nb
-
-
-def _lesson_files(root: Path) -> list[Path]:
-    """Lesson files under ``root/book/course`` in the order of the learning path (front matter
-    ``atlas.order``, then name)."""
-    import jupytext
-
-    def order(p: Path):
-        return ((jupytext.read(p).metadata.get("atlas") or {}).get("order", 99), p.stem)
-
-    return sorted((p for p in (Path(root) / LESSON_DIR).glob("*.md") if p.stem not in ("index", SYLLABUS)),
-                  key=order)
-
-
-def lessons(root: Path = REPO) -> list[Lesson]:
-    """Every lesson under ``root/book/course``, in the order of the learning path."""
-    return [read_lesson(p)[0] for p in _lesson_files(root)]
 
 
 def _withheld_reason(lesson: Lesson, cards: dict) -> str | None:
@@ -227,118 +74,6 @@ def _withheld_reason(lesson: Lesson, cards: dict) -> str | None:
         if card.gated:
             return f"it works on gated data ({card.title.split(':')[0]}, data use agreement)"
     return None
-
-
-def _strip_local_only(nb, why: str) -> int:
-    """Remove cells tagged local-only; put one note where the first was. Returns how many went."""
-    import nbformat
-
-    idx = [i for i, c in enumerate(nb.cells) if _has_tag(c, LOCAL_ONLY_TAG)]
-    if not idx:
-        return 0
-    note = nbformat.v4.new_markdown_cell(f"```{{note}}\nA section of this lesson is left out of this build: {why}\n```")
-    first = idx[0]
-    nb.cells = [c for i, c in enumerate(nb.cells) if i not in set(idx)]
-    nb.cells.insert(first, note)
-    return len(idx)
-
-
-def _content(nb) -> str:
-    """The notebook's cells (type, source, metadata) and metadata as JSON, without the random cell ids jupytext
-    gives a text notebook on every read."""
-    cells = [[c.cell_type, c.source, c.get("metadata", {})] for c in nb.cells]
-    return json.dumps({"cells": cells, "metadata": nb.metadata}, sort_keys=True, default=str)
-
-
-def cache_key(notebook_text: str, refs, results_dir: Path) -> str:
-    """sha256 over the notebook as it will be executed (after local-only cells are removed), the result cells
-    it reads and atlaslib's source digest."""
-    from ..notebook import source_digest
-
-    h = hashlib.sha256()
-    h.update(notebook_text.encode())
-    h.update(source_digest().encode())
-    for ref in refs:
-        p = ref.path(results_dir)
-        h.update(ref.label.encode())
-        h.update(p.read_bytes() if p.is_file() else b"-")
-    return h.hexdigest()
-
-
-def execute(nb, *, results_dir: Path, data_dir=None, name: str = "lesson", failed_dir: Path | None = None,
-            kernel_name: str = KERNEL, timeout: int = CELL_TIMEOUT):
-    """Execute a lesson notebook with papermill (parameters ``results_dir`` and ``data_dir``); returns the
-    executed notebook or raises :class:`LessonFailed` naming the lesson and the (source) cell."""
-    import nbformat
-    from papermill.exceptions import PapermillExecutionError
-
-    from .. import notebook
-
-    work = Path(tempfile.mkdtemp(prefix="atlas-lesson-"))
-    src_nb, out_nb = work / "in.ipynb", work / "out.ipynb"
-    try:
-        nbformat.write(nb, src_nb)
-        params = {"results_dir": str(results_dir), "data_dir": str(data_dir) if data_dir else None}
-        try:
-            notebook.execute(src_nb, out_nb, params, kernel_name=kernel_name, timeout=timeout)
-        except PapermillExecutionError as exc:
-            kept = _keep(out_nb, failed_dir, name)
-            cell = notebook.source_cell_number(nb, exc.cell_index)
-            raise LessonFailed(name, cell, f"{exc.ename}: {exc.evalue}", kept) from None
-        except Exception as exc:
-            kept = _keep(out_nb, failed_dir, name)
-            raise LessonFailed(name, None, f"{type(exc).__name__}: {exc}", kept) from None
-        return nbformat.read(out_nb, as_version=4)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _execute_json(name: str, nb_json: str, results_dir: str, failed_dir: str | None) -> str:
-    """Worker-process entry: execute one lesson given as JSON, return the executed notebook as JSON."""
-    import nbformat
-
-    nb = nbformat.reads(nb_json, as_version=4)
-    out = execute(nb, results_dir=Path(results_dir), name=name, failed_dir=Path(failed_dir) if failed_dir else None)
-    return nbformat.writes(out)
-
-
-def execute_all(todo: list, *, results_dir: Path, failed_dir: Path | None = None, workers: int | None = None) -> dict:
-    """Execute several lessons ``[(name, notebook)]``, up to ``workers`` at a time (default
-    ``$ATLAS_COURSE_WORKERS``, else min(3, CPU count)), each in its own process and kernel. Returns
-    ``{name: executed notebook}``; the first failure (in lesson order) is raised as :class:`LessonFailed`
-    after every lesson has finished."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    import nbformat
-
-    if not todo:
-        return {}
-    workers = workers or int(os.environ.get("ATLAS_COURSE_WORKERS") or min(3, os.cpu_count() or 1))
-    if workers <= 1 or len(todo) == 1:
-        return {name: execute(nb, results_dir=results_dir, name=name, failed_dir=failed_dir) for name, nb in todo}
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo)),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [(name, pool.submit(_execute_json, name, nbformat.writes(nb), str(results_dir),
-                                      str(failed_dir) if failed_dir else None)) for name, nb in todo]
-        out, errors = {}, []
-        for name, fut in futures:
-            try:
-                out[name] = nbformat.reads(fut.result(), as_version=4)
-            except LessonFailed as exc:
-                errors.append(exc)
-    if errors:
-        raise errors[0]
-    return out
-
-
-def _keep(executed: Path, failed_dir: Path | None, name: str) -> str | None:
-    if failed_dir is None or not executed.is_file():
-        return None
-    target = Path(failed_dir) / "course" / f"{name}.ipynb"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(executed, target)
-    return str(target)
 
 
 def _tidy(nb) -> None:
@@ -365,13 +100,6 @@ def _write_downloads(src: Path, md_text: str, stem: str) -> tuple[Path, Path]:
     md.write_text(md_text, encoding="utf-8")
     jupytext.write(jupytext.reads(md_text, fmt="md:myst"), ipynb, fmt="ipynb")
     return md, ipynb
-
-
-def student_text(md_text: str) -> str:
-    """The student edition of a lesson's MyST source: every sphinx-exercise gated solution (``solution-start``
-    to ``solution-end``, the code cells between included) left out; the exercises stay. The same blocks the
-    book's ``hide_solutions`` option leaves out of a page."""
-    return GATED_SOLUTION.sub("", md_text)
 
 
 def _write_editions(src: Path, md_text: str, name: str) -> dict:
@@ -506,22 +234,6 @@ def start_course(src: Path, paths, publish: bool, cards=None) -> CoursePlan:
     return plan
 
 
-def cached_lesson(path: Path, key: str, log=print):
-    """The executed lesson cached at ``path`` when it carries ``key``; None otherwise. A damaged entry (cut short,
-    not a notebook) is a miss: the lesson is executed again, and the build's log says so, naming the file."""
-    import nbformat
-
-    if read_cache_json(path, lambda nb: isinstance(nb, dict)) is None:  # says so when damaged
-        return None
-    try:
-        nb = nbformat.read(path, as_version=4)
-        current = nb.metadata.get("atlas_course_key") == key
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        log(f"build cache {path} is damaged (not a notebook: {type(exc).__name__}); computing it again")
-        return None
-    return nb if current else None
-
-
 def finish_course(plan: CoursePlan, withheld: list | None = None) -> list[str]:
     """Wait for the lessons :func:`start_course` started; write every executed lesson (with its take-home
     box), the card notebooks' take-home boxes and the learning path; add the withheld lessons to
@@ -596,110 +308,6 @@ def _learning_path(src: Path, shown: dict, done: dict) -> None:
         lines.append(f"| {i} | {{doc}}`{lesson.title} <course/{name}>` | {teaches} | {', '.join(reads) or '—'} | "
                      f"{status_text} |")
     page.write_text(text.replace(PATH_MARK, "\n".join(lines)), encoding="utf-8")
-
-
-def solution_seconds(executed) -> float:
-    """How long an executed lesson's solution cells took to run (papermill's per-cell ``duration``), in seconds."""
-    total = 0.0
-    for c in executed.cells:
-        if c.cell_type == "code" and _has_tag(c, SOLUTION_TAG):
-            total += float((c.get("metadata", {}).get("papermill") or {}).get("duration") or 0.0)
-    return total
-
-
-def _prose_words(text: str) -> int:
-    words = 0
-    for line in text.splitlines():
-        if line.startswith("```") or line.startswith(":::") or re.match(r"^:[a-z-]+:", line):
-            continue
-        words += len(re.findall(r"[\w’'-]+", line))
-    return words
-
-
-def reading_words(md_text: str, executed=None) -> int:
-    """Words of a lesson's prose, as a student reads it: the markdown of the student edition (without front
-    matter, code cells, directive fences and their options) and, given the executed notebook, the Markdown its
-    other cells print (the sentences a lesson writes from its numbers)."""
-    import jupytext
-
-    nb = jupytext.reads(student_text(md_text), fmt="md:myst")
-    words = sum(_prose_words(c.source) for c in nb.cells if c.cell_type == "markdown")
-    for c in (executed.cells if executed is not None else ()):
-        if c.cell_type == "code" and not _has_tag(c, SOLUTION_TAG):
-            for out in c.get("outputs", []):
-                words += _prose_words(str((out.get("data") or {}).get("text/markdown", "")))
-    return words
-
-
-def exercise_count(md_text: str) -> int:
-    return md_text.count("```{exercise}")
-
-
-def syllabus_rows(done: dict, texts: dict, timings: dict, executed: dict | None = None) -> list[dict]:
-    """One row per lesson for the syllabus: title, objectives, prerequisites, cards and cells, agreement,
-    words, reading minutes at :data:`READING_WPM`, exercises and their solutions' measured run time."""
-    import math
-
-    from ..cards import available_cards
-
-    cards = {c.name: c for c in available_cards()}
-    executed = executed or {}
-    rows = []
-    for name, (status, lesson) in done.items():
-        text = texts.get(name, "")
-        words = reading_words(text, executed.get(name))
-        gated = [cards[c].title.split(":")[0] for c in lesson.uses if c in cards and cards[c].gated]
-        rows.append({"name": name, "title": lesson.title, "status": status,
-                     "objectives": list(lesson.meta.get("objectives") or []),
-                     "prerequisites": list(lesson.meta.get("prerequisites") or []),
-                     "cards": [(c, cards[c].title.split(":")[0] if c in cards else c) for c in lesson.uses],
-                     "cells": [r.label for r in lesson.requires + lesson.requires_local],
-                     "agreement": gated, "words": words, "reading_minutes": max(1, math.ceil(words / READING_WPM)),
-                     "exercises": exercise_count(text), "solution_seconds": timings.get(name)})
-    return rows
-
-
-def syllabus_markdown(rows: list[dict], shown=None) -> str:
-    """The syllabus from :func:`syllabus_rows`; a card is a link to its page when the build shows it
-    (``shown``: card name -> card; None: every card is linked), else its name as text."""
-    from ..escape import md as md_text
-
-    lines = [f"Reading times are the words of each lesson's prose and of the sentences it writes from its numbers (code and solutions "
-             f"not counted) at {READING_WPM} words a minute. Exercise times are measured: how long the lesson's solutions took to "
-             f"execute when this book was built, on the build machine; a student writing them will take longer.",
-             "", "| lesson | reading | exercises | solutions run in | agreement needed |", "|---|---|---|---|---|"]
-    for i, r in enumerate(rows, 1):
-        secs = "not run in this build" if r["solution_seconds"] is None else f"{r['solution_seconds']:.1f} s"
-        title = r["title"].replace("`", "").replace("<", "").replace(">", "")
-        lines.append(f"| {i}. {{doc}}`{title} <{r['name']}>` | {r['reading_minutes']} min "
-                     f"({r['words']:,} words) | {r['exercises']} | {secs} | "
-                     f"{', '.join(r['agreement']) or 'none'} |")
-    for i, r in enumerate(rows, 1):
-        lines += ["", f"## {i}. {md_text(r['title'])}", ""]
-        lines.append("**After this lesson a student can:**")
-        lines += [f"- {md_text(o)}" for o in r["objectives"]] or ["- (not stated)"]
-        lines += ["", "**Prerequisites:** " + ("; ".join(md_text(p) for p in r["prerequisites"]) or "none"), ""]
-        cards = ", ".join(f"[{md_text(t)}](../cards/{c}.md)" if shown is None or c in shown else md_text(t)
-                          for c, t in r["cards"]) or "none"
-        lines.append(f"**Cards and data:** {cards}; result cells read: "
-                     + (", ".join(f"`{c}`" for c in r["cells"]) or "none") + ".")
-        lines += ["", "**Agreement needed:** " + (", ".join(r["agreement"]) + " (data use agreement)"
-                                                 if r["agreement"] else "none") + ".", ""]
-        secs = ("not measured in this build (the lesson was not run)" if r["solution_seconds"] is None
-                else f"the solutions ran in {r['solution_seconds']:.1f} s")
-        lines.append(f"**Time:** reading about {r['reading_minutes']} min ({r['words']:,} words at {READING_WPM} a "
-                     f"minute); {r['exercises']} exercises, {secs}.")
-    return "\n".join(lines) + "\n"
-
-
-def _syllabus(src: Path, done: dict, texts: dict, timings: dict, executed: dict, shown=None) -> None:
-    page = src / LESSON_DIR / f"{SYLLABUS}.md"
-    if not page.is_file():
-        return
-    text = page.read_text(encoding="utf-8")
-    if SYLLABUS_MARK in text:
-        page.write_text(text.replace(SYLLABUS_MARK, syllabus_markdown(syllabus_rows(done, texts, timings, executed),
-                                                                      shown)), encoding="utf-8")
 
 
 # -- running a lesson from a clone -------------------------------------------------------------------------
