@@ -1,6 +1,6 @@
 """What keys NegEx's trained models and what its cells record of them stays as published: the fine-tune's
 weight-cache keys (so no stored weight is trained again), its retrain flag and data hash, the probe's seed and train
-data, and the cell's seeds, data hash and seed runs. No model is trained: the fine-tune's one-seed step and the
+data, and the cell's seeds, data hash and seed runs; a language model is asked the card's prompt and options. No model is trained: the fine-tune's one-seed step and the
 probe's fit are replaced by stand-ins that record what they were given."""
 import hashlib
 import json
@@ -88,3 +88,29 @@ def test_the_probe_is_fit_as_published(data_dir, seen, version):
     assert seen == [{"seed": negex.SEED, "train": PROBE_TRAIN}]
     assert cell["seeds"] == {"split": negex.SEED, "bootstrap": negex.SEED} and cell["data_sha256"] == DATA
     assert cell["spec"]["parameters"]["details"] == {"capability": "embed.text.pooled"}
+
+
+def test_a_language_model_is_asked_the_cards_prompt_and_options(data_dir):
+    """Zero-shot by answer options through the family: each test item's prompt is the card's (the unmarked sentence
+    and the concept in OPTION_PROMPT), the options " yes" (negated) then " no"; a prompt variant's own prompts and
+    options reach the model as given."""
+    from atlaslib.cards.deciding import Loaded
+
+    asked = []
+
+    class Options:
+        info = {"name": "lm"}
+
+        def score_options(self, prompts, options):
+            asked.append((list(prompts), list(options)))
+            return {"loglik": [[-1.0, -2.0]] * len(prompts)}
+
+    items = negex.load_items(data_dir)
+    _, test = negex.split_frames(items, negex.split(items, "atlas-n100-v1"))
+    predict = negex.FAMILY.predictor(Loaded(Options(), "score.options", {"name": "lm"}), None, "zero_shot")
+    pred, _, out = predict(test)
+    expected = [f'Sentence: {s}\nQuestion: In this sentence, is "{c}" negated (stated as absent)?\nAnswer:'
+                for s, c in zip(test["sentence"], test["concept"])]
+    assert asked == [(expected, [" yes", " no"])] and set(pred) == {"negated"} and out["pred"].tolist() == [1] * 100
+    predict(test.head(2), prompts=["a", "b"], options=(" Yes", " No"))
+    assert asked[-1] == (["a", "b"], [" Yes", " No"])
