@@ -277,6 +277,10 @@ class Card:
     # an outside system's answers): a re-score from stored predictions keeps them as stored
     # (atlaslib.runner.rescore); a run whose extra holds any other key (but the seeds') executes again
     prediction_extra: tuple = ()
+    # key -> function of a finished ok cell: what of its ``extra`` the card's scoring makes from the cell (its unit
+    # counts, predictions, spec), made by CardRun.finish on every path, a re-score included (e.g. a report of the
+    # same counts); the values come first in ``extra``, in this order
+    scored_extra: dict = field(default_factory=dict)
     prompt_set: object = None
 
     def __post_init__(self):

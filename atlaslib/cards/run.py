@@ -230,6 +230,9 @@ class CardRun:
             scored = getattr(self, "_scored", None)
             same_units = scored is not None and list(scored[0].ids) == [p.get("item_id") for p in cell["predictions"]]
             cell["unit_counts"] = (scored[0] if same_units else self.module.counts(cell)).to_cell()
+        if self.ok and self.card.scored_extra:   # what the card's scoring makes of the cell, made anew each time
+            made = {k: f(cell) for k, f in self.card.scored_extra.items()}
+            cell["extra"] = {**made, **{k: v for k, v in cell["extra"].items() if k not in made}}
         if spec.parameters.get("run_key"):  # the runner's cache key, handed to the notebook: the cell carries it
             cell["run_key"] = spec.parameters["run_key"]
         results.validate_cell(cell, f"{spec.card} {spec.version} {spec.model} {spec.protocol}")

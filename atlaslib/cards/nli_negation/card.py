@@ -8,7 +8,8 @@ A run is two calls, the same in the notebook and in :func:`atlaslib.cards.run.ru
 Result cell: the metrics ``aggregate_accuracy_zero_shot`` and ``false_entailment_rate_zero_shot`` (exact
 Clopper–Pearson intervals) and the gates ``false_entailment_gate_zero_shot`` and ``combined_gate_zero_shot`` (1 =
 pass) decided on them, by the card's scoring (:mod:`.counting`); ``extra.report``, the value-free report of the same
-counts; ``predictions`` per case (:func:`records_of`). The cell is internal data, the report is what may travel.
+counts (made of the cell by :meth:`CardRun.finish`, a re-score's included: the card's ``scored_extra``);
+``predictions`` per case (:func:`records_of`). The cell is internal data, the report is what may travel.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from atlaslib.phases import phase
 from ..run import CardRun
 from .challenge import (DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY, NliNegationReport,
                         collect_predictions)
+from .counting import report_of_cell
 from .corpus import (ABSTENTION, FINDINGS, LABELS, PATTERNS, VERSION, NliNegationCase, case_set_sha256,
                      default_nli_negation_cases)
 from . import exchange
@@ -165,6 +167,8 @@ CARD = Card(
     adapter_options={PROTOCOL: {"progress": False, "prompt": NLI_PROMPTS}},  # a causal LM scores these
     # cosine similarity of MiniLM embeddings: the weights and the capability its run loads
     baseline_weights={"minilm-similarity": (SIMILARITY_PROFILE, "embed.text.pooled")},
+    scored_extra={"report": report_of_cell},   # the challenge's report of the cell's counts
+    prediction_extra=("contamination", "memorisation", "memorisation_reason"),   # a language model's probes
     prediction_format="label",
     analysis=Analysis(kind="labels", slices=SLICES, inputs=("premise", "hypothesis")),
     departures=DEPARTURES,
@@ -279,10 +283,8 @@ def cell_parts(card_run: CardRun, records, manifest=None, *, parameters: dict | 
     unused: every case is a test case): the case set (split and digest), the predictor's profile (what
     :func:`predict_cases` found it to be), the capability, the thresholds (the run's, the card's defaults where it
     sets none) and ``parameters``; for a run that happened its metrics (:meth:`CardRun.score` of the records), the
-    records as ``predictions``, and ``extra``: the challenge's ``report`` of the records made by the one engine
-    (:func:`.counting.report_of_cell`) and a language model's contamination mark and memorisation probe."""
-    from .counting import report_of_cell
-
+    records as ``predictions``, and ``extra``: a language model's contamination mark and memorisation probe (the
+    challenge's report :meth:`CardRun.finish` makes of the cell)."""
     s = card_run.spec
     profile, llm = _PREDICTED.pop((s.version, s.model, s.protocol), (None, {}))
     thresholds = {"max_false_entailment_rate": DEFAULT_MAX_FALSE_ENTAILMENT_RATE,
@@ -297,8 +299,7 @@ def cell_parts(card_run: CardRun, records, manifest=None, *, parameters: dict | 
     if records is None:
         return parts
     records = list(records)
-    report = report_of_cell({"predictions": records, "split": parts["split"], "spec": {"parameters": thresholds}})
-    return dict(parts, metrics=card_run.score(records), predictions=records, extra={"report": report, **llm})
+    return dict(parts, metrics=card_run.score(records), predictions=records, extra=llm)
 
 
 def memorisation_sentences() -> list[str]:
