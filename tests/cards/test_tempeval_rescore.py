@@ -1,0 +1,42 @@
+"""The real TempEval notebook's runs are re-scored without a kernel: a cheap run (synthetic-v1's closest baseline)
+executed into a temporary results/runs folder, its stored scoring key made stale as an older scoring code leaves it,
+run again with the kernel forbidden: it reports "re-scored", and its cell and ``from-cell`` outputs (the scorer's
+table, the metrics, the DocTimeRel confusion) equal the executed ones. The scorer's Anafora folders are not needed:
+its per-document counts are in the cell (``extra.scorer_table``) and the scorer is prediction code in the run key."""
+import importlib.util
+import json
+from pathlib import Path
+
+from tests.conftest import REPO
+
+
+def _negex_check():   # the executed/stale/bare helpers of the NegEx re-score check, reused
+    spec = importlib.util.spec_from_file_location("check_negex_rescore", REPO / "benchmarks" / "check_negex_rescore.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_tempeval_run_is_rescored_as_it_executed(tmp_path, monkeypatch):
+    from atlaslib import rescore, runner
+
+    check = _negex_check()
+    req = runner.RunRequest("tempeval", "synthetic-v1", "closest", "phase1")
+    dirs = dict(results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", failed_dir=tmp_path / "failed")
+    executed = runner.run(req, **dirs)
+    assert executed.status == "ran"
+    cell = json.loads(Path(executed.result).read_text())
+    page = check._tagged(executed.notebook)
+    assert len(page) == 2 and all(page)   # the scorer's table with the metrics, and the confusion
+    check._stale(executed)
+
+    def refuse(*a, **k):
+        raise AssertionError("a kernel was started")
+
+    monkeypatch.setattr(runner, "execute_notebook", refuse)
+    again = runner.run(req, **dirs)
+    assert again.status == "re-scored"
+    new = json.loads(Path(again.result).read_text())
+    assert check._bare(new) == check._bare(cell)
+    assert new["run_key"].split(rescore.KEY_SEPARATOR)[0] == cell["run_key"].split(rescore.KEY_SEPARATOR)[0]
+    assert check._tagged(again.notebook) == page
