@@ -70,22 +70,36 @@ def rescorable(card, protocol: str, key: str, nb_out: Path, res_out: Path) -> St
     except Exception:
         return None
     (old_pred, old_score), (pred, score) = split_key(old.get("run_key")), split_key(key)
-    if old_score is None or old_pred != pred or old_score == score or old.get("status") != "ok":
+    if old_score is None or old_pred != pred or old_score == score:
         return None
     try:
-        from .variants import parents
-
         variants = [read_cell(p) for p in sorted((res_out.parent / "variants" / protocol).glob("*.json"))]
     except Exception:
         return None
-    if len(parents(variants, [old])) != len(variants) or not all(map(scored_as_stored, [old, *variants])) or \
-            any(set(c.get("extra") or {}) - set(RESCORED_EXTRA) - set(card.prediction_extra)
-                for c in [old, *variants]):
+    if refusal(card, old, variants) is not None:
         return None
     tagged = [c for c in nb.cells if c.get("cell_type") == "code" and FROM_CELL_TAG in notebook.tags(c)]
     if not tagged:
         return None
     return Stored(old, variants, nb, tagged)
+
+
+def refusal(card, cell: dict, variants: list) -> str | None:
+    """Why the stored ``cell`` of a run of ``card`` and its variant cells ``variants`` cannot be re-scored (the
+    guard's part that reads cells only, :func:`rescorable`), or None: the run is not ok, a variant cell is not its
+    run's (:func:`atlaslib.variants.parents`), stored predictions are not what was scored (:func:`scored_as_stored`),
+    or an extra holds more than a re-score makes (:data:`RESCORED_EXTRA`) and the card declares its model made."""
+    from .variants import parents
+
+    if cell.get("status") != "ok":
+        return f"the run is {cell.get('status')!r}, not ok"
+    if len(parents(variants, [cell])) != len(variants):
+        return "a variant cell beside it is not its run's"
+    if not all(map(scored_as_stored, [cell, *variants])):
+        return "its stored scores are not those its metrics were made from"
+    made = set(RESCORED_EXTRA) | set(card.prediction_extra) | set(card.scored_extra)   # the last: finish makes it
+    other = sorted({k for c in [cell, *variants] for k in c.get("extra") or {}} - made)
+    return f"its extra holds {other}, which scoring code may have made" if other else None
 
 
 def rescored_page(stored: Stored, key: str, result_path: Path) -> tuple[object, dict] | None:

@@ -7,6 +7,9 @@ timing and keys); the executed cell's metrics, unit counts and predictions must 
 
     ATLAS_DATA_DIR=/work/shared/data .venv/bin/python benchmarks/check_negex_rescore.py \
         --published /work/final-s8-book/results majority negspacy-negex-kit
+
+With ``--cells``, no run executes: every published NegEx default run passes the guard's cell part or is named with
+why it executes, and each that passes re-scores to its published cell and variant cells (:func:`check_cells`).
 """
 from __future__ import annotations
 
@@ -129,13 +132,41 @@ def check(model: str, version: str, root: Path, published: Path | None) -> list[
     return problems
 
 
+def check_cells(published: Path, card: str = "negex") -> list[str]:
+    """Every default run of ``card`` in the built book's results folder ``published`` through the guard's part that
+    reads cells (:func:`atlaslib.rescore.refusal`), and each one it passes re-scored from its cell (and its variant
+    cells) and compared with them field for field (but for timing and keys); a refused run is named with its
+    reason (it executes)."""
+    problems = []
+    for path in sorted((published / card).glob("*/*/*.json")):
+        cell = json.loads(path.read_text())
+        variants = [json.loads(p.read_text()) for p in sorted((path.parent / "variants" / cell["protocol"]).glob("*.json"))]
+        name = "/".join(path.relative_to(published).parts)
+        why = rescore.refusal(runner.get_card(card), cell, variants)
+        if why:
+            print(f"{name}: executes ({why})")
+            continue
+        new = json.loads(json.dumps(rescore.rescored_cell(cell, rescore.split_key(cell["run_key"])[0] + ".x")))
+        new_variants = json.loads(json.dumps(rescore.rescored_variants(new, variants)))
+        same = _bare(new) == _bare(cell) and [_bare(v) for v in new_variants] == [_bare(v) for v in variants]
+        print(f"{name}: re-scores, {'equal to' if same else 'DIFFERENT from'} the published cell and its "
+              f"{len(variants)} variant cells")
+        problems += [] if same else [f"{name}: re-scored cell differs from the published one"]
+    return problems
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="+")
+    ap.add_argument("models", nargs="*")
     ap.add_argument("--version", default="atlas-n100-v1")
     ap.add_argument("--published", type=Path, default=None)
     ap.add_argument("--protocol", default="zero_shot")
+    ap.add_argument("--cells", action="store_true", help="re-score the published cells (--published) only")
     a = ap.parse_args(argv)
+    if a.cells:
+        problems = check_cells(a.published)
+        print("\n".join(problems) or "ok: every run the guard passes re-scores to its published cell")
+        return 1 if problems else 0
     global PROTOCOL
     PROTOCOL = a.protocol
     problems = []

@@ -189,7 +189,8 @@ CARD = Card(
     perturbations=PERTURBATIONS,
     prompt_set=PROMPT_SET,
     # a language model's contamination mark and memorisation probe (atlaslib.cards.llm.llm_row_extra): its
-    # answers, not scores; the reproduction table is counted by the card's scoring code, so not among them
-    prediction_extra=("contamination", "memorisation", "memorisation_reason"),
+    # answers, not scores; a prompt variant's answer options and their token ids (its tokenizer's); the
+    # reproduction table is counted by the card's scoring code, so not among them
+    prediction_extra=("contamination", "memorisation", "memorisation_reason", "options", "option_token_ids"),
 )
 
