@@ -21,7 +21,7 @@ from .exchange import load_openmed_fixtures, write_openmed_fixtures
 from .card import (CARD, CASE_SETS, LLM_PROFILE, METRICS, NLI_PROMPTS, OPENMED_VERSION, PROTOCOL, CaseSet,
                    audit_table, case_frame, depth_table, example_cases, false_entailment_cases, gate_table,
                    memorisation_sentences, most_common_label_text, pattern_frame, plot_pattern_rates, predict_cases,
-                   records_of, version_cases)
+                   records_of, show_gates, show_patterns, show_report, version_cases)
 from .contract import FAMILY, audit_items, cell_parts, counts, load_items, predict, split  # noqa: F401  (contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split, write_outside_files  # noqa: F401
 from .report import run_nli_negation_challenge, score_predictions  # noqa: F401

@@ -444,3 +444,56 @@ def plot_pattern_rates(report: NliNegationReport, title: str = ""):
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# The run page's outputs of the challenge's report: each a function of the run's result cell alone (the notebook's
+# cells tagged ``from-cell`` call them, so a re-scored run's page is drawn again from its new cell); nothing for a
+# run that did not happen.
+
+
+def _shown_report(cell: dict):
+    from .counting import cell_report
+
+    return cell_report(cell) if cell["status"] == "ok" else None
+
+
+def show_report(cell: dict) -> None:
+    """The report's per-pattern table (cases, abstentions, accuracy and false-entailment rate with their exact
+    intervals and counts), then its interval method, schema and two digests in one paragraph."""
+    from IPython.display import Markdown, display
+
+    def rate(r) -> str:
+        return "n/a (0 of 0)" if r.value is None else \
+            f"{r.value:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] ({r.successes:,} of {r.trials:,})"
+
+    if (report := _shown_report(cell)) is None:
+        return
+    rows = [(p.pattern, p.n_cases, p.n_abstentions, p.aggregate_accuracy, p.false_entailment_rate)
+            for p in report.patterns]
+    rows.append(("all", report.n_cases, report.n_abstentions, report.aggregate_accuracy,
+                 report.false_entailment_rate))
+    display(pd.DataFrame([{"pattern": p, "cases": n, "abstentions": k, "accuracy [95 % CI]": rate(a),
+                           "false-entailment rate [95 % CI]": rate(f)} for p, n, k, a, f in rows]).set_index("pattern"))
+    display(Markdown(f"Intervals: exact Clopper-Pearson, {report.confidence_level:.0%}. Schema: "
+                     f"`{report.schema_version}`. Case set sha256: `{report.case_set_sha256}`. Predictions sha256: "
+                     f"`{report.predictions_sha256}`."))
+
+
+def show_patterns(cell: dict) -> None:
+    """:func:`pattern_frame` (rounded to three decimals) and :func:`plot_pattern_rates`, titled by model and version
+    (shown when the notebook cell ends)."""
+    from IPython.display import display
+
+    if (report := _shown_report(cell)) is not None:
+        display(pattern_frame(report).round(3))
+        plot_pattern_rates(report, title=f"{cell['model']} · {cell['version']}")
+
+
+def show_gates(cell: dict) -> None:
+    """:func:`gate_table`, rounded to three decimals."""
+    from IPython.display import display
+
+    if (report := _shown_report(cell)) is not None:
+        display(gate_table(report).round(3))
+
