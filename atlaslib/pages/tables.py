@@ -78,25 +78,3 @@ def site_notebook(nb, stem: str, folder: Path, errors_note: str | None = None) -
     nb.cells = out_cells
     return written
 
-
-def nli_report_table(report) -> pd.DataFrame:
-    """The NLI negation report's per-pattern table as a frame (a real table on the run page): cases,
-    abstentions, accuracy and false-entailment rate with their exact intervals and counts."""
-    def rate(r) -> str:
-        if r.value is None:
-            return "n/a (0 of 0)"
-        return f"{r.value:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] ({r.successes:,} of {r.trials:,})"
-
-    rows = [{"pattern": p.pattern, "cases": p.n_cases, "abstentions": p.n_abstentions,
-             "accuracy [95 % CI]": rate(p.aggregate_accuracy),
-             "false-entailment rate [95 % CI]": rate(p.false_entailment_rate)} for p in report.patterns]
-    rows.append({"pattern": "all", "cases": report.n_cases, "abstentions": report.n_abstentions,
-                 "accuracy [95 % CI]": rate(report.aggregate_accuracy),
-                 "false-entailment rate [95 % CI]": rate(report.false_entailment_rate)})
-    return pd.DataFrame(rows).set_index("pattern")
-
-
-def nli_report_digests(report) -> str:
-    """The report's interval method, schema and the two digests, as one Markdown paragraph (no table)."""
-    return (f"Intervals: exact Clopper-Pearson, {report.confidence_level:.0%}. Schema: `{report.schema_version}`. "
-            f"Case set sha256: `{report.case_set_sha256}`. Predictions sha256: `{report.predictions_sha256}`.")
