@@ -12,8 +12,6 @@ import html
 import re
 from pathlib import Path
 
-import pandas as pd
-
 from ..display import MIME, WholeFrame, WholeTable, whole_frame, whole_table  # noqa: F401  (notebooks import them here)
 
 
