@@ -36,10 +36,11 @@ def split_key(key) -> tuple[str | None, str | None]:
 FROM_CELL_TAG = "from-cell"
 
 
-#: what of a cell's ``extra`` a re-score makes anew (each training seed's metrics and unit counts). A cell whose
-#: extra holds anything else, but what its card declares its model made (``Card.prediction_extra``, kept as
-#: stored), executes again: its card's code may have made it with scoring code (a report, a per-type table, an
-#: interval) that the stored value would no longer match.
+#: what of a cell's ``extra`` a re-score makes anew (each training seed's metrics and unit counts; besides, what
+#: its card's scoring makes of every finished cell, ``Card.scored_extra``). A cell whose extra holds anything else,
+#: but what its card declares its model made (``Card.prediction_extra``, kept as stored), executes again: its card's
+#: code may have made it with scoring code (a report, a per-type table, an interval) that the stored value would no
+#: longer match.
 RESCORED_EXTRA = ("seed_runs",)
 
 
@@ -97,7 +98,7 @@ def refusal(card, cell: dict, variants: list) -> str | None:
         return "a variant cell beside it is not its run's"
     if not all(map(scored_as_stored, [cell, *variants])):
         return "its stored scores are not those its metrics were made from"
-    made = set(RESCORED_EXTRA) | set(card.prediction_extra) | set(card.scored_extra)   # the last: finish makes it
+    made = set(RESCORED_EXTRA) | set(card.prediction_extra) | set(card.scored_extra)
     other = sorted({k for c in [cell, *variants] for k in c.get("extra") or {}} - made)
     return f"its extra holds {other}, which scoring code may have made" if other else None
 
