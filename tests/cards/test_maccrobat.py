@@ -191,7 +191,7 @@ def test_memorize_run_and_cell(corpus, manifest):
     assert set(cell["metrics"]) == {"entity_f1_train_lookup", "entity_precision_train_lookup",
                                     "entity_recall_train_lookup", "entity_macro_f1_train_lookup"}
     assert cell["split"]["hash"] == manifest.hash and cell["overlap"] == []
-    assert set(cell["extra"]["per_type"]) == {"problem", "treatment", "test"}
+    assert list(mc.per_type_table(cell).index) == ["problem", "treatment", "test"]
     json.dumps(cell)
     for model, protocol in (("memorize", "zero_shot"), ("all-minilm-l6-v2", "train_lookup"), ("memorize", "x")):
         with pytest.raises(ValueError, match=f"'{model}' under protocol '{protocol}': the memorize baseline runs "
@@ -362,8 +362,8 @@ def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(corpus
 
 
 def test_the_per_type_table_is_the_engines_and_equals_the_index_by_index_span_bootstrap():
-    """The per-type table (the page's and the cell's ``extra.per_type``) comes from the card's per-type scoring
-    through the engine; it equals ``span_metrics_with_ci``'s per-type entries (strict IOB2 mentions, whole case
+    """The per-type table (the run page's, :func:`per_type_table` of the run's cell) comes from the card's per-type
+    scoring through the engine; it equals ``span_metrics_with_ci``'s per-type entries (strict IOB2 mentions, whole case
     reports drawn index by index), interval bounds to the bit, on six sentences of three reports where one type
     is never predicted (its precision undefined, said why) and one is never in gold (its recall undefined)."""
     import math
@@ -377,7 +377,10 @@ def test_the_per_type_table_is_the_engines_and_equals_the_index_by_index_span_bo
     out = mc.runs.Outcome(model="m", protocol="probe", version="atlas-n100-v1", status="ok",
                           item_ids=[f"s{i}" for i in range(6)], documents=docs, gold=gold, pred=pred, n_resamples=200)
     ref = span_metrics_with_ci(gold, pred, docs, types=mc.TYPES, n_resamples=200, seed=mc.SEED)["per_type"]
-    got = out.per_type_scores()
+    got = mc.FAMILY.per_type_scores(mc.counts({"predictions": out.records()}), mc.SCORING, mc.TYPES, n_resamples=200)
+    table = mc.per_type_table({"status": "ok", "predictions": out.records(),
+                               "spec": {"parameters": {"n_resamples": 200}}})
+    assert table.loc[a, "f1_low"] == got[a]["f1"]["ci_low"] and table.loc[c, "support"] == got[c]["support"] == 0
     assert list(got) == list(ref) == list(mc.TYPES)
     for t in mc.TYPES:
         assert got[t]["support"] == ref[t]["support"]

@@ -18,11 +18,11 @@ from .data import (Corpus, Entity, MaccrobatFormatError, audit, convert_document
                    reproduction_rows, type_counts, words_of)
 from .splitting import split_summary  # noqa: F401
 from .runs import Outcome, last_outcome, run_protocol  # noqa: F401
-from .cells import cell_parts, outcome_parts, report_positions  # noqa: F401
+from .cells import cell_parts, outcome_parts, per_type_table, report_positions  # noqa: F401
 from .errors import error_kinds, error_table, false_positive_sources, guideline_examples  # noqa: F401
-from .gold_cuts import (char_mentions, char_span_f1, gold_cut_mentions, natural_word_spans,  # noqa: F401
+from .gold_cuts import (CHAR_SPANS, char_mentions, char_span_f1, gold_cut_mentions, natural_word_spans,  # noqa: F401
                         probe_without_gold_cuts, uncut_tags)
 from .variants import run_variants  # noqa: F401
 from .contract import FAMILY, audit_items, load_items, predict, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)
-from .counting import CHAR_SPANS, SCORING, counts, slice_counts  # noqa: F401  (how predictions become numbers)
+from .counting import SCORING, counts, slice_counts  # noqa: F401  (how predictions become numbers)

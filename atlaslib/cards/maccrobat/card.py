@@ -177,6 +177,11 @@ CARD = Card(
     margin_note=("smaller than what a change of annotation guideline moves strict span F1 by; a smaller gap would "
                  "not change which tagger a reader picks"),
     perturbations=PERTURBATIONS,
+    # what a cell's extra holds that no scoring code makes (a re-score keeps it as stored): a language model's
+    # probes, the corpus audit's reproduction rows, the fine-tuned row's mark, and the gold-cut leakage the probe's
+    # page measures with a second probe (:mod:`.gold_cuts`, page code: a change to it runs the probe again)
+    prediction_extra=("contamination", "memorisation", "memorisation_reason", "reproduction_rows", "row_marks",
+                      "gold_cut_leakage"),
 )
 
 

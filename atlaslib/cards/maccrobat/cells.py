@@ -40,7 +40,7 @@ def outcome_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *,
     """What the run's result cell holds beyond its spec: the profile and capability the run used (its overlap
     mark: ``finish``'s, by the card's rule), the split, data and seeds; for a run that happened the metrics
     (``metrics``: the run's ``CardRun.score``; else :meth:`Outcome.metrics`, the same engine), per-item
-    predictions (with their position in the case report) and per-type scores. ``audit`` adds the reproduction
+    predictions (with their position in the case report). ``audit`` adds the reproduction
     rows of the corpus audit, ``leakage`` the gold-cut measure of a probe run. A run that did not happen carries
     its ``reason``."""
     test = items.set_index("item_id").loc[manifest.test]
@@ -60,18 +60,33 @@ def outcome_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *,
                  profile=out.profile, capability=out.capability, details=out.details, extra=extra)
     if out.status != "ok":
         return dict(parts, reason=out.reason)
-    per_type = {t: {k: e[k] for k in ("precision", "recall", "f1")} | {"support": e["support"]}
-                for t, e in out.per_type_scores().items()}
     preds = out.records()   # the contract's record shape (item_id, gold, pred, score, document)
     for row, native in zip(preds, out.native):
         row["native"] = native
     for row, pos in zip(preds, report_positions(items, out.item_ids)):
         row.update(pos)
-    extra = {"per_type": per_type, "bootstrap": "cluster by document (case report)", **extra}
     metrics = out.metrics() if metrics is None else metrics   # (scores each seed when the CardRun did not)
     if out.seed_runs:
         extra["seed_runs"] = seed_run_records(out)
     return dict(parts, metrics=metrics, predictions=preds, extra=extra)
+
+
+def per_type_table(cell: dict) -> pd.DataFrame:
+    """The run page's per-type table, from the run's result cell alone: per entity type its gold support and
+    precision / recall / F1 with their intervals (the spans family's per-type scoring,
+    :meth:`~atlaslib.cards.families.Spans.per_type_scores`, of the counts of the cell's predictions on the
+    case-report resamples of its metrics); for a run that did not happen, why."""
+    from ..families import Spans
+    from .counting import SCORING, counts
+
+    if cell["status"] != "ok":
+        return pd.DataFrame({"status": [f"not run: {cell.get('reason')}"]})
+    table = Spans.per_type_scores(counts(cell), SCORING, TYPES,
+                                  n_resamples=(cell.get("spec") or {}).get("parameters", {}).get("n_resamples"))
+    cols = [(f"{k}{end}", k, x) for k in ("precision", "recall", "f1")
+            for end, x in (("", "value"), ("_low", "ci_low"), ("_high", "ci_high"))]
+    return pd.DataFrame([{"type": t, "support": e["support"], **{c: e[k][x] for c, k, x in cols}}
+                         for t, e in table.items()]).set_index("type")
 
 
 def seed_run_records(out: Outcome) -> list[dict]:

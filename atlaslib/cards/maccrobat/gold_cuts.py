@@ -9,11 +9,29 @@ from typing import Sequence
 import pandas as pd
 
 from ...metrics import engine
-from ...metrics.engine import UnitCounts
+from ...metrics.engine import Metric, Scoring, UnitCounts
+from ...metrics.spans import UNDEFINED_REASONS
 from ...splits import SplitManifest
 from ...phases import side
-from .counting import CHAR_SPANS
+from ..families import Spans
+from .counting import SCORING
 from .words import char_mentions, natural_word_spans, uncut_tags  # noqa: F401  (re-exported)
+
+
+def _pooled(name, num, den):
+    return Metric(name, lambda t: engine.ratio(num(t), den(t)), undefined_reason=UNDEFINED_REASONS[name])
+
+
+#: The gold-cut leakage's scoring (:func:`char_span_f1`): one unit per sentence, its ``tp``, ``fp``, ``fn``
+#: mentions as exact character spans (type, first and last character), pooled over types; micro precision, recall
+#: and F1 under the card's resampling (whole case reports). The leakage is a measure the run's page makes beside
+#: the run (a second probe's predictions, scored here), kept in its cell as made (``Card.prediction_extra``): its
+#: scoring is the card's page code, so that a change to it runs the probe runs again.
+CHAR_SPANS = Scoring(
+    columns=Spans.parts, primary="f1", resampling=SCORING.resampling,
+    metrics=(_pooled("precision", lambda t: t["tp"], lambda t: t["tp"] + t["fp"]),
+             _pooled("recall", lambda t: t["tp"], lambda t: t["tp"] + t["fn"]),
+             _pooled("f1", lambda t: 2 * t["tp"], lambda t: 2 * t["tp"] + t["fp"] + t["fn"])))
 
 
 def gold_cut_mentions(items: pd.DataFrame) -> dict:
@@ -39,7 +57,7 @@ def gold_cut_mentions(items: pd.DataFrame) -> dict:
 def char_span_f1(gold: Sequence[set], pred: Sequence[set], item_ids: Sequence | None = None,
                  documents: Sequence | None = None) -> dict:
     """Micro P/R/F1 over character-span mentions (``(type, start, end)``: a mention counts when all three
-    match), scored by the one engine under the card's declared :data:`.counting.CHAR_SPANS` (P = TP / (TP + FP),
+    match), scored by the one engine under the card's declared :data:`CHAR_SPANS` (P = TP / (TP + FP),
     R = TP / (TP + FN), F1 = 2·TP / (2·TP + FP + FN), NaN when a denominator is 0). One unit per sentence
     (``item_ids``, grouped by case report, ``documents``; default: their positions); returns the pooled
     ``tp``, ``fp``, ``fn``, the three values and the ``unit_counts`` they were scored from."""

@@ -1,6 +1,6 @@
 """One MACCROBAT run (:func:`run_protocol`): the memorize baseline on the card's words, or a registry model
 under ``zero_shot``, ``probe`` or ``finetune`` by the run's decision and load, and its :class:`Outcome`
-(predictions as the contract's records, scored by a CardRun; per-type scores)."""
+(predictions as the contract's records, scored by a CardRun)."""
 from __future__ import annotations
 
 import time
@@ -99,25 +99,6 @@ class Outcome:
         for r in self.seed_runs:
             r.update({k: run.seed_scores[r["seed"]][k] for k in ("metrics", "unit_counts")})
         return metrics
-
-    def per_type(self) -> pd.DataFrame:
-        """Per-type precision / recall / F1 with CIs and gold support."""
-        if self.status != "ok":
-            return pd.DataFrame({"status": [f"not run: {self.reason}"]})
-        cols = [(f"{k}{end}", k, x) for k in ("precision", "recall", "f1")
-                for end, x in (("", "value"), ("_low", "ci_low"), ("_high", "ci_high"))]
-        return pd.DataFrame([{"type": t, "support": e["support"], **{c: e[k][x] for c, k, x in cols}}
-                             for t, e in self.per_type_scores().items()]).set_index("type")
-
-    def per_type_scores(self) -> dict:
-        """Per entity type ``{support, precision, recall, f1}``, each ``{value, ci_low, ci_high}`` (null with its
-        reason where undefined): the spans family's per-type scoring through the one engine
-        (:meth:`~atlaslib.cards.families.Spans.per_type_scores`), on the case-report resamples of the cell's metrics."""
-        from ..families import Spans
-        from .counting import SCORING, counts
-
-        return Spans.per_type_scores(counts({"predictions": self.records()}), SCORING, TYPES,
-                                     n_resamples=self.n_resamples)
 
 
 #: (version, model, protocol) -> (its :class:`Outcome`, the items) of the card's last run in this process (one
