@@ -260,10 +260,6 @@ def _score_directories(reference_dir, predicted_dir, closure, xml_name_regex, pe
     total = _merge((named[0] for _, named in scored), _evaluate.Scores)
     rows = {name: _row(name, label, view, total.get(view, _evaluate.Scores()))
             for name, (view, _, label) in ROWS.items()}
-    for name, (_, span_row, _) in ROWS.items():
-        if span_row is not None:
-            a = ratio(rows[name]["f1"], rows[span_row]["f1"])   # undefined (None in the table) when the span F1 is 0
-            rows[name]["A"] = None if a != a else a
     if closure:
         name, view, label = CLOSURE_ROW
         closed = _merge((named[1] for _, named in scored), _evaluate.TemporalClosureScores)
@@ -279,7 +275,22 @@ def _score_directories(reference_dir, predicted_dir, closure, xml_name_regex, pe
             per[CLOSURE_ROW[0]] = [_counts(named[1].get(CLOSURE_ROW[1], _evaluate.TemporalClosureScores()))
                                    for _, named in scored]
         out["per_document"] = per
-    return out
+    return with_accuracy(out)
+
+
+def with_accuracy(table: dict) -> dict:
+    """``table`` (a copy; the scorer's, :func:`score_directories`) with each attribute row's A: its F1 divided by
+    its entity type's span F1 (:func:`~atlaslib.metrics.engine.ratio`: None where the span F1 is 0). Scoring code
+    makes it, on every path (the card's ``scored_extra``): a re-score of a stored table makes it again."""
+    import copy
+
+    table = copy.deepcopy(table)
+    rows = {r["row"]: r for r in table["rows"]}
+    for name, (_, span_row, _) in ROWS.items():
+        if span_row is not None and name in rows:
+            a = ratio(rows[name]["f1"], rows[span_row]["f1"])   # undefined (None in the table) when the span F1 is 0
+            rows[name]["A"] = None if a != a else a
+    return table
 
 
 def f1_from_counts(reference, predicted, precision_correct, recall_correct):
