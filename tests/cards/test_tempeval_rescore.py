@@ -48,3 +48,15 @@ def test_a_tempeval_run_is_rescored_as_it_executed(tmp_path, monkeypatch):
     assert check._bare(new) == check._bare(cell)
     assert new["run_key"].split(rescore.KEY_SEPARATOR)[0] == cell["run_key"].split(rescore.KEY_SEPARATOR)[0]
     assert check._tagged(again.notebook) == page
+
+
+def test_the_scorer_is_prediction_code_and_its_counting_scoring():
+    """Why a TempEval re-score needs no Anafora folder: the cell keeps the official scorer's per-document counts, not
+    the predicted XML (its records hold each file's sha256 and counts only), and the scorer, its reader and writer are
+    prediction code in the run key (a change to them executes the run again); only the counting of the stored counts
+    and the engine are scoring code."""
+    from atlaslib import runner
+
+    assert {f: runner.key_part(f"cards/tempeval/{f}") for f in ("scoring.py", "anafora_io.py", "runs.py",
+                                                                "counting.py")} == \
+        {"scoring.py": "prediction", "anafora_io.py": "prediction", "runs.py": "prediction", "counting.py": "scoring"}
