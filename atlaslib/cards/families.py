@@ -290,7 +290,9 @@ class TaskFamily:
         answers = ([by[i].label for i in test.index], None if any(by[i].score is None for i in test.index)
                    else np.array([float(by[i].score) for i in test.index]))
         run = CardRun(self.card.name, s.version, profile["name"], protocol, parameters={"n_resamples": n_resamples})
-        parts = self.cell_parts(run, self._records(test, answers), s.context["manifest"])
+        # the card's cell parts where it has its own (as cards.run.run calls them), else the family's
+        parts = getattr(run.module, "cell_parts", self.cell_parts)(run, self._records(test, answers),
+                                                                   s.context["manifest"])
         return dict(parts, profile=profile, capability=EXTERNAL, parameters={"n_resamples": n_resamples},
                     overlap=self.card.overlap(profile.get("trained_on")),
                     details={"source": EXTERNAL, "predictions_sha256": profile.get("revision")})
