@@ -89,7 +89,8 @@ def refusal(card, cell: dict, variants: list) -> str | None:
     """Why the stored ``cell`` of a run of ``card`` and its variant cells ``variants`` cannot be re-scored (the
     guard's part that reads cells only, :func:`rescorable`), or None: the run is not ok, a variant cell is not its
     run's (:func:`atlaslib.variants.parents`), stored predictions are not what was scored (:func:`scored_as_stored`),
-    or an extra holds more than a re-score makes (:data:`RESCORED_EXTRA`) and the card declares its model made."""
+    or an extra holds more than a re-score makes (:data:`RESCORED_EXTRA`, the card's ``scored_extra`` for the run's
+    own cell) and the card declares its model made."""
     from .variants import parents
 
     if cell.get("status") != "ok":
@@ -98,8 +99,11 @@ def refusal(card, cell: dict, variants: list) -> str | None:
         return "a variant cell beside it is not its run's"
     if not all(map(scored_as_stored, [cell, *variants])):
         return "its stored scores are not those its metrics were made from"
-    made = set(RESCORED_EXTRA) | set(card.prediction_extra) | set(card.scored_extra)
-    other = sorted({k for c in [cell, *variants] for k in c.get("extra") or {}} - made)
+    # a variant cell is not finished (CardRun.variant): what the card's scoring makes of a cell is made anew for
+    # the run's cell only, so a variant's copy would be kept stale
+    made = set(RESCORED_EXTRA) | set(card.prediction_extra)
+    other = sorted(({k for k in cell.get("extra") or {}} - made - set(card.scored_extra))
+                   | {k for v in variants for k in v.get("extra") or {}} - made)
     return f"its extra holds {other}, which scoring code may have made" if other else None
 
 

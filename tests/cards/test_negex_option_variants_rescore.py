@@ -3,6 +3,7 @@ scored and their token ids (its tokenizer's) in ``extra``, as SmolLM2's publishe
 so the card declares them (``Card.prediction_extra``): the run and its variant cells pass the re-score guard and
 re-score to the cells as made (metrics, unit counts, predictions, extra)."""
 import copy
+import dataclasses
 import json
 
 import numpy as np
@@ -50,6 +51,11 @@ def test_an_options_run_and_its_prompt_variant_rescore(data_dir):
     assert [_bare(v) for v in again_variants] == [_bare(v) for v in variants]
     assert again_variants[0]["parent_run_key"] == "p.t"
 
-    # what the card does not declare (a table its scoring code made) still sends the run to execute
+    # what the card does not declare (a table its scoring code made) still sends the run to execute; what its
+    # scoring makes of a finished cell (scored_extra) is made anew for the run's cell, not a variant's: refused there
+    scoring = dataclasses.replace(negex.CARD, scored_extra={"report": lambda c: {}})
+    assert rescore.refusal(scoring, {**cell, "extra": {**cell["extra"], "report": {}}}, variants) is None
+    variants[0]["extra"]["report"] = {}
+    assert "report" in rescore.refusal(scoring, cell, variants)
     variants[0]["extra"]["reproduction_rows"] = []
     assert "reproduction_rows" in rescore.refusal(negex.CARD, cell, variants)
