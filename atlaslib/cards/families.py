@@ -31,8 +31,9 @@ What an instance owns (the API, stable):
 - **cell parts**, :meth:`TaskFamily.cell_parts`: :func:`atlaslib.cards.run.contract_parts` (scored by
   :meth:`CardRun.score <atlaslib.cards.run.CardRun.score>`, the one engine; no card-level ``score``);
 - **outside systems**, :meth:`TaskFamily.outside_split` and :meth:`TaskFamily.outside_cell_parts`: the test items'
-  ``inputs`` columns as ``atlas export`` gives them, and a prediction file's answers made into records and scored by
-  a :class:`~atlaslib.cards.run.CardRun` through the family's counts;
+  ``inputs`` columns as ``atlas export`` gives them, and a prediction file's answers made into records (with the
+  declared ``fields`` of the items) and into the card's own ``cell_parts`` where it has one (else the family's),
+  scored by a :class:`~atlaslib.cards.run.CardRun` through the family's counts;
 - **variants**, :meth:`TaskFamily.variants`: each declared perturbation (``CARD.perturbations``) applied to the
   test items' ``text`` column, re-predicted by the run's own predictor and scored through
   :meth:`CardRun.score <atlaslib.cards.run.CardRun.score>` and :meth:`CardRun.variant
