@@ -362,8 +362,8 @@ def test_a_fine_tune_through_the_contract_is_the_books_row_over_its_seeds(corpus
 
 
 def test_the_per_type_table_is_the_engines_and_equals_the_index_by_index_span_bootstrap():
-    """The per-type table (the run page's, :func:`per_type_table` of the run's cell) comes from the card's per-type
-    scoring through the engine; it equals ``span_metrics_with_ci``'s per-type entries (strict IOB2 mentions, whole case
+    """The per-type table (the cell's ``extra.per_type``, the run page's :func:`per_type_table`) comes from the card's
+    per-type scoring through the engine; it equals ``span_metrics_with_ci``'s per-type entries (strict IOB2 mentions, whole case
     reports drawn index by index), interval bounds to the bit, on six sentences of three reports where one type
     is never predicted (its precision undefined, said why) and one is never in gold (its recall undefined)."""
     import math
@@ -377,9 +377,9 @@ def test_the_per_type_table_is_the_engines_and_equals_the_index_by_index_span_bo
     out = mc.runs.Outcome(model="m", protocol="probe", version="atlas-n100-v1", status="ok",
                           item_ids=[f"s{i}" for i in range(6)], documents=docs, gold=gold, pred=pred, n_resamples=200)
     ref = span_metrics_with_ci(gold, pred, docs, types=mc.TYPES, n_resamples=200, seed=mc.SEED)["per_type"]
-    got = mc.FAMILY.per_type_scores(mc.counts({"predictions": out.records()}), mc.SCORING, mc.TYPES, n_resamples=200)
-    table = mc.per_type_table({"status": "ok", "predictions": out.records(),
-                               "spec": {"parameters": {"n_resamples": 200}}})
+    cell = {"status": "ok", "predictions": out.records(), "spec": {"parameters": {"n_resamples": 200}}}
+    got = mc.counting.per_type(cell)   # the cell's extra.per_type
+    table = mc.per_type_table(dict(cell, extra={"per_type": got}))
     assert table.loc[a, "f1_low"] == got[a]["f1"]["ci_low"] and table.loc[c, "support"] == got[c]["support"] == 0
     assert list(got) == list(ref) == list(mc.TYPES)
     for t in mc.TYPES:

@@ -25,4 +25,4 @@ from .gold_cuts import (CHAR_SPANS, char_mentions, char_span_f1, gold_cut_mentio
 from .variants import run_variants  # noqa: F401
 from .contract import FAMILY, audit_items, load_items, predict, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)
-from .counting import SCORING, counts, slice_counts  # noqa: F401  (how predictions become numbers)
+from .counting import SCORING, counts, per_type, slice_counts  # noqa: F401  (how predictions become numbers)

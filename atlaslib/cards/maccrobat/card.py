@@ -106,6 +106,15 @@ PERTURBATIONS = (
     Perturbation("gold-cuts-removed", PERTURBATION_VERSION, gold_cuts_removed, seed=SEED),
 )
 
+
+def _per_type(cell: dict) -> dict:
+    """The cell's per-type table (:func:`.counting.per_type`, looked up through the card registry: the counting
+    module reads this one's constants)."""
+    from .. import card_module
+
+    return card_module(cell["card"]).per_type(cell)
+
+
 CARD = Card(
     name="maccrobat",
     title="Clinical entity recognition (MACCROBAT)",
@@ -182,6 +191,9 @@ CARD = Card(
     # page measures with a second probe (:mod:`.gold_cuts`, page code: a change to it runs the probe again)
     prediction_extra=("contamination", "memorisation", "memorisation_reason", "reproduction_rows", "row_marks",
                       "gold_cut_leakage"),
+    # what the card's scoring makes of every finished ok cell, a re-score's included (first in extra, in this order):
+    # the per-type table (:func:`.counting.per_type`) and how the intervals resample
+    scored_extra={"per_type": _per_type, "bootstrap": lambda cell: "cluster by document (case report)"},
 )
 
 

@@ -72,21 +72,15 @@ def outcome_parts(out: Outcome, manifest: SplitManifest, items: pd.DataFrame, *,
 
 
 def per_type_table(cell: dict) -> pd.DataFrame:
-    """The run page's per-type table, from the run's result cell alone: per entity type its gold support and
-    precision / recall / F1 with their intervals (the spans family's per-type scoring,
-    :meth:`~atlaslib.cards.families.Spans.per_type_scores`, of the counts of the cell's predictions on the
-    case-report resamples of its metrics); for a run that did not happen, why."""
-    from ..families import Spans
-    from .counting import SCORING, counts
-
+    """The run page's per-type table, from the run's result cell alone (its ``extra.per_type``,
+    :func:`.counting.per_type`): per entity type its gold support and precision / recall / F1 with their intervals;
+    for a run that did not happen, why."""
     if cell["status"] != "ok":
         return pd.DataFrame({"status": [f"not run: {cell.get('reason')}"]})
-    table = Spans.per_type_scores(counts(cell), SCORING, TYPES,
-                                  n_resamples=(cell.get("spec") or {}).get("parameters", {}).get("n_resamples"))
     cols = [(f"{k}{end}", k, x) for k in ("precision", "recall", "f1")
             for end, x in (("", "value"), ("_low", "ci_low"), ("_high", "ci_high"))]
     return pd.DataFrame([{"type": t, "support": e["support"], **{c: e[k][x] for c, k, x in cols}}
-                         for t, e in table.items()]).set_index("type")
+                         for t, e in cell["extra"]["per_type"].items()]).set_index("type")
 
 
 def seed_run_records(out: Outcome) -> list[dict]:
