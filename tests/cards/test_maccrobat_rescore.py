@@ -62,3 +62,29 @@ def test_the_memorize_run_is_rescored_as_it_executed(data_dir, tmp_path, monkeyp
     assert [_bare(json.loads(p.read_text())) for p in variants] == [_bare(v) for v in before]
     assert all(json.loads(p.read_text())["parent_run_key"] == new["run_key"] for p in variants)
     assert _tagged(again.notebook) == page
+
+
+def test_every_extra_a_maccrobat_cell_holds_is_made_again_or_declared(corpus, manifest):
+    """A probe cell with a language model's probes, the reproduction rows and the gold-cut leakage, and a fine-tuned
+    row over two seeds with its mark: the guard lets each re-score (every extra key is made by the card's scoring
+    or declared its model's), and the re-score gives its metrics and extra again, the per-type table included."""
+    from atlaslib.cards import maccrobat as mc
+    from atlaslib.cards.run import CardRun
+
+    items, audit = corpus.items, mc.audit(corpus)
+    test = items.set_index("item_id").loc[manifest.test]
+    gold = [list(t) for t in test["tags"]]
+    pred = [["O"] * len(g) for g in gold[:50]] + gold[50:]
+    llm = {"contamination": {"may_have_seen": False}, "memorisation": None, "memorisation_reason": "not measured"}
+    for protocol, seeds in (("probe", []), ("finetune", [{"seed": s, "pred": p, "details": {}}
+                                                          for s, p in ((1, pred), (2, gold))])):
+        out = mc.Outcome(model="m", protocol=protocol, version=manifest.version, status="ok", llm=llm,
+                         item_ids=list(manifest.test), documents=test["document"].tolist(), gold=gold, pred=pred,
+                         seed_runs=seeds, n_resamples=20)
+        run = CardRun("maccrobat", manifest.version, "m", protocol, parameters={"n_resamples": 20})
+        cell = run.finish(**mc.outcome_parts(out, manifest, items, metrics=run.score(out.scored_records()),
+                                             audit=audit, leakage={"f1_difference": 0.0} if not seeds else None))
+        assert rescore.refusal(mc.CARD, cell, []) is None
+        assert {"per_type", "reproduction_rows", "contamination"} <= set(cell["extra"])
+        again = rescore.rescored_cell(json.loads(json.dumps(cell)), "p.s")
+        assert again["metrics"] == cell["metrics"] and again["extra"] == json.loads(json.dumps(cell["extra"]))
