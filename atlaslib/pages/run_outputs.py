@@ -36,10 +36,11 @@ def metrics_table(cell: dict) -> None:
         display(results.metrics_frame(cell["metrics"]))
 
 
-def bootstrap_plot(cell: dict) -> None:
+def bootstrap_plot(cell: dict, resampled: str | None = None) -> None:
     """Each metric's distribution over the resamples the run's intervals were drawn from, read back from its cell
     (:meth:`CardRun.of_cell <atlaslib.cards.run.CardRun.of_cell>`; a row over training seeds: its first seed's),
-    titled by model, protocol and version. Nothing for a run that did not happen."""
+    titled by model, protocol and version (and, given ``resampled``, "<n> resamples of <resampled>"). Nothing for a
+    run that did not happen."""
     import matplotlib.pyplot as plt
 
     from .. import plots
@@ -48,8 +49,9 @@ def bootstrap_plot(cell: dict) -> None:
     if cell["status"] != "ok":
         return
     r = CardRun.of_cell(cell)
+    n = f": {r.spec.parameters.get('n_resamples')} resamples of {resampled}" if resampled else ""
     plots.bootstrap_distributions(r.samples(), r.sampled_metrics, title=" · ".join(
-        [cell["model"], cell["protocol"], cell["version"]] + ([r.sampled_label] if r.sampled_label else [])))
+        [cell["model"], cell["protocol"], cell["version"] + n] + ([r.sampled_label] if r.sampled_label else [])))
     plt.show()
 
 
