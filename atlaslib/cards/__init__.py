@@ -275,7 +275,7 @@ class Card:
     perturbations: tuple = ()
     # the keys of a run cell's ``extra`` that the run's model made, not its scoring code (a language model's probes,
     # an outside system's answers): a re-score from stored predictions keeps them as stored
-    # (atlaslib.runner.rescore); a run whose extra holds any other key (but the seeds') executes again
+    # (atlaslib.rescore); a run whose extra holds any other key (but the seeds') executes again
     prediction_extra: tuple = ()
     # key -> function of a finished ok cell: what of its ``extra`` the card's scoring makes from the cell (its unit
     # counts, predictions, spec), made by CardRun.finish on every path, a re-score included (e.g. a report of the

@@ -11,6 +11,12 @@ from .card import SPEC_EXAMPLES
 from .data import Corpus
 from .runs import Outcome
 
+def _by_position(m) -> tuple:
+    """A mention ``(type, first word, last word)``'s place in a sentence: mentions are sets, whose order follows the
+    process's string hashing; pages list them by position."""
+    return m[1], m[2], m[0]
+
+
 def error_table(out: Outcome, items: pd.DataFrame, limit: int = 30) -> pd.DataFrame:
     """Each error mention with its kind: ``boundary`` (same type, overlapping gold span),
     ``type`` (same span, other type), ``spurious`` (FP, no overlap), ``missed`` (FN, no overlap)."""
@@ -20,8 +26,8 @@ def error_table(out: Outcome, items: pd.DataFrame, limit: int = 30) -> pd.DataFr
         words = idx.loc[iid, "words"]
         gm, pm = set(tag_mentions(g)), set(tag_mentions(p))
         for side, errs, other in (("predicted", pm - gm, gm), ("gold", gm - pm, pm)):
-            for t, a, b in sorted(errs, key=lambda m: m[1]):
-                ov = [m for m in other if m[1] <= b and a <= m[2]]
+            for t, a, b in sorted(errs, key=_by_position):
+                ov = sorted((m for m in other if m[1] <= b and a <= m[2]), key=_by_position)
                 if any(m[1:] == (a, b) for m in ov):
                     kind = "type"
                 elif any(m[0] == t for m in ov):
