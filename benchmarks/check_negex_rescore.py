@@ -14,57 +14,20 @@ why it executes, and each that passes re-scores to its published cell and varian
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import nbformat
+from atlaslib import rescore, runner
 
-from atlaslib import notebook, rescore, runner
-from atlaslib.sources import sha256_file
-from atlaslib.results import record_path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the tests' re-score pieces
+from tests.rescore_check import bare as _bare, stale as _stale, tagged as _tagged, variant_paths  # noqa: E402
 
 
 #: the protocol of the runs checked (``--protocol``)
 PROTOCOL = "zero_shot"
-
-
-def _variants(result: str) -> list[Path]:
-    return sorted((Path(result).parent / "variants" / PROTOCOL).glob("*.json"))
-
-
-def _tagged(path) -> list:
-    return [c["outputs"] for c in nbformat.read(path, as_version=4).cells if rescore.FROM_CELL_TAG in notebook.tags(c)]
-
-
-def _stale(out) -> None:
-    """The stored pair as an older scoring code leaves it: another scoring key on the cell, its page and variants."""
-    cell = json.loads(Path(out.result).read_text())
-    pred, _ = rescore.split_key(cell["run_key"])
-    fresh, old = cell["run_key"], f"{pred}.older-scoring"
-    cell["run_key"] = cell["spec"]["parameters"]["run_key"] = old
-    Path(out.result).write_text(json.dumps(cell))
-    for path in _variants(out.result):
-        v = json.loads(path.read_text())
-        v["parent_run_key"] = old
-        path.write_text(json.dumps(v))
-    record_path(out.notebook).write_text(sha256_file(out.result) + "\n")
-    page = nbformat.read(out.notebook, as_version=4)
-    page.metadata.papermill.parameters.run_key = old
-    for c in page.cells:
-        c.source = c.source.replace(fresh, old)
-    nbformat.write(page, out.notebook)
-
-
-def _bare(c: dict) -> dict:
-    c = copy.deepcopy(c)
-    for k in ("timing", "run_key", "parent_run_key"):
-        c.pop(k, None)
-    c["spec"]["parameters"].pop("run_key", None)
-    return c
 
 
 def check(model: str, version: str, root: Path, published: Path | None) -> list[str]:
@@ -75,7 +38,7 @@ def check(model: str, version: str, root: Path, published: Path | None) -> list[
     ran_s = time.perf_counter() - t
     problems = [] if executed.status == "ran" else [f"{model}: executed as {executed.status!r}"]
     cell = json.loads(Path(executed.result).read_text())
-    variants = [json.loads(p.read_text()) for p in _variants(executed.result)]
+    variants = [json.loads(p.read_text()) for p in variant_paths(executed.result)]
     page = _tagged(executed.notebook)
     if published is not None:
         pub = json.loads((published / "negex" / version / model / f"{PROTOCOL}.json").read_text())
@@ -93,7 +56,7 @@ def check(model: str, version: str, root: Path, published: Path | None) -> list[
             problems.append(f"{model}: unit_counts differ from the published cell")
         pub_variants = {p.name: json.loads(p.read_text())
                         for p in (published / "negex" / version / model / "variants" / PROTOCOL).glob("*.json")}
-        mine = {p.name: json.loads(p.read_text()) for p in _variants(executed.result)}
+        mine = {p.name: json.loads(p.read_text()) for p in variant_paths(executed.result)}
         if mine.keys() != pub_variants.keys() or any(
                 mine[n].get(k) != pub_variants[n].get(k) or counts(mine[n]) != counts(pub_variants[n])
                 for n in mine for k in ("metrics", "predictions")):
@@ -120,7 +83,7 @@ def check(model: str, version: str, root: Path, published: Path | None) -> list[
     if _bare(new) != _bare(cell):
         problems.append(f"{model}: the re-scored cell differs: "
                         f"{[k for k in set(new) | set(cell) if _bare(new).get(k) != _bare(cell).get(k)]}")
-    new_variants = [json.loads(p.read_text()) for p in _variants(again.result)]
+    new_variants = [json.loads(p.read_text()) for p in variant_paths(again.result)]
     if [_bare(v) for v in new_variants] != [_bare(v) for v in variants]:
         problems.append(f"{model}: the re-scored variant cells differ ({len(new_variants)} vs {len(variants)})")
     if any(v["parent_run_key"] != new["run_key"] for v in new_variants):

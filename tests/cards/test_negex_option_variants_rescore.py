@@ -2,7 +2,6 @@
 scored and their token ids (its tokenizer's) in ``extra``, as SmolLM2's published cells do. The model made them,
 so the card declares them (``Card.prediction_extra``): the run and its variant cells pass the re-score guard and
 re-score to the cells as made (metrics, unit counts, predictions, extra)."""
-import copy
 import dataclasses
 import json
 
@@ -11,16 +10,9 @@ import numpy as np
 from atlaslib import rescore
 from atlaslib.cards import negex
 from atlaslib.cards.run import CardRun
+from tests.rescore_check import bare
 
 VERSION = "atlas-n100-v1"
-
-
-def _bare(c: dict) -> dict:
-    c = copy.deepcopy(c)
-    for k in ("timing", "run_key", "parent_run_key"):
-        c.pop(k, None)
-    c["spec"]["parameters"].pop("run_key", None)
-    return c
 
 
 def test_an_options_run_and_its_prompt_variant_rescore(data_dir):
@@ -47,8 +39,8 @@ def test_an_options_run_and_its_prompt_variant_rescore(data_dir):
     assert rescore.refusal(negex.CARD, cell, variants) is None
     again = rescore.rescored_cell(cell, "p.t")
     again_variants = json.loads(json.dumps(rescore.rescored_variants(again, variants)))
-    assert _bare(json.loads(json.dumps(again))) == _bare(cell)
-    assert [_bare(v) for v in again_variants] == [_bare(v) for v in variants]
+    assert bare(json.loads(json.dumps(again))) == bare(cell)
+    assert [bare(v) for v in again_variants] == [bare(v) for v in variants]
     assert again_variants[0]["parent_run_key"] == "p.t"
 
     # what the card does not declare (a table its scoring code made) still sends the run to execute; what its
