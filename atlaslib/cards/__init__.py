@@ -279,7 +279,8 @@ class Card:
     prediction_extra: tuple = ()
     # key -> function of a finished ok cell: what of its ``extra`` the card's scoring makes from the cell (its unit
     # counts, predictions, spec), made by CardRun.finish on every path, a re-score included (e.g. a report of the
-    # same counts); the values come first in ``extra``, in this order
+    # same counts); a value the cell's extra does not hold yet comes first, in this order, one it holds keeps its
+    # place; None: the cell has none (the key is left out)
     scored_extra: dict = field(default_factory=dict)
     prompt_set: object = None
 

@@ -230,9 +230,13 @@ class CardRun:
             scored = getattr(self, "_scored", None)
             same_units = scored is not None and list(scored[0].ids) == [p.get("item_id") for p in cell["predictions"]]
             cell["unit_counts"] = (scored[0] if same_units else self.module.counts(cell)).to_cell()
-        if self.ok and self.card.scored_extra:   # what the card's scoring makes of the cell, made anew each time
+        if self.ok and self.card.scored_extra:   # what the card's scoring makes of the cell, made anew each time:
+            # first in extra where the cell does not hold it yet, else in its place; None: the cell has none
             made = {k: f(cell) for k, f in self.card.scored_extra.items()}
-            cell["extra"] = {**made, **{k: v for k, v in cell["extra"].items() if k not in made}}
+            made = {k: v for k, v in made.items() if v is not None}
+            cell["extra"] = {**{k: v for k, v in made.items() if k not in cell["extra"]},
+                             **{k: made.get(k, v) for k, v in cell["extra"].items() if k in made or k not in
+                                self.card.scored_extra}}
         if spec.parameters.get("run_key"):  # the runner's cache key, handed to the notebook: the cell carries it
             cell["run_key"] = spec.parameters["run_key"]
         results.validate_cell(cell, f"{spec.card} {spec.version} {spec.model} {spec.protocol}")
