@@ -19,12 +19,16 @@ def test_every_extra_a_maccrobat_cell_holds_is_made_again_or_declared(corpus, ma
     row over two seeds with its mark: the guard lets each re-score (every extra key is made by the card's scoring
     or declared its model's), and the re-score gives its metrics and extra again, the per-type table included."""
     from atlaslib.cards import maccrobat as mc
+    from atlaslib.cards.maccrobat.gold_cuts import char_mentions, char_span_f1
     from atlaslib.cards.run import CardRun
 
     items, audit = corpus.items, mc.audit(corpus)
     test = items.set_index("item_id").loc[manifest.test]
     gold = [list(t) for t in test["tags"]]
     pred = [["O"] * len(g) for g in gold[:50]] + gold[50:]
+    gold_m, pred_m = ([char_mentions(t, w) for t, w in zip(tags, test["word_spans"])] for tags in (gold, pred))
+    leak = {"with_gold_cuts": char_span_f1(gold_m, pred_m), "without_gold_cuts": char_span_f1(gold_m, gold_m),
+            "f1_difference": 0.0}
     llm = {"contamination": {"may_have_seen": False}, "memorisation": None, "memorisation_reason": "not measured"}
     for protocol, seeds in (("probe", []), ("finetune", [{"seed": s, "pred": p, "details": {}}
                                                           for s, p in ((1, pred), (2, gold))])):
@@ -33,7 +37,7 @@ def test_every_extra_a_maccrobat_cell_holds_is_made_again_or_declared(corpus, ma
                          seed_runs=seeds, n_resamples=20)
         run = CardRun("maccrobat", manifest.version, "m", protocol, parameters={"n_resamples": 20})
         cell = run.finish(**mc.outcome_parts(out, manifest, items, metrics=run.score(out.scored_records()),
-                                             audit=audit, leakage={"f1_difference": 0.0} if not seeds else None))
+                                             audit=audit, leakage=None if seeds else leak))
         assert rescore.refusal(mc.CARD, cell, []) is None
         assert {"per_type", "reproduction_rows", "contamination"} <= set(cell["extra"])
         again = rescore.rescored_cell(json.loads(json.dumps(cell)), "p.s")

@@ -115,6 +115,14 @@ def _per_type(cell: dict) -> dict:
     return card_module(cell["card"]).per_type(cell)
 
 
+def _gold_cut_leakage(cell: dict) -> dict | None:
+    """The cell's gold-cut leakage scored from its unit counts (:func:`.gold_cuts.leakage_of_cell`, looked up as
+    :func:`_per_type` is)."""
+    from .. import card_module
+
+    return card_module(cell["card"]).leakage_of_cell(cell)
+
+
 CARD = Card(
     name="maccrobat",
     title="Clinical entity recognition (MACCROBAT)",
@@ -187,13 +195,14 @@ CARD = Card(
                  "not change which tagger a reader picks"),
     perturbations=PERTURBATIONS,
     # what a cell's extra holds that no scoring code makes (a re-score keeps it as stored): a language model's
-    # probes, the corpus audit's reproduction rows, the fine-tuned row's mark, and the gold-cut leakage the probe's
-    # page measures with a second probe (:mod:`.gold_cuts`, page code: a change to it runs the probe again)
-    prediction_extra=("contamination", "memorisation", "memorisation_reason", "reproduction_rows", "row_marks",
-                      "gold_cut_leakage"),
-    # what the card's scoring makes of every finished ok cell, a re-score's included (first in extra, in this order):
-    # the per-type table (:func:`.counting.per_type`) and how the intervals resample
-    scored_extra={"per_type": _per_type, "bootstrap": lambda cell: "cluster by document (case report)"},
+    # probes, the corpus audit's reproduction rows, the fine-tuned row's mark
+    prediction_extra=("contamination", "memorisation", "memorisation_reason", "reproduction_rows", "row_marks"),
+    # what the card's scoring makes of every finished ok cell, a re-score's included (first in extra, in this order,
+    # where the cell does not hold it yet): the per-type table (:func:`.counting.per_type`), how the intervals
+    # resample, and the probe's gold-cut leakage scored from the unit counts it keeps
+    # (:func:`.gold_cuts.leakage_of_cell`)
+    scored_extra={"per_type": _per_type, "bootstrap": lambda cell: "cluster by document (case report)",
+                  "gold_cut_leakage": _gold_cut_leakage},
 )
 
 

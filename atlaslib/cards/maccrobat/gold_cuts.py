@@ -25,8 +25,8 @@ def _pooled(name, num, den):
 #: The gold-cut leakage's scoring (:func:`char_span_f1`): one unit per sentence, its ``tp``, ``fp``, ``fn``
 #: mentions as exact character spans (type, first and last character), pooled over types; micro precision, recall
 #: and F1 under the card's resampling (whole case reports). The leakage is a measure the run's page makes beside
-#: the run (a second probe's predictions, scored here), kept in its cell as made (``Card.prediction_extra``): its
-#: scoring is the card's page code, so that a change to it runs the probe runs again.
+#: the run (a second probe's predictions); its cell keeps both runs' unit counts, and its scores are made of them
+#: on every finish of the cell, a re-score's included (:func:`leakage_of_cell`, the card's ``scored_extra``).
 CHAR_SPANS = Scoring(
     columns=Spans.parts, primary="f1", resampling=SCORING.resampling,
     metrics=(_pooled("precision", lambda t: t["tp"], lambda t: t["tp"] + t["fp"]),
@@ -62,11 +62,29 @@ def char_span_f1(gold: Sequence[set], pred: Sequence[set], item_ids: Sequence | 
     (``item_ids``, grouped by case report, ``documents``; default: their positions); returns the pooled
     ``tp``, ``fp``, ``fn``, the three values and the ``unit_counts`` they were scored from."""
     ids = list(range(len(gold))) if item_ids is None else list(item_ids)
-    uc = UnitCounts(ids, CHAR_SPANS.columns, [[len(g & p), len(p - g), len(g - p)] for g, p in zip(gold, pred)],
-                    {"document": ids if documents is None else list(documents)})
+    return _scored(UnitCounts(ids, CHAR_SPANS.columns,
+                              [[len(g & p), len(p - g), len(g - p)] for g, p in zip(gold, pred)],
+                              {"document": ids if documents is None else list(documents)}))
+
+
+def _scored(uc: UnitCounts) -> dict:
+    """The pooled ``tp``, ``fp``, ``fn`` of ``uc``, its :data:`CHAR_SPANS` scores and ``unit_counts``."""
     total = uc.total()
     return {**{k: int(total[k]) for k in CHAR_SPANS.columns},
             **{m.name: engine.point(CHAR_SPANS, uc, m.name) for m in CHAR_SPANS.metrics}, "unit_counts": uc.to_cell()}
+
+
+def leakage_of_cell(cell: dict) -> dict | None:
+    """The cell's ``extra.gold_cut_leakage`` scored anew from the unit counts it keeps (both runs' pooled counts,
+    scores and unit counts by :data:`CHAR_SPANS`, the one engine; ``f1_difference`` of the two F1s; the rest as
+    stored, in its order): made by :meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>` of every cell, a
+    re-score's included (the card's ``scored_extra``). None for a cell without the measure (runs but the probe)."""
+    leak = (cell.get("extra") or {}).get("gold_cut_leakage")
+    if leak is None:
+        return None
+    made = {k: _scored(UnitCounts.from_cell(leak[k]["unit_counts"])) for k in ("with_gold_cuts", "without_gold_cuts")}
+    made["f1_difference"] = made["with_gold_cuts"]["f1"] - made["without_gold_cuts"]["f1"]
+    return {k: made.get(k, v) for k, v in leak.items()}
 
 
 @side
