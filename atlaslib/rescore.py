@@ -8,6 +8,7 @@ outputs. This module imports the run's scorer (:class:`atlaslib.cards.run.CardRu
 """
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,9 @@ def split_key(key) -> tuple[str | None, str | None]:
 
 #: the tag of a run notebook's code cell whose outputs are a function of the run's result cell alone: it reads
 #: only ``cell`` (the cell :meth:`CardRun.finish <atlaslib.cards.run.CardRun.finish>` returned) and
-#: ``variant_cells`` (its variant runs' cells), and imports what it uses. A notebook with such cells declares that
+#: ``variant_cells`` (its variant runs' cells), besides what the kernel holds of the cells above it that a re-render
+#: holds too (their imports, their pandas display options: :func:`kernel_setup`), and imports anything else it uses
+#: (a later such cell sees an earlier one's imports, as the kernel does). A notebook with such cells declares that
 #: they hold every output its scoring code makes (metrics tables, intervals, their plots): its runs whose
 #: predictions are unchanged are re-scored without a kernel (:func:`rescored_page`) and these cells alone
 #: re-rendered from the new cells. A notebook without one executes again.
@@ -122,7 +125,7 @@ def rescored_page(stored: Stored, key: str, result_path: Path) -> tuple[object, 
         return None
     nb = stored.notebook
     for c in stored.tagged:
-        outputs = render_from_cell(c, cell, variant_cells)
+        outputs = render_from_cell(c, cell, variant_cells, cells_above(nb, c))
         if outputs is None:
             return None
         c.outputs = outputs
@@ -261,14 +264,56 @@ def _reasons(cell: dict) -> dict:
     return reasons
 
 
-def render_from_cell(code_cell, cell: dict, variant_cells: list | None = None) -> list | None:
+def cells_above(nb, code_cell) -> list:
+    """The cells of the notebook ``nb`` above its cell ``code_cell`` (that very cell, not an equal one)."""
+    return nb.cells[:next(i for i, c in enumerate(nb.cells) if c is code_cell)]
+
+
+def kernel_setup(cells_before) -> tuple[ast.Module, dict]:
+    """What a kernel holds, when it reaches a cell, of the notebook's cells ``cells_before`` (those above it) that a
+    cell tagged :data:`FROM_CELL_TAG` may use: (their top-level ``import`` / ``from ... import`` statements, as a
+    module to run; the pandas display options their top-level ``<pandas>.set_option(name, value)`` calls set, with
+    literal arguments, in order). Nothing else of those cells is run: a tagged cell reads only the result cell."""
+    imports, options = [], {}
+    for c in cells_before:
+        if c.get("cell_type") != "code":
+            continue
+        try:
+            body = ast.parse(c.source).body
+        except SyntaxError:
+            continue
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                imports.append(node)
+            elif _pandas_option(node, imports) is not None:
+                options.update([_pandas_option(node, imports)])
+    return ast.Module(body=imports, type_ignores=[]), options
+
+
+def _pandas_option(node, imports) -> tuple | None:
+    """(name, value) of ``node`` when it is a call ``<pandas>.set_option("<name>", <literal>)``, ``<pandas>`` a name
+    the statements ``imports`` bind to the pandas module; else None."""
+    pandas_names = {a.asname or a.name for i in imports if isinstance(i, ast.Import) for a in i.names
+                    if a.name == "pandas"}
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "set_option"
+            and isinstance(call.func.value, ast.Name) and call.func.value.id in pandas_names
+            and len(call.args) == 2 and not call.keywords):
+        return None
+    try:
+        return ast.literal_eval(call.args[0]), ast.literal_eval(call.args[1])
+    except ValueError:
+        return None
+
+
+def render_from_cell(code_cell, cell: dict, variant_cells: list | None = None, cells_before=()) -> list | None:
     """The outputs of the notebook code cell ``code_cell`` (tagged :data:`FROM_CELL_TAG`) executed in this process
-    on the result cell ``cell`` and its variant cells ``variant_cells`` (its only names), as a kernel records them
-    (nbformat outputs: what it prints, what it displays, its last expression's value, formatted by IPython's display
-    formatter, and its matplotlib figures as the inline backend draws them, at ``plt.show()`` or after the cell);
-    None when they are not of the kinds and count of the outputs it holds (another branch taken): the run then
-    executes."""
-    import ast
+    on the result cell ``cell`` and its variant cells ``variant_cells`` (its only names but what the kernel holds of
+    the notebook's cells above it, ``cells_before``: their imports and pandas display options, :func:`kernel_setup`,
+    and IPython's ``display``), as a kernel records them (nbformat outputs: what it prints, what it displays, its last
+    expression's value, formatted by IPython's display formatter, and its matplotlib figures as the inline backend
+    draws them, at ``plt.show()`` or after the cell); None when they are not of the kinds and count of the outputs it
+    holds (another branch taken): the run then executes."""
     import contextlib
 
     import nbformat
@@ -295,7 +340,8 @@ def render_from_cell(code_cell, cell: dict, variant_cells: list | None = None) -
 
     tree = ast.parse(code_cell.source)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    namespace = {"cell": cell, "variant_cells": list(variant_cells or []), "__name__": "__main__"}
+    setup, options = kernel_setup(cells_before)
+    namespace = {"cell": cell, "variant_cells": list(variant_cells or []), "__name__": "__main__", "display": show}
     import matplotlib.pyplot as plt
     import pandas as pd
 
@@ -310,8 +356,11 @@ def render_from_cell(code_cell, cell: dict, variant_cells: list | None = None) -
     try:
         IPython.display.display = display_functions.display = show
         plt.show = show_figures
-        # pandas' options as a kernel has them (not a terminal's: its width detected, no column limit)
-        with contextlib.redirect_stdout(Stream()), pd.option_context("display.max_columns", 20, "display.width", 80):
+        # pandas' options as a kernel has them (not a terminal's: its width detected, no column limit), then as the
+        # notebook's cells above set them
+        kernel = {"display.max_columns": 20, "display.width": 80, **options}
+        with contextlib.redirect_stdout(Stream()), pd.option_context(*[x for kv in kernel.items() for x in kv]):
+            exec(compile(setup, "<kernel-setup>", "exec"), namespace)
             exec(compile(tree, "<from-cell>", "exec"), namespace)
             value = eval(compile(ast.Expression(last.value), "<from-cell>", "eval"), namespace) if last else None
     except Exception:

@@ -41,7 +41,7 @@ def check(card: str, book: Path) -> list[str]:
         for i, (published, now) in enumerate(zip(tagged, mine), 1):
             c = nbformat.v4.new_code_cell(now.source)
             c.outputs, c.execution_count = published.outputs, published.get("execution_count")
-            outputs = rescore.render_from_cell(c, cell, variants)
+            outputs = rescore.render_from_cell(c, cell, variants, rescore.cells_above(source, now))
             if outputs is None:
                 problems.append(f"{rel}: tagged cell {i} draws other kinds of output than the published page")
             elif json.dumps(outputs, sort_keys=True) != json.dumps(published.outputs, sort_keys=True):

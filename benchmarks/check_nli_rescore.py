@@ -48,7 +48,7 @@ def check(book: Path) -> list[str]:
             old = next((c for c in page.cells if c.cell_type == "code" and mark in c.source), None)
             c = copy.deepcopy(t)
             c.outputs = old.outputs if old is not None else []
-            out = rescore.render_from_cell(c, new)
+            out = rescore.render_from_cell(c, new, [], rescore.cells_above(src, t))
             if old is None or out is None or _bare(out) != _bare(old.outputs):
                 problems.append(f"{name}: the from-cell cell replacing {mark!r} does not show the published outputs")
         print(f"{name}: re-scored, equal to the published cell and page", flush=True)
