@@ -285,8 +285,8 @@ def kernel_setup(cells_before) -> tuple[ast.Module, dict]:
         for node in body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 imports.append(node)
-            elif _pandas_option(node, imports) is not None:
-                options.update([_pandas_option(node, imports)])
+            elif (option := _pandas_option(node, imports)) is not None:
+                options.update([option])
     return ast.Module(body=imports, type_ignores=[]), options
 
 
