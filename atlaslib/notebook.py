@@ -22,6 +22,7 @@ import functools
 import hashlib
 import os
 import re
+import subprocess
 from pathlib import Path
 
 from atlaslib import syntax
@@ -165,7 +166,9 @@ def quiet_shutdown_manager():
     well. The notebook has finished when papermill shuts its kernel down; a kernel still busy (a timed-out
     cell) is terminated by the manager after its graceful wait, as before. The kernel's environment gets
     ``ATLAS_PROGRESS=plain`` unless the caller's sets it (progress bars in a log): the kernel's alone, never this
-    process's."""
+    process's. The kernel process's own stderr goes nowhere: what a cell writes there reaches the executed notebook
+    (ipykernel captures it), and the kernel's loggers (e.g. tornado's traceback of a ZMQ socket closed under a
+    shutdown, seen after a failed run on a loaded machine) are not the atlas's output, whose stderr is one line."""
     from jupyter_client.manager import AsyncKernelManager
 
     class QuietShutdownKernelManager(AsyncKernelManager):
@@ -173,6 +176,7 @@ def quiet_shutdown_manager():
             cmd, kw = await super()._async_pre_start_kernel(**kw)
             env = kw["env"] = dict(kw.get("env") or os.environ)   # the launch's own copy
             env.setdefault("ATLAS_PROGRESS", "plain")
+            kw.setdefault("stderr", subprocess.DEVNULL)
             return cmd, kw
 
         async def _async_interrupt_kernel(self) -> None:
