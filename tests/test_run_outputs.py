@@ -17,6 +17,7 @@ def shown(monkeypatch):
     import matplotlib.pyplot as plt
 
     out = []
+    plt.close("all")   # a kernel's new cell has no figure open (the inline backend closed the last cell's)
     monkeypatch.setattr(IPython.display, "display", lambda *objs, **k: out.extend(objs))
     monkeypatch.setattr(plt, "show", lambda *a, **k: [(out.append(("figure", plt.figure(n))), plt.close(n))
                                                       for n in plt.get_fignums()])
