@@ -45,7 +45,7 @@ def _text_dir(thyme_text_dir, split):
     base = Path(thyme_text_dir)
     if not base.is_dir():
         raise NotRun(f"thyme_text_dir {base} is not a directory (expected the THYME note text, "
-                              f"<dir>/<split>/<doc> or <dir>/<doc>)")
+                     f"<dir>/<split>/<doc> or <dir>/<doc>)")
     return base / split if (base / split).is_dir() else base
 
 
@@ -87,7 +87,7 @@ def load_corpus(version: str, data_dir=None, thyme_text_dir=None, annotation_dir
         missing = [d.doc_id for d in [*train, *test] if d.text is None]
         if missing:
             raise NotRun(f"thyme_text_dir {thyme_text_dir}: no text for {len(missing)} documents "
-                                  f"(e.g. {missing[:3]}); expected <dir>/<split>/<doc> or <dir>/<doc>")
+                         f"(e.g. {missing[:3]}); expected <dir>/<split>/<doc> or <dir>/<doc>")
     return Corpus(train, test, dirs["Dev"], True, sha, "THYME coloncancer Train -> Dev")
 
 
