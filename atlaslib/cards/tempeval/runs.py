@@ -20,6 +20,7 @@ from ...phases import phase
 from .. import NotRun, deciding
 from .card import (ADDRESSES, BOOTSTRAP, CARD, FOUND, METRIC_ROWS, data_sha256, not_addressed,  # noqa: F401
                    thyme_dir)
+from . import synthetic
 from .anafora_io import Document, parse_once, read_corpus, write_corpus
 from .baselines import Memorize, majority_doctimerel, phase2_input, with_closest, with_doctimerel
 from .scoring import score_directories
@@ -56,8 +57,6 @@ def load_corpus(version: str, data_dir=None, thyme_text_dir=None, annotation_dir
     temporary folder that lives as long as the returned :class:`Corpus` (removed when it is collected, or when
     the process exits)."""
     if version == "synthetic-v1":
-        from . import synthetic
-
         corpus = synthetic.build_corpus()
         own = work_dir is None
         work_dir = Path(tempfile.mkdtemp(prefix="tempeval-") if own else work_dir)
@@ -142,7 +141,7 @@ class RunResult:
                  "ci": {"method": "percentile bootstrap over test documents (scorer counts summed per resample)",
                         **BOOTSTRAP, "level": 0.95}}
         split = {"hash": c.split_hash, "n_train": len(c.train), "n_test": len(c.test), "train": "Train", "test": "Dev"}
-        seeds = {"bootstrap": BOOTSTRAP["seed"], **({"synthetic": 20150605} if not c.gated else {})}
+        seeds = {"bootstrap": BOOTSTRAP["seed"], **({"synthetic": synthetic.SEED} if not c.gated else {})}
         return dict(profile={"name": card_run.spec.model, "kind": PROFILE_KIND}, capability=CAPABILITY,
                     metrics=metrics, predictions=self.predictions, split=split, data_sha256=c.data_sha256,
                     seeds=seeds, extra=extra)
