@@ -56,8 +56,11 @@ def audit_items(items, data_dir=None) -> dict:
 #: (:func:`.runs.run` on the manifest's version: a :class:`.runs.RunResult`, or :class:`atlaslib.cards.NotRun`
 #: where the run's ``load`` refuses it: the card's gate on the note text), counts (the scorer's per-document
 #: counts, :func:`.counting.counts`) and makes the cell (the run's result scored by its CardRun)
+def _run(items, manifest, model: str, protocol: str, **options):
+    """Every protocol's predictor: the card's run on the manifest's version (:func:`.runs.run`)."""
+    return run(manifest.version, model, protocol, **options)
+
+
 FAMILY = ScoredRelations(CARD, SCORING, load_items=load_items, split=split, counter=scorer_counts,
-                         predictors={p: lambda items, manifest, model, protocol, **kw: run(manifest.version, model,
-                                                                                          protocol, **kw)
-                                     for p in CARD.protocols})
+                         predictors=dict.fromkeys(CARD.protocols, _run))
 predict, counts, cell_parts = FAMILY.predict, FAMILY.counts, FAMILY.cell_parts
