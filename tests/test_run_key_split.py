@@ -12,6 +12,7 @@ from atlaslib import notebook, rescore, runner
 from atlaslib.results import record_path
 from atlaslib.sources import sha256_file
 from tests.myst import myst_header
+from tests.rescore_check import tagged as _tagged_outputs, variant_paths
 
 
 def _files():
@@ -136,7 +137,7 @@ def _stale(out):
     cell["run_key"] = cell["spec"]["parameters"]["run_key"] = f"{pred}.older-scoring"
     cell["metrics"]["accuracy_zero_shot"]["value"] = 0.25
     open(out.result, "w").write(json.dumps(cell))
-    for path in _variant_files(out):  # its variant cell: of the stored run, with an older number too
+    for path in variant_paths(out.result):  # its variant cell: of the stored run, with an older number too
         v = json.loads(path.read_text())
         v["parent_run_key"] = cell["run_key"]
         v["metrics"]["accuracy_zero_shot"]["value"] = 0.125
@@ -153,12 +154,6 @@ def _stale(out):
     nbformat.write(page, out.notebook)
 
 
-def _variant_files(out):
-    from pathlib import Path
-
-    return sorted((Path(out.result).parent / "variants" / "zero_shot").glob("*.json"))
-
-
 def _no_kernel(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("a kernel was started")
@@ -166,16 +161,12 @@ def _no_kernel(monkeypatch):
     monkeypatch.setattr(runner, "execute_notebook", refuse)
 
 
-def _tagged_outputs(path):
-    return [c["outputs"] for c in nbformat.read(path, as_version=4).cells if rescore.FROM_CELL_TAG in notebook.tags(c)]
-
-
 def test_a_scoring_change_rescores_the_stored_run_without_a_kernel(toy_registered, tmp_path, monkeypatch):
     req, dirs = _toy_book(tmp_path, monkeypatch, rescore.FROM_CELL_TAG)
     executed = runner.run(req, **dirs)
     assert executed.status == "ran"
     cell, page = json.loads(open(executed.result).read()), _tagged_outputs(executed.notebook)
-    variant = json.loads(_variant_files(executed)[0].read_text())
+    variant = json.loads(variant_paths(executed.result)[0].read_text())
     assert variant["parent_run_key"] == cell["run_key"]
     assert "accuracy 0.5" in json.dumps(page)
     _stale(executed)
@@ -202,7 +193,7 @@ def test_a_scoring_change_rescores_the_stored_run_without_a_kernel(toy_registere
     injected = [c.source for c in rescored_page.cells if "injected-parameters" in notebook.tags(c)]
     assert f"run_key = {new['run_key']!r}" in injected[0].splitlines() and "older-scoring" not in injected[0]
     assert rescored_page.metadata.papermill.parameters.run_key == new["run_key"]
-    [path] = _variant_files(out)
+    [path] = variant_paths(out.result)
     again = json.loads(path.read_text())  # the variant likewise, its parent the re-scored run
     assert again["parent_run_key"] == new["run_key"]
     for c in (again, variant):
