@@ -27,7 +27,7 @@ from atlaslib.phases import phase
 from ..run import CardRun
 from .challenge import (DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY, NliNegationReport,
                         collect_predictions)
-from .counting import report_of_cell
+from .counting import cell_report, report_of_cell
 from .corpus import (ABSTENTION, FINDINGS, LABELS, PATTERNS, VERSION, NliNegationCase, case_set_sha256,
                      default_nli_negation_cases)
 from . import exchange
@@ -453,8 +453,6 @@ def plot_pattern_rates(report: NliNegationReport, title: str = ""):
 
 
 def _shown_report(cell: dict):
-    from .counting import cell_report
-
     return cell_report(cell) if cell["status"] == "ok" else None
 
 
