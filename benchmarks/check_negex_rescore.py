@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the tests' re-s
 from tests.rescore_check import bare as _bare, stale as _stale, tagged as _tagged, variant_paths  # noqa: E402
 
 
-#: the protocol of the runs checked (``--protocol``)
+#: the protocol of the runs checked unless ``--protocol`` names another
 PROTOCOL = "zero_shot"
 
 
-def check(model: str, version: str, root: Path, published: Path | None) -> list[str]:
-    req = runner.RunRequest("negex", version, model, PROTOCOL)
+def check(model: str, version: str, root: Path, published: Path | None, protocol: str = PROTOCOL) -> list[str]:
+    req = runner.RunRequest("negex", version, model, protocol)
     dirs = dict(results_dir=root / "results", runs_dir=root / "runs", failed_dir=root / "failed")
     t = time.perf_counter()
     executed = runner.run(req, **dirs)
@@ -41,7 +41,7 @@ def check(model: str, version: str, root: Path, published: Path | None) -> list[
     variants = [json.loads(p.read_text()) for p in variant_paths(executed.result)]
     page = _tagged(executed.notebook)
     if published is not None:
-        pub = json.loads((published / "negex" / version / model / f"{PROTOCOL}.json").read_text())
+        pub = json.loads((published / "negex" / version / model / f"{protocol}.json").read_text())
         # the unit counts but for the reason a labels-only run gives no ROC-AUC (NegEx's own wording since
         # 413c401; the metrics carry the same reason as published)
         def counts(c):
@@ -55,7 +55,7 @@ def check(model: str, version: str, root: Path, published: Path | None) -> list[
         if counts(cell) != counts(pub):
             problems.append(f"{model}: unit_counts differ from the published cell")
         pub_variants = {p.name: json.loads(p.read_text())
-                        for p in (published / "negex" / version / model / "variants" / PROTOCOL).glob("*.json")}
+                        for p in (published / "negex" / version / model / "variants" / protocol).glob("*.json")}
         mine = {p.name: json.loads(p.read_text()) for p in variant_paths(executed.result)}
         if mine.keys() != pub_variants.keys() or any(
                 mine[n].get(k) != pub_variants[n].get(k) or counts(mine[n]) != counts(pub_variants[n])
@@ -123,19 +123,17 @@ def main(argv=None) -> int:
     ap.add_argument("models", nargs="*")
     ap.add_argument("--version", default="atlas-n100-v1")
     ap.add_argument("--published", type=Path, default=None)
-    ap.add_argument("--protocol", default="zero_shot")
+    ap.add_argument("--protocol", default=PROTOCOL)
     ap.add_argument("--cells", action="store_true", help="re-score the published cells (--published) only")
     a = ap.parse_args(argv)
     if a.cells:
         problems = check_cells(a.published)
         print("\n".join(problems) or "ok: every run the guard passes re-scores to its published cell")
         return 1 if problems else 0
-    global PROTOCOL
-    PROTOCOL = a.protocol
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         for m in a.models:
-            problems += check(m, a.version, Path(tmp) / m, a.published)
+            problems += check(m, a.version, Path(tmp) / m, a.published, a.protocol)
     print("\n".join(problems) or "ok: every run re-scored, equal to the executed one")
     return 1 if problems else 0
 
