@@ -90,11 +90,12 @@ def run_variants(card_run, out: dict | None, train: pd.DataFrame, test: pd.DataF
         with results.Timer() as timer:
             res = out["predict"](frame, prompts=prompts, options=options) if options_run else out["predict"](frame)
             full = predictions(frame, {**res, "adapter": out.get("adapter")}, data_dir)  # as the run's own
-            seeded = len(res.get("seed_runs") or []) > 1   # a row over training seeds: every seed's model, as its row
+            scored = scored_records(frame, res, full)   # as the run's: a row over training seeds, every seed's model
+            seeded = isinstance(scored, dict)
             # scored as the run's metrics are, by a run of its own (the finished run's resamples stay its own)
             s = card_run.spec
             scorer = CardRun(card_run.module, s.version, s.model, s.protocol, parameters=s.parameters)
-            metrics = scorer.score(scored_records(frame, res, full) if seeded else full, n_resamples=n_resamples)
+            metrics = scorer.score(scored, n_resamples=n_resamples)
             for r in (res["seed_runs"] if seeded else []):
                 r.update({k: scorer.seed_scores[r["seed"]][k] for k in ("metrics", "unit_counts")})
         inputs = prompts or (option_prompts(frame) if options_run else frame["text"].tolist())
