@@ -23,7 +23,6 @@ def _notebook_cell(data_dir, model="majority", protocol="zero_shot"):
     with card_run.attempt():
         out = negex.run_protocol(model, protocol, train, test, data_dir=data_dir, load=card_run.load)
     records = negex.scored_records(test, out, negex.predictions(test, out, data_dir))
-    card_run.score(records)
     return card_run.finish(**negex.cell_parts(card_run, records, manifest, out=out))
 
 
