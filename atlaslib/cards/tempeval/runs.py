@@ -21,8 +21,8 @@ from .. import NotRun, deciding
 from .card import (ADDRESSES, BOOTSTRAP, CARD, FOUND, METRIC_ROWS, data_sha256, not_addressed,  # noqa: F401
                    thyme_dir)
 from . import synthetic
-from .anafora_io import Document, parse_once, read_corpus, write_corpus
-from .baselines import Memorize, majority_doctimerel, phase2_input, with_closest, with_doctimerel
+from .anafora_io import Document, Entity, parse_once, read_corpus, write_corpus
+from .baselines import Memorize, _gap, majority_doctimerel, phase2_input, with_closest, with_doctimerel
 from .scoring import score_directories
 
 
@@ -155,10 +155,10 @@ FOUND_SLICES = (("event_span", "polarity", "polarity"), ("timex3_span", "timex3_
                 ("doctimerel", "doctimerel", "doctimerel"), ("contains", "contains_gap", "contains"))
 
 
-def _gap_band(a: tuple, b: tuple) -> str:
-    """Band of the characters between two argument spans (0 when they touch or overlap)."""
-    (s1, e1), (s2, e2) = (min(x for x, _ in a), max(y for _, y in a)), (min(x for x, _ in b), max(y for _, y in b))
-    gap = max(0, max(s1, s2) - min(e1, e2))
+def _gap_band(a: Entity, b: Entity) -> str:
+    """Band of the characters between two arguments' extents (:func:`.baselines._gap`: 0 when they touch or
+    overlap)."""
+    gap = _gap(a, b)
     return next(lab for lo, hi, lab in GAP_BANDS if gap >= lo and (hi is None or gap <= hi))
 
 
@@ -171,7 +171,7 @@ def _items(doc: Document) -> dict:
     for r in doc.tlinks("CONTAINS"):
         a, b = ids.get(r.source), ids.get(r.target)
         if a is not None and b is not None:
-            contains.append(((a.spans, b.spans), _gap_band(a.spans, b.spans)))
+            contains.append(((a.spans, b.spans), _gap_band(a, b)))
     return {
         "event_span": [(e.spans, None) for e in events],
         "timex3_span": [(e.spans, None) for e in timexes],
