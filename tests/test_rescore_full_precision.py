@@ -11,6 +11,7 @@ from sklearn.metrics import roc_auc_score
 from atlaslib import rescore
 from atlaslib.cards import negex
 from atlaslib.cards.run import CardRun
+from tests.rescore_check import bare
 
 VERSION = "atlas-n100-v1"
 
@@ -40,10 +41,7 @@ def test_a_probe_cell_is_rescored_from_its_counts_full_precision(probe_cell):
     assert rescore.scored_as_stored(cell)
     again = rescore.rescored_cell(cell, "p.t")
     assert again["run_key"] == "p.t"
-    bare = [{k: v for k, v in c.items() if k not in ("timing", "run_key")} for c in json.loads(json.dumps([cell, again]))]
-    for c in bare:
-        c["spec"]["parameters"].pop("run_key")
-    assert bare[0] == bare[1]   # metrics, intervals, unit counts (full precision), predictions (six digits)
+    assert bare(cell) == bare(json.loads(json.dumps(again)))   # metrics, intervals, unit counts (full precision), predictions (six digits)
 
 
 def test_a_cell_whose_counts_hold_another_score_is_refused(probe_cell):

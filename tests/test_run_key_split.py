@@ -1,7 +1,6 @@
 """The run key in two parts: what makes a run's predictions and what scores them (``runner.RUN_KEY_PARTS``). A
 change to scoring code re-scores a stored run from its predictions without a kernel, and the re-scored cell and
 page are the ones executing the notebook makes."""
-import copy
 import dataclasses
 import json
 
@@ -12,7 +11,7 @@ from atlaslib import notebook, rescore, runner
 from atlaslib.results import record_path
 from atlaslib.sources import sha256_file
 from tests.myst import myst_header
-from tests.rescore_check import tagged as _tagged_outputs, variant_paths
+from tests.rescore_check import bare, tagged as _tagged_outputs, variant_paths
 
 
 def _files():
@@ -179,13 +178,7 @@ def test_a_scoring_change_rescores_the_stored_run_without_a_kernel(toy_registere
     out = served[0]
     assert out.status == "re-scored"
     new = json.loads(open(out.result).read())
-    # field for field the executed run's cell, but for its timing and keys
-    ref = copy.deepcopy(cell)
-    ref["spec"]["parameters"].pop("run_key")
-    got = copy.deepcopy(new)
-    got["spec"]["parameters"].pop("run_key")
-    assert {k: v for k, v in got.items() if k not in ("timing", "run_key")} == \
-        {k: v for k, v in ref.items() if k not in ("timing", "run_key")}
+    assert bare(new) == bare(cell)   # field for field the executed run's cell, but for its timing and keys
     assert new["run_key"] == new["spec"]["parameters"]["run_key"] == runner.run_key(
         req, open(runner.get_card("toy").notebook).read())
     assert _tagged_outputs(out.notebook) == page  # the page shows the cell's numbers, as the kernel drew them
@@ -196,9 +189,7 @@ def test_a_scoring_change_rescores_the_stored_run_without_a_kernel(toy_registere
     [path] = variant_paths(out.result)
     again = json.loads(path.read_text())  # the variant likewise, its parent the re-scored run
     assert again["parent_run_key"] == new["run_key"]
-    for c in (again, variant):
-        c.pop("run_key"), c.pop("parent_run_key"), c.pop("timing"), c["spec"]["parameters"].pop("run_key")
-    assert again == variant
+    assert bare(again) == bare(variant)
     assert runner.run(req, **dirs).status == "cached"
 
 
@@ -280,9 +271,7 @@ def test_a_seeded_row_is_rescored_from_its_seeds_predictions(toy_registered):
     cell = run.finish(**contract_parts(run, seeded, manifest))
     again = rescore.rescored_cell(cell, "p.t")
     assert again["run_key"] == "p.t"
-    for c in (cell, again):
-        c.pop("timing"), c.pop("run_key"), c["spec"]["parameters"].pop("run_key")
-    assert again == cell
+    assert bare(again) == bare(cell)
     assert len({json.dumps(r["metrics"]) for r in cell["extra"]["seed_runs"]}) == 3
 
 
