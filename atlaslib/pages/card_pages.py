@@ -290,13 +290,13 @@ def card_results_markdown(card: Card, cells: list[dict], page_dir: Path, src: Pa
             parts.append(f"Split `{version}`: {s.get('n_test', '?')} test items, {s.get('n_train', '?')} train "
                          f"items; manifest sha256 `{str(s.get('hash', ''))[:12]}…`.\n")
         parts.append(_version_links(card, version, made, page_dir, src))
-        comp = comps[version] if comps and version in comps else comparisons.comparison_for(card, version, cells)
+        comp = comparisons.comparison_of(card, version, cells, comps)
         parts.append(leaderboard_markdown(card, version, cells, page_dir, src, failed, comparison=comp,
                                           rule=not rule))
         parts.append(forest_markdown(card, version, vcells, page_dir, card.metrics[:1]))
         parts.append(comparisons.render(card, version, cells, page_dir, src, comp, rule=not rule))
         parts.append(ties_markdown(card, comp))
-    comparisons.fill_metrics_chapter(src, card, cells)
+    comparisons.fill_metrics_chapter(src, card, cells, comps)
     return "\n".join(parts)
 
 

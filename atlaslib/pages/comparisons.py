@@ -57,6 +57,12 @@ def comparison_for(card, version: str, cells: list[dict]):
     return banded
 
 
+def comparison_of(card, version: str, cells: list[dict], known: dict | None = None):
+    """:func:`comparison_for` of (card, version), taken from ``known`` (version -> its comparison, where the page
+    computed it already) when it holds the version, so a card page computes each version's comparison once."""
+    return known[version] if known and version in known else comparison_for(card, version, cells)
+
+
 def _compare(card, ok: list[dict]):
     """The :class:`~atlaslib.metrics.compare.Comparison` of ``ok`` (one band, best first), or the reason there
     is none."""
@@ -368,16 +374,16 @@ def render(card, version: str, cells: list[dict], page_dir: Path, src: Path, com
 
 # -- the worked example of the metrics chapter ------------------------------------------------------------
 
-def worked_example(cells: list[dict], card_name: str) -> str:
+def worked_example(cells: list[dict], card_name: str, comps: dict | None = None) -> str:
     """A paired comparison and McNemar on real counts: the two best ok runs of a card (its primary metric on
     its largest split version with two runs), rendered into the metrics chapter where :data:`METRICS_MARK`
-    stands. Empty when the card has no split version with two runs."""
+    stands. Empty when the card has no split version with two runs. ``comps``: as :func:`comparison_of`."""
     from ..cards import get_card
 
     card = get_card(card_name)
     metric = card.metrics[0]
     for version in sorted(card.versions, key=lambda v: -card.test_sizes.get(v, 0)):  # the largest first
-        comp = comparison_for(card, version, cells)
+        comp = comparison_of(card, version, cells, comps)
         if comp is None or isinstance(comp, str) or comp.pairs.empty:
             continue
         rows = comp.pairs[(comp.pairs["metric"] == metric) & comp.pairs["b"].notna()]
@@ -519,12 +525,12 @@ NO_EXAMPLE = "*This build has no card with two runs on the same items to compare
 NO_WIDTH = "*This build has no card with runs on two nested split versions; the figure needs them.*\n"
 
 
-def fill_metrics_chapter(src: Path, card, cells: list[dict]) -> None:
+def fill_metrics_chapter(src: Path, card, cells: list[dict], comps: dict | None = None) -> None:
     """Fill the metrics chapter's rendered parts where their markers stand, as ``card`` is rendered: the
     coverage figure (on the first card rendered), and each part the card's pages module offers
     (``METRICS_CHAPTER``: the worked paired example, the width-by-size figure) from its cells. A part still
     marked when the last card offering it is rendered gets the note that this build cannot show it."""
-    parts = {"worked_example": (METRICS_MARK, lambda: worked_example(cells, card.name), NO_EXAMPLE),
+    parts = {"worked_example": (METRICS_MARK, lambda: worked_example(cells, card.name, comps), NO_EXAMPLE),
              "width": (WIDTH_MARK, lambda: _width_block(src, cells, card), NO_WIDTH)}
 
     def fill(text: str) -> str:

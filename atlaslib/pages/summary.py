@@ -30,7 +30,7 @@ from ..escape import md
 from ..metrics import framing as F
 from ..metrics.compare import run_label
 from . import rowinfo
-from .comparisons import comparison_for, p_text
+from .comparisons import comparison_of, p_text
 from .leaderboard import MISSING, TOO_FEW_TO_TELL, fmt_interval, fmt_value, tie_text
 
 HEADING = "## In brief"
@@ -187,7 +187,7 @@ def _version(card, version: str, cells: list[dict], comparisons: dict | None = N
     ok = [c for c in vcells if c.get("status") == "ok"]
     if not ok:
         return [f"*No run of `{version}` has a result yet.*"]
-    comp = comparisons[version] if comparisons and version in comparisons else comparison_for(card, version, cells)
+    comp = comparison_of(card, version, cells, comparisons)
     bands = comp.bands if isinstance(comp, F.Banded) else [
         F.Band(name, mine, comp if isinstance(comp, str) else None) for name, mine in F.bands(card, ok)]
     unit = next((b.comparison.data.unit for b in bands if b.ranked and b.comparison is not None
