@@ -233,10 +233,11 @@ class CardRun:
         if self.ok and self.card.scored_extra:   # what the card's scoring makes of the cell, made anew each time:
             # first in extra where the cell does not hold it yet, else in its place; None: the cell has none
             made = {k: f(cell) for k, f in self.card.scored_extra.items()}
-            made = {k: v for k, v in made.items() if v is not None}
-            cell["extra"] = {**{k: v for k, v in made.items() if k not in cell["extra"]},
-                             **{k: made.get(k, v) for k, v in cell["extra"].items() if k in made or k not in
-                                self.card.scored_extra}}
+            extra = {k: v for k, v in made.items() if v is not None and k not in cell["extra"]}
+            for k, v in cell["extra"].items():   # in its place: kept, or made anew, or (made None) left out
+                if k not in made or made[k] is not None:
+                    extra[k] = made.get(k, v)
+            cell["extra"] = extra
         if spec.parameters.get("run_key"):  # the runner's cache key, handed to the notebook: the cell carries it
             cell["run_key"] = spec.parameters["run_key"]
         results.validate_cell(cell, f"{spec.card} {spec.version} {spec.model} {spec.protocol}")
