@@ -141,8 +141,9 @@ def load(card, model: str, protocol: str, decision: dict, *, data_dir=None, **op
     included, which a decision does not carry) loaded for the decided capability with the card's declared
     options for ``protocol`` (``Card.adapter_options``) and ``options``. A decision that the run cannot happen,
     weights found absent or a capability found missing while loading raise :class:`NotRun` with the reason
-    (worded as :func:`decide` words it); a baseline, or a protocol the card declares no capability for, loads
-    nothing (``adapter`` None)."""
+    (worded as :func:`decide` words it); a baseline on a registry model's weights (``Card.baseline_weights``) loads
+    that profile for its declared capability; any other baseline, or a protocol the card declares no capability
+    for, loads nothing (``adapter`` None)."""
     from ..models import CapabilityMissing, WeightsUnavailable, get_profile, load_adapter, with_capabilities
 
     if not decision.get("run", True):
