@@ -435,12 +435,17 @@ class Spans(TaskFamily):
         engine totals ``t`` over :meth:`columns_of` columns."""
         from ..metrics.spans import scores_from_totals
 
-        return scores_from_totals(t.array.reshape(t.array.shape[:-1] + (-1, 3)))
+        return scores_from_totals(Spans._by_type(t))
 
     @staticmethod
     def pooled(t, part: str):
         """``part`` (``tp``, ``fp`` or ``fn``) of engine totals ``t`` summed over the types."""
-        return t.array.reshape(t.array.shape[:-1] + (-1, 3))[..., Spans.parts.index(part)].sum(-1)
+        return Spans._by_type(t)[..., Spans.parts.index(part)].sum(-1)
+
+    @staticmethod
+    def _by_type(t):
+        """Engine totals ``t`` over :meth:`columns_of` columns as ``(..., type, part)``."""
+        return t.array.reshape(t.array.shape[:-1] + (-1, len(Spans.parts)))
 
     @staticmethod
     def strict_f1(types, seed: int, *, by: str = "document", unit: str = "documents", min_units: int = 20):
