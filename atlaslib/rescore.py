@@ -57,6 +57,11 @@ class Stored:
     tagged: list
 
 
+def tagged_cells(nb) -> list:
+    """The code cells of the notebook ``nb`` tagged :data:`FROM_CELL_TAG` (those a re-score draws again)."""
+    return [c for c in nb.cells if c.get("cell_type") == "code" and FROM_CELL_TAG in notebook.tags(c)]
+
+
 def rescorable(card, protocol: str, key: str, nb_out: Path, res_out: Path) -> Stored | None:
     """The stored run of ``card`` (its declaration: :class:`atlaslib.cards.Card`) and ``protocol`` at ``nb_out`` /
     ``res_out`` when it can be re-scored under the run key ``key``: its stored cell carries this run's prediction key
@@ -82,7 +87,7 @@ def rescorable(card, protocol: str, key: str, nb_out: Path, res_out: Path) -> St
         return None
     if refusal(card, old, variants) is not None:
         return None
-    tagged = [c for c in nb.cells if c.get("cell_type") == "code" and FROM_CELL_TAG in notebook.tags(c)]
+    tagged = tagged_cells(nb)
     if not tagged:
         return None
     return Stored(old, variants, nb, tagged)
@@ -92,8 +97,8 @@ def refusal(card, cell: dict, variants: list) -> str | None:
     """Why the stored ``cell`` of a run of ``card`` and its variant cells ``variants`` cannot be re-scored (the
     guard's part that reads cells only, :func:`rescorable`), or None: the run is not ok, a variant cell is not its
     run's (:func:`atlaslib.variants.parents`), stored predictions are not what was scored (:func:`scored_as_stored`),
-    or an extra holds more than a re-score makes (:data:`RESCORED_EXTRA`, the card's ``scored_extra`` for the run's
-    own cell) and the card declares its model made."""
+    or an extra holds what neither a re-score makes (:data:`RESCORED_EXTRA`; the card's ``scored_extra``, in the
+    run's own cell only) nor the card declares its model made (``prediction_extra``)."""
     from .variants import parents
 
     if cell.get("status") != "ok":
@@ -220,7 +225,7 @@ def rescored_variants(cell: dict, variants: list, result_path=None) -> list:
     for v in variants:
         full = _full_precision(v.get("predictions"), v.get("unit_counts"))
         scorer = CardRun.of_cell(cell)
-        metrics = scorer.score(_records(v), reasons=_reasons(v), cell=_context(v))
+        metrics = scorer.score(_records(v, full), reasons=_reasons(v), cell=_context(v))
         extra = copy.deepcopy(v.get("extra") or {})
         for r in extra.get("seed_runs") or []:  # each seed as it is scored now, where the cell keeps its numbers
             scored = scorer.seed_scores.get(r.get("seed")) or {}
@@ -234,11 +239,12 @@ def rescored_variants(cell: dict, variants: list, result_path=None) -> list:
     return parent.variant_cells
 
 
-def _records(cell: dict):
+def _records(cell: dict, predictions: list | None = None):
     """The records a stored cell's metrics were scored from: its predictions, or for a row over training seeds
     ``{seed: that seed's answers on the cell's items}`` (``extra.seed_runs``); each score the one its per-unit
-    counts keep (:func:`_full_precision`)."""
-    predictions = _full_precision(cell.get("predictions"), cell.get("unit_counts"))
+    counts keep (:func:`_full_precision`; ``predictions``: the cell's, made so already)."""
+    if predictions is None:
+        predictions = _full_precision(cell.get("predictions"), cell.get("unit_counts"))
     seed_runs = (cell.get("extra") or {}).get("seed_runs") or []
     if not seed_runs:
         return predictions
@@ -371,9 +377,7 @@ def render_from_cell(code_cell, cell: dict, variant_cells: list | None = None, c
         data, md = _format(fmt, value)
         outputs.append(nbformat.v4.new_output("execute_result", data=data, metadata=md,
                                               execution_count=code_cell.get("execution_count")))
-    for num in [n for n in plt.get_fignums() if n not in before]:  # drawn, never shown: shown after the cell
-        show(plt.figure(num))
-        plt.close(num)
+    show_figures()   # drawn, never shown: shown after the cell, as the inline backend does
     kinds = [(o.get("output_type"), sorted(o.get("data", {}))) for o in outputs]
     if kinds != [(o.get("output_type"), sorted(o.get("data", {}))) for o in code_cell.get("outputs", [])]:
         return None

@@ -50,7 +50,6 @@ from . import notebook, phases
 from . import rescore as rescoring
 from .cards import get_card
 from .notebook import ATLASLIB, REPO, NotebookError, declares_parameter, read_text_notebook  # noqa: F401
-from .rescore import KEY_SEPARATOR
 from .results import atomic_write_text, cell_as_recorded, cell_path, read_cell, record_path, slug
 from .version import __version__
 
@@ -238,7 +237,7 @@ def run_key(request: RunRequest, notebook_text: str, decision: dict | None = Non
     """The run's cache key, ``<prediction key>.<scoring key>`` (:func:`prediction_key`, :func:`scoring_key`): a
     stored cell with the same key is served; one with the same prediction key and another scoring key is
     re-scored from its stored predictions where its run page allows (:func:`rescore`); any other runs again."""
-    return prediction_key(request, notebook_text, decision) + KEY_SEPARATOR + scoring_key()
+    return prediction_key(request, notebook_text, decision) + rescoring.KEY_SEPARATOR + scoring_key()
 
 
 def output_paths(request: RunRequest, results_dir: Path, runs_dir: Path) -> tuple[Path, Path]:

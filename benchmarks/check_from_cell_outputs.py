@@ -23,7 +23,7 @@ from atlaslib.notebook import REPO
 
 def check(card: str, book: Path) -> list[str]:
     source = notebook.read_text_notebook(REPO / get_card(card).notebook)
-    mine = [c for c in source.cells if c.cell_type == "code" and rescore.FROM_CELL_TAG in notebook.tags(c)]
+    mine = rescore.tagged_cells(source)
     problems, n = [], 0
     for page in sorted((book / "book" / "runs" / card).glob("*/*/*.ipynb")):
         rel = page.relative_to(book / "book" / "runs")
@@ -31,8 +31,7 @@ def check(card: str, book: Path) -> list[str]:
         cell = json.loads(cell_path.read_text())
         variants = [json.loads(p.read_text())
                     for p in sorted((cell_path.parent / "variants" / cell_path.stem).glob("*.json"))]
-        tagged = [c for c in nbformat.read(page, as_version=4).cells
-                  if c.get("cell_type") == "code" and rescore.FROM_CELL_TAG in notebook.tags(c)]
+        tagged = rescore.tagged_cells(nbformat.read(page, as_version=4))
         if not tagged:
             continue
         if len(tagged) != len(mine):

@@ -30,7 +30,7 @@ def _bare(outputs) -> list:
 def check(book: Path) -> list[str]:
     card, problems = get_card("nli_negation"), []
     src = jupytext.read(Path(__file__).parents[1] / "notebooks" / "nli_negation.md")
-    tagged = [c for c in src.cells if c.cell_type == "code" and rescore.FROM_CELL_TAG in notebook.tags(c)]
+    tagged = rescore.tagged_cells(src)
     for path in sorted((book / "results" / "nli_negation").glob("*/*/zero_shot.json")):
         cell = json.loads(path.read_text())
         name = f"{cell['version']} {cell['model']}"

@@ -23,7 +23,7 @@ def variant_paths(result) -> list[Path]:
 
 def tagged(path) -> list:
     """The outputs of a run page's cells tagged ``from-cell``."""
-    return [c["outputs"] for c in nbformat.read(path, as_version=4).cells if rescore.FROM_CELL_TAG in notebook.tags(c)]
+    return [c["outputs"] for c in rescore.tagged_cells(nbformat.read(path, as_version=4))]
 
 
 def stale(out, edit=None) -> None:
