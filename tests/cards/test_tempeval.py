@@ -62,6 +62,22 @@ def test_guard_refuses_a_namespace_venv(monkeypatch):
         scoring.check_import_shadowing()
 
 
+def test_guard_refuses_an_anaforatools_without_the_anafora_package(monkeypatch):
+    """anaforatools' own file list must hold anafora/__init__.py (else 'anafora' is some other package's)."""
+    from importlib import metadata
+
+    real = metadata.distribution("anaforatools")
+
+    class Without:
+        files = [f for f in real.files if str(f) != "anafora/__init__.py"]
+        locate_file = staticmethod(real.locate_file)
+
+    monkeypatch.setattr(scoring.metadata, "distribution", lambda name: Without() if name == "anaforatools" else
+                        metadata.distribution(name))
+    with pytest.raises(ImportError, match="hold no anafora/__init__.py"):
+        scoring.check_import_shadowing()
+
+
 # --- Anafora XML ------------------------------------------------------------------------------------
 
 def test_round_trip_real_and_synthetic(tmp_path, real_dirs, corpus):

@@ -63,7 +63,11 @@ def check_import_shadowing() -> dict:
             f"({list(spec.submodule_search_locations or []) if spec else 'not found'}), not the standard library "
             f"under {stdlib}: the stray venv/ folder that the anaforatools 1.2.0 wheel leaves in site-packages is "
             f"shadowing it. Use a Python whose standard library has venv, or delete site-packages/venv.")
-    where = Path(metadata.distribution("anaforatools").locate_file("anafora/__init__.py")).resolve()
+    dist = metadata.distribution("anaforatools")
+    if "anafora/__init__.py" not in {str(f) for f in (dist.files or [])}:
+        raise ImportError("anaforatools' installed files hold no anafora/__init__.py: module 'anafora' is not the "
+                          "one it installs")
+    where = Path(dist.locate_file("anafora/__init__.py")).resolve()
     aspec = importlib.util.find_spec("anafora")
     if aspec is None or Path(aspec.origin).resolve() != where:
         raise ImportError(f"'import anafora' resolves to {aspec.origin if aspec else 'nothing'}, "
