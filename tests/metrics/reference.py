@@ -1,7 +1,9 @@
 """The reference the scoring engine is checked against: NegEx-style binary metrics with a stratified bootstrap,
 computed index by index (each resample's rows taken from ``stratified_indices``, each metric computed on
 them by the per-array functions below, :func:`macro_f1` …), with none of the engine's
-per-unit counts, weights or formulas over totals. The engine (:func:`atlaslib.metrics.engine.evaluate`
+per-unit counts, weights or formulas over totals; but ROC-AUC, which is the engine's own :func:`rank_auc` per
+array (checked against scikit-learn's ``roc_auc_score`` in tests/metrics/test_classification.py), so for it the
+reference checks the engine's resampling and weighting, not its formula. The engine (:func:`atlaslib.metrics.engine.evaluate`
 under a card's ``SCORING``) must give these numbers to the bit. Also TempEval's document bootstrap of one scorer
 row's F1 (:func:`bootstrap_f1`), index by index."""
 from __future__ import annotations
@@ -109,8 +111,6 @@ def roc_auc(y_true, y_score):
     if t.ndim == 1:
         return rank_auc(t, s)
     return np.array([rank_auc(a, b) for a, b in zip(t, s)])
-
-
 
 
 def roc_auc_resampled(y_true, y_score, indices):
