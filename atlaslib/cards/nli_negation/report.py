@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from .challenge import (DEFAULT_MAX_FALSE_ENTAILMENT_RATE, DEFAULT_MINIMUM_AGGREGATE_ACCURACY, NliNegationReport,
                         _check_threshold, collect_predictions)
-from .corpus import ABSTENTION, case_set_sha256, default_nli_negation_cases, validate_cases
+from .card import records_of
+from .corpus import case_set_sha256, default_nli_negation_cases, validate_cases
 from .counting import cell_report
 
 
@@ -28,9 +29,7 @@ def run_nli_negation_challenge(predictions=None, *, predictor=None, cases=None,
              "minimum_aggregate_accuracy": _check_threshold("minimum_aggregate_accuracy", minimum_aggregate_accuracy,
                                                             True)}
     labels = collect_predictions(cases, predictions=predictions, predictor=predictor)
-    records = [{"item_id": c.case_id, "pattern": c.pattern, "gold": c.gold_label,
-                "pred": ABSTENTION if p is None else p} for c, p in zip(cases, labels)]
-    return cell_report({"predictions": records, "split": {"hash": case_set_sha256(cases)},
+    return cell_report({"predictions": records_of(cases, labels), "split": {"hash": case_set_sha256(cases)},
                         "spec": {"parameters": gates}}, certify=certify)
 
 
