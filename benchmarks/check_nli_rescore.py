@@ -19,7 +19,7 @@ import nbformat
 from atlaslib import notebook, rescore
 from atlaslib.cards import get_card
 
-#: what identifies the published page's cell each from-cell cell replaces (in the notebook's order)
+#: what identifies, on a page built before the notebook tagged them, the cell each from-cell cell replaces (in order)
 PUBLISHED = ("display(nli_report_table", "pattern_frame(", "gate_table(", "confusion_markdown(cell")
 
 
@@ -44,8 +44,10 @@ def check(book: Path) -> list[str]:
             problems.append(f"{name}: the re-scored cell differs in {differ or ['extra bytes']}")
         page = nbformat.read(book / "book" / "runs" / path.relative_to(book / "results").with_suffix(".ipynb"),
                              as_version=4)
-        for t, mark in zip(tagged, PUBLISHED):
-            old = next((c for c in page.cells if c.cell_type == "code" and mark in c.source), None)
+        shown = rescore.tagged_cells(page)   # a book built from the tagged notebook; an older one: by PUBLISHED
+        for k, (t, mark) in enumerate(zip(tagged, PUBLISHED)):
+            old = shown[k] if len(shown) == len(tagged) else \
+                next((c for c in page.cells if c.cell_type == "code" and mark in c.source), None)
             c = copy.deepcopy(t)
             c.outputs = old.outputs if old is not None else []
             out = rescore.render_from_cell(c, new, [], rescore.cells_above(src, t))
