@@ -21,7 +21,7 @@ from .runs import Outcome, last_outcome, run_protocol  # noqa: F401
 from .cells import cell_parts, outcome_parts, per_type_table, report_positions  # noqa: F401
 from .errors import error_kinds, error_table, false_positive_sources, guideline_examples  # noqa: F401
 from .gold_cuts import (CHAR_SPANS, char_mentions, char_span_f1, gold_cut_mentions, leakage_of_cell,  # noqa: F401
-                        natural_word_spans, probe_without_gold_cuts, uncut_tags)
+                        leakage_of_run, natural_word_spans, probe_without_gold_cuts, uncut_tags)
 from .variants import run_variants  # noqa: F401
 from .contract import FAMILY, audit_items, load_items, predict, split  # noqa: F401  (the card contract)
 from .outside import OUTSIDE_EXAMPLE, outside_cell_parts, outside_split  # noqa: F401  (outside systems)

@@ -108,3 +108,12 @@ def probe_without_gold_cuts(items: pd.DataFrame, manifest: SplitManifest, adapte
     return {"with_gold_cuts": with_cuts, "without_gold_cuts": without,
             "f1_difference": with_cuts["f1"] - without["f1"], **{f"test_{k}": v for k, v in
                                                                  gold_cut_mentions(test.reset_index()).items()}}
+
+
+def leakage_of_run(card_run, out, items: pd.DataFrame, manifest: SplitManifest) -> dict | None:
+    """The gold cuts' leakage of a run, for its cell's ``extra.gold_cut_leakage``: measured on ok probe runs only
+    (:func:`probe_without_gold_cuts` with the run's own adapter and test tags, the run's model named), None for
+    any other run."""
+    if out.status != "ok" or card_run.spec.protocol != "probe":
+        return None
+    return probe_without_gold_cuts(items, manifest, card_run.loaded.adapter, out.pred) | {"model": card_run.spec.model}
