@@ -9,7 +9,8 @@ import numpy as np
 from .test_card_summary import _cell, _data, render_negex_page
 
 
-def test_the_card_page_computes_each_versions_comparison_once(tmp_path, monkeypatch):
+def _count_comparisons(monkeypatch) -> Counter:
+    """Every call of ``comparisons.comparison_for`` (and the summary's name for it), counted by version."""
     from atlaslib.pages import comparisons, summary
 
     calls = Counter()
@@ -21,6 +22,11 @@ def test_the_card_page_computes_each_versions_comparison_once(tmp_path, monkeypa
 
     monkeypatch.setattr(comparisons, "comparison_for", counted)
     monkeypatch.setattr(summary, "comparison_for", counted, raising=False)
+    return calls
+
+
+def test_the_card_page_computes_each_versions_comparison_once(tmp_path, monkeypatch):
+    calls = _count_comparisons(monkeypatch)
     y, a, b, _ = _data()
     y30, a30, b30, _ = _data(30)
     text = render_negex_page(tmp_path, [_cell("a", y, a), _cell("b", y, b), _cell("majority", y, np.zeros_like(y)),
@@ -35,14 +41,7 @@ def test_the_metrics_chapters_worked_example_reads_the_pages_comparison(tmp_path
     page computed, not a second one of its own."""
     from atlaslib.pages import comparisons
 
-    calls = Counter()
-    real = comparisons.comparison_for
-
-    def counted(card, version, cells):
-        calls[version] += 1
-        return real(card, version, cells)
-
-    monkeypatch.setattr(comparisons, "comparison_for", counted)
+    calls = _count_comparisons(monkeypatch)
     (tmp_path / "book/methods").mkdir(parents=True)
     chapter = tmp_path / "book/methods/metrics.md"
     chapter.write_text(f"# Metrics\n\n{comparisons.METRICS_MARK}\n", encoding="utf-8")
