@@ -108,19 +108,19 @@ PERTURBATIONS = (
 
 
 def _per_type(cell: dict) -> dict:
-    """The cell's per-type table (:func:`.counting.per_type`, imported here: the counting module reads this one's
-    constants)."""
-    from .counting import per_type
+    """The cell's per-type table (:func:`.counting.per_type`, looked up through the card registry: the counting
+    module reads this one's constants)."""
+    from .. import card_module
 
-    return per_type(cell)
+    return card_module(cell["card"]).per_type(cell)
 
 
 def _gold_cut_leakage(cell: dict) -> dict | None:
-    """The cell's gold-cut leakage scored from its unit counts (:func:`.gold_cuts.leakage_of_cell`, imported here
-    as :func:`_per_type`'s is)."""
-    from .gold_cuts import leakage_of_cell
+    """The cell's gold-cut leakage scored from its unit counts (:func:`.gold_cuts.leakage_of_cell`, looked up as
+    :func:`_per_type` is)."""
+    from .. import card_module
 
-    return leakage_of_cell(cell)
+    return card_module(cell["card"]).leakage_of_cell(cell)
 
 
 CARD = Card(
